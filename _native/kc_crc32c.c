@@ -1,0 +1,168 @@
+/* CRC-32C with a run-time choice between the SSE4.2 crc32 instruction and a portable
+ * slicing-by-8 table walk.
+ *
+ * The hardware path runs three independent CRC streams over adjacent blocks so that the
+ * 3-cycle latency of the crc32 instruction is hidden (one instruction retires per cycle),
+ * then merges the three partial CRCs. Merging needs "advance this CRC register over N zero
+ * bytes", which is linear over GF(2): it is precomputed as four 256-entry tables per block
+ * size. */
+#include "kc_crc32c.h"
+#include <string.h>
+
+#define POLY 0x82F63B78u
+
+static uint32_t sw_table[8][256];
+static int tables_ready = 0;
+static int use_hw = 0;
+
+/* Block sizes for the interleaved streams: long blocks for big buffers, short ones for
+ * the tail, single stream below that. */
+#define LONG_BLOCK 8192
+#define SHORT_BLOCK 256
+static uint32_t zeros_long[4][256];
+static uint32_t zeros_short[4][256];
+
+static inline uint32_t load_le32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* Raw register update (no pre/post inversion) over n zero bytes, one bit at a time.
+ * Only used while building tables. */
+static uint32_t advance_zeros_slow(uint32_t reg, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        for (int b = 0; b < 8; b++) reg = (reg >> 1) ^ (POLY & (0u - (reg & 1u)));
+    }
+    return reg;
+}
+
+static void build_zeros_table(uint32_t table[4][256], size_t n) {
+    /* The operator is linear, so it is fixed by its value on the 32 basis vectors. */
+    uint32_t basis[32];
+    for (int bit = 0; bit < 32; bit++) basis[bit] = advance_zeros_slow(1u << bit, n);
+    for (int k = 0; k < 4; k++) {
+        for (int v = 0; v < 256; v++) {
+            uint32_t r = 0;
+            for (int b = 0; b < 8; b++)
+                if (v & (1 << b)) r ^= basis[k * 8 + b];
+            table[k][v] = r;
+        }
+    }
+}
+
+static inline uint32_t shift_by_table(uint32_t table[4][256], uint32_t reg) {
+    return table[0][reg & 0xff] ^ table[1][(reg >> 8) & 0xff] ^ table[2][(reg >> 16) & 0xff] ^
+           table[3][reg >> 24];
+}
+
+uint32_t kc_crc32c_sw(uint32_t crc, const void *data, size_t len) {
+    const unsigned char *p = (const unsigned char *)data;
+    uint32_t reg = ~crc;
+    if (!tables_ready) kc_crc32c_init();
+    while (len && ((uintptr_t)p & 7)) {
+        reg = (reg >> 8) ^ sw_table[0][(reg ^ *p++) & 0xff];
+        len--;
+    }
+    while (len >= 8) {
+        uint32_t lo = load_le32(p) ^ reg;
+        uint32_t hi = load_le32(p + 4);
+        reg = sw_table[7][lo & 0xff] ^ sw_table[6][(lo >> 8) & 0xff] ^ sw_table[5][(lo >> 16) & 0xff] ^
+              sw_table[4][lo >> 24] ^ sw_table[3][hi & 0xff] ^ sw_table[2][(hi >> 8) & 0xff] ^
+              sw_table[1][(hi >> 16) & 0xff] ^ sw_table[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) reg = (reg >> 8) ^ sw_table[0][(reg ^ *p++) & 0xff];
+    return ~reg;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KC_HAVE_X86_HW 1
+#include <nmmintrin.h>
+
+__attribute__((target("sse4.2"))) static inline uint64_t load_u64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8); /* memcpy: unaligned loads without undefined behaviour */
+    return v;
+}
+
+/* Three streams over blocks of `block` bytes each; returns the advanced register. */
+__attribute__((target("sse4.2"))) static inline uint64_t hw_interleave(uint64_t reg,
+                                                                       const unsigned char **pp,
+                                                                       size_t *plen, size_t block,
+                                                                       uint32_t table[4][256]) {
+    const unsigned char *p = *pp;
+    size_t len = *plen;
+    while (len >= 3 * block) {
+        uint64_t r0 = reg, r1 = 0, r2 = 0;
+        const unsigned char *end = p + block;
+        do {
+            r0 = _mm_crc32_u64(r0, load_u64(p));
+            r1 = _mm_crc32_u64(r1, load_u64(p + block));
+            r2 = _mm_crc32_u64(r2, load_u64(p + 2 * block));
+            p += 8;
+        } while (p < end);
+        /* crc(A||B||C) = shift(shift(rA, |B|) ^ rB, |C|) ^ rC */
+        reg = shift_by_table(table, (uint32_t)r0) ^ r1;
+        reg = shift_by_table(table, (uint32_t)reg) ^ r2;
+        p += 2 * block;
+        len -= 3 * block;
+    }
+    *pp = p;
+    *plen = len;
+    return reg;
+}
+
+__attribute__((target("sse4.2"))) uint32_t kc_crc32c_hw(uint32_t crc, const void *data, size_t len) {
+    const unsigned char *p = (const unsigned char *)data;
+    uint64_t reg = (uint32_t)~crc;
+    if (!tables_ready) kc_crc32c_init();
+    while (len && ((uintptr_t)p & 7)) {
+        reg = _mm_crc32_u8((uint32_t)reg, *p++);
+        len--;
+    }
+    reg = hw_interleave(reg, &p, &len, LONG_BLOCK, zeros_long);
+    reg = hw_interleave(reg, &p, &len, SHORT_BLOCK, zeros_short);
+    while (len >= 8) {
+        reg = _mm_crc32_u64(reg, load_u64(p));
+        p += 8;
+        len -= 8;
+    }
+    while (len--) reg = _mm_crc32_u8((uint32_t)reg, *p++);
+    return ~(uint32_t)reg;
+}
+#else
+uint32_t kc_crc32c_hw(uint32_t crc, const void *data, size_t len) { return kc_crc32c_sw(crc, data, len); }
+#endif
+
+void kc_crc32c_init(void) {
+    if (tables_ready) return;
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (POLY & (0u - (c & 1u)));
+        sw_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = sw_table[0][n];
+        for (int t = 1; t < 8; t++) {
+            c = (c >> 8) ^ sw_table[0][c & 0xff];
+            sw_table[t][n] = c;
+        }
+    }
+    build_zeros_table(zeros_long, LONG_BLOCK);
+    build_zeros_table(zeros_short, SHORT_BLOCK);
+#ifdef KC_HAVE_X86_HW
+    __builtin_cpu_init();
+    use_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#endif
+    tables_ready = 1;
+}
+
+int kc_crc32c_hw_available(void) {
+    if (!tables_ready) kc_crc32c_init();
+    return use_hw;
+}
+
+uint32_t kc_crc32c(uint32_t crc, const void *data, size_t len) {
+    if (!tables_ready) kc_crc32c_init();
+    return use_hw ? kc_crc32c_hw(crc, data, len) : kc_crc32c_sw(crc, data, len);
+}

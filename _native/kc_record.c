@@ -1,0 +1,253 @@
+#include "kc_record.h"
+#include "kc_crc32c.h"
+#include "kc_varint.h"
+#include <string.h>
+
+int kc_batch_frame(const uint8_t *p, size_t len, kc_batch_header *h, size_t *total, const char **err) {
+    if (len < KC_LOG_OVERHEAD) return KC_TRUNCATED;
+    int32_t blen = kc_be32(p + KC_LENGTH_OFFSET);
+    if (blen < KC_RECORD_BATCH_OVERHEAD - KC_LOG_OVERHEAD) {
+        *err = "batch length is less than the record batch v2 overhead";
+        return KC_CORRUPT;
+    }
+    /* The magic byte sits before the end of the minimal header; check it as soon as it is
+     * present so that a log of another format is reported, not mistaken for a short read. */
+    if (len > KC_MAGIC_OFFSET && p[KC_MAGIC_OFFSET] != 2) {
+        *err = "unsupported magic (only record batch v2 is supported)";
+        return KC_CORRUPT;
+    }
+    size_t t = (size_t)blen + KC_LOG_OVERHEAD;
+    if (len < t) return KC_TRUNCATED;
+    h->base_offset = kc_be64(p + KC_BASE_OFFSET_OFFSET);
+    h->batch_length = blen;
+    h->partition_leader_epoch = kc_be32(p + KC_PARTITION_LEADER_EPOCH_OFFSET);
+    h->magic = (int8_t)p[KC_MAGIC_OFFSET];
+    h->crc = (uint32_t)kc_be32(p + KC_CRC_OFFSET);
+    h->attributes = kc_be16(p + KC_ATTRIBUTES_OFFSET);
+    h->last_offset_delta = kc_be32(p + KC_LAST_OFFSET_DELTA_OFFSET);
+    h->base_timestamp = kc_be64(p + KC_BASE_TIMESTAMP_OFFSET);
+    h->max_timestamp = kc_be64(p + KC_MAX_TIMESTAMP_OFFSET);
+    h->producer_id = kc_be64(p + KC_PRODUCER_ID_OFFSET);
+    h->producer_epoch = kc_be16(p + KC_PRODUCER_EPOCH_OFFSET);
+    h->base_sequence = kc_be32(p + KC_BASE_SEQUENCE_OFFSET);
+    h->records_count = kc_be32(p + KC_RECORDS_COUNT_OFFSET);
+    *total = t;
+    return KC_OK;
+}
+
+int kc_batch_crc_ok(const uint8_t *batch, size_t total, const kc_batch_header *h) {
+    return kc_crc32c(0, batch + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET) == h->crc;
+}
+
+int kc_header_next(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,
+                   const uint8_t **value, int32_t *value_len, const char **err) {
+    const uint8_t *p = *pp;
+    int32_t klen, vlen;
+    size_t n = kc_read_varint(p, end, &klen);
+    if (!n) goto bad_varint;
+    p += n;
+    if (klen < 0) {
+        *err = "header key is null or has a negative length";
+        return KC_CORRUPT;
+    }
+    if ((size_t)(end - p) < (size_t)klen) goto overrun;
+    *key = p;
+    *key_len = klen;
+    p += klen;
+    n = kc_read_varint(p, end, &vlen);
+    if (!n) goto bad_varint;
+    p += n;
+    if (vlen < -1) {
+        *err = "header value has a negative length";
+        return KC_CORRUPT;
+    }
+    if (vlen >= 0) {
+        if ((size_t)(end - p) < (size_t)vlen) goto overrun;
+        *value = p;
+        p += vlen;
+    } else {
+        *value = NULL;
+    }
+    *value_len = vlen;
+    *pp = p;
+    return KC_OK;
+bad_varint:
+    *err = "header varint is truncated or too long";
+    return KC_CORRUPT;
+overrun:
+    *err = "header runs past the end of its record";
+    return KC_CORRUPT;
+}
+
+int kc_record_parse(const uint8_t *p, const uint8_t *end, kc_record *r, const char **err) {
+    int32_t length;
+    size_t n = kc_read_varint(p, end, &length);
+    if (!n) {
+        *err = "record length varint is truncated or too long";
+        return KC_CORRUPT;
+    }
+    p += n;
+    if (length < 1 || (size_t)(end - p) < (size_t)length) {
+        *err = "record length is out of bounds";
+        return KC_CORRUPT;
+    }
+    const uint8_t *rend = p + length;
+    p += 1; /* record attributes: unused in v2 */
+    if (!(n = kc_read_varlong(p, rend, &r->timestamp_delta))) goto bad_varint;
+    p += n;
+    if (!(n = kc_read_varint(p, rend, &r->offset_delta))) goto bad_varint;
+    p += n;
+    if (!(n = kc_read_varint(p, rend, &r->key_len))) goto bad_varint;
+    p += n;
+    if (r->key_len < -1) goto bad_len;
+    if (r->key_len >= 0) {
+        if ((size_t)(rend - p) < (size_t)r->key_len) goto overrun;
+        r->key = p;
+        p += r->key_len;
+    } else {
+        r->key = NULL;
+    }
+    if (!(n = kc_read_varint(p, rend, &r->value_len))) goto bad_varint;
+    p += n;
+    if (r->value_len < -1) goto bad_len;
+    if (r->value_len >= 0) {
+        if ((size_t)(rend - p) < (size_t)r->value_len) goto overrun;
+        r->value = p;
+        p += r->value_len;
+    } else {
+        r->value = NULL;
+    }
+    if (!(n = kc_read_varint(p, rend, &r->headers_count))) goto bad_varint;
+    p += n;
+    if (r->headers_count < 0) {
+        *err = "record has a negative header count";
+        return KC_CORRUPT;
+    }
+    r->headers = p;
+    for (int32_t i = 0; i < r->headers_count; i++) {
+        const uint8_t *k, *v;
+        int32_t kl, vl;
+        int st = kc_header_next(&p, rend, &k, &kl, &v, &vl, err);
+        if (st) return st;
+    }
+    if (p != rend) {
+        *err = "record has bytes left after its last field";
+        return KC_CORRUPT;
+    }
+    r->end = rend;
+    return KC_OK;
+bad_varint:
+    *err = "record field varint is truncated or too long";
+    return KC_CORRUPT;
+bad_len:
+    *err = "record key or value has a negative length other than -1";
+    return KC_CORRUPT;
+overrun:
+    *err = "record key or value runs past the end of the record";
+    return KC_CORRUPT;
+}
+
+int kc_records_check(const uint8_t *p, const uint8_t *end, int32_t count, int32_t last_offset_delta,
+                     size_t *err_at, const char **err) {
+    const uint8_t *start = p;
+    if (count < 0) {
+        *err_at = 0;
+        *err = "negative record count";
+        return KC_CORRUPT;
+    }
+    for (int32_t i = 0; i < count; i++) {
+        kc_record r;
+        if (p >= end) {
+            *err_at = (size_t)(p - start);
+            *err = "batch holds fewer records than its record count";
+            return KC_CORRUPT;
+        }
+        int st = kc_record_parse(p, end, &r, err);
+        if (st) {
+            *err_at = (size_t)(p - start);
+            return st;
+        }
+        if (r.offset_delta < 0 || r.offset_delta > last_offset_delta) {
+            *err_at = (size_t)(p - start);
+            *err = "record offset delta is outside the batch's offset range";
+            return KC_CORRUPT;
+        }
+        p = r.end;
+    }
+    if (p != end) {
+        *err_at = (size_t)(p - start);
+        *err = "batch has bytes left after its last record";
+        return KC_CORRUPT;
+    }
+    return KC_OK;
+}
+
+static inline size_t record_body_size(int64_t timestamp_delta, int32_t offset_delta, int32_t key_len,
+                                      int32_t value_len, const kc_header_in *headers, int32_t n_headers) {
+    size_t body = 1 + kc_varlong_size(timestamp_delta) + kc_varlong_size(offset_delta) +
+                  kc_varlong_size(key_len) + (key_len > 0 ? (size_t)key_len : 0) + kc_varlong_size(value_len) +
+                  (value_len > 0 ? (size_t)value_len : 0) + kc_varlong_size(n_headers);
+    for (int32_t i = 0; i < n_headers; i++) {
+        body += kc_varlong_size(headers[i].key_len) + (size_t)headers[i].key_len +
+                kc_varlong_size(headers[i].value_len) + (headers[i].value_len > 0 ? (size_t)headers[i].value_len : 0);
+    }
+    return body;
+}
+
+size_t kc_record_encoded_size(int64_t timestamp_delta, int32_t offset_delta, int32_t key_len,
+                              int32_t value_len, const kc_header_in *headers, int32_t n_headers) {
+    size_t body = record_body_size(timestamp_delta, offset_delta, key_len, value_len, headers, n_headers);
+    return kc_varlong_size((int64_t)body) + body;
+}
+
+size_t kc_record_encode(uint8_t *dst, int64_t timestamp_delta, int32_t offset_delta, const uint8_t *key,
+                        int32_t key_len, const uint8_t *value, int32_t value_len, const kc_header_in *headers,
+                        int32_t n_headers) {
+    size_t body = record_body_size(timestamp_delta, offset_delta, key_len, value_len, headers, n_headers);
+    uint8_t *p = dst;
+    p += kc_write_varlong(p, (int64_t)body);
+    *p++ = 0; /* attributes */
+    p += kc_write_varlong(p, timestamp_delta);
+    p += kc_write_varlong(p, offset_delta);
+    p += kc_write_varlong(p, key_len);
+    if (key_len > 0) {
+        memcpy(p, key, (size_t)key_len);
+        p += key_len;
+    }
+    p += kc_write_varlong(p, value_len);
+    if (value_len > 0) {
+        memcpy(p, value, (size_t)value_len);
+        p += value_len;
+    }
+    p += kc_write_varlong(p, n_headers);
+    for (int32_t i = 0; i < n_headers; i++) {
+        p += kc_write_varlong(p, headers[i].key_len);
+        if (headers[i].key_len) {
+            memcpy(p, headers[i].key, (size_t)headers[i].key_len);
+            p += headers[i].key_len;
+        }
+        p += kc_write_varlong(p, headers[i].value_len);
+        if (headers[i].value_len > 0) {
+            memcpy(p, headers[i].value, (size_t)headers[i].value_len);
+            p += headers[i].value_len;
+        }
+    }
+    return (size_t)(p - dst);
+}
+
+void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *h) {
+    kc_put_be64(batch + KC_BASE_OFFSET_OFFSET, h->base_offset);
+    kc_put_be32(batch + KC_LENGTH_OFFSET, (int32_t)(total - KC_LOG_OVERHEAD));
+    kc_put_be32(batch + KC_PARTITION_LEADER_EPOCH_OFFSET, h->partition_leader_epoch);
+    batch[KC_MAGIC_OFFSET] = 2;
+    kc_put_be16(batch + KC_ATTRIBUTES_OFFSET, h->attributes);
+    kc_put_be32(batch + KC_LAST_OFFSET_DELTA_OFFSET, h->last_offset_delta);
+    kc_put_be64(batch + KC_BASE_TIMESTAMP_OFFSET, h->base_timestamp);
+    kc_put_be64(batch + KC_MAX_TIMESTAMP_OFFSET, h->max_timestamp);
+    kc_put_be64(batch + KC_PRODUCER_ID_OFFSET, h->producer_id);
+    kc_put_be16(batch + KC_PRODUCER_EPOCH_OFFSET, h->producer_epoch);
+    kc_put_be32(batch + KC_BASE_SEQUENCE_OFFSET, h->base_sequence);
+    kc_put_be32(batch + KC_RECORDS_COUNT_OFFSET, h->records_count);
+    uint32_t crc = kc_crc32c(0, batch + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET);
+    kc_put_be32(batch + KC_CRC_OFFSET, (int32_t)crc);
+}

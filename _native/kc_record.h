@@ -1,0 +1,135 @@
+/* Kafka record batch format v2 (magic 2): header layout, record parse and encode.
+ * Layout facts from Kafka's DefaultRecordBatch / DefaultRecord documentation. Every read
+ * takes an end pointer and fails with an error code and message rather than reading past it. */
+#ifndef KC_RECORD_H
+#define KC_RECORD_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Byte offsets of the batch header fields. */
+#define KC_BASE_OFFSET_OFFSET 0
+#define KC_LENGTH_OFFSET 8
+#define KC_PARTITION_LEADER_EPOCH_OFFSET 12
+#define KC_MAGIC_OFFSET 16
+#define KC_CRC_OFFSET 17
+#define KC_ATTRIBUTES_OFFSET 21
+#define KC_LAST_OFFSET_DELTA_OFFSET 23
+#define KC_BASE_TIMESTAMP_OFFSET 27
+#define KC_MAX_TIMESTAMP_OFFSET 35
+#define KC_PRODUCER_ID_OFFSET 43
+#define KC_PRODUCER_EPOCH_OFFSET 51
+#define KC_BASE_SEQUENCE_OFFSET 53
+#define KC_RECORDS_COUNT_OFFSET 57
+#define KC_RECORD_BATCH_OVERHEAD 61
+#define KC_LOG_OVERHEAD 12 /* baseOffset + batchLength: the part batchLength does not count */
+
+#define KC_ATTR_COMPRESSION_MASK 0x07
+#define KC_ATTR_TIMESTAMP_TYPE 0x08
+#define KC_ATTR_TRANSACTIONAL 0x10
+#define KC_ATTR_CONTROL 0x20
+#define KC_ATTR_DELETE_HORIZON 0x40
+
+enum kc_status {
+    KC_OK = 0,
+    KC_TRUNCATED = 1, /* the input ends inside a batch: not an error for a reader of a log tail */
+    KC_CORRUPT = 2,
+    KC_NOMEM = 3,
+    KC_TOO_LARGE = 4,
+};
+
+static inline int64_t kc_be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+static inline int32_t kc_be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+static inline int16_t kc_be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+static inline void kc_put_be64(uint8_t *p, int64_t v) {
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)u;
+        u >>= 8;
+    }
+}
+static inline void kc_put_be32(uint8_t *p, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)(u >> 24);
+    p[1] = (uint8_t)(u >> 16);
+    p[2] = (uint8_t)(u >> 8);
+    p[3] = (uint8_t)u;
+}
+static inline void kc_put_be16(uint8_t *p, int16_t v) {
+    uint16_t u = (uint16_t)v;
+    p[0] = (uint8_t)(u >> 8);
+    p[1] = (uint8_t)u;
+}
+
+typedef struct {
+    int64_t base_offset;
+    int32_t batch_length; /* bytes after the length field */
+    int32_t partition_leader_epoch;
+    int8_t magic;
+    uint32_t crc;
+    int16_t attributes;
+    int32_t last_offset_delta;
+    int64_t base_timestamp;
+    int64_t max_timestamp;
+    int64_t producer_id;
+    int16_t producer_epoch;
+    int32_t base_sequence;
+    int32_t records_count;
+} kc_batch_header;
+
+/* Frames the batch at the start of [p, p+len). On KC_OK fills *h and *total (whole batch
+ * size). KC_TRUNCATED when fewer bytes than the batch needs are present; KC_CORRUPT with
+ * *err for a length below the v2 minimum or a magic other than 2. */
+int kc_batch_frame(const uint8_t *p, size_t len, kc_batch_header *h, size_t *total, const char **err);
+
+/* Checks the CRC-32C over attributes..end against the stored one. */
+int kc_batch_crc_ok(const uint8_t *batch, size_t total, const kc_batch_header *h);
+
+typedef struct {
+    int64_t timestamp_delta;
+    int32_t offset_delta;
+    const uint8_t *key; /* NULL for a null key */
+    int32_t key_len;
+    const uint8_t *value; /* NULL for a null value */
+    int32_t value_len;
+    int32_t headers_count;
+    const uint8_t *headers; /* first header's bytes */
+    const uint8_t *end;     /* one past this record */
+} kc_record;
+
+/* Parses one record at [p, end). On KC_OK fills *r (pointers into the input) and the
+ * headers are known to be well formed. */
+int kc_record_parse(const uint8_t *p, const uint8_t *end, kc_record *r, const char **err);
+
+/* Steps through one header of a parsed record; value NULL means a null header value. */
+int kc_header_next(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,
+                   const uint8_t **value, int32_t *value_len, const char **err);
+
+/* Walks `count` records in [p, end) and checks that they exactly fill it, that offset deltas
+ * fit below last_offset_delta+1. On failure *err_at is the offset inside [p,end). */
+int kc_records_check(const uint8_t *p, const uint8_t *end, int32_t count, int32_t last_offset_delta,
+                     size_t *err_at, const char **err);
+
+typedef struct {
+    const uint8_t *key;
+    int32_t key_len; /* bytes of the UTF-8 key */
+    const uint8_t *value;
+    int32_t value_len; /* -1: null */
+} kc_header_in;
+
+/* Size of the encoded record including its length prefix. key_len/value_len -1 mean null. */
+size_t kc_record_encoded_size(int64_t timestamp_delta, int32_t offset_delta, int32_t key_len,
+                              int32_t value_len, const kc_header_in *headers, int32_t n_headers);
+/* Writes the record (with its length prefix) at dst, which must hold encoded_size bytes. */
+size_t kc_record_encode(uint8_t *dst, int64_t timestamp_delta, int32_t offset_delta, const uint8_t *key,
+                        int32_t key_len, const uint8_t *value, int32_t value_len, const kc_header_in *headers,
+                        int32_t n_headers);
+
+/* Fills the 61-byte header, then the CRC over [21, total). */
+void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *h);
+#endif

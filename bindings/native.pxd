@@ -1,0 +1,97 @@
+# Declarations of the plain-C99 core in _native/.
+from libc.stdint cimport uint8_t, uint32_t, int16_t, int32_t, int64_t, int8_t
+
+cdef extern from "kc_crc32c.h" nogil:
+    void kc_crc32c_init()
+    uint32_t kc_crc32c(uint32_t crc, const void *data, size_t length)
+    uint32_t kc_crc32c_sw(uint32_t crc, const void *data, size_t length)
+    int kc_crc32c_hw_available()
+
+cdef extern from "kc_murmur2.h" nogil:
+    int32_t kc_murmur2(const void *data, size_t length)
+    int32_t kc_partition_for_hash(int32_t h, int32_t num_partitions)
+
+cdef extern from "kc_buffer.h" nogil:
+    ctypedef struct kc_buf:
+        uint8_t *data
+        size_t len
+        size_t cap
+    int kc_buf_reserve(kc_buf *b, size_t extra)
+    int kc_buf_append(kc_buf *b, const void *src, size_t n)
+    void kc_buf_free(kc_buf *b)
+    uint8_t *kc_buf_release(kc_buf *b)
+
+cdef extern from "kc_utf8.h" nogil:
+    int kc_utf8_valid(const uint8_t *p, size_t n)
+
+cdef extern from "kc_record.h" nogil:
+    enum:
+        KC_RECORD_BATCH_OVERHEAD
+        KC_LOG_OVERHEAD
+        KC_ATTRIBUTES_OFFSET
+        KC_ATTR_TIMESTAMP_TYPE
+        KC_ATTR_TRANSACTIONAL
+        KC_ATTR_CONTROL
+        KC_OK
+        KC_TRUNCATED
+        KC_CORRUPT
+        KC_NOMEM
+        KC_TOO_LARGE
+    ctypedef struct kc_batch_header:
+        int64_t base_offset
+        int32_t batch_length
+        int32_t partition_leader_epoch
+        int8_t magic
+        uint32_t crc
+        int16_t attributes
+        int32_t last_offset_delta
+        int64_t base_timestamp
+        int64_t max_timestamp
+        int64_t producer_id
+        int16_t producer_epoch
+        int32_t base_sequence
+        int32_t records_count
+    ctypedef struct kc_record:
+        int64_t timestamp_delta
+        int32_t offset_delta
+        const uint8_t *key
+        int32_t key_len
+        const uint8_t *value
+        int32_t value_len
+        int32_t headers_count
+        const uint8_t *headers
+        const uint8_t *end
+    ctypedef struct kc_header_in:
+        const uint8_t *key
+        int32_t key_len
+        const uint8_t *value
+        int32_t value_len
+    int kc_batch_frame(const uint8_t *p, size_t length, kc_batch_header *h, size_t *total, const char **err)
+    int kc_batch_crc_ok(const uint8_t *batch, size_t total, const kc_batch_header *h)
+    int kc_record_parse(const uint8_t *p, const uint8_t *end, kc_record *r, const char **err)
+    int kc_header_next(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,
+                       const uint8_t **value, int32_t *value_len, const char **err)
+    int kc_records_check(const uint8_t *p, const uint8_t *end, int32_t count, int32_t last_offset_delta,
+                         size_t *err_at, const char **err)
+    size_t kc_record_encoded_size(int64_t timestamp_delta, int32_t offset_delta, int32_t key_len,
+                                  int32_t value_len, const kc_header_in *headers, int32_t n_headers)
+    size_t kc_record_encode(uint8_t *dst, int64_t timestamp_delta, int32_t offset_delta, const uint8_t *key,
+                            int32_t key_len, const uint8_t *value, int32_t value_len,
+                            const kc_header_in *headers, int32_t n_headers)
+    void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *h)
+
+cdef extern from "kc_columns.h" nogil:
+    ctypedef struct kc_columns:
+        int64_t rows
+        kc_buf key_offsets, key_data, key_validity
+        kc_buf value_offsets, value_data, value_validity
+        kc_buf offsets, timestamps, timestamp_types
+        kc_buf header_list_offsets, header_list_validity
+        int64_t headers
+        kc_buf header_key_offsets, header_key_data
+        kc_buf header_value_offsets, header_value_data, header_value_validity
+        int64_t key_nulls, value_nulls, header_list_nulls, header_value_nulls
+    int kc_columns_init(kc_columns *c)
+    void kc_columns_free(kc_columns *c)
+    int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *end,
+                             const kc_batch_header *h, size_t *err_at, const char **err)

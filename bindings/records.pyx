@@ -1,0 +1,754 @@
+# cython: language_level=3
+"""Record batch v2: builder, zero-copy batch views, record iteration and the columnar
+decoder. The byte-level work is in _native/ (kc_record.c, kc_columns.c); this module moves
+Python objects in and out. Its pure-Python twin is kafkacore/record/batch_py.py."""
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact,
+                            PyBytes_FromStringAndSize)
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from libc.stdint cimport uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy, memset
+from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
+
+from native cimport *
+
+import numpy as np
+cimport numpy as cnp
+import pyarrow as pa
+
+from kafkacore.record import codecs
+from kafkacore.record.errors import CorruptRecordError
+from kafkacore.record.arrow_schema import SPARK_KAFKA_SCHEMA, HEADERS_TYPE, HEADER_TYPE, constant_columns
+
+cnp.import_array()
+kc_crc32c_init()
+
+cdef enum:
+    GIL_RELEASE_BYTES = 65536  # below this, releasing the GIL costs more than it saves
+    MAX_STACK_HEADERS = 16
+    PY_BUF_READ = 0x100
+
+cdef object _CODEC_NAMES = codecs.CODEC_NAMES
+cdef int32_t INT32_MAX_ = 0x7FFFFFFF
+
+
+cdef inline int64_t _now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef inline int64_t _wrap_add(int64_t a, int64_t b) noexcept nogil:
+    # Two's-complement wrap, as Java's long arithmetic; unsigned math avoids signed overflow UB.
+    return <int64_t>(<uint64_t>a + <uint64_t>b)
+
+
+cdef int64_t _timestamp_arg(object ts) except? -1:
+    if isinstance(ts, bool) or not hasattr(ts, "__index__"):
+        raise TypeError(f"timestamp_ms must be an int, not {type(ts).__name__}")
+    v = ts.__index__()
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise OverflowError("timestamp_ms does not fit in 64 bits")
+    return <int64_t>v
+
+
+cdef class _Bytes:
+    """A borrowed view of a bytes-like argument: exact bytes without a buffer request."""
+    cdef Py_buffer view
+    cdef bint has_view
+    cdef const uint8_t *ptr
+    cdef int32_t length  # -1: None
+
+    cdef int set(self, object obj, str what) except -1:
+        if obj is None:
+            self.ptr = NULL
+            self.length = -1
+            return 0
+        if PyBytes_CheckExact(obj):
+            if PyBytes_GET_SIZE(obj) > INT32_MAX_:
+                raise ValueError(f"{what} is larger than 2 GiB")
+            self.ptr = <const uint8_t *>PyBytes_AS_STRING(obj)
+            self.length = <int32_t>PyBytes_GET_SIZE(obj)
+            return 0
+        if isinstance(obj, str):
+            raise TypeError(f"{what} must be bytes-like or None, not str (encode it first)")
+        try:
+            PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+        except TypeError:
+            raise TypeError(f"{what} must be bytes-like or None, not {type(obj).__name__}") from None
+        self.has_view = True
+        if self.view.len > INT32_MAX_:
+            self.release()
+            raise ValueError(f"{what} is larger than 2 GiB")
+        self.ptr = <const uint8_t *>self.view.buf
+        self.length = <int32_t>self.view.len
+        return 0
+
+    cdef inline void release(self):
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+            self.has_view = False
+
+    def __dealloc__(self):
+        self.release()
+
+
+cdef class RecordBatchBuilder:
+    """Builds one record batch v2.
+
+    RecordBatchBuilder(compression="none", base_offset=0, producer_id=-1, producer_epoch=-1,
+                       base_sequence=-1, transactional=False, log_append_time=False,
+                       partition_leader_epoch=-1, control=False)
+
+    Records are encoded in place into one growing buffer that starts with room for the
+    61-byte batch header, so ``build`` of an uncompressed batch is a single copy."""
+    cdef kc_buf buf
+    cdef int32_t count
+    cdef int64_t base_ts, max_ts
+    cdef int codec
+    cdef kc_batch_header header
+    cdef readonly str compression
+    cdef readonly bint transactional, log_append_time, control
+    cdef _Bytes _value, _key
+
+    def __cinit__(self):
+        memset(&self.buf, 0, sizeof(kc_buf))
+
+    def __init__(self, compression="none", long long base_offset=0, long long producer_id=-1,
+                 int producer_epoch=-1, int base_sequence=-1, transactional=False,
+                 log_append_time=False, int partition_leader_epoch=-1, control=False):
+        self.codec = codecs.codec_id(compression)
+        self.compression = _CODEC_NAMES[self.codec]
+        if not -32768 <= producer_epoch <= 32767:
+            raise OverflowError("producer_epoch must fit in 16 bits")
+        self.transactional = bool(transactional)
+        self.log_append_time = bool(log_append_time)
+        self.control = bool(control)
+        memset(&self.header, 0, sizeof(kc_batch_header))
+        self.header.base_offset = base_offset
+        self.header.producer_id = producer_id
+        self.header.producer_epoch = <int16_t>producer_epoch
+        self.header.base_sequence = base_sequence
+        self.header.partition_leader_epoch = partition_leader_epoch
+        self.count = 0
+        self.buf.len = 0
+        if kc_buf_reserve(&self.buf, 4096):
+            raise MemoryError()
+        memset(self.buf.data, 0, KC_RECORD_BATCH_OVERHEAD)
+        self.buf.len = KC_RECORD_BATCH_OVERHEAD
+        self._value = _Bytes()
+        self._key = _Bytes()
+
+    def __dealloc__(self):
+        kc_buf_free(&self.buf)
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def base_offset(self):
+        return self.header.base_offset
+
+    @property
+    def producer_id(self):
+        return self.header.producer_id
+
+    @property
+    def producer_epoch(self):
+        return self.header.producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self.header.base_sequence
+
+    @property
+    def partition_leader_epoch(self):
+        return self.header.partition_leader_epoch
+
+    @property
+    def size_in_bytes(self):
+        """Uncompressed size of the batch so far (header + records)."""
+        return self.buf.len
+
+    cdef int _add(self, const uint8_t *value, int32_t value_len, const uint8_t *key, int32_t key_len,
+                  int64_t ts, const kc_header_in *headers, int32_t n_headers) except -1:
+        cdef int64_t delta
+        cdef size_t size
+        if self.count == INT32_MAX_:
+            raise OverflowError("a record batch holds at most 2^31-1 records")
+        if self.count == 0:
+            self.base_ts = ts
+            self.max_ts = ts
+        delta = <int64_t>(<uint64_t>ts - <uint64_t>self.base_ts)
+        size = kc_record_encoded_size(delta, self.count, key_len, value_len, headers, n_headers)
+        if self.buf.len + size > <size_t>INT32_MAX_:
+            raise OverflowError("a record batch is limited to 2 GiB")
+        if kc_buf_reserve(&self.buf, size):
+            raise MemoryError()
+        self.buf.len += kc_record_encode(self.buf.data + self.buf.len, delta, self.count, key, key_len,
+                                         value, value_len, headers, n_headers)
+        if ts > self.max_ts:
+            self.max_ts = ts
+        self.count += 1
+        return 0
+
+    cdef int _add_with_headers(self, _Bytes value, _Bytes key, int64_t ts, object headers) except -1:
+        cdef kc_header_in stack_headers[MAX_STACK_HEADERS]
+        cdef kc_header_in *hs = stack_headers
+        cdef Py_ssize_t n = len(headers), i
+        cdef list keep = []  # keeps encoded keys and value buffers alive while encoding
+        cdef _Bytes hv
+        if n > INT32_MAX_:
+            raise OverflowError("too many headers")
+        if n > MAX_STACK_HEADERS:
+            hs = <kc_header_in *>malloc(n * sizeof(kc_header_in))
+            if hs == NULL:
+                raise MemoryError()
+        try:
+            for i in range(n):
+                try:
+                    hk, hval = headers[i]
+                except (TypeError, ValueError):
+                    raise TypeError("headers must be a list of (key, value) pairs") from None
+                if isinstance(hk, str):
+                    hk = (<str>hk).encode("utf-8")
+                elif isinstance(hk, (bytes, bytearray, memoryview)):
+                    hk = bytes(hk)
+                    hk.decode("utf-8")  # header keys are strings in Kafka
+                else:
+                    raise TypeError(f"header key must be str, not {type(hk).__name__}")
+                if len(hk) > INT32_MAX_:
+                    raise ValueError("header key is larger than 2 GiB")
+                hv = _Bytes()
+                hv.set(hval, "header value")
+                keep.append(hk)
+                keep.append(hv)
+                hs[i].key = <const uint8_t *>PyBytes_AS_STRING(hk)
+                hs[i].key_len = <int32_t>PyBytes_GET_SIZE(hk)
+                hs[i].value = hv.ptr
+                hs[i].value_len = hv.length
+            self._add(value.ptr, value.length, key.ptr, key.length, ts, hs, <int32_t>n)
+        finally:
+            if hs != stack_headers:
+                free(hs)
+        return 0
+
+    def append(self, value, key=None, timestamp_ms=None, headers=None):
+        """append(value, key=None, timestamp_ms=None, headers=None): add one record.
+
+        value and key: bytes-like or None. timestamp_ms defaults to now. headers: a list of
+        (str, bytes-or-None) pairs."""
+        cdef int64_t ts = _now_ms() if timestamp_ms is None else _timestamp_arg(timestamp_ms)
+        cdef _Bytes v = self._value, k = self._key
+        v.set(value, "value")
+        try:
+            k.set(key, "key")
+            try:
+                if headers:
+                    self._add_with_headers(v, k, ts, headers)
+                else:
+                    self._add(v.ptr, v.length, k.ptr, k.length, ts, NULL, 0)
+            finally:
+                k.release()
+        finally:
+            v.release()
+
+    def extend(self, values, keys=None, timestamps_ms=None):
+        """extend(values, keys=None, timestamps_ms=None): add many records in one C loop.
+
+        values/keys: lists or tuples of bytes (None allowed), or any sequence of bytes-like;
+        timestamps_ms: a sequence or numpy array of ints; all records get 'now' when omitted."""
+        if not isinstance(values, (list, tuple)):
+            values = list(values)
+        cdef Py_ssize_t n = len(values), i
+        if keys is not None:
+            if not isinstance(keys, (list, tuple)):
+                keys = list(keys)
+            if len(keys) != n:
+                raise ValueError(f"keys has {len(keys)} items but values has {n}")
+        cdef cnp.ndarray ts_arr = None
+        cdef const int64_t *ts_ptr = NULL
+        if timestamps_ms is not None:
+            if len(timestamps_ms) != n:
+                raise ValueError(f"timestamps_ms has {len(timestamps_ms)} items but values has {n}")
+            if isinstance(timestamps_ms, np.ndarray):
+                if timestamps_ms.dtype.kind not in "iu":
+                    raise TypeError("timestamps_ms must hold integers")
+                ts_arr = np.ascontiguousarray(timestamps_ms, dtype=np.int64)
+                ts_ptr = <const int64_t *>cnp.PyArray_DATA(ts_arr)
+            elif not isinstance(timestamps_ms, (list, tuple)):
+                timestamps_ms = list(timestamps_ms)
+        cdef int64_t now = _now_ms()
+        cdef int64_t ts
+        cdef bint values_list = isinstance(values, list)
+        cdef bint keys_list = isinstance(keys, list)
+        cdef PyObject *vo
+        cdef PyObject *ko
+        cdef _Bytes v = self._value, k = self._key
+        for i in range(n):
+            if ts_ptr != NULL:
+                ts = ts_ptr[i]
+            elif timestamps_ms is not None:
+                ts = _timestamp_arg(timestamps_ms[i])
+            else:
+                ts = now
+            vo = PyList_GET_ITEM(values, i) if values_list else PyTuple_GET_ITEM(values, i)
+            if keys is None:
+                ko = NULL
+            else:
+                ko = PyList_GET_ITEM(keys, i) if keys_list else PyTuple_GET_ITEM(keys, i)
+            # Fast path: exact bytes (or None) in both slots, no buffer requests.
+            if PyBytes_CheckExact(<object>vo) and (ko == NULL or <object>ko is None):
+                if PyBytes_GET_SIZE(<object>vo) > INT32_MAX_:
+                    raise ValueError("value is larger than 2 GiB")
+                self._add(<const uint8_t *>PyBytes_AS_STRING(<object>vo), <int32_t>PyBytes_GET_SIZE(<object>vo),
+                          NULL, -1, ts, NULL, 0)
+                continue
+            v.set(<object>vo, "value")
+            try:
+                k.set(None if ko == NULL else <object>ko, "key")
+                try:
+                    self._add(v.ptr, v.length, k.ptr, k.length, ts, NULL, 0)
+                finally:
+                    k.release()
+            finally:
+                v.release()
+
+    def build(self):
+        """The finished batch as bytes (the builder stays usable; build again after more appends)."""
+        cdef kc_batch_header h = self.header
+        cdef bytes out
+        cdef uint8_t *dst
+        cdef size_t total
+        cdef size_t records_len = self.buf.len - KC_RECORD_BATCH_OVERHEAD
+        if self.count == 0:
+            raise ValueError("cannot build a record batch with no records")
+        h.attributes = <int16_t>self.codec
+        if self.log_append_time:
+            h.attributes |= KC_ATTR_TIMESTAMP_TYPE
+        if self.transactional:
+            h.attributes |= KC_ATTR_TRANSACTIONAL
+        if self.control:
+            h.attributes |= KC_ATTR_CONTROL
+        h.last_offset_delta = self.count - 1
+        h.base_timestamp = self.base_ts
+        h.max_timestamp = self.max_ts
+        h.records_count = self.count
+        if self.codec == 0:
+            total = self.buf.len
+            with nogil:
+                kc_batch_write_header(self.buf.data, total, &h)
+            return PyBytes_FromStringAndSize(<char *>self.buf.data, <Py_ssize_t>total)
+        section = PyMemoryView_FromMemory(<char *>self.buf.data + KC_RECORD_BATCH_OVERHEAD,
+                                          <Py_ssize_t>records_len, PY_BUF_READ)
+        compressed = codecs.compress(self.codec, section)
+        section.release()
+        total = KC_RECORD_BATCH_OVERHEAD + len(compressed)
+        if total > <size_t>INT32_MAX_:
+            raise OverflowError("a record batch is limited to 2 GiB")
+        out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>total)
+        dst = <uint8_t *>PyBytes_AS_STRING(out)
+        cdef _Bytes c = _Bytes()
+        c.set(compressed, "compressed records")
+        memcpy(dst + KC_RECORD_BATCH_OVERHEAD, c.ptr, <size_t>c.length)
+        c.release()
+        with nogil:
+            kc_batch_write_header(dst, total, &h)
+        return out
+
+
+@cython.freelist(512)
+cdef class Record:
+    """One decoded record: offset, timestamp_ms, key, value, headers."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp_ms
+    cdef readonly object key
+    cdef readonly object value
+    cdef object _headers  # None until a record has headers: most have none
+
+    @property
+    def headers(self):
+        return [] if self._headers is None else self._headers
+
+    def __eq__(self, other):
+        if not hasattr(other, "timestamp_ms"):
+            return NotImplemented
+        return (self.offset, self.timestamp_ms, self.key, self.value, self.headers) == (
+            other.offset, other.timestamp_ms, other.key, other.value, list(other.headers))
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp_ms={self.timestamp_ms}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+
+cdef class _BufferRef:
+    """Holds a buffer request on the caller's object for as long as batch views use it."""
+    cdef Py_buffer view
+    cdef bint held
+    cdef const uint8_t *data
+    cdef size_t length
+
+    def __cinit__(self, obj):
+        PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
+        self.held = True
+        self.data = <const uint8_t *>self.view.buf
+        self.length = <size_t>self.view.len
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+
+cdef object _corrupt(str reason, Py_ssize_t position):
+    return CorruptRecordError(reason, position)
+
+
+cdef list _decode_records(const uint8_t *p, const uint8_t *end, const kc_batch_header *h,
+                          Py_ssize_t section_position, bint position_is_exact):
+    """Records of one section as a list of Record; CorruptRecordError naming the position
+    (the record's own byte offset for uncompressed data, else the batch's)."""
+    cdef int32_t count = h.records_count, i, j
+    cdef kc_record r
+    cdef const char *err = NULL
+    cdef const uint8_t *start = p
+    cdef const uint8_t *hp
+    cdef const uint8_t *hk
+    cdef const uint8_t *hv
+    cdef int32_t hkl, hvl
+    cdef bint log_append = (h.attributes & KC_ATTR_TIMESTAMP_TYPE) != 0
+    cdef Record rec
+    cdef list out, headers
+    if count < 0:
+        raise _corrupt("negative record count", section_position)
+    if <size_t>count > <size_t>(end - p) // 7 + 1:
+        raise _corrupt("record count is larger than the records section can hold",
+                       section_position + (0 if position_is_exact else 0))
+    out = PyList_New(count)
+    for i in range(count):
+        if p >= end:
+            raise _corrupt("batch holds fewer records than its record count",
+                           section_position + (p - start if position_is_exact else 0))
+        if kc_record_parse(p, end, &r, &err) != KC_OK:
+            raise _corrupt(err.decode(), section_position + (p - start if position_is_exact else 0))
+        rec = Record.__new__(Record)
+        rec.offset = _wrap_add(h.base_offset, r.offset_delta)
+        rec.timestamp_ms = h.max_timestamp if log_append else _wrap_add(h.base_timestamp, r.timestamp_delta)
+        rec.key = None if r.key == NULL else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
+        rec.value = None if r.value == NULL else PyBytes_FromStringAndSize(<const char *>r.value, r.value_len)
+        if r.headers_count:
+            headers = []
+            hp = r.headers
+            for j in range(r.headers_count):
+                kc_header_next(&hp, r.end, &hk, &hkl, &hv, &hvl, &err)  # well formed: checked by parse
+                try:
+                    name = PyUnicode_DecodeUTF8(<const char *>hk, hkl, NULL)
+                except UnicodeDecodeError:
+                    raise _corrupt("header key is not valid UTF-8",
+                                   section_position + (p - start if position_is_exact else 0)) from None
+                headers.append((name, None if hv == NULL else PyBytes_FromStringAndSize(<const char *>hv, hvl)))
+            rec._headers = headers
+        Py_INCREF(rec)
+        PyList_SET_ITEM(out, i, rec)
+        p = r.end
+    if p != end:
+        raise _corrupt("batch has bytes left after its last record",
+                       section_position + (p - start if position_is_exact else 0))
+    return out
+
+
+cdef class RecordBatch:
+    """A view of one record batch v2 inside a buffer; records are decoded when iterated."""
+    cdef _BufferRef _ref
+    cdef kc_batch_header h
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size_in_bytes
+
+    @property
+    def base_offset(self): return self.h.base_offset
+    @property
+    def batch_length(self): return self.h.batch_length
+    @property
+    def partition_leader_epoch(self): return self.h.partition_leader_epoch
+    @property
+    def magic(self): return self.h.magic
+    @property
+    def crc(self): return self.h.crc
+    @property
+    def attributes(self): return self.h.attributes
+    @property
+    def last_offset_delta(self): return self.h.last_offset_delta
+    @property
+    def last_offset(self): return _wrap_add(self.h.base_offset, self.h.last_offset_delta)
+    @property
+    def next_offset(self): return _wrap_add(self.h.base_offset, <int64_t>self.h.last_offset_delta + 1)
+    @property
+    def base_timestamp(self): return self.h.base_timestamp
+    @property
+    def max_timestamp(self): return self.h.max_timestamp
+    @property
+    def producer_id(self): return self.h.producer_id
+    @property
+    def producer_epoch(self): return self.h.producer_epoch
+    @property
+    def base_sequence(self): return self.h.base_sequence
+    @property
+    def count(self): return self.h.records_count
+    @property
+    def compression_type(self): return self.h.attributes & 0x07
+    @property
+    def compression(self):
+        c = self.h.attributes & 0x07
+        return _CODEC_NAMES.get(c, f"unknown({c})")
+    @property
+    def timestamp_type(self): return 1 if self.h.attributes & KC_ATTR_TIMESTAMP_TYPE else 0
+    @property
+    def is_transactional(self): return (self.h.attributes & KC_ATTR_TRANSACTIONAL) != 0
+    @property
+    def is_control(self): return (self.h.attributes & KC_ATTR_CONTROL) != 0
+
+    cdef inline const uint8_t *_start(self):
+        return self._ref.data + self.position
+
+    def to_bytes(self):
+        return PyBytes_FromStringAndSize(<const char *>self._start(), self.size_in_bytes)
+
+    cdef bytes _decompressed(self):
+        cdef int codec = self.h.attributes & 0x07
+        if codec not in _CODEC_NAMES:
+            raise _corrupt(f"unknown compression codec id {codec}", self.position)
+        section = PyMemoryView_FromMemory(<char *>self._start() + KC_RECORD_BATCH_OVERHEAD,
+                                          self.size_in_bytes - KC_RECORD_BATCH_OVERHEAD, PY_BUF_READ)
+        try:
+            return codecs.decompress(codec, section, self.position)
+        finally:
+            section.release()
+
+    def validate(self, records=True):
+        """CorruptRecordError unless the header and CRC-32C are sound; with ``records`` (the
+        default) every record is parsed too, decompressing if needed."""
+        cdef const uint8_t *p = self._start()
+        cdef size_t total = <size_t>self.size_in_bytes
+        cdef int ok
+        cdef size_t err_at = 0
+        cdef const char *err = NULL
+        cdef int st
+        cdef bytes data
+        cdef uint32_t computed
+        if self.h.records_count < 0:
+            raise _corrupt("negative record count", self.position)
+        if self.h.records_count > 0 and self.h.last_offset_delta < self.h.records_count - 1:
+            raise _corrupt("last offset delta is below the record count", self.position)
+        if total >= GIL_RELEASE_BYTES:
+            with nogil:
+                computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+        else:
+            computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+        if computed != self.h.crc:
+            raise _corrupt(f"CRC-32C mismatch: stored {self.h.crc:#010x}, computed {computed:#010x}",
+                           self.position)
+        if not records:
+            return
+        if self.h.attributes & 0x07:
+            data = self._decompressed()
+            st = kc_records_check(<const uint8_t *>PyBytes_AS_STRING(data),
+                                  <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data),
+                                  self.h.records_count, self.h.last_offset_delta, &err_at, &err)
+            if st != KC_OK:
+                raise _corrupt(err.decode(), self.position)
+        else:
+            st = kc_records_check(p + KC_RECORD_BATCH_OVERHEAD, p + total, self.h.records_count,
+                                  self.h.last_offset_delta, &err_at, &err)
+            if st != KC_OK:
+                raise _corrupt(err.decode(), self.position + KC_RECORD_BATCH_OVERHEAD + <Py_ssize_t>err_at)
+
+    def __iter__(self):
+        cdef const uint8_t *p = self._start()
+        cdef bytes data
+        if self.h.attributes & 0x07:
+            data = self._decompressed()
+            return iter(_decode_records(<const uint8_t *>PyBytes_AS_STRING(data),
+                                        <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data),
+                                        &self.h, self.position, False))
+        return iter(_decode_records(p + KC_RECORD_BATCH_OVERHEAD, p + self.size_in_bytes, &self.h,
+                                    self.position + KC_RECORD_BATCH_OVERHEAD, True))
+
+    def __repr__(self):
+        return (f"RecordBatch(base_offset={self.base_offset}, count={self.count}, "
+                f"compression={self.compression!r}, size={self.size_in_bytes})")
+
+
+cdef class _BatchIterator:
+    cdef _BufferRef ref
+    cdef size_t pos
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef kc_batch_header h
+        cdef size_t total
+        cdef const char *err = NULL
+        cdef int st = kc_batch_frame(self.ref.data + self.pos, self.ref.length - self.pos, &h, &total, &err)
+        cdef RecordBatch b
+        if st == KC_TRUNCATED:
+            raise StopIteration
+        if st != KC_OK:
+            raise _corrupt(err.decode(), <Py_ssize_t>self.pos)
+        b = RecordBatch.__new__(RecordBatch)
+        b._ref = self.ref
+        b.h = h
+        b.position = <Py_ssize_t>self.pos
+        b.size_in_bytes = <Py_ssize_t>total
+        self.pos += total
+        return b
+
+
+def iter_batches(buf):
+    """iter_batches(buf): each RecordBatch of a buffer of concatenated batches (a segment, a
+    fetch response). A truncated final batch ends the iteration quietly; a batch whose
+    length or magic can't be v2 raises CorruptRecordError."""
+    cdef _BatchIterator it = _BatchIterator.__new__(_BatchIterator)
+    it.ref = _BufferRef(buf)
+    it.pos = 0
+    return it
+
+
+cdef class _OwnedBuffer:
+    """malloc'd column memory handed to pyarrow without a copy; freed with the last Arrow
+    array that uses it."""
+    cdef uint8_t *data
+    cdef Py_ssize_t length
+    cdef Py_ssize_t shape[1]
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        view.buf = <void *>(self.data if self.data != NULL else <uint8_t *>"")
+        view.obj = self
+        view.len = self.length
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = NULL
+        view.ndim = 1
+        self.shape[0] = self.length
+        view.shape = self.shape
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __dealloc__(self):
+        free(self.data)
+
+
+cdef object _arrow_buffer(kc_buf *b):
+    cdef _OwnedBuffer o = _OwnedBuffer.__new__(_OwnedBuffer)
+    o.length = <Py_ssize_t>b.len
+    o.data = kc_buf_release(b)
+    return pa.py_buffer(o)
+
+
+cdef object _validity(kc_buf *b, int64_t nulls):
+    if nulls == 0:
+        kc_buf_free(b)
+        return None
+    return _arrow_buffer(b)
+
+
+def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
+    """decode_to_arrow(buf, topic=None, partition=None, check_crcs=True) -> pyarrow.RecordBatch
+
+    Every record of every batch in ``buf`` decoded in one native pass into the columns of
+    Spark's Kafka source (key, value, topic, partition, offset, timestamp, timestampType,
+    headers). Control batches are skipped; a truncated final batch ends the input."""
+    cdef _BufferRef ref = _BufferRef(buf)
+    cdef kc_columns cols
+    cdef kc_batch_header h
+    cdef size_t pos = 0, total, err_at = 0
+    cdef const char *err = NULL
+    cdef int st
+    cdef bint check = bool(check_crcs)
+    cdef const uint8_t *p
+    cdef const uint8_t *dp
+    cdef const uint8_t *dend
+    cdef bytes data
+    cdef uint32_t computed
+    if kc_columns_init(&cols) != KC_OK:
+        raise MemoryError()
+    try:
+        while True:
+            st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
+            if st == KC_TRUNCATED:
+                break
+            if st != KC_OK:
+                raise _corrupt(err.decode(), <Py_ssize_t>pos)
+            p = ref.data + pos
+            if h.records_count < 0:
+                raise _corrupt("negative record count", <Py_ssize_t>pos)
+            if check:
+                if h.records_count > 0 and h.last_offset_delta < h.records_count - 1:
+                    raise _corrupt("last offset delta is below the record count", <Py_ssize_t>pos)
+                with nogil:
+                    computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+                if computed != h.crc:
+                    raise _corrupt(f"CRC-32C mismatch: stored {h.crc:#010x}, computed {computed:#010x}",
+                                   <Py_ssize_t>pos)
+            if not (h.attributes & KC_ATTR_CONTROL):
+                if h.attributes & 0x07:
+                    codec = h.attributes & 0x07
+                    if codec not in _CODEC_NAMES:
+                        raise _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
+                    section = PyMemoryView_FromMemory(<char *>p + KC_RECORD_BATCH_OVERHEAD,
+                                                      <Py_ssize_t>(total - KC_RECORD_BATCH_OVERHEAD), PY_BUF_READ)
+                    data = codecs.decompress(codec, section, <Py_ssize_t>pos)
+                    section.release()
+                    dp = <const uint8_t *>PyBytes_AS_STRING(data)
+                    dend = dp + PyBytes_GET_SIZE(data)
+                    with nogil:
+                        st = kc_columns_add_batch(&cols, dp, dend, &h, &err_at, &err)
+                    if st != KC_OK:
+                        if st == KC_NOMEM:
+                            raise MemoryError()
+                        raise _corrupt(err.decode(), <Py_ssize_t>pos)
+                else:
+                    with nogil:
+                        st = kc_columns_add_batch(&cols, p + KC_RECORD_BATCH_OVERHEAD, p + total, &h, &err_at, &err)
+                    if st != KC_OK:
+                        if st == KC_NOMEM:
+                            raise MemoryError()
+                        raise _corrupt(err.decode(), <Py_ssize_t>(pos + KC_RECORD_BATCH_OVERHEAD + err_at))
+            pos += total
+        return _assemble(&cols, topic, partition)
+    finally:
+        kc_columns_free(&cols)
+
+
+cdef object _assemble(kc_columns *c, topic, partition):
+    cdef int64_t n = c.rows
+    key = pa.Array.from_buffers(pa.binary(), n, [_validity(&c.key_validity, c.key_nulls),
+                                _arrow_buffer(&c.key_offsets), _arrow_buffer(&c.key_data)], c.key_nulls)
+    value = pa.Array.from_buffers(pa.binary(), n, [_validity(&c.value_validity, c.value_nulls),
+                                  _arrow_buffer(&c.value_offsets), _arrow_buffer(&c.value_data)], c.value_nulls)
+    offset = pa.Array.from_buffers(pa.int64(), n, [None, _arrow_buffer(&c.offsets)], 0)
+    timestamp = pa.Array.from_buffers(pa.timestamp("ms"), n, [None, _arrow_buffer(&c.timestamps)], 0)
+    ts_type = pa.Array.from_buffers(pa.int32(), n, [None, _arrow_buffer(&c.timestamp_types)], 0)
+    hkey = pa.Array.from_buffers(pa.string(), c.headers, [None, _arrow_buffer(&c.header_key_offsets),
+                                 _arrow_buffer(&c.header_key_data)], 0)
+    hval = pa.Array.from_buffers(pa.binary(), c.headers,
+                                 [_validity(&c.header_value_validity, c.header_value_nulls),
+                                  _arrow_buffer(&c.header_value_offsets), _arrow_buffer(&c.header_value_data)],
+                                 c.header_value_nulls)
+    entries = pa.StructArray.from_arrays([hkey, hval], fields=list(HEADER_TYPE))
+    headers = pa.Array.from_buffers(HEADERS_TYPE, n, [_validity(&c.header_list_validity, c.header_list_nulls),
+                                    _arrow_buffer(&c.header_list_offsets)], c.header_list_nulls,
+                                    children=[entries])
+    topic_col, part_col = constant_columns(topic, partition, n)
+    return pa.RecordBatch.from_arrays([key, value, topic_col, part_col, offset, timestamp, ts_type, headers],
+                                      schema=SPARK_KAFKA_SCHEMA)

@@ -1,0 +1,16 @@
+"""kafkacore: a Kafka-compatible broker core for Python with native hot paths."""
+from ._loader import extensions_disabled as _extensions_disabled
+from .checksum import crc32c
+from .partitioner import murmur2, partition_for_key, partitions_for_keys
+
+__version__ = "0.1.0"
+
+
+def native_extensions() -> bool:
+    """True when the compiled extensions are in use (not the pure-Python twins)."""
+    from . import checksum, partitioner, record
+
+    return all(m._native is not None for m in (checksum, partitioner, record))
+
+
+__all__ = ["crc32c", "murmur2", "partition_for_key", "partitions_for_keys", "native_extensions", "__version__"]

@@ -1,0 +1,41 @@
+"""Pure-Python twin of the native ``decode_to_arrow``: one Python object per record, then
+pyarrow builds the columns. Used to check the native decoder and when extensions are off."""
+import pyarrow as pa
+
+from .arrow_schema import HEADERS_TYPE, SPARK_KAFKA_SCHEMA, constant_columns
+from .batch_py import iter_batches
+from .errors import CorruptRecordError
+
+
+def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True) -> pa.RecordBatch:
+    keys, values, offsets, timestamps, ts_types, headers = [], [], [], [], [], []
+    for batch in iter_batches(buf):
+        if batch.count < 0:
+            raise CorruptRecordError("negative record count", batch.position)
+        if check_crcs:
+            batch.validate(records=False)
+        if batch.is_control:
+            continue
+        ts_type = batch.timestamp_type
+        for rec in batch:
+            keys.append(rec.key)
+            values.append(rec.value)
+            offsets.append(rec.offset)
+            timestamps.append(rec.timestamp_ms)
+            ts_types.append(ts_type)
+            headers.append([{"key": k, "value": v} for k, v in rec.headers] if rec.headers else None)
+    n = len(offsets)
+    topic_col, part_col = constant_columns(topic, partition, n)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            topic_col,
+            part_col,
+            pa.array(offsets, pa.int64()),
+            pa.array(timestamps, pa.int64()).view(pa.timestamp("ms")),
+            pa.array(ts_types, pa.int32()),
+            pa.array(headers, HEADERS_TYPE),
+        ],
+        schema=SPARK_KAFKA_SCHEMA,
+    )
