@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 int kc_buf_reserve_slow(kc_buf *b, size_t extra) {
-    if (extra > SIZE_MAX - b->len) return -1;
+    if (b->external || extra > SIZE_MAX - b->len) return -1;
     size_t need = b->len + extra;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need) {
@@ -20,13 +20,14 @@ int kc_buf_reserve_slow(kc_buf *b, size_t extra) {
 }
 
 void kc_buf_free(kc_buf *b) {
-    free(b->data);
+    if (!b->external) free(b->data);
+    b->external = 0;
     b->data = NULL;
     b->len = b->cap = 0;
 }
 
 uint8_t *kc_buf_release(kc_buf *b) {
-    uint8_t *p = b->data;
+    uint8_t *p = b->external ? NULL : b->data;
     b->data = NULL;
     b->len = b->cap = 0;
     return p;

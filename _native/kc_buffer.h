@@ -9,7 +9,16 @@ typedef struct {
     uint8_t *data;
     size_t len;
     size_t cap;
+    int external; /* memory owned by someone else (e.g. an Arrow pool): never grown or freed */
 } kc_buf;
+
+/* Makes b use caller-owned memory of `cap` bytes; reserving past it then fails. */
+static inline void kc_buf_adopt(kc_buf *b, uint8_t *data, size_t cap) {
+    b->data = data;
+    b->len = 0;
+    b->cap = cap;
+    b->external = 1;
+}
 
 /* Makes room for `extra` more bytes; returns 0 on success, -1 when out of memory. */
 int kc_buf_reserve_slow(kc_buf *b, size_t extra);

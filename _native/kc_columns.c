@@ -1,18 +1,18 @@
 #include "kc_columns.h"
+#include "kc_crc32c.h"
 #include "kc_utf8.h"
 #include "kc_varint.h"
 #include <stdlib.h>
 
 static int push_i32(kc_buf *b, int32_t v) { return kc_buf_append(b, &v, sizeof v); }
 
-int kc_columns_init(kc_columns *c) {
-    memset(c, 0, sizeof *c);
+void kc_columns_init(kc_columns *c) { memset(c, 0, sizeof *c); }
+
+int kc_columns_start(kc_columns *c) {
     /* Offsets buffers start with their leading 0. */
     if (push_i32(&c->key_offsets, 0) || push_i32(&c->value_offsets, 0) || push_i32(&c->header_list_offsets, 0) ||
-        push_i32(&c->header_key_offsets, 0) || push_i32(&c->header_value_offsets, 0)) {
-        kc_columns_free(c);
+        push_i32(&c->header_key_offsets, 0) || push_i32(&c->header_value_offsets, 0))
         return KC_NOMEM;
-    }
     return KC_OK;
 }
 
@@ -38,16 +38,7 @@ static int bitmap_reserve(kc_buf *b, int64_t count) {
 }
 static inline void bitmap_set(kc_buf *b, int64_t i) { b->data[i >> 3] |= (uint8_t)(1u << (i & 7)); }
 
-static inline int32_t last_i32(const kc_buf *b) {
-    int32_t v;
-    memcpy(&v, b->data + b->len - sizeof v, sizeof v);
-    return v;
-}
 static inline void put_i32(kc_buf *b, int32_t v) {
-    memcpy(b->data + b->len, &v, sizeof v);
-    b->len += sizeof v;
-}
-static inline void put_i64(kc_buf *b, int64_t v) {
     memcpy(b->data + b->len, &v, sizeof v);
     b->len += sizeof v;
 }
@@ -74,7 +65,7 @@ static int add_headers(kc_columns *c, const kc_record *r, const char **err) {
     for (int32_t i = 0; i < r->headers_count; i++) {
         const uint8_t *k, *v;
         int32_t kl, vl;
-        int st = kc_header_next(&p, r->end, &k, &kl, &v, &vl, err);
+        int st = kc_header_next_inline(&p, r->end, &k, &kl, &v, &vl, err);
         if (st) return st;
         if (!kc_utf8_valid(k, (size_t)kl)) {
             *err = "header key is not valid UTF-8";
@@ -98,12 +89,45 @@ static int add_headers(kc_columns *c, const kc_record *r, const char **err) {
     return KC_OK;
 }
 
+int kc_columns_reserve(kc_columns *c, int64_t rows, size_t data_bytes) {
+    size_t n = (size_t)rows;
+    if (kc_buf_reserve(&c->key_offsets, n * 4) || kc_buf_reserve(&c->value_offsets, n * 4) ||
+        kc_buf_reserve(&c->key_data, data_bytes) || kc_buf_reserve(&c->value_data, data_bytes) ||
+        kc_buf_reserve(&c->offsets, n * 8) || kc_buf_reserve(&c->timestamps, n * 8) ||
+        kc_buf_reserve(&c->timestamp_types, n * 4) || kc_buf_reserve(&c->header_list_offsets, n * 4) ||
+        kc_buf_reserve(&c->key_validity, n / 8 + 1) || kc_buf_reserve(&c->value_validity, n / 8 + 1) ||
+        kc_buf_reserve(&c->header_list_validity, n / 8 + 1))
+        return KC_NOMEM;
+    return KC_OK;
+}
+
 int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *end, const kc_batch_header *h,
                          size_t *err_at, const char **err) {
+    return kc_columns_add_batch_crc(c, records, end, h, NULL, err_at, err);
+}
+
+static int add_records(kc_columns *c, const uint8_t **pp, const uint8_t *end, const kc_batch_header *h,
+                       uint32_t *crc, const uint8_t **crc_done, const char **err);
+
+/* Bytes decoded between CRC updates: small enough to still be in L1 cache. */
+#define CRC_CHUNK 8192
+
+int kc_columns_add_batch_crc(kc_columns *c, const uint8_t *records, const uint8_t *end, const kc_batch_header *h,
+                             uint32_t *crc, size_t *err_at, const char **err) {
+    const uint8_t *p = records;
+    const uint8_t *crc_done = records;
+    int status = add_records(c, &p, end, h, crc, &crc_done, err);
+    if (crc) *crc = kc_crc32c(*crc, crc_done, (size_t)(end - crc_done));
+    *err_at = (size_t)(p - records);
+    return status;
+}
+
+static int add_records(kc_columns *c, const uint8_t **pp, const uint8_t *end, const kc_batch_header *h,
+                       uint32_t *crc, const uint8_t **crc_done, const char **err) {
+    const uint8_t *records = *pp;
     const uint8_t *p = records;
     size_t section = (size_t)(end - records);
     int32_t count = h->records_count;
-    *err_at = 0;
     if (count < 0) {
         *err = "negative record count";
         return KC_CORRUPT;
@@ -113,12 +137,8 @@ int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *e
         *err = "record count is larger than the records section can hold";
         return KC_CORRUPT;
     }
-    size_t n = (size_t)count;
-    if (kc_buf_reserve(&c->key_offsets, n * 4) || kc_buf_reserve(&c->value_offsets, n * 4) ||
-        kc_buf_reserve(&c->key_data, section) || kc_buf_reserve(&c->value_data, section) ||
-        kc_buf_reserve(&c->offsets, n * 8) || kc_buf_reserve(&c->timestamps, n * 8) ||
-        kc_buf_reserve(&c->timestamp_types, n * 4) || kc_buf_reserve(&c->header_list_offsets, n * 4) ||
-        bitmap_reserve(&c->key_validity, c->rows + count) || bitmap_reserve(&c->value_validity, c->rows + count) ||
+    if (kc_columns_reserve(c, count, section) || bitmap_reserve(&c->key_validity, c->rows + count) ||
+        bitmap_reserve(&c->value_validity, c->rows + count) ||
         bitmap_reserve(&c->header_list_validity, c->rows + count))
         return KC_NOMEM;
     if ((int64_t)c->key_data.len + (int64_t)section > ARROW_MAX_OFFSET ||
@@ -128,54 +148,90 @@ int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *e
     }
     int log_append = (h->attributes & KC_ATTR_TIMESTAMP_TYPE) != 0;
     int32_t ts_type = log_append ? 1 : 0;
-    for (int32_t i = 0; i < count; i++) {
+    /* Write cursors live in locals for the whole batch: stores through uint8_t pointers
+     * would otherwise force the compiler to reload every buffer's length per record. */
+    uint8_t *key_data = c->key_data.data, *value_data = c->value_data.data;
+    size_t key_len = c->key_data.len, value_len = c->value_data.len;
+    uint8_t *key_valid = c->key_validity.data, *value_valid = c->value_validity.data;
+    uint8_t *hdr_valid = c->header_list_validity.data;
+    uint8_t *key_off = c->key_offsets.data + c->key_offsets.len;
+    uint8_t *value_off = c->value_offsets.data + c->value_offsets.len;
+    uint8_t *offs = c->offsets.data + c->offsets.len;
+    uint8_t *tss = c->timestamps.data + c->timestamps.len;
+    uint8_t *types = c->timestamp_types.data + c->timestamp_types.len;
+    uint8_t *hdr_off = c->header_list_offsets.data + c->header_list_offsets.len;
+    int64_t row = c->rows, key_nulls = 0, value_nulls = 0, hdr_nulls = 0;
+    int status = KC_OK;
+    int32_t i;
+    for (i = 0; i < count; i++) {
         kc_record r;
         if (p >= end) {
-            *err_at = (size_t)(p - records);
             *err = "batch holds fewer records than its record count";
-            return KC_CORRUPT;
+            status = KC_CORRUPT;
+            break;
         }
-        int st = kc_record_parse(p, end, &r, err);
-        if (st) {
-            *err_at = (size_t)(p - records);
-            return st;
-        }
-        int64_t row = c->rows;
+        if ((status = kc_record_parse_inline(p, end, &r, err)) != KC_OK) break;
         if (r.key) {
-            put_bytes(&c->key_data, r.key, (size_t)r.key_len);
-            bitmap_set(&c->key_validity, row);
+            if (r.key_len) memcpy(key_data + key_len, r.key, (size_t)r.key_len);
+            key_len += (size_t)r.key_len;
+            key_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
         } else {
-            c->key_nulls++;
+            key_nulls++;
         }
-        put_i32(&c->key_offsets, (int32_t)c->key_data.len);
+        int32_t o32 = (int32_t)key_len;
+        memcpy(key_off, &o32, 4);
+        key_off += 4;
         if (r.value) {
-            put_bytes(&c->value_data, r.value, (size_t)r.value_len);
-            bitmap_set(&c->value_validity, row);
+            if (r.value_len) memcpy(value_data + value_len, r.value, (size_t)r.value_len);
+            value_len += (size_t)r.value_len;
+            value_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
         } else {
-            c->value_nulls++;
+            value_nulls++;
         }
-        put_i32(&c->value_offsets, (int32_t)c->value_data.len);
+        o32 = (int32_t)value_len;
+        memcpy(value_off, &o32, 4);
+        value_off += 4;
         /* Unsigned arithmetic: hostile deltas wrap instead of overflowing a signed int. */
-        put_i64(&c->offsets, (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)r.offset_delta));
-        put_i64(&c->timestamps,
-                log_append ? h->max_timestamp : (int64_t)((uint64_t)h->base_timestamp + (uint64_t)r.timestamp_delta));
-        put_i32(&c->timestamp_types, ts_type);
+        int64_t v64 = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)r.offset_delta);
+        memcpy(offs, &v64, 8);
+        offs += 8;
+        v64 = log_append ? h->max_timestamp : (int64_t)((uint64_t)h->base_timestamp + (uint64_t)r.timestamp_delta);
+        memcpy(tss, &v64, 8);
+        tss += 8;
+        memcpy(types, &ts_type, 4);
+        types += 4;
         if (r.headers_count > 0) {
-            st = add_headers(c, &r, err);
-            if (st) {
-                *err_at = (size_t)(p - records);
-                return st;
-            }
-            bitmap_set(&c->header_list_validity, row);
+            if ((status = add_headers(c, &r, err)) != KC_OK) break;
+            hdr_valid[row >> 3] |= (uint8_t)(1u << (row & 7));
         } else {
-            c->header_list_nulls++;
+            hdr_nulls++;
         }
-        put_i32(&c->header_list_offsets, (int32_t)c->headers);
-        c->rows++;
+        o32 = (int32_t)c->headers;
+        memcpy(hdr_off, &o32, 4);
+        hdr_off += 4;
+        row++;
         p = r.end;
+        if (crc && (size_t)(p - *crc_done) >= CRC_CHUNK) {
+            *crc = kc_crc32c(*crc, *crc_done, (size_t)(p - *crc_done));
+            *crc_done = p;
+        }
     }
+    /* Publish what was written (also on error, so buffers stay consistent for free()). */
+    c->key_data.len = key_len;
+    c->value_data.len = value_len;
+    c->key_offsets.len = (size_t)(key_off - c->key_offsets.data);
+    c->value_offsets.len = (size_t)(value_off - c->value_offsets.data);
+    c->offsets.len = (size_t)(offs - c->offsets.data);
+    c->timestamps.len = (size_t)(tss - c->timestamps.data);
+    c->timestamp_types.len = (size_t)(types - c->timestamp_types.data);
+    c->header_list_offsets.len = (size_t)(hdr_off - c->header_list_offsets.data);
+    c->rows = row;
+    c->key_nulls += key_nulls;
+    c->value_nulls += value_nulls;
+    c->header_list_nulls += hdr_nulls;
+    *pp = p;
+    if (status != KC_OK) return status;
     if (p != end) {
-        *err_at = (size_t)(p - records);
         *err = "batch has bytes left after its last record";
         return KC_CORRUPT;
     }

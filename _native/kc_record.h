@@ -132,4 +132,115 @@ size_t kc_record_encode(uint8_t *dst, int64_t timestamp_delta, int32_t offset_de
 
 /* Fills the 61-byte header, then the CRC over [21, total). */
 void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *h);
+
+/* Inline bodies of kc_header_next / kc_record_parse, for decode loops in other files. */
+#include "kc_varint.h"
+static inline int kc_header_next_inline(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,
+                   const uint8_t **value, int32_t *value_len, const char **err) {
+    const uint8_t *p = *pp;
+    int32_t klen, vlen;
+    size_t n = kc_read_varint(p, end, &klen);
+    if (!n) goto bad_varint;
+    p += n;
+    if (klen < 0) {
+        *err = "header key is null or has a negative length";
+        return KC_CORRUPT;
+    }
+    if ((size_t)(end - p) < (size_t)klen) goto overrun;
+    *key = p;
+    *key_len = klen;
+    p += klen;
+    n = kc_read_varint(p, end, &vlen);
+    if (!n) goto bad_varint;
+    p += n;
+    if (vlen < -1) {
+        *err = "header value has a negative length";
+        return KC_CORRUPT;
+    }
+    if (vlen >= 0) {
+        if ((size_t)(end - p) < (size_t)vlen) goto overrun;
+        *value = p;
+        p += vlen;
+    } else {
+        *value = NULL;
+    }
+    *value_len = vlen;
+    *pp = p;
+    return KC_OK;
+bad_varint:
+    *err = "header varint is truncated or too long";
+    return KC_CORRUPT;
+overrun:
+    *err = "header runs past the end of its record";
+    return KC_CORRUPT;
+}
+
+static inline int kc_record_parse_inline(const uint8_t *p, const uint8_t *end, kc_record *r, const char **err) {
+    int32_t length;
+    size_t n = kc_read_varint(p, end, &length);
+    if (!n) {
+        *err = "record length varint is truncated or too long";
+        return KC_CORRUPT;
+    }
+    p += n;
+    if (length < 1 || (size_t)(end - p) < (size_t)length) {
+        *err = "record length is out of bounds";
+        return KC_CORRUPT;
+    }
+    const uint8_t *rend = p + length;
+    p += 1; /* record attributes: unused in v2 */
+    if (!(n = kc_read_varlong(p, rend, &r->timestamp_delta))) goto bad_varint;
+    p += n;
+    if (!(n = kc_read_varint(p, rend, &r->offset_delta))) goto bad_varint;
+    p += n;
+    if (!(n = kc_read_varint(p, rend, &r->key_len))) goto bad_varint;
+    p += n;
+    if (r->key_len < -1) goto bad_len;
+    if (r->key_len >= 0) {
+        if ((size_t)(rend - p) < (size_t)r->key_len) goto overrun;
+        r->key = p;
+        p += r->key_len;
+    } else {
+        r->key = NULL;
+    }
+    if (!(n = kc_read_varint(p, rend, &r->value_len))) goto bad_varint;
+    p += n;
+    if (r->value_len < -1) goto bad_len;
+    if (r->value_len >= 0) {
+        if ((size_t)(rend - p) < (size_t)r->value_len) goto overrun;
+        r->value = p;
+        p += r->value_len;
+    } else {
+        r->value = NULL;
+    }
+    if (!(n = kc_read_varint(p, rend, &r->headers_count))) goto bad_varint;
+    p += n;
+    if (r->headers_count < 0) {
+        *err = "record has a negative header count";
+        return KC_CORRUPT;
+    }
+    r->headers = p;
+    for (int32_t i = 0; i < r->headers_count; i++) {
+        const uint8_t *k, *v;
+        int32_t kl, vl;
+        int st = kc_header_next_inline(&p, rend, &k, &kl, &v, &vl, err);
+        if (st) return st;
+    }
+    if (p != rend) {
+        *err = "record has bytes left after its last field";
+        return KC_CORRUPT;
+    }
+    r->end = rend;
+    return KC_OK;
+bad_varint:
+    *err = "record field varint is truncated or too long";
+    return KC_CORRUPT;
+bad_len:
+    *err = "record key or value has a negative length other than -1";
+    return KC_CORRUPT;
+overrun:
+    *err = "record key or value runs past the end of the record";
+    return KC_CORRUPT;
+}
+
 #endif

@@ -37,6 +37,10 @@ static inline size_t kc_write_varlong(uint8_t *dst, int64_t v) { return kc_write
 /* Reads an unsigned varint of at most max_bytes from [p, end). Returns bytes consumed, or 0
  * when the input ends first or the value runs longer than max_bytes. */
 static inline size_t kc_read_uvarint(const uint8_t *p, const uint8_t *end, size_t max_bytes, uint64_t *out) {
+    if (p < end && !(*p & 0x80)) { /* most record fields are small: one byte */
+        *out = *p;
+        return 1;
+    }
     uint64_t v = 0;
     size_t i = 0;
     while (i < max_bytes) {

@@ -16,6 +16,8 @@ cdef extern from "kc_buffer.h" nogil:
         uint8_t *data
         size_t len
         size_t cap
+        int external
+    void kc_buf_adopt(kc_buf *b, uint8_t *data, size_t cap)
     int kc_buf_reserve(kc_buf *b, size_t extra)
     int kc_buf_append(kc_buf *b, const void *src, size_t n)
     void kc_buf_free(kc_buf *b)
@@ -91,7 +93,18 @@ cdef extern from "kc_columns.h" nogil:
         kc_buf header_key_offsets, header_key_data
         kc_buf header_value_offsets, header_value_data, header_value_validity
         int64_t key_nulls, value_nulls, header_list_nulls, header_value_nulls
-    int kc_columns_init(kc_columns *c)
+    void kc_columns_init(kc_columns *c)
+    int kc_columns_start(kc_columns *c)
     void kc_columns_free(kc_columns *c)
+    int kc_columns_reserve(kc_columns *c, int64_t rows, size_t data_bytes)
+    int kc_columns_add_batch_crc(kc_columns *c, const uint8_t *records, const uint8_t *end,
+                                 const kc_batch_header *h, uint32_t *crc, size_t *err_at, const char **err)
     int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *end,
                              const kc_batch_header *h, size_t *err_at, const char **err)
+
+cdef extern from "kc_pool.h" nogil:
+    void *kc_pool_alloc(size_t size, size_t *cap)
+    void kc_pool_free(void *p, size_t cap)
+    void kc_pool_clear()
+    size_t kc_pool_cached_bytes()
+    size_t kc_pool_set_limit(size_t nbytes)

@@ -9,10 +9,11 @@ from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckEx
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLong
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
+from libc.stdint cimport uintptr_t, uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
@@ -51,6 +52,8 @@ cdef inline int64_t _wrap_add(int64_t a, int64_t b) noexcept nogil:
 
 
 cdef int64_t _timestamp_arg(object ts) except? -1:
+    if PyLong_CheckExact(ts):
+        return PyLong_AsLongLong(ts)  # OverflowError beyond 64 bits
     if isinstance(ts, bool) or not hasattr(ts, "__index__"):
         raise TypeError(f"timestamp_ms must be an int, not {type(ts).__name__}")
     v = ts.__index__()
@@ -621,10 +624,12 @@ def iter_batches(buf):
 
 
 cdef class _OwnedBuffer:
-    """malloc'd column memory handed to pyarrow without a copy; freed with the last Arrow
-    array that uses it."""
+    """Column memory handed to pyarrow without a copy; freed (or given back to the block
+    cache) with the last Arrow array that uses it."""
     cdef uint8_t *data
     cdef Py_ssize_t length
+    cdef size_t cap
+    cdef bint pooled
     cdef Py_ssize_t shape[1]
 
     def __getbuffer__(self, Py_buffer *view, int flags):
@@ -645,21 +650,103 @@ cdef class _OwnedBuffer:
         pass
 
     def __dealloc__(self):
-        free(self.data)
+        if self.pooled:
+            kc_pool_free(self.data, self.cap)
+        else:
+            free(self.data)
 
 
 cdef object _arrow_buffer(kc_buf *b):
+    """Hands a malloc'd kc_buf to Arrow (b is left empty)."""
     cdef _OwnedBuffer o = _OwnedBuffer.__new__(_OwnedBuffer)
     o.length = <Py_ssize_t>b.len
     o.data = kc_buf_release(b)
     return pa.py_buffer(o)
 
 
-cdef object _validity(kc_buf *b, int64_t nulls):
+cdef void _adopt(kc_buf *b, size_t size, str name, dict holders) except *:
+    cdef _OwnedBuffer o = _OwnedBuffer.__new__(_OwnedBuffer)
+    cdef size_t cap = 0
+    o.data = <uint8_t *>kc_pool_alloc(size, &cap)
+    if o.data == NULL:
+        raise MemoryError()
+    o.cap = cap
+    o.pooled = True
+    holders[name] = o  # owns the block from now on, error paths included
+    kc_buf_adopt(b, o.data, cap)
+
+
+cdef void _adopt_pool_buffers(kc_columns *c, int64_t rows, size_t data_bytes, dict holders) except *:
+    """Output columns whose size pass 1 bounds come from the block cache (kc_pool.c), so a
+    repeated decode writes into pages that are already mapped. Header columns, rare and
+    unbounded, grow with realloc."""
+    cdef size_t n = <size_t>rows
+    _adopt(&c.key_offsets, (n + 1) * 4, "key_offsets", holders)
+    _adopt(&c.value_offsets, (n + 1) * 4, "value_offsets", holders)
+    _adopt(&c.header_list_offsets, (n + 1) * 4, "header_list_offsets", holders)
+    _adopt(&c.key_data, data_bytes, "key_data", holders)
+    _adopt(&c.value_data, data_bytes, "value_data", holders)
+    _adopt(&c.offsets, n * 8, "offsets", holders)
+    _adopt(&c.timestamps, n * 8, "timestamps", holders)
+    _adopt(&c.timestamp_types, n * 4, "timestamp_types", holders)
+    _adopt(&c.key_validity, n // 8 + 1, "key_validity", holders)
+    _adopt(&c.value_validity, n // 8 + 1, "value_validity", holders)
+    _adopt(&c.header_list_validity, n // 8 + 1, "header_list_validity", holders)
+
+
+cdef object _column_buffer(kc_buf *b, str name, dict holders):
+    """The Arrow buffer behind a column. A cached block mostly unused (key data often is:
+    its reservation covers all record bytes) is copied into a right-sized one and goes
+    back to the cache at once."""
+    cdef _OwnedBuffer o, small
+    cdef size_t cap = 0
+    if not b.external:
+        return _arrow_buffer(b)
+    o = holders.pop(name)
+    if b.len * 2 >= o.cap or o.cap < 65536:
+        o.length = <Py_ssize_t>b.len
+        return pa.py_buffer(o)
+    small = _OwnedBuffer.__new__(_OwnedBuffer)
+    small.data = <uint8_t *>kc_pool_alloc(b.len, &cap)
+    if small.data == NULL:
+        raise MemoryError()
+    small.cap = cap
+    small.pooled = True
+    if b.len:
+        memcpy(small.data, b.data, b.len)
+    small.length = <Py_ssize_t>b.len
+    return pa.py_buffer(small)
+
+
+cdef object _validity(kc_buf *b, int64_t nulls, str name, dict holders):
     if nulls == 0:
-        kc_buf_free(b)
         return None
-    return _arrow_buffer(b)
+    return _column_buffer(b, name, holders)
+
+
+def block_cache_bytes():
+    """Bytes held by the decoder's block cache (recycled column memory)."""
+    return kc_pool_cached_bytes()
+
+
+def set_block_cache_limit(size_t nbytes):
+    """Caps the decoder's block cache (default 256 MiB; 0 turns caching off). Returns the old cap."""
+    return kc_pool_set_limit(nbytes)
+
+
+cdef struct _PendingBatch:
+    const uint8_t *records
+    const uint8_t *end
+    kc_batch_header h
+    size_t position          # of the batch in the input
+    bint exact_positions     # records lie in the input (uncompressed): errors can name the record
+    bint check_crc           # CRC still to be checked (in the GIL-free pass)
+    const uint8_t *batch
+    size_t total
+
+
+cdef int _crc_matches(const _PendingBatch *b) noexcept nogil:
+    return kc_crc32c(0, b.batch + KC_ATTRIBUTES_OFFSET, b.total - KC_ATTRIBUTES_OFFSET) == b.h.crc
 
 
 def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
@@ -667,88 +754,159 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
 
     Every record of every batch in ``buf`` decoded in one native pass into the columns of
     Spark's Kafka source (key, value, topic, partition, offset, timestamp, timestampType,
-    headers). Control batches are skipped; a truncated final batch ends the input."""
+    headers). Control batches are skipped; a truncated final batch ends the input.
+
+    Pass 1 frames every batch (and decompresses compressed ones, holding the GIL for the
+    codec libraries); pass 2 reserves each column once and decodes all records without the
+    GIL. An error stops pass 1 but pass 2 still runs up to it, so the first problem in
+    buffer order is the one reported."""
     cdef _BufferRef ref = _BufferRef(buf)
     cdef kc_columns cols
     cdef kc_batch_header h
-    cdef size_t pos = 0, total, err_at = 0
+    cdef kc_buf pending
+    cdef _PendingBatch item
+    cdef _PendingBatch *items
+    cdef size_t pos = 0, total, err_at = 0, n_items = 0, k, data_bytes = 0
+    cdef int64_t rows = 0
     cdef const char *err = NULL
-    cdef int st
+    cdef int st = KC_OK
     cdef bint check = bool(check_crcs)
     cdef const uint8_t *p
-    cdef const uint8_t *dp
-    cdef const uint8_t *dend
-    cdef bytes data
-    cdef uint32_t computed
-    if kc_columns_init(&cols) != KC_OK:
-        raise MemoryError()
+    cdef uint32_t computed, crc
+    cdef list keep_alive = []  # decompressed sections referenced by pending items
+    first_error = None  # a pass-1 error, raised unless pass 2 finds an earlier one
+    cdef dict pool_buffers = {}
+    memset(&pending, 0, sizeof(kc_buf))
+    kc_columns_init(&cols)
     try:
         while True:
             st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
             if st == KC_TRUNCATED:
                 break
             if st != KC_OK:
-                raise _corrupt(err.decode(), <Py_ssize_t>pos)
+                first_error = _corrupt(err.decode(), <Py_ssize_t>pos)
+                break
             p = ref.data + pos
             if h.records_count < 0:
-                raise _corrupt("negative record count", <Py_ssize_t>pos)
-            if check:
-                if h.records_count > 0 and h.last_offset_delta < h.records_count - 1:
-                    raise _corrupt("last offset delta is below the record count", <Py_ssize_t>pos)
-                with nogil:
-                    computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
-                if computed != h.crc:
-                    raise _corrupt(f"CRC-32C mismatch: stored {h.crc:#010x}, computed {computed:#010x}",
-                                   <Py_ssize_t>pos)
-            if not (h.attributes & KC_ATTR_CONTROL):
-                if h.attributes & 0x07:
-                    codec = h.attributes & 0x07
-                    if codec not in _CODEC_NAMES:
-                        raise _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
-                    section = PyMemoryView_FromMemory(<char *>p + KC_RECORD_BATCH_OVERHEAD,
-                                                      <Py_ssize_t>(total - KC_RECORD_BATCH_OVERHEAD), PY_BUF_READ)
+                first_error = _corrupt("negative record count", <Py_ssize_t>pos)
+                break
+            if check and h.records_count > 0 and h.last_offset_delta < h.records_count - 1:
+                first_error = _corrupt("last offset delta is below the record count", <Py_ssize_t>pos)
+                break
+            memset(&item, 0, sizeof(item))
+            item.h = h
+            item.position = pos
+            item.batch = p
+            item.total = total
+            if h.attributes & KC_ATTR_CONTROL:
+                item.records = item.end = NULL
+                item.h.records_count = 0
+                item.check_crc = check
+            elif h.attributes & 0x07:
+                # Check the CRC before handing the bytes to a decompressor.
+                if check:
+                    with nogil:
+                        computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+                    if computed != h.crc:
+                        first_error = _corrupt(
+                            f"CRC-32C mismatch: stored {h.crc:#010x}, computed {computed:#010x}", <Py_ssize_t>pos)
+                        break
+                codec = h.attributes & 0x07
+                if codec not in _CODEC_NAMES:
+                    first_error = _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
+                    break
+                section = PyMemoryView_FromMemory(<char *>p + KC_RECORD_BATCH_OVERHEAD,
+                                                  <Py_ssize_t>(total - KC_RECORD_BATCH_OVERHEAD), PY_BUF_READ)
+                try:
                     data = codecs.decompress(codec, section, <Py_ssize_t>pos)
+                except CorruptRecordError as e:
+                    first_error = e
+                    break
+                finally:
                     section.release()
-                    dp = <const uint8_t *>PyBytes_AS_STRING(data)
-                    dend = dp + PyBytes_GET_SIZE(data)
-                    with nogil:
-                        st = kc_columns_add_batch(&cols, dp, dend, &h, &err_at, &err)
-                    if st != KC_OK:
-                        if st == KC_NOMEM:
-                            raise MemoryError()
-                        raise _corrupt(err.decode(), <Py_ssize_t>pos)
-                else:
-                    with nogil:
-                        st = kc_columns_add_batch(&cols, p + KC_RECORD_BATCH_OVERHEAD, p + total, &h, &err_at, &err)
-                    if st != KC_OK:
-                        if st == KC_NOMEM:
-                            raise MemoryError()
-                        raise _corrupt(err.decode(), <Py_ssize_t>(pos + KC_RECORD_BATCH_OVERHEAD + err_at))
+                keep_alive.append(data)
+                item.records = <const uint8_t *>PyBytes_AS_STRING(data)
+                item.end = item.records + PyBytes_GET_SIZE(data)
+            else:
+                item.records = p + KC_RECORD_BATCH_OVERHEAD
+                item.end = p + total
+                item.exact_positions = True
+                item.check_crc = check
+            if item.records != NULL:
+                rows += h.records_count
+                data_bytes += <size_t>(item.end - item.records)
+            if kc_buf_append(&pending, &item, sizeof(item)):
+                raise MemoryError()
             pos += total
-        return _assemble(&cols, topic, partition)
+
+        items = <_PendingBatch *>pending.data
+        n_items = pending.len // sizeof(_PendingBatch)
+        # Hostile counts can't inflate the reservation: a record takes at least 7 bytes.
+        if rows > <int64_t>(data_bytes // 7 + n_items):
+            rows = <int64_t>(data_bytes // 7 + n_items)
+        _adopt_pool_buffers(&cols, rows, data_bytes, pool_buffers)
+        if kc_columns_start(&cols) != KC_OK:
+            raise MemoryError()
+        with nogil:
+            st = KC_OK
+            k = 0
+            while st == KC_OK and k < n_items:
+                if items[k].records == NULL:  # a control batch: only its CRC matters
+                    if items[k].check_crc and not _crc_matches(&items[k]):
+                        st = -1
+                elif items[k].check_crc:
+                    # CRC fused into decoding; a mismatch outranks a record error, as in the twin.
+                    crc = kc_crc32c(0, items[k].batch + KC_ATTRIBUTES_OFFSET,
+                                    KC_RECORD_BATCH_OVERHEAD - KC_ATTRIBUTES_OFFSET)
+                    st = kc_columns_add_batch_crc(&cols, items[k].records, items[k].end, &items[k].h, &crc,
+                                                  &err_at, &err)
+                    if crc != items[k].h.crc and st != KC_NOMEM:
+                        st = -1
+                else:
+                    st = kc_columns_add_batch(&cols, items[k].records, items[k].end, &items[k].h, &err_at, &err)
+                if st == KC_OK:
+                    k += 1
+        if st == KC_NOMEM:
+            raise MemoryError()
+        if st == -1:
+            raise _corrupt(f"CRC-32C mismatch: stored {items[k].h.crc:#010x}, computed "
+                           f"{kc_crc32c(0, items[k].batch + KC_ATTRIBUTES_OFFSET, items[k].total - KC_ATTRIBUTES_OFFSET):#010x}",
+                           <Py_ssize_t>items[k].position)
+        if st != KC_OK:
+            if items[k].exact_positions:
+                raise _corrupt(err.decode(), <Py_ssize_t>(items[k].position + KC_RECORD_BATCH_OVERHEAD + err_at))
+            raise _corrupt(err.decode(), <Py_ssize_t>items[k].position)
+        if first_error is not None:
+            raise first_error
+        return _assemble(&cols, topic, partition, pool_buffers)
     finally:
         kc_columns_free(&cols)
+        kc_buf_free(&pending)
 
 
-cdef object _assemble(kc_columns *c, topic, partition):
+cdef object _assemble(kc_columns *c, topic, partition, dict h):
     cdef int64_t n = c.rows
-    key = pa.Array.from_buffers(pa.binary(), n, [_validity(&c.key_validity, c.key_nulls),
-                                _arrow_buffer(&c.key_offsets), _arrow_buffer(&c.key_data)], c.key_nulls)
-    value = pa.Array.from_buffers(pa.binary(), n, [_validity(&c.value_validity, c.value_nulls),
-                                  _arrow_buffer(&c.value_offsets), _arrow_buffer(&c.value_data)], c.value_nulls)
-    offset = pa.Array.from_buffers(pa.int64(), n, [None, _arrow_buffer(&c.offsets)], 0)
-    timestamp = pa.Array.from_buffers(pa.timestamp("ms"), n, [None, _arrow_buffer(&c.timestamps)], 0)
-    ts_type = pa.Array.from_buffers(pa.int32(), n, [None, _arrow_buffer(&c.timestamp_types)], 0)
+    key = pa.Array.from_buffers(pa.binary(), n, [_validity(&c.key_validity, c.key_nulls, "key_validity", h),
+                                _column_buffer(&c.key_offsets, "key_offsets", h),
+                                _column_buffer(&c.key_data, "key_data", h)], c.key_nulls)
+    value = pa.Array.from_buffers(pa.binary(), n, [
+        _validity(&c.value_validity, c.value_nulls, "value_validity", h),
+        _column_buffer(&c.value_offsets, "value_offsets", h),
+        _column_buffer(&c.value_data, "value_data", h)], c.value_nulls)
+    offset = pa.Array.from_buffers(pa.int64(), n, [None, _column_buffer(&c.offsets, "offsets", h)], 0)
+    timestamp = pa.Array.from_buffers(pa.timestamp("ms"), n, [None, _column_buffer(&c.timestamps, "timestamps", h)], 0)
+    ts_type = pa.Array.from_buffers(pa.int32(), n, [None, _column_buffer(&c.timestamp_types, "timestamp_types", h)], 0)
     hkey = pa.Array.from_buffers(pa.string(), c.headers, [None, _arrow_buffer(&c.header_key_offsets),
                                  _arrow_buffer(&c.header_key_data)], 0)
     hval = pa.Array.from_buffers(pa.binary(), c.headers,
-                                 [_validity(&c.header_value_validity, c.header_value_nulls),
+                                 [None if c.header_value_nulls == 0 else _arrow_buffer(&c.header_value_validity),
                                   _arrow_buffer(&c.header_value_offsets), _arrow_buffer(&c.header_value_data)],
                                  c.header_value_nulls)
     entries = pa.StructArray.from_arrays([hkey, hval], fields=list(HEADER_TYPE))
-    headers = pa.Array.from_buffers(HEADERS_TYPE, n, [_validity(&c.header_list_validity, c.header_list_nulls),
-                                    _arrow_buffer(&c.header_list_offsets)], c.header_list_nulls,
-                                    children=[entries])
+    headers = pa.Array.from_buffers(HEADERS_TYPE, n, [
+        _validity(&c.header_list_validity, c.header_list_nulls, "header_list_validity", h),
+        _column_buffer(&c.header_list_offsets, "header_list_offsets", h)], c.header_list_nulls,
+        children=[entries])
     topic_col, part_col = constant_columns(topic, partition, n)
     return pa.RecordBatch.from_arrays([key, value, topic_col, part_col, offset, timestamp, ts_type, headers],
                                       schema=SPARK_KAFKA_SCHEMA)

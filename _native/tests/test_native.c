@@ -1,0 +1,1446 @@
+/* Self-contained tests for the kafkacore C core (the _native sources). No framework: every failed
+ * check prints one line starting with "FAIL", informational lines start with "#", and the
+ * last line is "N passed, N failed". Exit status is non-zero when any check failed.
+ *
+ * Build (see ci/native_sanitize.sh):
+ *   cc -std=c99 -I_native _native/kc_*.c _native/tests/test_native.c -o test_native
+ * (every kc_*.c file of _native)
+ *
+ * The robustness section uses a fixed-seed xorshift PRNG so runs are reproducible; set
+ * KC_TEST_SEED to another integer to explore different inputs. */
+#include "kc_buffer.h"
+#include "kc_columns.h"
+#include "kc_crc32c.h"
+#include "kc_murmur2.h"
+#include "kc_record.h"
+#include "kc_utf8.h"
+#include "kc_varint.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* Check machinery */
+
+static long g_pass = 0, g_fail = 0;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (cond) {                                                                  \
+            g_pass++;                                                                \
+        } else {                                                                     \
+            g_fail++;                                                                \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                   \
+        }                                                                            \
+    } while (0)
+
+/* CHECKF(cond, fmt, args...): like CHECK, with context appended to the failure line. */
+#define CHECKF(cond, ...)                                                            \
+    do {                                                                             \
+        if (cond) {                                                                  \
+            g_pass++;                                                                \
+        } else {                                                                     \
+            g_fail++;                                                                \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                   \
+            printf(__VA_ARGS__);                                                     \
+            printf("\n");                                                            \
+        }                                                                            \
+    } while (0)
+
+/* ------------------------------------------------------------------------------------ */
+/* Deterministic PRNG (xorshift64*) */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd64(void) {
+    uint64_t x = g_rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    g_rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+/* Uniform-ish in [0, n); n > 0. */
+static uint32_t rnd_below(uint32_t n) { return (uint32_t)(rnd64() % n); }
+static void rnd_fill(uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(rnd64() >> 56);
+}
+
+static void *xmalloc(size_t n) {
+    /* Exactly n bytes so that AddressSanitizer sees any read past the end; malloc(0) may
+     * return NULL, in which case a 1-byte block stands in (nothing is read from it). */
+    void *p = malloc(n);
+    if (!p && n == 0) p = malloc(1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static int32_t get_i32(const kc_buf *b, size_t idx) {
+    int32_t v;
+    memcpy(&v, b->data + idx * 4, 4);
+    return v;
+}
+static int64_t get_i64(const kc_buf *b, size_t idx) {
+    int64_t v;
+    memcpy(&v, b->data + idx * 8, 8);
+    return v;
+}
+static int get_bit(const kc_buf *b, int64_t i) { return (b->data[i >> 3] >> (i & 7)) & 1; }
+
+/* ------------------------------------------------------------------------------------ */
+/* CRC-32C */
+
+/* Independent reference: one bit at a time over the reflected polynomial. */
+static uint32_t ref_crc32c(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t reg = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        reg ^= p[i];
+        for (int b = 0; b < 8; b++) reg = (reg >> 1) ^ (0x82F63B78u & (0u - (reg & 1u)));
+    }
+    return ~reg;
+}
+
+typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
+
+static void crc_known_vectors(const char *name, crc_fn f) {
+    const char *s1 = "123456789";
+    const char *s2 = "Some String";
+    uint8_t zeros[32], ones[32];
+    memset(zeros, 0x00, sizeof zeros);
+    memset(ones, 0xFF, sizeof ones);
+    uint8_t inc[32], dec[32];
+    for (int i = 0; i < 32; i++) {
+        inc[i] = (uint8_t)i;
+        dec[i] = (uint8_t)(31 - i);
+    }
+    uint32_t v;
+    v = f(0, s1, strlen(s1));
+    CHECKF(v == 0xE3069283u, "%s(\"123456789\") = 0x%08X", name, (unsigned)v);
+    v = f(0, s2, strlen(s2));
+    CHECKF(v == 608512271u, "%s(\"Some String\") = %u", name, (unsigned)v);
+    v = f(0, "", 0);
+    CHECKF(v == 0u, "%s(empty) = 0x%08X", name, (unsigned)v);
+    v = f(0, NULL, 0);
+    CHECKF(v == 0u, "%s(NULL, 0) = 0x%08X", name, (unsigned)v);
+    v = f(0, zeros, 32);
+    CHECKF(v == 0x8A9136AAu, "%s(32 x 0x00) = 0x%08X", name, (unsigned)v);
+    v = f(0, ones, 32);
+    CHECKF(v == 0x62A8AB43u, "%s(32 x 0xFF) = 0x%08X", name, (unsigned)v);
+    /* RFC 3720 B.4: incrementing and decrementing 32-byte sequences. */
+    v = f(0, inc, 32);
+    CHECKF(v == 0x46DD794Eu, "%s(00..1F) = 0x%08X", name, (unsigned)v);
+    v = f(0, dec, 32);
+    CHECKF(v == 0x113FDB5Cu, "%s(1F..00) = 0x%08X", name, (unsigned)v);
+}
+
+static void test_crc32c(void) {
+    kc_crc32c_init();
+    kc_crc32c_init(); /* idempotent */
+    int hw = kc_crc32c_hw_available();
+    printf("# crc32c: SSE4.2 path %s\n", hw ? "available (hw and sw both tested)" : "NOT available (sw only)");
+
+    /* The reference itself must match the published vectors. */
+    CHECK(ref_crc32c(0, (const uint8_t *)"123456789", 9) == 0xE3069283u);
+
+    crc_known_vectors("kc_crc32c_sw", kc_crc32c_sw);
+    crc_known_vectors("kc_crc32c", kc_crc32c);
+    if (hw) crc_known_vectors("kc_crc32c_hw", kc_crc32c_hw);
+
+    const size_t maxlen = 70000;
+    uint8_t *buf = xmalloc(maxlen + 8);
+    rnd_fill(buf, maxlen + 8);
+
+    /* Lengths: every length up to 1100 (covers the single-stream tail, the 3 x 256 short
+     * interleave boundary at 768 and two short rounds at 1536 is covered below), and
+     * neighbourhoods of the block boundaries, plus random lengths up to 70000. */
+    size_t lens[4096];
+    size_t nl = 0;
+    for (size_t l = 0; l <= 1100; l++) lens[nl++] = l;
+    const size_t centres[] = {1536, 2304, 3 * 8192, 3 * 8192 + 3 * 256, 3 * 8192 + 8, 2 * 3 * 8192,
+                              2 * 3 * 8192 + 3 * 256, 8192, 65536, maxlen - 16};
+    for (size_t c = 0; c < sizeof centres / sizeof centres[0]; c++)
+        for (int d = -12; d <= 12; d++) lens[nl++] = (size_t)((long)centres[c] + d);
+    for (int i = 0; i < 150; i++) lens[nl++] = rnd_below((uint32_t)maxlen + 1);
+    lens[nl++] = maxlen;
+
+    long mismatches = 0;
+    for (size_t i = 0; i < nl; i++) {
+        size_t len = lens[i];
+        if (len > maxlen) continue;
+        for (size_t off = 0; off < 8; off++) {
+            /* An exact-size copy so that ASan sees over-reads, at a chosen misalignment. */
+            uint8_t *blk = xmalloc(len + off);
+            memcpy(blk + off, buf + off, len);
+            const uint8_t *d = blk + off;
+            uint32_t want = ref_crc32c(0, d, len);
+            uint32_t s = kc_crc32c_sw(0, d, len);
+            uint32_t a = kc_crc32c(0, d, len);
+            uint32_t h = hw ? kc_crc32c_hw(0, d, len) : want;
+            int ok = s == want && a == want && h == want;
+            if (!ok && mismatches++ < 20)
+                CHECKF(ok, "len %zu off %zu: ref %08X sw %08X hw %08X dispatch %08X", len, off, (unsigned)want,
+                       (unsigned)s, (unsigned)h, (unsigned)a);
+            free(blk);
+        }
+    }
+    CHECKF(mismatches == 0, "%ld (length, offset) pairs where hw/sw/reference disagree", mismatches);
+
+    /* Chaining: crc(a||b) == crc(crc(a), b), for splits around every interesting boundary. */
+    long chain_bad = 0;
+    for (int i = 0; i < 300; i++) {
+        size_t len = rnd_below(i < 200 ? 3000 : (uint32_t)maxlen + 1);
+        size_t cut = len ? rnd_below((uint32_t)len + 1) : 0;
+        size_t off = rnd_below(8);
+        const uint8_t *d = buf + off;
+        uint32_t whole = ref_crc32c(0, d, len);
+        uint32_t s = kc_crc32c_sw(kc_crc32c_sw(0, d, cut), d + cut, len - cut);
+        uint32_t a = kc_crc32c(kc_crc32c(0, d, cut), d + cut, len - cut);
+        uint32_t h = hw ? kc_crc32c_hw(kc_crc32c_hw(0, d, cut), d + cut, len - cut) : whole;
+        /* Mixed: start in software, finish in hardware. */
+        uint32_t m = hw ? kc_crc32c_hw(kc_crc32c_sw(0, d, cut), d + cut, len - cut) : whole;
+        if (!(s == whole && a == whole && h == whole && m == whole)) {
+            chain_bad++;
+            if (chain_bad <= 10)
+                CHECKF(0, "chain len %zu cut %zu: whole %08X sw %08X hw %08X dispatch %08X mixed %08X", len, cut,
+                       (unsigned)whole, (unsigned)s, (unsigned)h, (unsigned)a, (unsigned)m);
+        }
+    }
+    CHECKF(chain_bad == 0, "%ld chained CRCs differ from the one-shot CRC", chain_bad);
+    /* Byte at a time equals one shot. */
+    {
+        uint32_t c = 0;
+        for (size_t i = 0; i < 1000; i++) c = kc_crc32c(c, buf + i, 1);
+        CHECK(c == kc_crc32c(0, buf, 1000));
+    }
+    free(buf);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* murmur2 */
+
+static void test_murmur2(void) {
+    static const struct {
+        const char *s;
+        int32_t h;
+    } v[] = {
+        {"21", -973932308},
+        {"foobar", -790332482},
+        {"a-little-bit-long-string", -985981536},
+        {"a-little-bit-longer-string", -1486304829},
+        {"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
+        {"abc", 479470107},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        /* Exact-size copy: no terminating NUL for the hash to wander into. */
+        size_t n = strlen(v[i].s);
+        uint8_t *p = xmalloc(n);
+        memcpy(p, v[i].s, n);
+        int32_t h = kc_murmur2(p, n);
+        CHECKF(h == v[i].h, "murmur2(\"%s\") = %d, want %d", v[i].s, (int)h, (int)v[i].h);
+        free(p);
+    }
+    /* Partitioner helper: sign bit masked, never negative. */
+    CHECK(kc_partition_for_hash(-973932308, 10) == (int32_t)(((uint32_t)-973932308 & 0x7fffffffu) % 10u));
+    CHECK(kc_partition_for_hash(INT32_MIN, 7) == 0);
+    CHECK(kc_partition_for_hash(-1, 1000) == (int32_t)(0x7fffffffu % 1000u));
+    for (int i = 0; i < 1000; i++) {
+        int32_t p = kc_partition_for_hash((int32_t)(uint32_t)rnd64(), 13);
+        if (p < 0 || p >= 13) {
+            CHECKF(0, "partition %d out of range", (int)p);
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* varints */
+
+static void test_varint(void) {
+    static const struct {
+        int64_t v;
+        size_t size;
+        uint8_t first;
+    } known[] = {
+        {0, 1, 0x00},  {-1, 1, 0x01}, {1, 1, 0x02},  {63, 1, 0x7E},   {-64, 1, 0x7F},
+        {64, 2, 0x80}, {-65, 2, 0x81}, {8191, 2, 0xFE}, {-8192, 2, 0xFF}, {8192, 3, 0x80},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        uint8_t b[KC_VARLONG_MAX_BYTES];
+        size_t n = kc_write_varlong(b, known[i].v);
+        CHECKF(n == known[i].size && b[0] == known[i].first, "varlong %lld: size %zu first 0x%02X",
+               (long long)known[i].v, n, b[0]);
+        CHECK(kc_varlong_size(known[i].v) == known[i].size);
+    }
+    {
+        uint8_t b[KC_VARLONG_MAX_BYTES];
+        size_t n = kc_write_varlong(b, 64);
+        CHECK(n == 2 && b[0] == 0x80 && b[1] == 0x01);
+        n = kc_write_varlong(b, -65);
+        CHECK(n == 2 && b[0] == 0x81 && b[1] == 0x01);
+    }
+
+    static const int64_t edges64[] = {0,
+                                      -1,
+                                      1,
+                                      63,
+                                      64,
+                                      -64,
+                                      -65,
+                                      127,
+                                      128,
+                                      -128,
+                                      8191,
+                                      8192,
+                                      -8193,
+                                      INT32_MAX,
+                                      INT32_MIN,
+                                      (int64_t)INT32_MAX + 1,
+                                      (int64_t)INT32_MIN - 1,
+                                      INT64_MAX,
+                                      INT64_MIN,
+                                      INT64_MAX - 1,
+                                      INT64_MIN + 1,
+                                      ((int64_t)1 << 62),
+                                      -((int64_t)1 << 62)};
+    for (size_t i = 0; i < sizeof edges64 / sizeof edges64[0]; i++) {
+        int64_t v = edges64[i];
+        uint8_t *b = xmalloc(KC_VARLONG_MAX_BYTES);
+        size_t n = kc_write_varlong(b, v);
+        CHECKF(n >= 1 && n <= KC_VARLONG_MAX_BYTES && n == kc_varlong_size(v), "varlong %lld wrote %zu bytes",
+               (long long)v, n);
+        /* Exact-size copy of the encoding for the read. */
+        uint8_t *e = xmalloc(n);
+        memcpy(e, b, n);
+        int64_t out = 0;
+        size_t r = kc_read_varlong(e, e + n, &out);
+        CHECKF(r == n && out == v, "varlong %lld: read %zu bytes -> %lld", (long long)v, r, (long long)out);
+        /* Every proper prefix is truncated. */
+        for (size_t k = 0; k < n; k++) {
+            int64_t junk = 12345;
+            CHECKF(kc_read_varlong(e, e + k, &junk) == 0 && junk == 12345, "varlong %lld prefix %zu accepted",
+                   (long long)v, k);
+        }
+        /* int32 reads: accepted exactly when the value fits. */
+        int32_t o32 = 0;
+        size_t r32 = kc_read_varint(e, e + n, &o32);
+        if (v >= INT32_MIN && v <= INT32_MAX) {
+            CHECKF(r32 == n && o32 == (int32_t)v, "varint %lld: read %zu -> %d", (long long)v, r32, (int)o32);
+            CHECK(n <= KC_VARINT_MAX_BYTES);
+        } else {
+            CHECKF(r32 == 0, "varint read accepted out-of-range %lld (%zu bytes)", (long long)v, r32);
+        }
+        free(e);
+        free(b);
+    }
+    /* Sizes at every 7-bit boundary of the unsigned form. */
+    for (int k = 1; k < 64; k++) {
+        uint64_t u = (uint64_t)1 << k;
+        CHECK(kc_uvarint_size(u - 1) == (size_t)((k + 6) / 7));
+        CHECK(kc_uvarint_size(u) == (size_t)(k / 7 + 1));
+    }
+    CHECK(kc_uvarint_size(UINT64_MAX) == 10);
+    CHECK(kc_varlong_size(INT64_MIN) == 10);
+    CHECK(kc_varlong_size(INT32_MIN) == 5);
+    CHECK(kc_varlong_size(INT32_MAX) == 5);
+
+    /* Empty input. */
+    {
+        uint8_t one = 0;
+        int64_t o = 0;
+        int32_t o32 = 0;
+        CHECK(kc_read_varlong(&one, &one, &o) == 0);
+        CHECK(kc_read_varint(&one, &one, &o32) == 0);
+    }
+    /* Over-long: an 11-byte varlong and a 6-byte varint are rejected, even when the value
+     * would be small. */
+    {
+        uint8_t b11[11];
+        memset(b11, 0x80, 10);
+        b11[10] = 0x00;
+        int64_t o = 0;
+        CHECK(kc_read_varlong(b11, b11 + 11, &o) == 0);
+        uint8_t b10[10];
+        memset(b10, 0x80, 9);
+        b10[9] = 0x01; /* 10 bytes: the longest legal varlong (bit 63) */
+        CHECK(kc_read_varlong(b10, b10 + 10, &o) == 10 && o == INT64_MIN);
+        uint8_t b6[6] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+        int32_t o32 = 0;
+        CHECK(kc_read_varint(b6, b6 + 6, &o32) == 0);
+        uint8_t b5[5] = {0x80, 0x80, 0x80, 0x80, 0x00}; /* 5 bytes, non-minimal zero: accepted */
+        CHECK(kc_read_varint(b5, b5 + 5, &o32) == 5 && o32 == 0);
+    }
+    /* varint whose unsigned value needs more than 32 bits is rejected. */
+    {
+        uint8_t b[5] = {0x80, 0x80, 0x80, 0x80, 0x10}; /* 2^32 */
+        int32_t o32 = 0;
+        CHECK(kc_read_varint(b, b + 5, &o32) == 0);
+        uint8_t m[5] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F}; /* 2^32-1 -> zigzag INT32_MIN */
+        CHECK(kc_read_varint(m, m + 5, &o32) == 5 && o32 == INT32_MIN);
+        uint8_t x[5] = {0xFF, 0xFF, 0xFF, 0xFF, 0x7F};
+        CHECK(kc_read_varint(x, x + 5, &o32) == 0);
+    }
+    /* Random round trips. */
+    for (int i = 0; i < 20000; i++) {
+        int64_t v = (int64_t)(rnd64() >> rnd_below(64));
+        if (rnd64() & 1) v = -v - 1;
+        uint8_t b[KC_VARLONG_MAX_BYTES];
+        size_t n = kc_write_varlong(b, v);
+        int64_t out;
+        size_t r = kc_read_varlong(b, b + n, &out);
+        if (!(r == n && out == v && n == kc_varlong_size(v))) {
+            CHECKF(0, "random varlong %lld round trip: n %zu r %zu out %lld", (long long)v, n, r, (long long)out);
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Records and batches */
+
+typedef struct {
+    int64_t ts_delta;
+    int32_t off_delta;
+    const uint8_t *key;
+    int32_t key_len; /* -1 null */
+    const uint8_t *value;
+    int32_t value_len; /* -1 null */
+    const kc_header_in *headers;
+    int32_t n_headers;
+} rec_spec;
+
+static size_t spec_size(const rec_spec *s) {
+    return kc_record_encoded_size(s->ts_delta, s->off_delta, s->key_len, s->value_len, s->headers, s->n_headers);
+}
+static size_t spec_encode(uint8_t *dst, const rec_spec *s) {
+    return kc_record_encode(dst, s->ts_delta, s->off_delta, s->key, s->key_len, s->value, s->value_len, s->headers,
+                            s->n_headers);
+}
+
+/* Builds a v2 batch of exactly the needed size (malloc'd). records_count comes from n,
+ * everything else from *h. */
+static uint8_t *build_batch(const rec_spec *recs, int n, const kc_batch_header *h, size_t *out_len) {
+    size_t total = KC_RECORD_BATCH_OVERHEAD;
+    for (int i = 0; i < n; i++) total += spec_size(&recs[i]);
+    uint8_t *b = xmalloc(total);
+    size_t pos = KC_RECORD_BATCH_OVERHEAD;
+    int encode_ok = 1;
+    for (int i = 0; i < n; i++) {
+        size_t want = spec_size(&recs[i]);
+        size_t got = spec_encode(b + pos, &recs[i]);
+        if (got != want) encode_ok = 0;
+        pos += got;
+    }
+    CHECKF(encode_ok && pos == total, "record encode size mismatch: wrote %zu, predicted %zu", pos, total);
+    kc_batch_header hh = *h;
+    hh.records_count = n;
+    kc_batch_write_header(b, total, &hh);
+    *out_len = total;
+    return b;
+}
+
+static int bytes_eq(const uint8_t *a, int32_t alen, const uint8_t *b, int32_t blen) {
+    if (alen != blen) return 0;
+    if (alen <= 0) return 1;
+    return memcmp(a, b, (size_t)alen) == 0;
+}
+
+static void check_record_roundtrip(const rec_spec *s) {
+    size_t sz = spec_size(s);
+    uint8_t *buf = xmalloc(sz);
+    size_t w = spec_encode(buf, s);
+    CHECKF(w == sz, "encode wrote %zu, size said %zu", w, sz);
+    kc_record r;
+    const char *err = NULL;
+    int st = kc_record_parse(buf, buf + w, &r, &err);
+    CHECKF(st == KC_OK, "parse status %d (%s)", st, err ? err : "");
+    if (st == KC_OK) {
+        CHECK(r.end == buf + w);
+        CHECK(r.timestamp_delta == s->ts_delta);
+        CHECK(r.offset_delta == s->off_delta);
+        CHECK(r.key_len == s->key_len);
+        CHECK((r.key == NULL) == (s->key_len < 0));
+        CHECK(bytes_eq(r.key, r.key_len, s->key, s->key_len));
+        CHECK(r.value_len == s->value_len);
+        CHECK((r.value == NULL) == (s->value_len < 0));
+        CHECK(bytes_eq(r.value, r.value_len, s->value, s->value_len));
+        CHECK(r.headers_count == s->n_headers);
+        const uint8_t *p = r.headers;
+        for (int32_t i = 0; i < r.headers_count; i++) {
+            const uint8_t *k, *v;
+            int32_t kl, vl;
+            st = kc_header_next(&p, r.end, &k, &kl, &v, &vl, &err);
+            CHECKF(st == KC_OK, "header %d: %d", (int)i, st);
+            if (st) break;
+            CHECK(bytes_eq(k, kl, s->headers[i].key, s->headers[i].key_len));
+            CHECK(vl == s->headers[i].value_len);
+            CHECK((v == NULL) == (s->headers[i].value_len < 0));
+            CHECK(bytes_eq(v, vl, s->headers[i].value, s->headers[i].value_len));
+        }
+        CHECK(p == r.end);
+    }
+    /* Every truncation of the record is rejected (never read past the end). */
+    for (size_t k = 0; k < w; k++) {
+        uint8_t *t = xmalloc(k);
+        memcpy(t, buf, k);
+        err = NULL;
+        st = kc_record_parse(t, t + k, &r, &err);
+        CHECKF(st == KC_CORRUPT && err != NULL, "record truncated to %zu of %zu: status %d", k, w, st);
+        free(t);
+    }
+    free(buf);
+}
+
+#define U8(s) ((const uint8_t *)(s))
+
+/* The fixed five-record batch used by several tests. */
+static const kc_header_in H1[] = {{U8("h1"), 2, U8("x"), 1}, {U8("h2"), 2, NULL, -1}};
+static const kc_header_in H3[] = {{U8(""), 0, U8(""), 0}};
+static const kc_header_in H4[] = {{U8("\xC3\xBC"), 2, U8("bin\0\xff"), 5}};
+static const rec_spec FIVE[5] = {
+    {0, 0, U8("k0"), 2, U8("v0"), 2, NULL, 0},
+    {5, 1, NULL, -1, U8("hello"), 5, H1, 2},
+    {-3, 2, U8(""), 0, NULL, -1, NULL, 0},
+    {1000000, 3, U8("key3"), 4, U8(""), 0, H3, 1},
+    {(int64_t)1 << 40, 4, NULL, -1, NULL, -1, H4, 1},
+};
+static const kc_batch_header FIVE_HDR = {
+    .base_offset = 1000,
+    .partition_leader_epoch = 7,
+    .magic = 2,
+    .attributes = 0,
+    .last_offset_delta = 4,
+    .base_timestamp = 1700000000000LL,
+    .max_timestamp = 1700000000000LL + ((int64_t)1 << 40),
+    .producer_id = 42,
+    .producer_epoch = 3,
+    .base_sequence = 100,
+};
+
+static void test_records(void) {
+    /* Single-record round trips. */
+    static const kc_header_in hn[] = {{U8("a"), 1, NULL, -1}, {U8("bb"), 2, U8("val"), 3}, {U8(""), 0, NULL, -1}};
+    uint8_t big[300];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)i;
+    const rec_spec singles[] = {
+        {0, 0, NULL, -1, NULL, -1, NULL, 0},                /* null key, null value */
+        {0, 0, U8("k"), 1, U8(""), 0, NULL, 0},             /* empty value */
+        {0, 0, U8(""), 0, U8("v"), 1, NULL, 0},             /* empty key */
+        {-1, 7, U8("key"), 3, U8("value"), 5, hn, 3},       /* headers with null values */
+        {INT64_MAX, INT32_MAX, NULL, -1, big, 300, NULL, 0}, /* extremes, 2-byte length prefix */
+        {INT64_MIN, 0, big, 200, NULL, -1, hn, 1},
+    };
+    for (size_t i = 0; i < sizeof singles / sizeof singles[0]; i++) check_record_roundtrip(&singles[i]);
+    for (int i = 0; i < 5; i++) check_record_roundtrip(&FIVE[i]);
+
+    /* Hand-checked encoding of the smallest record: null key, null value, no headers. */
+    {
+        uint8_t b[16];
+        size_t n = kc_record_encode(b, 0, 0, NULL, -1, NULL, -1, NULL, 0);
+        const uint8_t want[] = {0x0C, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00};
+        CHECK(n == sizeof want && memcmp(b, want, n) == 0);
+    }
+    /* Malformed single records. */
+    {
+        kc_record r;
+        const char *err = NULL;
+        /* key length -2 */
+        uint8_t bad_key[] = {0x0C, 0x00, 0x00, 0x00, 0x03, 0x01, 0x00};
+        CHECK(kc_record_parse(bad_key, bad_key + sizeof bad_key, &r, &err) == KC_CORRUPT);
+        /* negative header count */
+        uint8_t bad_hc[] = {0x0C, 0x00, 0x00, 0x00, 0x01, 0x01, 0x01};
+        CHECK(kc_record_parse(bad_hc, bad_hc + sizeof bad_hc, &r, &err) == KC_CORRUPT);
+        /* record length 0 */
+        uint8_t zero_len[] = {0x00, 0x00};
+        CHECK(kc_record_parse(zero_len, zero_len + sizeof zero_len, &r, &err) == KC_CORRUPT);
+        /* negative record length */
+        uint8_t neg_len[] = {0x01, 0x00};
+        CHECK(kc_record_parse(neg_len, neg_len + sizeof neg_len, &r, &err) == KC_CORRUPT);
+        /* length says 7 body bytes but the fields use 6: a trailing byte inside the record */
+        uint8_t trailing[] = {0x0E, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x00};
+        CHECK(kc_record_parse(trailing, trailing + sizeof trailing, &r, &err) == KC_CORRUPT);
+        /* key length runs past the record (but not past the buffer) */
+        uint8_t over[] = {0x0C, 0x00, 0x00, 0x00, 0x04, 0x01, 0x00, 0x41, 0x41};
+        CHECK(kc_record_parse(over, over + sizeof over, &r, &err) == KC_CORRUPT);
+        /* header with a null key */
+        uint8_t hnull[] = {0x10, 0x00, 0x00, 0x00, 0x01, 0x01, 0x02, 0x01, 0x01};
+        CHECK(kc_record_parse(hnull, hnull + sizeof hnull, &r, &err) == KC_CORRUPT);
+        /* header value length -2 */
+        uint8_t hv[] = {0x10, 0x00, 0x00, 0x00, 0x01, 0x01, 0x02, 0x00, 0x03};
+        CHECK(kc_record_parse(hv, hv + sizeof hv, &r, &err) == KC_CORRUPT);
+        /* the same with value length -1 is fine */
+        uint8_t hok[] = {0x10, 0x00, 0x00, 0x00, 0x01, 0x01, 0x02, 0x00, 0x01};
+        CHECK(kc_record_parse(hok, hok + sizeof hok, &r, &err) == KC_OK && r.headers_count == 1);
+        /* header count says 2 but only one header fits */
+        uint8_t hc2[] = {0x10, 0x00, 0x00, 0x00, 0x01, 0x01, 0x04, 0x00, 0x01};
+        CHECK(kc_record_parse(hc2, hc2 + sizeof hc2, &r, &err) == KC_CORRUPT);
+    }
+
+    /* Batch header: write, frame, CRC. */
+    size_t len;
+    uint8_t *b = build_batch(FIVE, 5, &FIVE_HDR, &len);
+    kc_batch_header h;
+    memset(&h, 0, sizeof h);
+    size_t total = 0;
+    const char *err = NULL;
+    int st = kc_batch_frame(b, len, &h, &total, &err);
+    CHECKF(st == KC_OK, "frame: %d %s", st, err ? err : "");
+    CHECK(total == len);
+    CHECK(h.base_offset == 1000);
+    CHECK(h.batch_length == (int32_t)(len - KC_LOG_OVERHEAD));
+    CHECK(h.partition_leader_epoch == 7);
+    CHECK(h.magic == 2);
+    CHECK(h.attributes == 0);
+    CHECK(h.last_offset_delta == 4);
+    CHECK(h.base_timestamp == FIVE_HDR.base_timestamp);
+    CHECK(h.max_timestamp == FIVE_HDR.max_timestamp);
+    CHECK(h.producer_id == 42);
+    CHECK(h.producer_epoch == 3);
+    CHECK(h.base_sequence == 100);
+    CHECK(h.records_count == 5);
+    CHECK(kc_batch_crc_ok(b, total, &h));
+    CHECK(h.crc == kc_crc32c(0, b + KC_ATTRIBUTES_OFFSET, len - KC_ATTRIBUTES_OFFSET));
+    CHECK(b[KC_MAGIC_OFFSET] == 2);
+    CHECK(kc_be32(b + KC_LENGTH_OFFSET) == (int32_t)(len - 12));
+
+    /* A flipped bit anywhere in the CRC-covered area (or in the CRC) breaks the CRC. */
+    {
+        long missed = 0;
+        for (size_t i = KC_CRC_OFFSET; i < len; i++) {
+            b[i] ^= 0x10;
+            kc_batch_header h2;
+            size_t t2;
+            if (kc_batch_frame(b, len, &h2, &t2, &err) == KC_OK && t2 == len && kc_batch_crc_ok(b, t2, &h2))
+                missed++;
+            b[i] ^= 0x10;
+        }
+        CHECKF(missed == 0, "%ld single-bit flips not detected by the CRC", missed);
+        /* Bytes before the CRC are not covered (base offset, length handled by frame, epoch). */
+        b[KC_PARTITION_LEADER_EPOCH_OFFSET] ^= 0xFF;
+        kc_batch_header h2;
+        size_t t2;
+        CHECK(kc_batch_frame(b, len, &h2, &t2, &err) == KC_OK && kc_batch_crc_ok(b, t2, &h2));
+        b[KC_PARTITION_LEADER_EPOCH_OFFSET] ^= 0xFF;
+    }
+
+    /* Framing: every short prefix is TRUNCATED (or CORRUPT never; the magic is right). */
+    for (size_t k = 0; k < len; k++) {
+        uint8_t *t = xmalloc(k);
+        memcpy(t, b, k);
+        kc_batch_header h2;
+        size_t t2 = 0;
+        st = kc_batch_frame(t, k, &h2, &t2, &err);
+        CHECKF(st == KC_TRUNCATED, "prefix %zu of %zu: frame %d", k, len, st);
+        free(t);
+    }
+    /* Extra bytes after the batch: frame still reports the batch's own size. */
+    {
+        uint8_t *t = xmalloc(len + 10);
+        memcpy(t, b, len);
+        memset(t + len, 0xAB, 10);
+        kc_batch_header h2;
+        size_t t2 = 0;
+        CHECK(kc_batch_frame(t, len + 10, &h2, &t2, &err) == KC_OK && t2 == len);
+        free(t);
+    }
+    /* Wrong magic is CORRUPT as soon as the magic byte is present. */
+    {
+        uint8_t *t = xmalloc(len);
+        memcpy(t, b, len);
+        t[KC_MAGIC_OFFSET] = 1;
+        kc_batch_header h2;
+        size_t t2;
+        err = NULL;
+        CHECK(kc_batch_frame(t, len, &h2, &t2, &err) == KC_CORRUPT && err != NULL);
+        CHECK(kc_batch_frame(t, KC_MAGIC_OFFSET + 1, &h2, &t2, &err) == KC_CORRUPT);
+        CHECK(kc_batch_frame(t, KC_MAGIC_OFFSET, &h2, &t2, &err) == KC_TRUNCATED);
+        /* Length below the v2 minimum (49) is CORRUPT; exactly 49 frames a 61-byte batch. */
+        t[KC_MAGIC_OFFSET] = 2;
+        kc_put_be32(t + KC_LENGTH_OFFSET, 48);
+        err = NULL;
+        CHECK(kc_batch_frame(t, len, &h2, &t2, &err) == KC_CORRUPT && err != NULL);
+        kc_put_be32(t + KC_LENGTH_OFFSET, -1);
+        CHECK(kc_batch_frame(t, len, &h2, &t2, &err) == KC_CORRUPT);
+        kc_put_be32(t + KC_LENGTH_OFFSET, INT32_MIN);
+        CHECK(kc_batch_frame(t, len, &h2, &t2, &err) == KC_CORRUPT);
+        kc_put_be32(t + KC_LENGTH_OFFSET, 49);
+        CHECK(kc_batch_frame(t, len, &h2, &t2, &err) == KC_OK && t2 == 61);
+        kc_put_be32(t + KC_LENGTH_OFFSET, INT32_MAX);
+        CHECK(kc_batch_frame(t, len, &h2, &t2, &err) == KC_TRUNCATED);
+        free(t);
+    }
+    /* An empty batch (61 bytes, count 0). */
+    {
+        size_t elen;
+        kc_batch_header eh = FIVE_HDR;
+        eh.last_offset_delta = 0;
+        uint8_t *e = build_batch(NULL, 0, &eh, &elen);
+        kc_batch_header h2;
+        size_t t2;
+        CHECK(elen == 61);
+        CHECK(kc_batch_frame(e, elen, &h2, &t2, &err) == KC_OK && t2 == 61 && h2.records_count == 0);
+        CHECK(kc_batch_crc_ok(e, t2, &h2));
+        size_t at;
+        CHECK(kc_records_check(e + 61, e + 61, 0, 0, &at, &err) == KC_OK);
+        CHECK(kc_records_check(e + 61, e + 61, 1, 0, &at, &err) == KC_CORRUPT && at == 0);
+        free(e);
+    }
+
+    /* kc_records_check on the records section. */
+    const uint8_t *rs = b + KC_RECORD_BATCH_OVERHEAD, *re = b + len;
+    size_t at = 12345;
+    err = NULL;
+    st = kc_records_check(rs, re, 5, 4, &at, &err);
+    CHECKF(st == KC_OK, "records_check on a good section: %d %s", st, err ? err : "");
+    /* Offsets of each record start, for err_at checks. */
+    size_t starts[6];
+    starts[0] = 0;
+    for (int i = 0; i < 5; i++) starts[i + 1] = starts[i] + spec_size(&FIVE[i]);
+    CHECK(starts[5] == (size_t)(re - rs));
+    /* Count too high: runs out of records at the end. */
+    err = NULL;
+    CHECK(kc_records_check(rs, re, 6, 5, &at, &err) == KC_CORRUPT && at == starts[5] && err != NULL);
+    /* Count too low: bytes left over after record 4. */
+    err = NULL;
+    CHECK(kc_records_check(rs, re, 4, 4, &at, &err) == KC_CORRUPT && at == starts[4] && err != NULL);
+    CHECK(kc_records_check(rs, re, 0, 4, &at, &err) == KC_CORRUPT && at == 0);
+    CHECK(kc_records_check(rs, re, -1, 4, &at, &err) == KC_CORRUPT);
+    /* Offset delta beyond last_offset_delta. */
+    CHECK(kc_records_check(rs, re, 5, 3, &at, &err) == KC_CORRUPT && at == starts[4]);
+    CHECK(kc_records_check(rs, re, 5, 100, &at, &err) == KC_OK);
+    /* Truncated section: every shorter section fails, never reads past its end. */
+    for (size_t k = 0; k < (size_t)(re - rs); k++) {
+        uint8_t *t = xmalloc(k);
+        memcpy(t, rs, k);
+        err = NULL;
+        st = kc_records_check(t, t + k, 5, 4, &at, &err);
+        CHECKF(st == KC_CORRUPT && err != NULL && at <= k, "section truncated to %zu: status %d at %zu", k, st, at);
+        free(t);
+    }
+    /* Trailing bytes after the last record. */
+    {
+        size_t sl = (size_t)(re - rs);
+        uint8_t *t = xmalloc(sl + 1);
+        memcpy(t, rs, sl);
+        t[sl] = 0;
+        err = NULL;
+        CHECK(kc_records_check(t, t + sl + 1, 5, 4, &at, &err) == KC_CORRUPT && at == sl && err != NULL);
+        /* The trailing byte even being a valid record start does not help with count 5. */
+        free(t);
+    }
+    free(b);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Column decoding */
+
+/* Checks the internal consistency every kc_columns must have after successful adds. */
+static int columns_consistent(const kc_columns *c, char *why, size_t why_len) {
+    size_t rows = (size_t)c->rows;
+#define BAD(...)                                       \
+    do {                                               \
+        snprintf(why, why_len, __VA_ARGS__);           \
+        return 0;                                      \
+    } while (0)
+    if (c->key_offsets.len != (rows + 1) * 4) BAD("key_offsets len %zu rows %zu", c->key_offsets.len, rows);
+    if (c->value_offsets.len != (rows + 1) * 4) BAD("value_offsets len %zu", c->value_offsets.len);
+    if (c->header_list_offsets.len != (rows + 1) * 4) BAD("header_list_offsets len %zu", c->header_list_offsets.len);
+    if (c->offsets.len != rows * 8) BAD("offsets len %zu", c->offsets.len);
+    if (c->timestamps.len != rows * 8) BAD("timestamps len %zu", c->timestamps.len);
+    if (c->timestamp_types.len != rows * 4) BAD("timestamp_types len %zu", c->timestamp_types.len);
+    if (c->key_validity.len < (rows + 7) / 8) BAD("key_validity too short");
+    if (c->value_validity.len < (rows + 7) / 8) BAD("value_validity too short");
+    if (c->header_list_validity.len < (rows + 7) / 8) BAD("header_list_validity too short");
+    if (get_i32(&c->key_offsets, 0) != 0 || get_i32(&c->value_offsets, 0) != 0 ||
+        get_i32(&c->header_list_offsets, 0) != 0)
+        BAD("first offset not 0");
+    if ((size_t)get_i32(&c->key_offsets, rows) != c->key_data.len) BAD("last key offset != key data");
+    if ((size_t)get_i32(&c->value_offsets, rows) != c->value_data.len) BAD("last value offset != value data");
+    if (get_i32(&c->header_list_offsets, rows) != c->headers) BAD("last header list offset != headers");
+    int64_t kn = 0, vn = 0, hn = 0;
+    for (size_t i = 0; i < rows; i++) {
+        if (get_i32(&c->key_offsets, i + 1) < get_i32(&c->key_offsets, i)) BAD("key offsets decrease at %zu", i);
+        if (get_i32(&c->value_offsets, i + 1) < get_i32(&c->value_offsets, i)) BAD("value offsets decrease");
+        if (get_i32(&c->header_list_offsets, i + 1) < get_i32(&c->header_list_offsets, i))
+            BAD("header list offsets decrease");
+        int kv = get_bit(&c->key_validity, (int64_t)i), vv = get_bit(&c->value_validity, (int64_t)i);
+        int hv = get_bit(&c->header_list_validity, (int64_t)i);
+        if (!kv) {
+            kn++;
+            if (get_i32(&c->key_offsets, i + 1) != get_i32(&c->key_offsets, i)) BAD("null key with bytes");
+        }
+        if (!vv) {
+            vn++;
+            if (get_i32(&c->value_offsets, i + 1) != get_i32(&c->value_offsets, i)) BAD("null value with bytes");
+        }
+        if (!hv) {
+            hn++;
+            if (get_i32(&c->header_list_offsets, i + 1) != get_i32(&c->header_list_offsets, i))
+                BAD("null header list with entries");
+        } else if (get_i32(&c->header_list_offsets, i + 1) == get_i32(&c->header_list_offsets, i)) {
+            BAD("valid header list with no entries at row %zu", i);
+        }
+        int32_t tt = get_i32(&c->timestamp_types, i);
+        if (tt != 0 && tt != 1) BAD("timestamp type %d", (int)tt);
+    }
+    if (kn != c->key_nulls) BAD("key_nulls %lld, bitmap says %lld", (long long)c->key_nulls, (long long)kn);
+    if (vn != c->value_nulls) BAD("value_nulls %lld, bitmap says %lld", (long long)c->value_nulls, (long long)vn);
+    if (hn != c->header_list_nulls) BAD("header_list_nulls mismatch");
+    size_t nh = (size_t)c->headers;
+    if (c->header_key_offsets.len != (nh + 1) * 4) BAD("header_key_offsets len");
+    if (c->header_value_offsets.len != (nh + 1) * 4) BAD("header_value_offsets len");
+    if (c->header_value_validity.len < (nh + 7) / 8) BAD("header_value_validity too short");
+    if ((size_t)get_i32(&c->header_key_offsets, nh) != c->header_key_data.len) BAD("header key data");
+    if ((size_t)get_i32(&c->header_value_offsets, nh) != c->header_value_data.len) BAD("header value data");
+    int64_t hvn = 0;
+    for (size_t i = 0; i < nh; i++) {
+        int32_t k0 = get_i32(&c->header_key_offsets, i), k1 = get_i32(&c->header_key_offsets, i + 1);
+        if (k1 < k0) BAD("header key offsets decrease");
+        if (!kc_utf8_valid(c->header_key_data.data + k0, (size_t)(k1 - k0))) BAD("header key %zu not UTF-8", i);
+        if (!get_bit(&c->header_value_validity, (int64_t)i)) {
+            hvn++;
+            if (get_i32(&c->header_value_offsets, i + 1) != get_i32(&c->header_value_offsets, i))
+                BAD("null header value with bytes");
+        }
+    }
+    if (hvn != c->header_value_nulls) BAD("header_value_nulls mismatch");
+#undef BAD
+    return 1;
+}
+
+static void test_columns(void) {
+    size_t len;
+    uint8_t *b = build_batch(FIVE, 5, &FIVE_HDR, &len);
+    kc_batch_header h;
+    size_t total;
+    const char *err = NULL;
+    CHECK(kc_batch_frame(b, len, &h, &total, &err) == KC_OK);
+
+    kc_columns c;
+    CHECK(kc_columns_init(&c) == KC_OK);
+    CHECK(c.rows == 0 && c.key_offsets.len == 4 && get_i32(&c.key_offsets, 0) == 0);
+    size_t at = 999;
+    err = NULL;
+    int st = kc_columns_add_batch(&c, b + KC_RECORD_BATCH_OVERHEAD, b + total, &h, &at, &err);
+    CHECKF(st == KC_OK, "add_batch: %d %s at %zu", st, err ? err : "", at);
+    CHECK(c.rows == 5);
+
+    /* keys: "k0", null, "", "key3", null */
+    static const int32_t key_off[] = {0, 2, 2, 2, 6, 6};
+    for (int i = 0; i < 6; i++) CHECKF(get_i32(&c.key_offsets, (size_t)i) == key_off[i], "key offset %d", i);
+    CHECK(c.key_data.len == 6 && memcmp(c.key_data.data, "k0key3", 6) == 0);
+    CHECK((c.key_validity.data[0] & 0x1F) == 0x0D);
+    CHECK(c.key_nulls == 2);
+    /* values: "v0", "hello", null, "", null */
+    static const int32_t val_off[] = {0, 2, 7, 7, 7, 7};
+    for (int i = 0; i < 6; i++) CHECKF(get_i32(&c.value_offsets, (size_t)i) == val_off[i], "value offset %d", i);
+    CHECK(c.value_data.len == 7 && memcmp(c.value_data.data, "v0hello", 7) == 0);
+    CHECK((c.value_validity.data[0] & 0x1F) == 0x0B);
+    CHECK(c.value_nulls == 2);
+    /* offsets and timestamps */
+    for (int i = 0; i < 5; i++) {
+        CHECKF(get_i64(&c.offsets, (size_t)i) == 1000 + i, "offset row %d", i);
+        CHECKF(get_i64(&c.timestamps, (size_t)i) == FIVE_HDR.base_timestamp + FIVE[i].ts_delta, "timestamp row %d",
+               i);
+        CHECKF(get_i32(&c.timestamp_types, (size_t)i) == 0, "timestamp type row %d", i);
+    }
+    /* headers: none, [h1=x, h2=null], none, [""=""], ["ü"=bin\0\xff] */
+    static const int32_t hl_off[] = {0, 0, 2, 2, 3, 4};
+    for (int i = 0; i < 6; i++)
+        CHECKF(get_i32(&c.header_list_offsets, (size_t)i) == hl_off[i], "header list offset %d", i);
+    CHECK((c.header_list_validity.data[0] & 0x1F) == 0x1A);
+    CHECK(c.header_list_nulls == 2);
+    CHECK(c.headers == 4);
+    static const int32_t hk_off[] = {0, 2, 4, 4, 6};
+    static const int32_t hv_off[] = {0, 1, 1, 1, 6};
+    for (int i = 0; i < 5; i++) {
+        CHECKF(get_i32(&c.header_key_offsets, (size_t)i) == hk_off[i], "header key offset %d", i);
+        CHECKF(get_i32(&c.header_value_offsets, (size_t)i) == hv_off[i], "header value offset %d", i);
+    }
+    CHECK(c.header_key_data.len == 6 && memcmp(c.header_key_data.data, "h1h2\xC3\xBC", 6) == 0);
+    CHECK(c.header_value_data.len == 6 && memcmp(c.header_value_data.data, "xbin\0\xff", 6) == 0);
+    CHECK((c.header_value_validity.data[0] & 0x0F) == 0x0D);
+    CHECK(c.header_value_nulls == 1);
+    {
+        char why[200] = "";
+        CHECKF(columns_consistent(&c, why, sizeof why), "%s", why);
+    }
+
+    /* A second batch, LogAppendTime: every timestamp is max_timestamp, type 1. */
+    {
+        static const rec_spec two[2] = {
+            {10, 0, U8("a"), 1, U8("b"), 1, NULL, 0},
+            {-20, 1, NULL, -1, U8("cc"), 2, H1, 2},
+        };
+        kc_batch_header lh = FIVE_HDR;
+        lh.base_offset = 5000;
+        lh.attributes = KC_ATTR_TIMESTAMP_TYPE;
+        lh.last_offset_delta = 1;
+        lh.base_timestamp = 111;
+        lh.max_timestamp = 999999;
+        size_t l2;
+        uint8_t *b2 = build_batch(two, 2, &lh, &l2);
+        kc_batch_header h2;
+        size_t t2;
+        CHECK(kc_batch_frame(b2, l2, &h2, &t2, &err) == KC_OK && kc_batch_crc_ok(b2, t2, &h2));
+        CHECK(h2.attributes == KC_ATTR_TIMESTAMP_TYPE);
+        st = kc_columns_add_batch(&c, b2 + KC_RECORD_BATCH_OVERHEAD, b2 + t2, &h2, &at, &err);
+        CHECKF(st == KC_OK, "add LogAppendTime batch: %d", st);
+        CHECK(c.rows == 7);
+        for (size_t i = 5; i < 7; i++) {
+            CHECKF(get_i64(&c.timestamps, i) == 999999, "LogAppendTime row %zu: %lld", i,
+                   (long long)get_i64(&c.timestamps, i));
+            CHECK(get_i32(&c.timestamp_types, i) == 1);
+        }
+        CHECK(get_i64(&c.offsets, 5) == 5000 && get_i64(&c.offsets, 6) == 5001);
+        /* Earlier rows untouched. */
+        CHECK(get_i64(&c.timestamps, 0) == FIVE_HDR.base_timestamp);
+        CHECK(get_i32(&c.timestamp_types, 0) == 0);
+        /* Offsets continue from the first batch. */
+        CHECK(get_i32(&c.key_offsets, 6) == 7 && get_i32(&c.key_offsets, 7) == 7);
+        CHECK(c.key_data.len == 7 && memcmp(c.key_data.data, "k0key3a", 7) == 0);
+        CHECK(get_i32(&c.value_offsets, 7) == 10);
+        CHECK(get_bit(&c.key_validity, 5) == 1 && get_bit(&c.key_validity, 6) == 0);
+        CHECK(get_bit(&c.header_list_validity, 5) == 0 && get_bit(&c.header_list_validity, 6) == 1);
+        CHECK(c.headers == 6 && get_i32(&c.header_list_offsets, 7) == 6);
+        CHECK(c.key_nulls == 3 && c.value_nulls == 2 && c.header_list_nulls == 3 && c.header_value_nulls == 2);
+        char why[200] = "";
+        CHECKF(columns_consistent(&c, why, sizeof why), "%s", why);
+        free(b2);
+    }
+    /* Many rows: bitmaps grow across byte boundaries. */
+    {
+        rec_spec many[37];
+        for (int i = 0; i < 37; i++) {
+            rec_spec s = {i, i, (i % 3) ? U8("kk") : NULL, (i % 3) ? 2 : -1, (i % 5) ? U8("v") : NULL,
+                          (i % 5) ? 1 : -1, (i % 4) ? NULL : H3, (i % 4) ? 0 : 1};
+            many[i] = s;
+        }
+        kc_batch_header mh = FIVE_HDR;
+        mh.last_offset_delta = 36;
+        size_t l3;
+        uint8_t *b3 = build_batch(many, 37, &mh, &l3);
+        kc_batch_header h3;
+        size_t t3;
+        CHECK(kc_batch_frame(b3, l3, &h3, &t3, &err) == KC_OK);
+        st = kc_columns_add_batch(&c, b3 + KC_RECORD_BATCH_OVERHEAD, b3 + t3, &h3, &at, &err);
+        CHECK(st == KC_OK && c.rows == 44);
+        int bits_ok = 1;
+        for (int i = 0; i < 37; i++) {
+            int64_t row = 7 + i;
+            if (get_bit(&c.key_validity, row) != ((i % 3) != 0)) bits_ok = 0;
+            if (get_bit(&c.value_validity, row) != ((i % 5) != 0)) bits_ok = 0;
+            if (get_bit(&c.header_list_validity, row) != ((i % 4) == 0)) bits_ok = 0;
+        }
+        CHECK(bits_ok);
+        char why[200] = "";
+        CHECKF(columns_consistent(&c, why, sizeof why), "%s", why);
+        free(b3);
+    }
+    kc_columns_free(&c);
+    kc_columns_free(&c); /* double free of an emptied struct is harmless */
+
+    /* Failures. */
+    {
+        const uint8_t *rs = b + KC_RECORD_BATCH_OVERHEAD, *re = b + total;
+        kc_batch_header bad = h;
+        kc_columns d;
+        /* count too high */
+        CHECK(kc_columns_init(&d) == KC_OK);
+        bad.records_count = 6;
+        err = NULL;
+        CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT && err && at == (size_t)(re - rs));
+        kc_columns_free(&d);
+        /* count too low: trailing bytes */
+        CHECK(kc_columns_init(&d) == KC_OK);
+        bad.records_count = 4;
+        err = NULL;
+        CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT && err != NULL);
+        kc_columns_free(&d);
+        /* negative and absurd counts */
+        CHECK(kc_columns_init(&d) == KC_OK);
+        bad.records_count = -1;
+        CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT);
+        bad.records_count = INT32_MAX;
+        CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT);
+        kc_columns_free(&d);
+        /* count 0 on an empty section is fine */
+        CHECK(kc_columns_init(&d) == KC_OK);
+        bad.records_count = 0;
+        CHECK(kc_columns_add_batch(&d, re, re, &bad, &at, &err) == KC_OK && d.rows == 0);
+        kc_columns_free(&d);
+        /* truncated section */
+        CHECK(kc_columns_init(&d) == KC_OK);
+        bad.records_count = 5;
+        CHECK(kc_columns_add_batch(&d, rs, re - 1, &bad, &at, &err) == KC_CORRUPT);
+        kc_columns_free(&d);
+    }
+    /* Header key that is not UTF-8 is rejected by columns (records_check does not look). */
+    {
+        static const kc_header_in badk[] = {{U8("\xC0\x80"), 2, U8("v"), 1}};
+        static const rec_spec one[1] = {{0, 0, NULL, -1, U8("v"), 1, badk, 1}};
+        size_t l4;
+        uint8_t *b4 = build_batch(one, 1, &FIVE_HDR, &l4);
+        kc_batch_header h4;
+        size_t t4;
+        CHECK(kc_batch_frame(b4, l4, &h4, &t4, &err) == KC_OK);
+        CHECK(kc_records_check(b4 + 61, b4 + t4, 1, 0, &at, &err) == KC_OK);
+        kc_columns d;
+        CHECK(kc_columns_init(&d) == KC_OK);
+        err = NULL;
+        CHECK(kc_columns_add_batch(&d, b4 + 61, b4 + t4, &h4, &at, &err) == KC_CORRUPT && err != NULL && at == 0);
+        kc_columns_free(&d);
+        free(b4);
+    }
+    free(b);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* UTF-8 */
+
+static int utf8_exact(const char *s, size_t n) {
+    uint8_t *p = xmalloc(n);
+    memcpy(p, s, n);
+    int r = kc_utf8_valid(p, n);
+    free(p);
+    return r;
+}
+#define UTF8_OK(lit) CHECKF(utf8_exact(lit, sizeof(lit) - 1) == 1, "valid UTF-8 rejected: %s", #lit)
+#define UTF8_BAD(lit) CHECKF(utf8_exact(lit, sizeof(lit) - 1) == 0, "invalid UTF-8 accepted: %s", #lit)
+
+static void test_utf8(void) {
+    UTF8_OK("");
+    UTF8_OK("hello, world");
+    UTF8_OK("\x00\x7F");
+    UTF8_OK("\xC2\x80");         /* U+0080, smallest 2-byte */
+    UTF8_OK("\xC3\xBC");         /* ü */
+    UTF8_OK("\xDF\xBF");         /* U+07FF */
+    UTF8_OK("\xE0\xA0\x80");     /* U+0800, smallest 3-byte */
+    UTF8_OK("\xE2\x82\xAC");     /* € */
+    UTF8_OK("\xED\x9F\xBF");     /* U+D7FF, just below the surrogates */
+    UTF8_OK("\xEE\x80\x80");     /* U+E000, just above */
+    UTF8_OK("\xEF\xBF\xBF");     /* U+FFFF */
+    UTF8_OK("\xF0\x90\x80\x80"); /* U+10000, smallest 4-byte */
+    UTF8_OK("\xF0\x9F\x98\x80"); /* emoji */
+    UTF8_OK("\xF4\x8F\xBF\xBF"); /* U+10FFFF */
+    UTF8_OK("a\xC3\xBC\xE2\x82\xAC\xF0\x9F\x98\x80z");
+
+    UTF8_BAD("\xC0\x80");         /* overlong NUL */
+    UTF8_BAD("\xC1\xBF");         /* overlong */
+    UTF8_BAD("\xE0\x80\x80");     /* overlong 3-byte */
+    UTF8_BAD("\xE0\x9F\xBF");     /* overlong U+07FF */
+    UTF8_BAD("\xF0\x80\x80\x80"); /* overlong 4-byte */
+    UTF8_BAD("\xF0\x8F\xBF\xBF"); /* overlong U+FFFF */
+    UTF8_BAD("\xED\xA0\x80");     /* U+D800 */
+    UTF8_BAD("\xED\xBF\xBF");     /* U+DFFF */
+    UTF8_BAD("\xF4\x90\x80\x80"); /* U+110000 */
+    UTF8_BAD("\xF5\x80\x80\x80");
+    UTF8_BAD("\xF8\x88\x80\x80\x80"); /* 5-byte form */
+    UTF8_BAD("\xFF");
+    UTF8_BAD("\xFE");
+    UTF8_BAD("\x80");      /* lone continuation */
+    UTF8_BAD("a\xBF");
+    UTF8_BAD("\xC3");      /* truncated 2-byte */
+    UTF8_BAD("\xE2\x82");  /* truncated 3-byte */
+    UTF8_BAD("\xE2");
+    UTF8_BAD("\xF0\x9F\x98"); /* truncated 4-byte */
+    UTF8_BAD("\xF0\x9F");
+    UTF8_BAD("\xF0");
+    UTF8_BAD("ok\xE2\x82");
+    UTF8_BAD("\xC3\x41");     /* bad continuation */
+    UTF8_BAD("\xE2\x28\xA1");
+    UTF8_BAD("\xF0\x9F\x98\x41");
+
+    /* Agreement with a straightforward reference decoder on random short strings. */
+    long disagree = 0;
+    for (int i = 0; i < 20000 && disagree < 5; i++) {
+        uint8_t s[8];
+        size_t n = rnd_below(8);
+        for (size_t k = 0; k < n; k++) {
+            uint32_t r = rnd_below(4);
+            s[k] = (uint8_t)(r == 0 ? rnd_below(0x80) : r == 1 ? 0x80 + rnd_below(0x40) : 0xC0 + rnd_below(0x40));
+        }
+        /* Reference: decode by the RFC 3629 table of well-formed byte sequences. */
+        int ok = 1;
+        size_t k = 0;
+        while (k < n && ok) {
+            uint8_t c0 = s[k];
+            size_t need;
+            uint8_t lo = 0x80, hi = 0xBF;
+            if (c0 <= 0x7F) {
+                k++;
+                continue;
+            } else if (c0 >= 0xC2 && c0 <= 0xDF) {
+                need = 1;
+            } else if (c0 == 0xE0) {
+                need = 2, lo = 0xA0;
+            } else if ((c0 >= 0xE1 && c0 <= 0xEC) || c0 == 0xEE || c0 == 0xEF) {
+                need = 2;
+            } else if (c0 == 0xED) {
+                need = 2, hi = 0x9F;
+            } else if (c0 == 0xF0) {
+                need = 3, lo = 0x90;
+            } else if (c0 >= 0xF1 && c0 <= 0xF3) {
+                need = 3;
+            } else if (c0 == 0xF4) {
+                need = 3, hi = 0x8F;
+            } else {
+                ok = 0;
+                break;
+            }
+            if (k + need >= n) { /* the sequence runs past the end */
+                ok = 0;
+                break;
+            }
+            if (s[k + 1] < lo || s[k + 1] > hi) ok = 0;
+            for (size_t j = 2; j <= need && ok; j++)
+                if (s[k + j] < 0x80 || s[k + j] > 0xBF) ok = 0;
+            k += need + 1;
+        }
+        uint8_t *cp = xmalloc(n);
+        memcpy(cp, s, n);
+        int got = kc_utf8_valid(cp, n);
+        free(cp);
+        if (got != ok) {
+            disagree++;
+            char hex[40] = "";
+            for (size_t j = 0; j < n; j++) snprintf(hex + 3 * j, 4, "%02X ", s[j]);
+            CHECKF(0, "utf8 %s: kc says %d, reference %d", hex, got, ok);
+        }
+    }
+    CHECKF(disagree == 0, "%ld random strings where kc_utf8_valid disagrees with the reference", disagree);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* kc_buf */
+
+static void test_buffer(void) {
+    kc_buf b = {NULL, 0, 0};
+    CHECK(kc_buf_append(&b, "", 0) == 0);
+    size_t want = 0;
+    int ok = 1;
+    for (int i = 0; i < 1000; i++) {
+        uint8_t chunk[37];
+        size_t n = (size_t)(i % 37);
+        memset(chunk, i & 0xFF, n);
+        if (kc_buf_append(&b, chunk, n)) ok = 0;
+        want += n;
+        if (b.len != want || b.cap < b.len) ok = 0;
+    }
+    CHECK(ok);
+    /* content: chunk i repeated i%37 times */
+    size_t pos = 0;
+    for (int i = 0; i < 1000 && ok; i++)
+        for (int k = 0; k < i % 37; k++)
+            if (b.data[pos++] != (uint8_t)(i & 0xFF)) ok = 0;
+    CHECK(ok);
+    CHECK(kc_buf_reserve(&b, SIZE_MAX) == -1); /* overflow is reported, not wrapped */
+    size_t cap = b.cap;
+    uint8_t *p = kc_buf_release(&b);
+    CHECK(p != NULL && b.data == NULL && b.len == 0 && b.cap == 0 && cap >= want);
+    free(p);
+    kc_buf_free(&b);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Robustness: mutated batches must never crash, over-read, or produce inconsistent columns. */
+
+static long g_fuzz_runs = 0, g_fuzz_frame_ok = 0, g_fuzz_crc_ok = 0, g_fuzz_check_ok = 0, g_fuzz_cols_ok = 0;
+
+/* Runs every parser on an exact-size copy of [data, data+len). `fallback` supplies the
+ * header when the bytes are too short to hold one. */
+static void exercise(const uint8_t *data, size_t len, const kc_batch_header *fallback, const char *what) {
+    uint8_t *buf = xmalloc(len);
+    if (len) memcpy(buf, data, len);
+    g_fuzz_runs++;
+
+    kc_batch_header h;
+    size_t total = 0;
+    const char *err = NULL;
+    int fst = kc_batch_frame(buf, len, &h, &total, &err);
+    if (!(fst == KC_OK || fst == KC_TRUNCATED || (fst == KC_CORRUPT && err != NULL))) {
+        CHECKF(0, "%s len %zu: frame returned %d", what, len, fst);
+    }
+    const uint8_t *recs, *end;
+    uint8_t *framed = NULL;
+    if (fst == KC_OK) {
+        g_fuzz_frame_ok++;
+        if (!(total >= KC_RECORD_BATCH_OVERHEAD && total <= len && h.magic == 2))
+            CHECKF(0, "%s len %zu: frame OK with total %zu magic %d", what, len, total, (int)h.magic);
+        /* Exact copy of the framed batch so reads past the framed end are caught too. */
+        framed = xmalloc(total);
+        memcpy(framed, buf, total);
+        if (kc_batch_crc_ok(framed, total, &h)) g_fuzz_crc_ok++;
+        recs = framed + KC_RECORD_BATCH_OVERHEAD;
+        end = framed + total;
+    } else {
+        if (len >= KC_RECORD_BATCH_OVERHEAD) {
+            h.base_offset = kc_be64(buf + KC_BASE_OFFSET_OFFSET);
+            h.attributes = kc_be16(buf + KC_ATTRIBUTES_OFFSET);
+            h.last_offset_delta = kc_be32(buf + KC_LAST_OFFSET_DELTA_OFFSET);
+            h.base_timestamp = kc_be64(buf + KC_BASE_TIMESTAMP_OFFSET);
+            h.max_timestamp = kc_be64(buf + KC_MAX_TIMESTAMP_OFFSET);
+            h.records_count = kc_be32(buf + KC_RECORDS_COUNT_OFFSET);
+            recs = buf + KC_RECORD_BATCH_OVERHEAD;
+        } else {
+            h = *fallback;
+            recs = buf + len;
+        }
+        end = buf + len;
+    }
+
+    size_t at = (size_t)-1;
+    err = NULL;
+    int cst = kc_records_check(recs, end, h.records_count, h.last_offset_delta, &at, &err);
+    if (cst == KC_OK) {
+        g_fuzz_check_ok++;
+    } else if (!(cst == KC_CORRUPT && err != NULL && at <= (size_t)(end - recs))) {
+        CHECKF(0, "%s len %zu: records_check returned %d at %zu", what, len, cst, at);
+    }
+
+    kc_columns c;
+    if (kc_columns_init(&c) != KC_OK) {
+        CHECKF(0, "kc_columns_init failed");
+    } else {
+        /* Some columns already hold rows, so appends start mid-bitmap. */
+        int pre = (int)(g_fuzz_runs % 3);
+        int pre_ok = 1;
+        if (pre) {
+            static const rec_spec one[1] = {{1, 0, U8("pre"), 3, NULL, -1, H1, 2}};
+            size_t pl;
+            kc_batch_header ph = FIVE_HDR;
+            ph.last_offset_delta = 0;
+            uint8_t *pb = build_batch(one, 1, &ph, &pl);
+            ph.records_count = 1;
+            for (int i = 0; i < pre; i++) {
+                size_t a2;
+                const char *e2;
+                if (kc_columns_add_batch(&c, pb + 61, pb + pl, &ph, &a2, &e2) != KC_OK) pre_ok = 0;
+            }
+            free(pb);
+        }
+        CHECK(pre_ok);
+        int64_t rows_before = c.rows;
+        at = (size_t)-1;
+        err = NULL;
+        int st = kc_columns_add_batch(&c, recs, end, &h, &at, &err);
+        if (st == KC_OK) {
+            g_fuzz_cols_ok++;
+            char why[200] = "";
+            if (c.rows - rows_before != h.records_count) CHECKF(0, "%s: rows added != count", what);
+            if (!columns_consistent(&c, why, sizeof why)) CHECKF(0, "%s len %zu: inconsistent columns: %s", what, len, why);
+        } else if (!((st == KC_CORRUPT || st == KC_TOO_LARGE) && err != NULL && at <= (size_t)(end - recs))) {
+            CHECKF(0, "%s len %zu: columns_add_batch returned %d at %zu", what, len, st, at);
+        }
+        /* records_check OK means the structure is sound, so columns may only fail on a
+         * header key that is not UTF-8. */
+        if (cst == KC_OK && st != KC_OK && !(err && strstr(err, "UTF-8")))
+            CHECKF(0, "%s len %zu: records_check OK but columns failed: %d %s", what, len, st, err ? err : "");
+        kc_columns_free(&c);
+    }
+    free(framed);
+    free(buf);
+}
+
+/* A random valid batch. */
+static uint8_t *random_batch(size_t *len, kc_batch_header *hout) {
+    static uint8_t pool[512];
+    static int pool_ready = 0;
+    if (!pool_ready) {
+        for (size_t i = 0; i < sizeof pool; i++) pool[i] = (uint8_t)('a' + i % 26);
+        pool_ready = 1;
+    }
+    int n = (int)rnd_below(9);
+    rec_spec recs[8];
+    kc_header_in hdrs[8][3];
+    for (int i = 0; i < n; i++) {
+        rec_spec *s = &recs[i];
+        uint32_t r = rnd_below(8);
+        s->ts_delta = r == 0 ? (int64_t)rnd64() : (int64_t)rnd_below(100000) - 500;
+        s->off_delta = i;
+        s->key_len = rnd_below(4) == 0 ? -1 : (int32_t)rnd_below(r == 1 ? 200 : 20);
+        s->key = s->key_len >= 0 ? pool + rnd_below(100) : NULL;
+        s->value_len = rnd_below(4) == 0 ? -1 : (int32_t)rnd_below(r == 2 ? 300 : 30);
+        s->value = s->value_len >= 0 ? pool + rnd_below(100) : NULL;
+        s->n_headers = (int32_t)rnd_below(4);
+        for (int k = 0; k < s->n_headers; k++) {
+            hdrs[i][k].key = pool + rnd_below(50);
+            hdrs[i][k].key_len = (int32_t)rnd_below(10);
+            hdrs[i][k].value_len = rnd_below(3) == 0 ? -1 : (int32_t)rnd_below(10);
+            hdrs[i][k].value = hdrs[i][k].value_len >= 0 ? pool + rnd_below(50) : NULL;
+        }
+        s->headers = hdrs[i];
+    }
+    kc_batch_header h = FIVE_HDR;
+    h.base_offset = (int64_t)rnd_below(1u << 30);
+    h.attributes = (int16_t)(rnd_below(2) ? KC_ATTR_TIMESTAMP_TYPE : 0);
+    h.last_offset_delta = n ? n - 1 : 0;
+    h.base_timestamp = (int64_t)rnd64() >> 20;
+    h.max_timestamp = h.base_timestamp + 100000;
+    uint8_t *b = build_batch(recs, n, &h, len);
+    h.records_count = n;
+    *hout = h;
+    return b;
+}
+
+static void fix_crc(uint8_t *b, size_t len) {
+    if (len < KC_RECORD_BATCH_OVERHEAD) return;
+    uint32_t crc = kc_crc32c(0, b + KC_ATTRIBUTES_OFFSET, len - KC_ATTRIBUTES_OFFSET);
+    kc_put_be32(b + KC_CRC_OFFSET, (int32_t)crc);
+}
+
+static void test_robustness(void) {
+    clock_t t0 = clock();
+    /* 1. Every truncation of a handful of valid batches. */
+    for (int i = 0; i < 25; i++) {
+        size_t len;
+        kc_batch_header h;
+        uint8_t *b = i == 0 ? build_batch(FIVE, 5, &FIVE_HDR, &len) : random_batch(&len, &h);
+        if (i == 0) {
+            h = FIVE_HDR;
+            h.records_count = 5;
+        }
+        /* Sanity: the unmutated batch passes everything. */
+        {
+            kc_batch_header hh;
+            size_t t;
+            const char *err = NULL;
+            size_t at;
+            int ok = kc_batch_frame(b, len, &hh, &t, &err) == KC_OK && t == len && kc_batch_crc_ok(b, t, &hh) &&
+                     kc_records_check(b + 61, b + t, hh.records_count, hh.last_offset_delta, &at, &err) == KC_OK;
+            CHECKF(ok, "random batch %d does not validate: %s", i, err ? err : "");
+        }
+        for (size_t k = 0; k <= len; k++) exercise(b, k, &h, "truncation");
+        /* Truncating the records section while keeping the header length consistent. */
+        for (size_t k = KC_RECORD_BATCH_OVERHEAD; k < len; k++) {
+            uint8_t *t = xmalloc(len);
+            memcpy(t, b, len);
+            kc_put_be32(t + KC_LENGTH_OFFSET, (int32_t)(k - KC_LOG_OVERHEAD));
+            fix_crc(t, k);
+            exercise(t, k, &h, "consistent truncation");
+            free(t);
+        }
+        free(b);
+    }
+    /* 2. Random mutations. */
+    const int iterations = 6000;
+    for (int it = 0; it < iterations; it++) {
+        size_t len;
+        kc_batch_header h;
+        uint8_t *b = random_batch(&len, &h);
+        uint32_t kind = rnd_below(6);
+        size_t cap = len + 64;
+        uint8_t *m = xmalloc(cap);
+        memcpy(m, b, len);
+        size_t mlen = len;
+        const char *what = "?";
+        if (kind == 0 || kind == 1) {
+            /* byte flips anywhere; kind 1 fixes the CRC so deeper code runs */
+            int flips = 1 + (int)rnd_below(8);
+            for (int f = 0; f < flips; f++) m[rnd_below((uint32_t)len)] ^= (uint8_t)(1 + rnd_below(255));
+            if (kind == 1) {
+                m[KC_MAGIC_OFFSET] = 2;
+                fix_crc(m, len);
+            }
+            what = kind ? "flips+crc" : "flips";
+        } else if (kind == 2) {
+            /* flips confined to the records section, header left intact, CRC fixed */
+            int flips = 1 + (int)rnd_below(4);
+            if (len > KC_RECORD_BATCH_OVERHEAD) {
+                for (int f = 0; f < flips; f++) {
+                    size_t pos = KC_RECORD_BATCH_OVERHEAD + rnd_below((uint32_t)(len - KC_RECORD_BATCH_OVERHEAD));
+                    uint32_t r = rnd_below(4);
+                    m[pos] = r == 0 ? 0xFF : r == 1 ? (uint8_t)(m[pos] ^ 0x80) : (uint8_t)rnd64();
+                }
+            }
+            fix_crc(m, len);
+            what = "record flips";
+        } else if (kind == 3) {
+            /* insert or delete a byte in the records section; header length and CRC follow */
+            if (len > KC_RECORD_BATCH_OVERHEAD && rnd_below(2)) {
+                size_t pos = KC_RECORD_BATCH_OVERHEAD + rnd_below((uint32_t)(len - KC_RECORD_BATCH_OVERHEAD));
+                memmove(m + pos, m + pos + 1, len - pos - 1);
+                mlen = len - 1;
+            } else {
+                size_t pos = KC_RECORD_BATCH_OVERHEAD + rnd_below((uint32_t)(len - KC_RECORD_BATCH_OVERHEAD + 1));
+                memmove(m + pos + 1, m + pos, len - pos);
+                m[pos] = (uint8_t)rnd64();
+                mlen = len + 1;
+            }
+            kc_put_be32(m + KC_LENGTH_OFFSET, (int32_t)(mlen - KC_LOG_OVERHEAD));
+            fix_crc(m, mlen);
+            what = "insert/delete";
+        } else if (kind == 4) {
+            /* random garbage of random length, sometimes behind a plausible header */
+            free(m);
+            mlen = rnd_below(400);
+            cap = mlen + 1;
+            m = xmalloc(cap);
+            rnd_fill(m, mlen);
+            if (mlen >= KC_RECORD_BATCH_OVERHEAD && rnd_below(2)) {
+                memcpy(m, b, KC_RECORD_BATCH_OVERHEAD < len ? KC_RECORD_BATCH_OVERHEAD : len);
+                kc_put_be32(m + KC_LENGTH_OFFSET, (int32_t)(mlen - KC_LOG_OVERHEAD));
+                kc_put_be32(m + KC_RECORDS_COUNT_OFFSET, (int32_t)rnd_below(70));
+                kc_put_be32(m + KC_LAST_OFFSET_DELTA_OFFSET, (int32_t)rnd_below(70));
+                fix_crc(m, mlen);
+            }
+            what = "garbage";
+        } else {
+            /* hostile header fields on an otherwise valid batch */
+            uint32_t r = rnd_below(5);
+            int32_t v = rnd_below(2) ? (int32_t)(uint32_t)rnd64() : (int32_t)rnd_below(20) - 5;
+            if (r == 0) kc_put_be32(m + KC_RECORDS_COUNT_OFFSET, v);
+            if (r == 1) kc_put_be32(m + KC_LAST_OFFSET_DELTA_OFFSET, v);
+            if (r == 2) kc_put_be32(m + KC_LENGTH_OFFSET, v);
+            if (r == 3) kc_put_be16(m + KC_ATTRIBUTES_OFFSET, (int16_t)v);
+            if (r == 4) {
+                kc_put_be64(m + KC_BASE_OFFSET_OFFSET, INT64_MAX - rnd_below(3));
+                kc_put_be64(m + KC_BASE_TIMESTAMP_OFFSET, INT64_MAX - rnd_below(3));
+            }
+            fix_crc(m, mlen);
+            what = "header fields";
+        }
+        exercise(m, mlen, &h, what);
+        /* And a random truncation of the mutated bytes. */
+        if (mlen) exercise(m, rnd_below((uint32_t)mlen), &h, what);
+        free(m);
+        free(b);
+    }
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    printf("# robustness: %ld runs (%d mutation iterations), frame OK %ld, CRC OK %ld, records_check OK %ld, "
+           "columns OK %ld, %.2f s CPU\n",
+           g_fuzz_runs, iterations, g_fuzz_frame_ok, g_fuzz_crc_ok, g_fuzz_check_ok, g_fuzz_cols_ok, secs);
+    /* The mutations must actually reach deep code, or the loop proves little. */
+    CHECK(g_fuzz_crc_ok > 1000);
+    CHECK(g_fuzz_check_ok > 1000);
+    CHECK(g_fuzz_cols_ok > 1000);
+    CHECK(g_fuzz_runs - g_fuzz_check_ok > 1000);
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+int main(void) {
+    const char *seed = getenv("KC_TEST_SEED");
+    if (seed && *seed) {
+        g_rng = (uint64_t)strtoull(seed, NULL, 0);
+        if (!g_rng) g_rng = 1;
+    }
+    printf("# seed 0x%016llX\n", (unsigned long long)g_rng);
+    clock_t t0 = clock();
+    test_crc32c();
+    test_murmur2();
+    test_varint();
+    test_records();
+    test_columns();
+    test_utf8();
+    test_buffer();
+    test_robustness();
+    printf("# total %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
+    printf("%ld passed, %ld failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
