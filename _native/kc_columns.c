@@ -109,8 +109,9 @@ int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *e
 static int add_records(kc_columns *c, const uint8_t **pp, const uint8_t *end, const kc_batch_header *h,
                        uint32_t *crc, const uint8_t **crc_done, const char **err);
 
-/* Bytes decoded between CRC updates: small enough to still be in L1 cache. */
-#define CRC_CHUNK 8192
+/* Bytes decoded between CRC updates: large enough for the CRC's long interleaved blocks
+ * (measured: 8 KiB chunks cost 40% more), small enough to still be in L2 cache. */
+#define CRC_CHUNK (256 * 1024)
 
 int kc_columns_add_batch_crc(kc_columns *c, const uint8_t *records, const uint8_t *end, const kc_batch_header *h,
                              uint32_t *crc, size_t *err_at, const char **err) {

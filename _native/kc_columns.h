@@ -38,7 +38,7 @@ int kc_columns_add_batch(kc_columns *c, const uint8_t *records, const uint8_t *e
                          size_t *err_at, const char **err);
 
 /* The same, also extending *crc (a CRC-32C in progress) over [records, end) as the records
- * are decoded, while they are still in cache. *crc covers all of [records, end) on return,
+ * are decoded, while they are still in L2 cache. *crc covers all of [records, end) on return,
  * error or not, so the caller can give a CRC mismatch precedence over a record error. */
 int kc_columns_add_batch_crc(kc_columns *c, const uint8_t *records, const uint8_t *end, const kc_batch_header *h,
                              uint32_t *crc, size_t *err_at, const char **err);

@@ -9,7 +9,7 @@ from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckEx
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLong
+from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -52,8 +52,15 @@ cdef inline int64_t _wrap_add(int64_t a, int64_t b) noexcept nogil:
 
 
 cdef int64_t _timestamp_arg(object ts) except? -1:
+    cdef int overflow = 0
+    cdef long long v
     if PyLong_CheckExact(ts):
-        return PyLong_AsLongLong(ts)  # OverflowError beyond 64 bits
+        # AndOverflow walks the digits directly; plain AsLongLong goes through a byte-array
+        # conversion for multi-digit ints (every millisecond timestamp) on CPython 3.11.
+        v = PyLong_AsLongLongAndOverflow(ts, &overflow)
+        if overflow:
+            raise OverflowError("timestamp_ms does not fit in 64 bits")
+        return v
     if isinstance(ts, bool) or not hasattr(ts, "__index__"):
         raise TypeError(f"timestamp_ms must be an int, not {type(ts).__name__}")
     v = ts.__index__()

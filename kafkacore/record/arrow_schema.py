@@ -22,7 +22,8 @@ def constant_columns(topic, partition, rows: int):
         raise TypeError("topic must be a str or None")
     if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
         raise TypeError("partition must be an int or None")
-    topic_col = pa.nulls(rows, pa.string()) if topic is None else pa.repeat(topic, rows)
-    part_col = pa.nulls(rows, pa.int32()) if partition is None else pa.repeat(partition, rows).cast(pa.int32())
+    # Typed scalars: letting pyarrow infer the type costs more than decoding a small batch.
+    topic_col = pa.nulls(rows, pa.string()) if topic is None else pa.repeat(pa.scalar(topic, pa.string()), rows)
+    part_col = pa.nulls(rows, pa.int32()) if partition is None else pa.repeat(pa.scalar(partition, pa.int32()), rows)
     return topic_col, part_col
 
