@@ -89,14 +89,23 @@ static int add_headers(kc_columns *c, const kc_record *r, const char **err) {
     return KC_OK;
 }
 
+/* Room for validity bits up to row `rows_total - 1`: new rows may start inside the
+ * partly filled last byte, so the need is counted from the total, not per batch. */
+static int bitmap_capacity(kc_buf *b, int64_t rows_total) {
+    size_t need = (size_t)((rows_total + 7) / 8);
+    return need > b->len ? kc_buf_reserve(b, need - b->len) : 0;
+}
+
 int kc_columns_reserve(kc_columns *c, int64_t rows, size_t data_bytes) {
+    if (rows < 0 || (uint64_t)rows > SIZE_MAX / 8 - 1) return KC_NOMEM;
     size_t n = (size_t)rows;
+    int64_t total = c->rows + rows;
     if (kc_buf_reserve(&c->key_offsets, n * 4) || kc_buf_reserve(&c->value_offsets, n * 4) ||
         kc_buf_reserve(&c->key_data, data_bytes) || kc_buf_reserve(&c->value_data, data_bytes) ||
         kc_buf_reserve(&c->offsets, n * 8) || kc_buf_reserve(&c->timestamps, n * 8) ||
         kc_buf_reserve(&c->timestamp_types, n * 4) || kc_buf_reserve(&c->header_list_offsets, n * 4) ||
-        kc_buf_reserve(&c->key_validity, n / 8 + 1) || kc_buf_reserve(&c->value_validity, n / 8 + 1) ||
-        kc_buf_reserve(&c->header_list_validity, n / 8 + 1))
+        bitmap_capacity(&c->key_validity, total) || bitmap_capacity(&c->value_validity, total) ||
+        bitmap_capacity(&c->header_list_validity, total))
         return KC_NOMEM;
     return KC_OK;
 }

@@ -89,7 +89,10 @@ static inline size_t record_body_size(int64_t timestamp_delta, int32_t offset_de
                   kc_varlong_size(key_len) + (key_len > 0 ? (size_t)key_len : 0) + kc_varlong_size(value_len) +
                   (value_len > 0 ? (size_t)value_len : 0) + kc_varlong_size(n_headers);
     for (int32_t i = 0; i < n_headers; i++) {
-        body += kc_varlong_size(headers[i].key_len) + (size_t)headers[i].key_len +
+        /* Header keys are never null in Kafka; a negative length counts as empty here so
+         * that a caller's mistake cannot wrap the size. */
+        int32_t kl = headers[i].key_len > 0 ? headers[i].key_len : 0;
+        body += kc_varlong_size(kl) + (size_t)kl +
                 kc_varlong_size(headers[i].value_len) + (headers[i].value_len > 0 ? (size_t)headers[i].value_len : 0);
     }
     return body;
@@ -122,10 +125,11 @@ size_t kc_record_encode(uint8_t *dst, int64_t timestamp_delta, int32_t offset_de
     }
     p += kc_write_varlong(p, n_headers);
     for (int32_t i = 0; i < n_headers; i++) {
-        p += kc_write_varlong(p, headers[i].key_len);
-        if (headers[i].key_len) {
-            memcpy(p, headers[i].key, (size_t)headers[i].key_len);
-            p += headers[i].key_len;
+        int32_t kl = headers[i].key_len > 0 ? headers[i].key_len : 0;
+        p += kc_write_varlong(p, kl);
+        if (kl) {
+            memcpy(p, headers[i].key, (size_t)kl);
+            p += kl;
         }
         p += kc_write_varlong(p, headers[i].value_len);
         if (headers[i].value_len > 0) {

@@ -696,9 +696,9 @@ cdef void _adopt_pool_buffers(kc_columns *c, int64_t rows, size_t data_bytes, di
     _adopt(&c.offsets, n * 8, "offsets", holders)
     _adopt(&c.timestamps, n * 8, "timestamps", holders)
     _adopt(&c.timestamp_types, n * 4, "timestamp_types", holders)
-    _adopt(&c.key_validity, n // 8 + 1, "key_validity", holders)
-    _adopt(&c.value_validity, n // 8 + 1, "value_validity", holders)
-    _adopt(&c.header_list_validity, n // 8 + 1, "header_list_validity", holders)
+    _adopt(&c.key_validity, (n + 7) // 8, "key_validity", holders)
+    _adopt(&c.value_validity, (n + 7) // 8, "value_validity", holders)
+    _adopt(&c.header_list_validity, (n + 7) // 8, "header_list_validity", holders)
 
 
 cdef object _column_buffer(kc_buf *b, str name, dict holders):

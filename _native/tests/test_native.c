@@ -12,6 +12,7 @@
 #include "kc_columns.h"
 #include "kc_crc32c.h"
 #include "kc_murmur2.h"
+#include "kc_pool.h"
 #include "kc_record.h"
 #include "kc_utf8.h"
 #include "kc_varint.h"
@@ -92,6 +93,14 @@ static int64_t get_i64(const kc_buf *b, size_t idx) {
     return v;
 }
 static int get_bit(const kc_buf *b, int64_t i) { return (b->data[i >> 3] >> (i & 7)) & 1; }
+
+/* kc_columns_init + kc_columns_start with malloc-grown buffers. */
+static int columns_new(kc_columns *c) {
+    kc_columns_init(c);
+    int st = kc_columns_start(c);
+    if (st != KC_OK) kc_columns_free(c);
+    return st;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* CRC-32C */
@@ -366,9 +375,11 @@ static void test_varint(void) {
         int64_t o = 0;
         CHECK(kc_read_varlong(b11, b11 + 11, &o) == 0);
         uint8_t b10[10];
-        memset(b10, 0x80, 9);
-        b10[9] = 0x01; /* 10 bytes: the longest legal varlong (bit 63) */
+        memset(b10, 0xFF, 9);
+        b10[9] = 0x01; /* 10 bytes: the longest legal varlong, unsigned 2^64-1 = zigzag(INT64_MIN) */
         CHECK(kc_read_varlong(b10, b10 + 10, &o) == 10 && o == INT64_MIN);
+        memset(b10, 0x80, 9); /* unsigned 2^63 = zigzag(2^62) */
+        CHECK(kc_read_varlong(b10, b10 + 10, &o) == 10 && o == ((int64_t)1 << 62));
         uint8_t b6[6] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
         int32_t o32 = 0;
         CHECK(kc_read_varint(b6, b6 + 6, &o32) == 0);
@@ -391,7 +402,7 @@ static void test_varint(void) {
         if (rnd64() & 1) v = -v - 1;
         uint8_t b[KC_VARLONG_MAX_BYTES];
         size_t n = kc_write_varlong(b, v);
-        int64_t out;
+        int64_t out = 0;
         size_t r = kc_read_varlong(b, b + n, &out);
         if (!(r == n && out == v && n == kc_varlong_size(v))) {
             CHECKF(0, "random varlong %lld round trip: n %zu r %zu out %lld", (long long)v, n, r, (long long)out);
@@ -822,7 +833,7 @@ static void test_columns(void) {
     CHECK(kc_batch_frame(b, len, &h, &total, &err) == KC_OK);
 
     kc_columns c;
-    CHECK(kc_columns_init(&c) == KC_OK);
+    CHECK(columns_new(&c) == KC_OK);
     CHECK(c.rows == 0 && c.key_offsets.len == 4 && get_i32(&c.key_offsets, 0) == 0);
     size_t at = 999;
     err = NULL;
@@ -951,31 +962,31 @@ static void test_columns(void) {
         kc_batch_header bad = h;
         kc_columns d;
         /* count too high */
-        CHECK(kc_columns_init(&d) == KC_OK);
+        CHECK(columns_new(&d) == KC_OK);
         bad.records_count = 6;
         err = NULL;
         CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT && err && at == (size_t)(re - rs));
         kc_columns_free(&d);
         /* count too low: trailing bytes */
-        CHECK(kc_columns_init(&d) == KC_OK);
+        CHECK(columns_new(&d) == KC_OK);
         bad.records_count = 4;
         err = NULL;
         CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT && err != NULL);
         kc_columns_free(&d);
         /* negative and absurd counts */
-        CHECK(kc_columns_init(&d) == KC_OK);
+        CHECK(columns_new(&d) == KC_OK);
         bad.records_count = -1;
         CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT);
         bad.records_count = INT32_MAX;
         CHECK(kc_columns_add_batch(&d, rs, re, &bad, &at, &err) == KC_CORRUPT);
         kc_columns_free(&d);
         /* count 0 on an empty section is fine */
-        CHECK(kc_columns_init(&d) == KC_OK);
+        CHECK(columns_new(&d) == KC_OK);
         bad.records_count = 0;
         CHECK(kc_columns_add_batch(&d, re, re, &bad, &at, &err) == KC_OK && d.rows == 0);
         kc_columns_free(&d);
         /* truncated section */
-        CHECK(kc_columns_init(&d) == KC_OK);
+        CHECK(columns_new(&d) == KC_OK);
         bad.records_count = 5;
         CHECK(kc_columns_add_batch(&d, rs, re - 1, &bad, &at, &err) == KC_CORRUPT);
         kc_columns_free(&d);
@@ -991,11 +1002,264 @@ static void test_columns(void) {
         CHECK(kc_batch_frame(b4, l4, &h4, &t4, &err) == KC_OK);
         CHECK(kc_records_check(b4 + 61, b4 + t4, 1, 0, &at, &err) == KC_OK);
         kc_columns d;
-        CHECK(kc_columns_init(&d) == KC_OK);
+        CHECK(columns_new(&d) == KC_OK);
         err = NULL;
         CHECK(kc_columns_add_batch(&d, b4 + 61, b4 + t4, &h4, &at, &err) == KC_CORRUPT && err != NULL && at == 0);
         kc_columns_free(&d);
         free(b4);
+    }
+    free(b);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Columns in adopted (caller-owned, fixed-size) buffers, and the CRC-fused decode */
+
+#define N_ADOPTED 11
+typedef struct {
+    uint8_t *blk[N_ADOPTED];
+} adopted_blocks;
+
+/* Gives the fixed-width column buffers exactly-sized malloc'd blocks the way
+ * bindings/records.pyx (_adopt_pool_buffers) does: offsets (rows+1)*4, key/value data
+ * data_bytes, int64 columns rows*8, timestamp types rows*4, validity bitmaps
+ * validity_bytes. Blocks start as garbage (the pool recycles memory). Exact sizes let
+ * AddressSanitizer catch any write past a reservation. Call before kc_columns_start. */
+static void adopt_blocks(kc_columns *c, adopted_blocks *a, size_t rows, size_t data_bytes, size_t validity_bytes) {
+    kc_buf *bufs[N_ADOPTED] = {&c->key_offsets, &c->value_offsets, &c->header_list_offsets, &c->key_data,
+                               &c->value_data,  &c->offsets,       &c->timestamps,          &c->timestamp_types,
+                               &c->key_validity, &c->value_validity, &c->header_list_validity};
+    size_t sizes[N_ADOPTED] = {(rows + 1) * 4, (rows + 1) * 4, (rows + 1) * 4, data_bytes,     data_bytes,
+                               rows * 8,       rows * 8,       rows * 4,       validity_bytes, validity_bytes,
+                               validity_bytes};
+    for (int i = 0; i < N_ADOPTED; i++) {
+        a->blk[i] = xmalloc(sizes[i]);
+        if (sizes[i]) memset(a->blk[i], 0xA5, sizes[i]);
+        kc_buf_adopt(bufs[i], a->blk[i], sizes[i]);
+    }
+}
+static void free_blocks(adopted_blocks *a) {
+    for (int i = 0; i < N_ADOPTED; i++) free(a->blk[i]);
+}
+
+/* The binding's validity size for n rows. */
+static size_t binding_validity_bytes(size_t n) { return n / 8 + 1; }
+
+static int bufs_equal(const kc_buf *x, const kc_buf *y) {
+    return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
+}
+static int columns_equal(const kc_columns *x, const kc_columns *y) {
+    return x->rows == y->rows && x->headers == y->headers && x->key_nulls == y->key_nulls &&
+           x->value_nulls == y->value_nulls && x->header_list_nulls == y->header_list_nulls &&
+           x->header_value_nulls == y->header_value_nulls && bufs_equal(&x->key_offsets, &y->key_offsets) &&
+           bufs_equal(&x->key_data, &y->key_data) && bufs_equal(&x->key_validity, &y->key_validity) &&
+           bufs_equal(&x->value_offsets, &y->value_offsets) && bufs_equal(&x->value_data, &y->value_data) &&
+           bufs_equal(&x->value_validity, &y->value_validity) && bufs_equal(&x->offsets, &y->offsets) &&
+           bufs_equal(&x->timestamps, &y->timestamps) && bufs_equal(&x->timestamp_types, &y->timestamp_types) &&
+           bufs_equal(&x->header_list_offsets, &y->header_list_offsets) &&
+           bufs_equal(&x->header_list_validity, &y->header_list_validity) &&
+           bufs_equal(&x->header_key_offsets, &y->header_key_offsets) &&
+           bufs_equal(&x->header_key_data, &y->header_key_data) &&
+           bufs_equal(&x->header_value_offsets, &y->header_value_offsets) &&
+           bufs_equal(&x->header_value_data, &y->header_value_data) &&
+           bufs_equal(&x->header_value_validity, &y->header_value_validity);
+}
+
+/* A batch of n small records (some null keys, some headers). */
+static uint8_t *small_batch(int n, int64_t base_offset, size_t *len) {
+    static const kc_header_in hh[] = {{U8("h"), 1, U8("v"), 1}};
+    rec_spec recs[64];
+    for (int i = 0; i < n && i < 64; i++) {
+        rec_spec s = {i, i, (i % 3) ? U8("key") : NULL, (i % 3) ? 3 : -1, U8("value"), 5, (i % 2) ? hh : NULL,
+                      (i % 2) ? 1 : 0};
+        recs[i] = s;
+    }
+    kc_batch_header h = FIVE_HDR;
+    h.base_offset = base_offset;
+    h.last_offset_delta = n ? n - 1 : 0;
+    return build_batch(recs, n, &h, len);
+}
+
+/* Decodes batches of the given counts into columns whose buffers were adopted with
+ * validity_bytes(total rows). Returns the status of the first failing add (KC_OK if none),
+ * *failed_at the index of that batch; on success compares with a malloc-grown decode. */
+static int decode_adopted(const int *counts, int nb, size_t (*validity_bytes)(size_t), int *failed_at) {
+    uint8_t *bat[8];
+    size_t lens[8];
+    size_t rows = 0, data = 0;
+    int64_t off = 0;
+    for (int i = 0; i < nb; i++) {
+        bat[i] = small_batch(counts[i], off, &lens[i]);
+        off += counts[i];
+        rows += (size_t)counts[i];
+        data += lens[i] - KC_RECORD_BATCH_OVERHEAD;
+    }
+    kc_columns c, ref;
+    adopted_blocks a;
+    kc_columns_init(&c);
+    adopt_blocks(&c, &a, rows, data, validity_bytes(rows));
+    int st = kc_columns_start(&c);
+    CHECK(st == KC_OK);
+    CHECK(columns_new(&ref) == KC_OK);
+    *failed_at = -1;
+    for (int i = 0; i < nb && st == KC_OK; i++) {
+        kc_batch_header h;
+        size_t total, at;
+        const char *err = NULL;
+        if (kc_batch_frame(bat[i], lens[i], &h, &total, &err) != KC_OK) {
+            st = -1;
+            break;
+        }
+        st = kc_columns_add_batch(&c, bat[i] + KC_RECORD_BATCH_OVERHEAD, bat[i] + total, &h, &at, &err);
+        if (st != KC_OK) *failed_at = i;
+        CHECK(kc_columns_add_batch(&ref, bat[i] + KC_RECORD_BATCH_OVERHEAD, bat[i] + total, &h, &at, &err) ==
+              KC_OK);
+    }
+    if (st == KC_OK) {
+        char why[200] = "";
+        CHECKF(columns_consistent(&c, why, sizeof why), "adopted columns: %s", why);
+        /* Same result as malloc-grown buffers, except validity bytes past the last row. */
+        CHECK(c.rows == ref.rows);
+        if (c.key_validity.len > (size_t)(c.rows + 7) / 8) c.key_validity.len = (size_t)(c.rows + 7) / 8;
+        if (c.value_validity.len > (size_t)(c.rows + 7) / 8) c.value_validity.len = (size_t)(c.rows + 7) / 8;
+        if (c.header_list_validity.len > (size_t)(c.rows + 7) / 8)
+            c.header_list_validity.len = (size_t)(c.rows + 7) / 8;
+        CHECK(columns_equal(&c, &ref));
+    }
+    kc_columns_free(&c); /* frees the (non-adopted) header buffers only */
+    kc_columns_free(&ref);
+    free_blocks(&a);
+    for (int i = 0; i < nb; i++) free(bat[i]);
+    return st;
+}
+
+static size_t roomy_validity_bytes(size_t n) { return (n + 7) / 8 + 1; }
+
+static void test_columns_adopted(void) {
+    int failed_at;
+    /* Single batches of every size up to 40 with the binding's sizing. */
+    int bad_single = 0;
+    for (int n = 0; n <= 40; n++) {
+        int st = decode_adopted(&n, 1, binding_validity_bytes, &failed_at);
+        if (st != KC_OK) {
+            bad_single++;
+            CHECKF(0, "one batch of %d records in binding-sized adopted buffers: status %d", n, st);
+        }
+    }
+    (void)bad_single;
+
+    /* Regression check: two valid batches, 1 record then 8 records. The binding adopts
+     * validity bitmaps of rows/8+1 = 2 bytes for the 9 rows; after the first batch one
+     * byte is used, and kc_columns_reserve then asks for count/8+1 = 2 more bytes for the
+     * second batch although only ceil(9/8)-1 = 1 more is needed, so the fixed buffer
+     * reports KC_NOMEM (MemoryError in Python) for a valid log. */
+    {
+        const int counts[2] = {1, 8};
+        int st = decode_adopted(counts, 2, binding_validity_bytes, &failed_at);
+        CHECKF(st == KC_OK,
+               "batches of 1 then 8 records into binding-sized adopted buffers (validity rows/8+1 bytes): "
+               "status %d (KC_NOMEM=%d) at batch %d",
+               st, KC_NOMEM, failed_at);
+    }
+    /* Sweep of two-batch splits, binding sizing and a roomier sizing. */
+    {
+        int fails = 0, total = 0, first_r = -1, first_m = -1;
+        for (int r = 0; r <= 9; r++) {
+            for (int m = 0; m <= 20; m++) {
+                const int counts[2] = {r, m};
+                total++;
+                if (decode_adopted(counts, 2, binding_validity_bytes, &failed_at) != KC_OK) {
+                    if (!fails) first_r = r, first_m = m;
+                    fails++;
+                }
+                /* With ceil(rows/8)+1 bytes every split must work. */
+                int st = decode_adopted(counts, 2, roomy_validity_bytes, &failed_at);
+                CHECKF(st == KC_OK, "split %d+%d with ceil(rows/8)+1 validity bytes: status %d", r, m, st);
+            }
+        }
+        CHECKF(fails == 0,
+               "%d of %d two-batch splits fail with binding-sized adopted validity buffers (first: %d then %d "
+               "records)",
+               fails, total, first_r, first_m);
+    }
+    /* Many batches. */
+    {
+        const int counts[8] = {3, 5, 1, 9, 0, 16, 7, 2};
+        int st = decode_adopted(counts, 8, roomy_validity_bytes, &failed_at);
+        CHECKF(st == KC_OK, "8 batches, roomy sizing: status %d at %d", st, failed_at);
+    }
+}
+
+static void test_columns_crc(void) {
+    /* A batch whose records section spans several of the fused CRC's chunks (CRC_CHUNK in
+     * kc_columns.c, 256 KiB at the time of writing): about 1.2 MiB of records. */
+    enum { NREC = 1300 };
+    static uint8_t val[1000];
+    for (size_t i = 0; i < sizeof val; i++) val[i] = (uint8_t)(i * 7);
+    rec_spec *recs = xmalloc(NREC * sizeof *recs);
+    for (int i = 0; i < NREC; i++) {
+        rec_spec s = {i, i, U8("k"), 1, val, (int32_t)(sizeof val - (size_t)(i % 97)), (i % 5) ? NULL : H1,
+                      (i % 5) ? 0 : 2};
+        recs[i] = s;
+    }
+    kc_batch_header bh = FIVE_HDR;
+    bh.last_offset_delta = NREC - 1;
+    size_t len;
+    uint8_t *b = build_batch(recs, NREC, &bh, &len);
+    free(recs);
+    CHECK(len - KC_RECORD_BATCH_OVERHEAD > 4 * 256 * 1024);
+    kc_batch_header h;
+    size_t total, at;
+    const char *err = NULL;
+    CHECK(kc_batch_frame(b, len, &h, &total, &err) == KC_OK);
+    const uint8_t *rs = b + KC_RECORD_BATCH_OVERHEAD, *re = b + total;
+    uint32_t seed = kc_crc32c(0, b + KC_ATTRIBUTES_OFFSET, KC_RECORD_BATCH_OVERHEAD - KC_ATTRIBUTES_OFFSET);
+
+    kc_columns c, ref;
+    CHECK(columns_new(&c) == KC_OK);
+    CHECK(columns_new(&ref) == KC_OK);
+    uint32_t crc = seed;
+    int st = kc_columns_add_batch_crc(&c, rs, re, &h, &crc, &at, &err);
+    CHECKF(st == KC_OK && crc == h.crc, "fused CRC decode: status %d crc %08X stored %08X", st, (unsigned)crc,
+           (unsigned)h.crc);
+    CHECK(kc_columns_add_batch(&ref, rs, re, &h, &at, &err) == KC_OK);
+    CHECK(columns_equal(&c, &ref));
+    kc_columns_free(&c);
+    kc_columns_free(&ref);
+
+    /* On every kind of error the CRC still covers the whole section. */
+    struct {
+        int32_t count;
+        size_t cut;
+        const char *what;
+    } cases[] = {{NREC + 1, 0, "count too high"}, {NREC - 1, 0, "count too low"},
+                 {-1, 0, "negative count"},         {INT32_MAX, 0, "absurd count"},
+                 {NREC, 5, "truncated end"},        {NREC, 300000, "cut 300000 bytes short"},
+                 {NREC, 1000000, "cut 1000000 bytes short"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kc_batch_header hb = h;
+        hb.records_count = cases[i].count;
+        const uint8_t *e = re - cases[i].cut;
+        CHECK(columns_new(&c) == KC_OK);
+        crc = seed;
+        err = NULL;
+        st = kc_columns_add_batch_crc(&c, rs, e, &hb, &crc, &at, &err);
+        uint32_t want = kc_crc32c(seed, rs, (size_t)(e - rs));
+        CHECKF(st == KC_CORRUPT && err != NULL && crc == want, "%s: status %d crc %08X want %08X", cases[i].what, st,
+               (unsigned)crc, (unsigned)want);
+        kc_columns_free(&c);
+    }
+    /* A corrupt byte in the middle of the section. */
+    {
+        uint8_t *m = xmalloc(len);
+        memcpy(m, b, len);
+        m[KC_RECORD_BATCH_OVERHEAD + 600000] ^= 0xFF; /* inside the third chunk */
+        CHECK(columns_new(&c) == KC_OK);
+        crc = seed;
+        st = kc_columns_add_batch_crc(&c, m + KC_RECORD_BATCH_OVERHEAD, m + len, &h, &crc, &at, &err);
+        CHECK(crc == kc_crc32c(seed, m + KC_RECORD_BATCH_OVERHEAD, len - KC_RECORD_BATCH_OVERHEAD));
+        CHECK(crc != h.crc);
+        kc_columns_free(&c);
+        free(m);
     }
     free(b);
 }
@@ -1120,7 +1384,8 @@ static void test_utf8(void) {
 /* kc_buf */
 
 static void test_buffer(void) {
-    kc_buf b = {NULL, 0, 0};
+    kc_buf b;
+    memset(&b, 0, sizeof b);
     CHECK(kc_buf_append(&b, "", 0) == 0);
     size_t want = 0;
     int ok = 1;
@@ -1145,6 +1410,88 @@ static void test_buffer(void) {
     CHECK(p != NULL && b.data == NULL && b.len == 0 && b.cap == 0 && cap >= want);
     free(p);
     kc_buf_free(&b);
+
+    /* Adopted (external) memory: usable up to its capacity, never grown, freed or released. */
+    {
+        uint8_t *mem = xmalloc(16);
+        kc_buf e;
+        memset(&e, 0, sizeof e);
+        kc_buf_adopt(&e, mem, 16);
+        CHECK(e.data == mem && e.len == 0 && e.cap == 16 && e.external);
+        CHECK(kc_buf_append(&e, "0123456789abcdef", 16) == 0 && e.len == 16);
+        CHECK(kc_buf_reserve(&e, 0) == 0);
+        CHECK(kc_buf_reserve(&e, 1) == -1 && e.data == mem && e.cap == 16);
+        CHECK(kc_buf_append(&e, "x", 1) == -1 && e.len == 16);
+        CHECK(memcmp(mem, "0123456789abcdef", 16) == 0);
+        kc_buf e2 = e;
+        CHECK(kc_buf_release(&e2) == NULL && e2.data == NULL);
+        kc_buf_free(&e); /* must not free mem (ASan would report the later free as a double free) */
+        CHECK(e.data == NULL && e.external == 0);
+        /* After free the struct is an ordinary empty buffer again. */
+        CHECK(kc_buf_append(&e, "y", 1) == 0 && e.data != mem && e.len == 1);
+        kc_buf_free(&e);
+        free(mem);
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* kc_pool */
+
+static void test_pool(void) {
+    size_t old = kc_pool_set_limit(8u << 20);
+    kc_pool_clear();
+    CHECK(kc_pool_cached_bytes() == 0);
+    size_t cap = 0, cap2 = 0, cap3 = 0;
+    /* Small blocks are plain malloc/free. */
+    void *s = kc_pool_alloc(100, &cap);
+    CHECK(s != NULL && cap == 100);
+    if (s) memset(s, 1, cap);
+    kc_pool_free(s, cap);
+    CHECK(kc_pool_cached_bytes() == 0);
+    void *z = kc_pool_alloc(0, &cap);
+    CHECK(z != NULL && cap >= 1);
+    kc_pool_free(z, cap);
+    kc_pool_free(NULL, 12345);
+    /* A large block is cached and handed out again for a request it fits without waste. */
+    const size_t MiB = 1u << 20;
+    void *a = kc_pool_alloc(MiB, &cap);
+    CHECK(a != NULL && cap == MiB);
+    if (a) memset(a, 0x5A, cap);
+    kc_pool_free(a, cap);
+    CHECK(kc_pool_cached_bytes() == MiB);
+    void *b = kc_pool_alloc(600000, &cap2);
+    CHECK(b == a && cap2 == MiB && kc_pool_cached_bytes() == 0);
+    if (b) memset(b, 0, cap2); /* the whole reported capacity is writable */
+    kc_pool_free(b, cap2);
+    /* Too small for the cached block (would waste more than half): fresh memory. */
+    void *c = kc_pool_alloc(100000, &cap3);
+    CHECK(c != NULL && c != b && cap3 == 100000 && kc_pool_cached_bytes() == MiB);
+    if (c) memset(c, 0, cap3);
+    kc_pool_free(c, cap3);
+    CHECK(kc_pool_cached_bytes() == MiB + 100000);
+    /* Shrinking the limit evicts now; blocks above the limit are never cached. */
+    kc_pool_set_limit(MiB);
+    CHECK(kc_pool_cached_bytes() <= MiB);
+    void *big = kc_pool_alloc(2 * MiB, &cap);
+    size_t before = kc_pool_cached_bytes();
+    kc_pool_free(big, cap);
+    CHECK(kc_pool_cached_bytes() == before);
+    /* At most 16 slots and never above the limit. */
+    kc_pool_set_limit(8 * MiB);
+    void *blocks[20];
+    size_t caps[20];
+    for (int i = 0; i < 20; i++) blocks[i] = kc_pool_alloc(64 * 1024 + (size_t)i * 4096, &caps[i]);
+    for (int i = 0; i < 20; i++) kc_pool_free(blocks[i], caps[i]);
+    size_t cached = kc_pool_cached_bytes();
+    CHECKF(cached <= 8 * MiB && cached <= 16 * (64 * 1024 + 19 * 4096), "cached %zu", cached);
+    kc_pool_set_limit(0);
+    CHECK(kc_pool_cached_bytes() == 0);
+    void *d = kc_pool_alloc(MiB, &cap);
+    kc_pool_free(d, cap);
+    CHECK(kc_pool_cached_bytes() == 0); /* limit 0 disables caching */
+    kc_pool_clear();
+    kc_pool_set_limit(old);
+    CHECK(kc_pool_cached_bytes() == 0);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1203,46 +1550,69 @@ static void exercise(const uint8_t *data, size_t len, const kc_batch_header *fal
         CHECKF(0, "%s len %zu: records_check returned %d at %zu", what, len, cst, at);
     }
 
+    /* Four ways to decode: malloc-grown or adopted exact-size buffers, with or without the
+     * fused CRC. Some columns already hold rows, so appends start mid-bitmap. */
+    int mode = (int)(g_fuzz_runs % 4);
+    int adopted = mode >= 2, with_crc = mode & 1;
+    int pre = (int)((g_fuzz_runs / 4) % 3);
+    static const rec_spec one[1] = {{1, 0, U8("pre"), 3, NULL, -1, H1, 2}};
+    size_t pl;
+    kc_batch_header ph = FIVE_HDR;
+    ph.last_offset_delta = 0;
+    uint8_t *pb = build_batch(one, 1, &ph, &pl);
+    ph.records_count = 1;
+
     kc_columns c;
-    if (kc_columns_init(&c) != KC_OK) {
-        CHECKF(0, "kc_columns_init failed");
-    } else {
-        /* Some columns already hold rows, so appends start mid-bitmap. */
-        int pre = (int)(g_fuzz_runs % 3);
-        int pre_ok = 1;
-        if (pre) {
-            static const rec_spec one[1] = {{1, 0, U8("pre"), 3, NULL, -1, H1, 2}};
-            size_t pl;
-            kc_batch_header ph = FIVE_HDR;
-            ph.last_offset_delta = 0;
-            uint8_t *pb = build_batch(one, 1, &ph, &pl);
-            ph.records_count = 1;
-            for (int i = 0; i < pre; i++) {
-                size_t a2;
-                const char *e2;
-                if (kc_columns_add_batch(&c, pb + 61, pb + pl, &ph, &a2, &e2) != KC_OK) pre_ok = 0;
-            }
-            free(pb);
-        }
-        CHECK(pre_ok);
-        int64_t rows_before = c.rows;
-        at = (size_t)-1;
-        err = NULL;
-        int st = kc_columns_add_batch(&c, recs, end, &h, &at, &err);
-        if (st == KC_OK) {
-            g_fuzz_cols_ok++;
-            char why[200] = "";
-            if (c.rows - rows_before != h.records_count) CHECKF(0, "%s: rows added != count", what);
-            if (!columns_consistent(&c, why, sizeof why)) CHECKF(0, "%s len %zu: inconsistent columns: %s", what, len, why);
-        } else if (!((st == KC_CORRUPT || st == KC_TOO_LARGE) && err != NULL && at <= (size_t)(end - recs))) {
-            CHECKF(0, "%s len %zu: columns_add_batch returned %d at %zu", what, len, st, at);
-        }
-        /* records_check OK means the structure is sound, so columns may only fail on a
-         * header key that is not UTF-8. */
-        if (cst == KC_OK && st != KC_OK && !(err && strstr(err, "UTF-8")))
-            CHECKF(0, "%s len %zu: records_check OK but columns failed: %d %s", what, len, st, err ? err : "");
-        kc_columns_free(&c);
+    adopted_blocks blocks;
+    kc_columns_init(&c);
+    if (adopted) {
+        /* Sized for the rows the call may reserve: the pre rows plus the batch count when
+         * the count passes the section-size bound. Validity gets ceil(rows/8)+1 bytes (see
+         * test_columns_adopted for why the binding's rows/8+1 is not enough). */
+        size_t section = (size_t)(end - recs);
+        size_t n = (size_t)pre;
+        if (h.records_count >= 0 && (size_t)h.records_count <= section / 7 + 1) n += (size_t)h.records_count;
+        size_t data = (size_t)pre * (pl - KC_RECORD_BATCH_OVERHEAD) + section;
+        adopt_blocks(&c, &blocks, n, data, (n + 7) / 8 + 1);
     }
+    if (kc_columns_start(&c) != KC_OK) CHECKF(0, "kc_columns_start failed");
+    int pre_ok = 1;
+    for (int i = 0; i < pre; i++) {
+        size_t a2;
+        const char *e2;
+        if (kc_columns_add_batch(&c, pb + KC_RECORD_BATCH_OVERHEAD, pb + pl, &ph, &a2, &e2) != KC_OK) pre_ok = 0;
+    }
+    CHECK(pre_ok);
+    free(pb);
+    int64_t rows_before = c.rows;
+    at = (size_t)-1;
+    err = NULL;
+    int st;
+    if (with_crc) {
+        uint32_t seed = (uint32_t)rnd64();
+        uint32_t crc = seed;
+        st = kc_columns_add_batch_crc(&c, recs, end, &h, &crc, &at, &err);
+        uint32_t want = kc_crc32c(seed, recs, (size_t)(end - recs));
+        if (crc != want) CHECKF(0, "%s len %zu: fused CRC %08X, want %08X", what, len, (unsigned)crc, (unsigned)want);
+    } else {
+        st = kc_columns_add_batch(&c, recs, end, &h, &at, &err);
+    }
+    if (st == KC_OK) {
+        g_fuzz_cols_ok++;
+        char why[200] = "";
+        if (c.rows - rows_before != h.records_count) CHECKF(0, "%s: rows added != count", what);
+        if (!columns_consistent(&c, why, sizeof why))
+            CHECKF(0, "%s len %zu mode %d: inconsistent columns: %s", what, len, mode, why);
+    } else if (!((st == KC_CORRUPT || st == KC_TOO_LARGE) && err != NULL && at <= (size_t)(end - recs))) {
+        CHECKF(0, "%s len %zu mode %d: columns_add_batch returned %d at %zu", what, len, mode, st, at);
+    }
+    /* records_check OK means the structure is sound, so columns may only fail on a header
+     * key that is not UTF-8. */
+    if (cst == KC_OK && st != KC_OK && !(err && strstr(err, "UTF-8")))
+        CHECKF(0, "%s len %zu mode %d: records_check OK but columns failed: %d %s", what, len, mode, st,
+               err ? err : "");
+    kc_columns_free(&c);
+    if (adopted) free_blocks(&blocks);
     free(framed);
     free(buf);
 }
@@ -1328,7 +1698,7 @@ static void test_robustness(void) {
         free(b);
     }
     /* 2. Random mutations. */
-    const int iterations = 6000;
+    const int iterations = 30000;
     for (int it = 0; it < iterations; it++) {
         size_t len;
         kc_batch_header h;
@@ -1437,8 +1807,11 @@ int main(void) {
     test_varint();
     test_records();
     test_columns();
+    test_columns_crc();
+    test_columns_adopted();
     test_utf8();
     test_buffer();
+    test_pool();
     test_robustness();
     printf("# total %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
     printf("%ld passed, %ld failed\n", g_pass, g_fail);
