@@ -142,14 +142,12 @@ static int add_records(kc_columns *c, const uint8_t **pp, const uint8_t *end, co
         *err = "negative record count";
         return KC_CORRUPT;
     }
-    /* A record takes at least 7 bytes, which bounds what a hostile count can make us reserve. */
-    if ((size_t)count > section / 7 + 1) {
-        *err = "record count is larger than the records section can hold";
-        return KC_CORRUPT;
-    }
-    if (kc_columns_reserve(c, count, section) || bitmap_reserve(&c->key_validity, c->rows + count) ||
-        bitmap_reserve(&c->value_validity, c->rows + count) ||
-        bitmap_reserve(&c->header_list_validity, c->rows + count))
+    /* A record takes at least 7 bytes: a hostile count can't make us reserve more than the
+     * section could hold; the loop below reports the shortfall like any other. */
+    int32_t reserve_rows = (size_t)count > section / 7 + 1 ? (int32_t)(section / 7 + 1) : count;
+    if (kc_columns_reserve(c, reserve_rows, section) || bitmap_reserve(&c->key_validity, c->rows + reserve_rows) ||
+        bitmap_reserve(&c->value_validity, c->rows + reserve_rows) ||
+        bitmap_reserve(&c->header_list_validity, c->rows + reserve_rows))
         return KC_NOMEM;
     if ((int64_t)c->key_data.len + (int64_t)section > ARROW_MAX_OFFSET ||
         (int64_t)c->value_data.len + (int64_t)section > ARROW_MAX_OFFSET) {

@@ -291,6 +291,8 @@ cdef class RecordBatchBuilder:
             if isinstance(timestamps_ms, np.ndarray):
                 if timestamps_ms.dtype.kind not in "iu":
                     raise TypeError("timestamps_ms must hold integers")
+                if timestamps_ms.dtype.kind == "u" and timestamps_ms.size and timestamps_ms.max() > INT64_MAX:
+                    raise OverflowError("timestamp_ms does not fit in 64 bits")
                 ts_arr = np.ascontiguousarray(timestamps_ms, dtype=np.int64)
                 ts_ptr = <const int64_t *>cnp.PyArray_DATA(ts_arr)
             elif not isinstance(timestamps_ms, (list, tuple)):
@@ -435,12 +437,10 @@ cdef list _decode_records(const uint8_t *p, const uint8_t *end, const kc_batch_h
     cdef bint log_append = (h.attributes & KC_ATTR_TIMESTAMP_TYPE) != 0
     cdef Record rec
     cdef list out, headers
-    if count < 0:
-        raise _corrupt("negative record count", section_position)
-    if <size_t>count > <size_t>(end - p) // 7 + 1:
-        raise _corrupt("record count is larger than the records section can hold",
-                       section_position + (0 if position_is_exact else 0))
-    out = PyList_New(count)
+    # A record takes at least 7 bytes, so a hostile count can't make the list larger than
+    # the section could fill; the loop reports the shortfall before it passes that bound.
+    cdef Py_ssize_t room = <Py_ssize_t>((end - p) // 7 + 1)
+    out = PyList_New(count if count <= room else room)
     for i in range(count):
         if p >= end:
             raise _corrupt("batch holds fewer records than its record count",
@@ -581,6 +581,8 @@ cdef class RecordBatch:
     def __iter__(self):
         cdef const uint8_t *p = self._start()
         cdef bytes data
+        if self.h.records_count < 0:
+            raise _corrupt("negative record count", self.position)
         if self.h.attributes & 0x07:
             data = self._decompressed()
             return iter(_decode_records(<const uint8_t *>PyBytes_AS_STRING(data),

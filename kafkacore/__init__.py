@@ -2,6 +2,9 @@
 from ._loader import extensions_disabled as _extensions_disabled
 from .checksum import crc32c
 from .partitioner import murmur2, partition_for_key, partitions_for_keys
+# Loaded with the package so that importing kafkacore._ext.records directly finds
+# kafkacore.record initialised first (the extension imports its codecs and errors).
+from . import record  # noqa: E402,F401
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,14 @@ def crc32c_py(data, crc: int = 0) -> int:
     """Pure-Python twin: byte-at-a-time table walk. Slow and obviously correct."""
     table = _TABLE
     reg = ~crc & 0xFFFFFFFF
-    for b in memoryview(data).cast("B"):
+    mv = memoryview(data)
+    if not mv.c_contiguous:  # as the native path (a simple buffer request) does
+        raise BufferError("crc32c needs a contiguous buffer")
+    if mv.nbytes == 0:
+        return crc & 0xFFFFFFFF
+    if mv.ndim != 1 or mv.format != "B":
+        mv = mv.cast("B")
+    for b in mv:
         reg = (reg >> 8) ^ table[(reg ^ b) & 0xFF]
     return ~reg & 0xFFFFFFFF
 

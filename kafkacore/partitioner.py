@@ -13,7 +13,9 @@ _MASK = 0xFFFFFFFF
 
 def murmur2_py(key) -> int:
     """Pure-Python twin of Kafka's murmur2; returns a signed 32-bit int."""
-    data = bytes(key)
+    if isinstance(key, str):
+        raise TypeError("murmur2 takes bytes; encode str keys first")
+    data = memoryview(key).tobytes()  # any buffer; TypeError for ints (bytes(5) would be 5 zeros)
     length = len(data)
     h = (_SEED ^ length) & _MASK
     n4 = length // 4

@@ -991,7 +991,7 @@ static void test_columns(void) {
         CHECK(kc_columns_add_batch(&d, rs, re - 1, &bad, &at, &err) == KC_CORRUPT);
         kc_columns_free(&d);
     }
-    /* Header key that is not UTF-8 is rejected by columns (records_check does not look). */
+    /* Header key that is not UTF-8 is rejected by records_check and by columns. */
     {
         static const kc_header_in badk[] = {{U8("\xC0\x80"), 2, U8("v"), 1}};
         static const rec_spec one[1] = {{0, 0, NULL, -1, U8("v"), 1, badk, 1}};
@@ -1000,7 +1000,7 @@ static void test_columns(void) {
         kc_batch_header h4;
         size_t t4;
         CHECK(kc_batch_frame(b4, l4, &h4, &t4, &err) == KC_OK);
-        CHECK(kc_records_check(b4 + 61, b4 + t4, 1, 0, &at, &err) == KC_OK);
+        CHECK(kc_records_check(b4 + 61, b4 + t4, 1, 0, &at, &err) == KC_CORRUPT && strstr(err, "UTF-8"));
         kc_columns d;
         CHECK(columns_new(&d) == KC_OK);
         err = NULL;
@@ -1042,11 +1042,12 @@ static void free_blocks(adopted_blocks *a) {
 }
 
 /* The binding's validity size for n rows. */
-static size_t binding_validity_bytes(size_t n) { return n / 8 + 1; }
+static size_t binding_validity_bytes(size_t n) { return (n + 7) / 8; }
 
 static int bufs_equal(const kc_buf *x, const kc_buf *y) {
     return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
 }
+
 static int columns_equal(const kc_columns *x, const kc_columns *y) {
     return x->rows == y->rows && x->headers == y->headers && x->key_nulls == y->key_nulls &&
            x->value_nulls == y->value_nulls && x->header_list_nulls == y->header_list_nulls &&
@@ -1148,10 +1149,10 @@ static void test_columns_adopted(void) {
     (void)bad_single;
 
     /* Regression check: two valid batches, 1 record then 8 records. The binding adopts
-     * validity bitmaps of rows/8+1 = 2 bytes for the 9 rows; after the first batch one
-     * byte is used, and kc_columns_reserve then asks for count/8+1 = 2 more bytes for the
-     * second batch although only ceil(9/8)-1 = 1 more is needed, so the fixed buffer
-     * reports KC_NOMEM (MemoryError in Python) for a valid log. */
+     * validity bitmaps of ceil(rows/8) = 2 bytes for the 9 rows; kc_columns_reserve once
+     * asked for count/8+1 = 2 more bytes for the second batch although the first had left
+     * room in its partly filled byte, and the fixed buffer reported KC_NOMEM (MemoryError
+     * in Python) for a valid log. */
     {
         const int counts[2] = {1, 8};
         int st = decode_adopted(counts, 2, binding_validity_bytes, &failed_at);
@@ -1566,14 +1567,15 @@ static void exercise(const uint8_t *data, size_t len, const kc_batch_header *fal
     adopted_blocks blocks;
     kc_columns_init(&c);
     if (adopted) {
-        /* Sized for the rows the call may reserve: the pre rows plus the batch count when
-         * the count passes the section-size bound. Validity gets ceil(rows/8)+1 bytes (see
-         * test_columns_adopted for why the binding's rows/8+1 is not enough). */
+        /* Sized as the binding does: the rows a batch may reserve are its count bounded by
+         * what its section could hold (a record takes at least 7 bytes); validity bitmaps
+         * get exactly ceil(rows/8) bytes. */
         size_t section = (size_t)(end - recs);
         size_t n = (size_t)pre;
-        if (h.records_count >= 0 && (size_t)h.records_count <= section / 7 + 1) n += (size_t)h.records_count;
+        if (h.records_count >= 0)
+            n += (size_t)h.records_count <= section / 7 + 1 ? (size_t)h.records_count : section / 7 + 1;
         size_t data = (size_t)pre * (pl - KC_RECORD_BATCH_OVERHEAD) + section;
-        adopt_blocks(&c, &blocks, n, data, (n + 7) / 8 + 1);
+        adopt_blocks(&c, &blocks, n, data, (n + 7) / 8);
     }
     if (kc_columns_start(&c) != KC_OK) CHECKF(0, "kc_columns_start failed");
     int pre_ok = 1;

@@ -119,7 +119,10 @@ class RecordBatchBuilder:
         self.log_append_time = bool(log_append_time)
         self.control = bool(control)
         # Fail on out-of-range header values now rather than at build().
-        struct.pack(">qqhii", base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch)
+        try:
+            struct.pack(">qqhii", base_offset, producer_id, producer_epoch, base_sequence, partition_leader_epoch)
+        except struct.error as e:
+            raise OverflowError(f"batch header field out of range: {e}") from None
         self._records = bytearray()
         self._count = 0
         self._base_ts = None
@@ -156,7 +159,7 @@ class RecordBatchBuilder:
         now = now_ms() if timestamps_ms is None else None
         for i in range(n):
             self.append(values[i], None if keys is None else keys[i],
-                        now if timestamps_ms is None else int(timestamps_ms[i]))
+                        now if timestamps_ms is None else _check_timestamp(timestamps_ms[i]))
 
     def build(self) -> bytes:
         if self._count == 0:
@@ -337,9 +340,9 @@ class RecordBatch:
                                              self.position)
 
     def __iter__(self):
-        data, start, end, where = self._records_section()
         if self.count < 0:
             raise CorruptRecordError("negative record count", self.position)
+        data, start, end, where = self._records_section()
         return iter(parse_records(data, start, end, self.count, self.base_offset, self.base_timestamp,
                                   self.max_timestamp, bool(self.attributes & ATTR_TIMESTAMP_TYPE), where))
 
