@@ -1,0 +1,214 @@
+"""Shared helpers for the kafkacore test suite (not a test module).
+
+``NATIVE`` tells which implementation ``kafkacore`` selected for this run; the suite runs
+once with the compiled extensions and once with ``KAFKACORE_NO_EXTENSIONS=1`` (the pure-
+Python twins), and tests that exercise the "selected" implementation cover both.
+"""
+import importlib
+import os
+import random
+import struct
+
+import pytest
+from hypothesis import strategies as st
+
+import kafkacore
+from kafkacore._loader import extensions_disabled
+from kafkacore.checksum import crc32c_py
+from kafkacore.record import batch_py
+
+NATIVE = kafkacore.native_extensions()
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+# KAFKACORE_TEST_SCALE=10 multiplies Hypothesis example counts (for a long fuzzing run).
+SCALE = max(1, int(os.environ.get("KAFKACORE_TEST_SCALE", "1") or 1))
+
+
+def by_mode(native, twin):
+    """A size: the first when the compiled extensions are in use, the second for the twins."""
+    return native if NATIVE else twin
+
+
+def examples(native, twin=None):
+    """A Hypothesis max_examples by mode (twin defaults to the native count), times SCALE."""
+    return (native if NATIVE or twin is None else twin) * SCALE
+
+
+def native_module(name):
+    """kafkacore._ext.<name> when it is built and extensions are not disabled, else None.
+
+    Parity tests (native against twin) only run in the native pass: in the twin pass they
+    would repeat exactly the same comparison."""
+    if extensions_disabled():
+        return None
+    try:
+        return importlib.import_module(f"kafkacore._ext.{name}")
+    except ImportError:
+        return None
+
+
+def requires_native(name):
+    return pytest.mark.skipif(
+        native_module(name) is None,
+        reason=f"kafkacore._ext.{name} not built or extensions disabled (parity runs in the native pass)",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Comparable views of records and batches
+
+
+def rec_tuple(rec):
+    return (rec.offset, rec.timestamp_ms, rec.key, rec.value, [tuple(h) for h in rec.headers])
+
+
+BATCH_FIELDS = (
+    "base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
+    "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+    "base_sequence", "count", "position", "size_in_bytes", "last_offset", "next_offset",
+    "compression_type", "compression", "timestamp_type", "is_transactional", "is_control",
+)
+
+
+def batch_fields(batch):
+    return {f: getattr(batch, f) for f in BATCH_FIELDS}
+
+
+def wrap64(v):
+    return ((v + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+# ---------------------------------------------------------------------------------------
+# Batch specifications: what to hand a builder, and what decoding must give back
+
+
+def random_bytes(n, seed, compressible=False):
+    rnd = random.Random(seed)
+    if compressible:
+        words = [rnd.randbytes(rnd.randint(1, 12)) for _ in range(16)]
+        out = bytearray()
+        while len(out) < n:
+            out += words[rnd.randrange(16)]
+        return bytes(out[:n])
+    return rnd.randbytes(n)
+
+
+def small_values(max_size=300):
+    return st.one_of(
+        st.none(),
+        st.just(b""),
+        st.binary(max_size=max_size),
+        # repetitive data, so that every codec really compresses
+        st.builds(lambda chunk, n: chunk * n, st.binary(min_size=1, max_size=8), st.integers(1, 64)),
+    )
+
+
+keys_st = st.one_of(st.none(), st.just(b""), st.binary(max_size=40))
+header_keys_st = st.text(max_size=12)  # any unicode, including astral code points and ""
+headers_st = st.lists(
+    st.tuples(header_keys_st, st.one_of(st.none(), st.binary(max_size=24))), max_size=4
+)
+timestamps_st = st.one_of(
+    st.integers(0, 1 << 42),
+    st.integers(INT64_MIN, INT64_MAX),
+    st.sampled_from([INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1, -1, 0, 1]),
+)
+
+
+@st.composite
+def records_st(draw, min_size=1, max_size=12, values=None):
+    values = small_values() if values is None else values
+    n = draw(st.integers(min_size, max_size))
+    base_ts = draw(timestamps_st)
+    out = []
+    for _ in range(n):
+        # Mostly timestamps near each other, as real producers write them; sometimes anything.
+        ts = draw(st.one_of(st.integers(-5000, 5000).map(lambda d: wrap64(base_ts + d)), timestamps_st))
+        out.append((draw(values), draw(keys_st), ts, draw(headers_st)))
+    return out
+
+
+@st.composite
+def batch_specs(draw, max_records=12, codecs=CODECS, values=None, control=True):
+    transactional = draw(st.booleans())
+    params = dict(
+        compression=draw(st.sampled_from(codecs)),
+        base_offset=draw(st.one_of(st.integers(0, 1 << 40), st.integers(0, INT64_MAX),
+                                   st.sampled_from([0, INT64_MAX]))),
+        producer_id=draw(st.one_of(st.just(-1), st.integers(0, INT64_MAX))),
+        producer_epoch=draw(st.integers(-1, 32767)),
+        base_sequence=draw(st.one_of(st.just(-1), st.integers(0, INT32_MAX))),
+        transactional=transactional,
+        log_append_time=draw(st.booleans()),
+        partition_leader_epoch=draw(st.one_of(st.just(-1), st.integers(0, INT32_MAX))),
+        control=draw(st.booleans()) if control and transactional else False,
+    )
+    return params, draw(records_st(max_size=max_records, values=values))
+
+
+def build_batch(builder_cls, spec):
+    params, records = spec
+    b = builder_cls(**params)
+    for value, key, ts, headers in records:
+        b.append(value, key=key, timestamp_ms=ts, headers=headers)
+    return b.build()
+
+
+def expected_records(spec):
+    """The records iteration must give back for a spec, as rec_tuple()s."""
+    params, records = spec
+    max_ts = max(r[2] for r in records)
+    out = []
+    for i, (value, key, ts, headers) in enumerate(records):
+        out.append((
+            wrap64(params["base_offset"] + i),
+            max_ts if params["log_append_time"] else ts,
+            key,
+            value,
+            [(k, v) for k, v in headers],
+        ))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Hand-built batches (for shapes our builder never writes)
+
+HEADER = struct.Struct(">qiiBIhiqqqhii")
+
+
+def encode_records(records, base_ts=None):
+    """Records section bytes for [(value, key, ts, headers)], offset deltas 0..n-1."""
+    base_ts = records[0][2] if base_ts is None else base_ts
+    out = bytearray()
+    for i, (value, key, ts, headers) in enumerate(records):
+        hdrs = [(k.encode("utf-8"), v) for k, v in headers]
+        batch_py.encode_record(out, wrap64(ts - base_ts), i, key, value, hdrs)
+    return bytes(out)
+
+
+def assemble_batch(records_section, count, *, attributes=0, base_offset=0, last_offset_delta=None,
+                   base_ts=0, max_ts=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                   partition_leader_epoch=-1, magic=2, crc=None):
+    """Header + records section, with a correct CRC-32C unless ``crc`` is given."""
+    last = count - 1 if last_offset_delta is None else last_offset_delta
+    total = 61 + len(records_section)
+    head = bytearray(HEADER.pack(base_offset, total - 12, partition_leader_epoch, magic, 0, attributes,
+                                 last, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count))
+    buf = head + records_section
+    if crc is None:
+        crc = crc32c_py(memoryview(buf)[21:])
+    struct.pack_into(">I", buf, 17, crc)
+    return bytes(buf)
+
+
+def fix_crc(buf, pos=0):
+    """Rewrites the CRC of the batch at ``pos`` (after its header was edited)."""
+    buf = bytearray(buf)
+    (blen,) = struct.unpack_from(">i", buf, pos + 8)
+    end = pos + 12 + blen
+    struct.pack_into(">I", buf, pos + 17, crc32c_py(memoryview(buf)[pos + 21:end]))
+    return bytes(buf)

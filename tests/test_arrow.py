@@ -1,0 +1,253 @@
+"""decode_to_arrow: the Spark Kafka source schema and its columns."""
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkacore.record import SPARK_KAFKA_SCHEMA, RecordBatchBuilder, decode_to_arrow, iter_batches
+
+from _kcutil import CODECS, batch_specs, build_batch, by_mode, examples, expected_records, random_bytes
+
+EXPECTED_SCHEMA = pa.schema([
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("ms")),
+    pa.field("timestampType", pa.int32()),
+    pa.field("headers", pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))),
+])
+
+
+def _batch(values, codec="none", base_offset=0, ts=1_700_000_000_000, headers=None, keys=None):
+    b = RecordBatchBuilder(compression=codec, base_offset=base_offset)
+    for i, v in enumerate(values):
+        b.append(v, key=None if keys is None else keys[i], timestamp_ms=ts + i,
+                 headers=None if headers is None else headers[i])
+    return b.build()
+
+
+def test_schema_constant():
+    assert SPARK_KAFKA_SCHEMA.equals(EXPECTED_SCHEMA)
+    assert SPARK_KAFKA_SCHEMA.names == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                        "timestampType", "headers"]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_schema_of_result(codec):
+    table = decode_to_arrow(_batch([b"a", None], codec), topic="t", partition=0)
+    assert isinstance(table, pa.RecordBatch)
+    assert table.schema.equals(SPARK_KAFKA_SCHEMA)
+    table.validate(full=True)
+
+
+@pytest.mark.parametrize("buf", [b"", bytearray(), memoryview(b""), b"\x00" * 11], ids=["bytes", "bytearray",
+                                                                                          "memoryview", "short"])
+def test_empty_input(buf):
+    table = decode_to_arrow(buf)
+    assert table.num_rows == 0
+    assert table.schema.equals(SPARK_KAFKA_SCHEMA)
+    table.validate(full=True)
+    named = decode_to_arrow(buf, topic="t", partition=4)
+    assert named.num_rows == 0 and named.schema.equals(SPARK_KAFKA_SCHEMA)
+
+
+def test_topic_and_partition_columns():
+    data = _batch([b"a", b"b", b"c"])
+    t = decode_to_arrow(data, topic="orders", partition=7)
+    assert t.column("topic").to_pylist() == ["orders"] * 3
+    assert t.column("partition").to_pylist() == [7] * 3
+    assert t.column("topic").type == pa.string() and t.column("partition").type == pa.int32()
+    t = decode_to_arrow(data)
+    assert t.column("topic").to_pylist() == [None] * 3
+    assert t.column("partition").to_pylist() == [None] * 3
+    assert t.column("topic").null_count == 3 and t.column("partition").null_count == 3
+    t = decode_to_arrow(data, topic="日本語-topic", partition=2**31 - 1)
+    assert t.column("topic").to_pylist() == ["日本語-topic"] * 3
+    assert t.column("partition").to_pylist() == [2**31 - 1] * 3
+
+
+@pytest.mark.parametrize("kw", [dict(topic=5), dict(topic=b"bytes"), dict(partition="1"), dict(partition=1.0),
+                                dict(partition=True)])
+def test_bad_topic_or_partition(kw):
+    with pytest.raises(TypeError):
+        decode_to_arrow(_batch([b"a"]), **kw)
+
+
+def test_values_keys_nulls_and_empties():
+    data = _batch([b"v0", None, b"", b"v3"], keys=[None, b"k1", b"", b"k3"])
+    t = decode_to_arrow(data)
+    assert t.column("value").to_pylist() == [b"v0", None, b"", b"v3"]
+    assert t.column("key").to_pylist() == [None, b"k1", b"", b"k3"]
+    assert t.column("value").null_count == 1 and t.column("key").null_count == 1
+    t.validate(full=True)
+
+
+def test_headers_column():
+    headers = [None, [], [("a", b"1")], [("a", None), ("ü", b""), ("", b"\x00")]]
+    data = _batch([b"0", b"1", b"2", b"3"], headers=headers)
+    t = decode_to_arrow(data)
+    col = t.column("headers")
+    # A record without headers (none given, or an empty list) has a null headers entry.
+    assert col.to_pylist() == [
+        None, None, [{"key": "a", "value": b"1"}],
+        [{"key": "a", "value": None}, {"key": "ü", "value": b""}, {"key": "", "value": b"\x00"}],
+    ]
+    assert col.null_count == 2
+    assert col.type == SPARK_KAFKA_SCHEMA.field("headers").type
+    t.validate(full=True)
+
+
+def test_offsets_timestamps_and_types():
+    data = _batch([b"a", b"b"], base_offset=10, ts=-5) + _batch([b"c"], base_offset=20, ts=2**62)
+    t = decode_to_arrow(data)
+    assert t.column("offset").to_pylist() == [10, 11, 20]
+    assert t.column("timestamp").cast(pa.int64()).to_pylist() == [-5, -4, 2**62]
+    assert t.column("timestampType").to_pylist() == [0, 0, 0]
+    assert t.column("timestamp").type == pa.timestamp("ms")
+
+
+@pytest.mark.parametrize("form", [bytes, bytearray, memoryview])
+def test_buffer_types(form):
+    data = _batch([b"a", b"b"]) + _batch([b"c"], codec="zstd", base_offset=2)
+    t = decode_to_arrow(form(data))
+    assert t.column("value").to_pylist() == [b"a", b"b", b"c"]
+    assert [b.base_offset for b in iter_batches(form(data))] == [0, 2]
+
+
+def test_memoryview_slice_of_larger_buffer():
+    data = _batch([b"x", b"y"], base_offset=3)
+    padded = b"JUNK" + data + b"\xff" * 3  # trailing partial bytes: a truncated tail
+    t = decode_to_arrow(memoryview(padded)[4:])
+    assert t.column("offset").to_pylist() == [3, 4]
+
+
+def test_many_batches_mixed_codecs():
+    parts, values, offsets = [], [], []
+    offset = 0
+    for i in range(by_mode(200, 60)):
+        codec = CODECS[i % len(CODECS)]
+        vals = [random_bytes(i % 50, i * 10 + j, compressible=j % 2 == 0) for j in range(1 + i % 4)]
+        if i % 7 == 3:
+            vals[0] = None
+        parts.append(_batch(vals, codec, base_offset=offset, headers=[[("i", b"%d" % i)]] * len(vals)))
+        values += vals
+        offsets += list(range(offset, offset + len(vals)))
+        offset += len(vals) + (i % 3)
+    buf = b"".join(parts)
+    t = decode_to_arrow(buf, topic="many", partition=1)
+    assert t.num_rows == len(values)
+    assert t.column("value").to_pylist() == values
+    assert t.column("offset").to_pylist() == offsets
+    assert t.column("topic").to_pylist() == ["many"] * len(values)
+    t.validate(full=True)
+    # Same as decoding each batch alone and concatenating.
+    pieces = [decode_to_arrow(p, topic="many", partition=1) for p in parts]
+    assert pa.Table.from_batches(pieces).combine_chunks().equals(pa.Table.from_batches([t]).combine_chunks())
+
+
+def test_large_values_column():
+    big = random_bytes(by_mode(3 << 20, 1 << 20), 5)
+    data = _batch([big, b"", big[:1000]], codec="lz4")
+    t = decode_to_arrow(data)
+    assert t.column("value").to_pylist() == [big, b"", big[:1000]]
+    t.validate(full=True)
+
+
+def test_result_outlives_input_buffer():
+    buf = bytearray(_batch([b"value-%d" % i for i in range(100)]))
+    t = decode_to_arrow(buf)
+    buf[:] = b"\x00" * len(buf)  # the table must own its data (or keep the input alive unchanged)
+    del buf
+    assert t.column("value").to_pylist() == [b"value-%d" % i for i in range(100)]
+
+
+@settings(max_examples=examples(150, 40))
+@given(specs=st.lists(batch_specs(max_records=6), min_size=0, max_size=4),
+       topic=st.one_of(st.none(), st.text(max_size=8)), partition=st.one_of(st.none(), st.integers(0, 2**31 - 1)))
+def test_columns_match_records(specs, topic, partition):
+    buf = b"".join(build_batch(RecordBatchBuilder, s) for s in specs)
+    t = decode_to_arrow(buf, topic=topic, partition=partition)
+    t.validate(full=True)
+    exp = [(r, s[0]["log_append_time"]) for s in specs if not s[0]["control"] for r in expected_records(s)]
+    assert t.num_rows == len(exp)
+    assert t.column("offset").to_pylist() == [r[0] for r, _ in exp]
+    assert t.column("timestamp").cast(pa.int64()).to_pylist() == [r[1] for r, _ in exp]
+    assert t.column("timestampType").to_pylist() == [1 if lat else 0 for _, lat in exp]
+    assert t.column("key").to_pylist() == [r[2] for r, _ in exp]
+    assert t.column("value").to_pylist() == [r[3] for r, _ in exp]
+    assert t.column("headers").to_pylist() == [
+        [{"key": k, "value": v} for k, v in r[4]] or None for r, _ in exp]
+    assert t.column("topic").to_pylist() == [topic] * len(exp)
+    assert t.column("partition").to_pylist() == [partition] * len(exp)
+
+
+def _patterned_batch(n, seed, codec="none"):
+    """n records whose key/value/header nulls follow a seed-dependent pattern."""
+    import random
+
+    rnd = random.Random(seed)
+    keys = [None if rnd.random() < 0.3 else b"k%d" % rnd.randrange(1000) for _ in range(n)]
+    values = [None if rnd.random() < 0.2 else b"v" * rnd.randrange(0, 8) for _ in range(n)]
+    b = RecordBatchBuilder(compression=codec, base_offset=seed)
+    stamps = [seed * 1000 + i for i in range(n)]
+    b.extend(values, keys, stamps)
+    return b.build(), keys, values, stamps
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_repeated_large_decodes_do_not_share_state(codec):
+    # Big enough that column buffers exceed 64 KiB (so an allocator cache, if any, gets
+    # reused between calls); every decode must see only its own nulls and values.
+    n = by_mode(120_000, 6_000)
+    kept = []
+    for seed in range(4):
+        data, keys, values, stamps = _patterned_batch(n - seed * 1000, seed, codec)
+        t = decode_to_arrow(data)
+        t.validate(full=True)
+        assert t.column("key").to_pylist() == keys
+        assert t.column("value").to_pylist() == values
+        assert t.column("key").null_count == keys.count(None)
+        assert t.column("value").null_count == values.count(None)
+        assert t.column("headers").null_count == len(keys)
+        assert t.column("timestamp").cast(pa.int64()).to_pylist() == stamps
+        assert t.column("offset").to_pylist() == list(range(seed, seed + len(keys)))
+        if seed % 2:
+            kept.append((t, keys))  # keep some results alive while later decodes run
+    for t, keys in kept:
+        assert t.column("key").to_pylist() == keys
+
+
+def test_batches_outlive_the_temporary_buffer():
+    import gc
+
+    parts = [_batch([b"value-%d" % i] * 3, codec, base_offset=3 * i) for i, codec in enumerate(CODECS)]
+    batches = list(iter_batches(bytearray(b"".join(parts))))  # the only reference is inside the views
+    gc.collect()
+    _ = [bytes(1000) for _ in range(1000)]  # churn the allocator
+    for i, b in enumerate(batches):
+        b.validate()
+        assert [r.value for r in b] == [b"value-%d" % i] * 3
+        assert b.to_bytes() == parts[i]
+
+
+def test_concurrent_decoding_and_building():
+    from concurrent.futures import ThreadPoolExecutor
+
+    parts = [_batch([random_bytes(200, i * 7 + j, compressible=True) for j in range(20)], CODECS[i % 5],
+                    base_offset=20 * i) for i in range(by_mode(40, 10))]
+    buf = b"".join(parts)
+    expected = decode_to_arrow(buf, topic="t", partition=0)
+
+    def decode(_):
+        return decode_to_arrow(buf, topic="t", partition=0)
+
+    def build(i):
+        return _batch([random_bytes(300, i, compressible=True)] * 5, CODECS[i % 5], base_offset=i)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(decode, range(16)))
+        built = list(pool.map(build, range(20)))
+    assert all(r.equals(expected) for r in results)
+    assert built == [build(i) for i in range(20)]

@@ -1,0 +1,416 @@
+"""Record batches: round trips through the selected implementation, and the native module
+against its pure-Python twin (same bytes built, same records and Arrow columns decoded)."""
+import struct
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkacore.record import RecordBatchBuilder, decode_to_arrow, iter_batches
+from kafkacore.record import arrow_py, batch_py
+
+from _kcutil import (
+    BATCH_FIELDS, CODECS, INT64_MAX, INT64_MIN, assemble_batch, batch_fields, batch_specs, build_batch, by_mode,
+    examples, expected_records, native_module, random_bytes, rec_tuple, requires_native, wrap64,
+)
+
+native = native_module("records")
+needs_native = requires_native("records")
+
+TWIN_BUILDER = batch_py.RecordBatchBuilder
+
+
+def decode_all(iter_fn, buf):
+    """[(header fields, [record tuples])] for every batch of buf, validating each."""
+    out = []
+    for batch in iter_fn(buf):
+        batch.validate()
+        out.append((batch_fields(batch), [rec_tuple(r) for r in batch]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Round trips through the selected implementation (runs in both passes)
+
+
+@settings(max_examples=examples(300, 80))
+@given(spec=batch_specs())
+def test_round_trip(spec):
+    params, records = spec
+    data = build_batch(RecordBatchBuilder, spec)
+    assert isinstance(data, bytes)
+    batches = list(iter_batches(data))
+    assert len(batches) == 1
+    b = batches[0]
+    b.validate()
+    n = len(records)
+    assert b.position == 0 and b.size_in_bytes == len(data)
+    assert b.batch_length == len(data) - 12
+    assert b.magic == 2
+    assert b.count == n
+    assert b.base_offset == params["base_offset"]
+    assert b.last_offset_delta == n - 1
+    assert b.last_offset == wrap64(params["base_offset"] + n - 1)
+    assert b.next_offset == wrap64(params["base_offset"] + n)
+    assert b.compression == params["compression"]
+    assert b.compression_type == CODECS.index(params["compression"])
+    assert b.producer_id == params["producer_id"]
+    assert b.producer_epoch == params["producer_epoch"]
+    assert b.base_sequence == params["base_sequence"]
+    assert b.partition_leader_epoch == params["partition_leader_epoch"]
+    assert b.is_transactional == params["transactional"]
+    assert b.is_control == params["control"]
+    assert b.timestamp_type == (1 if params["log_append_time"] else 0)
+    assert b.base_timestamp == records[0][2]
+    assert b.max_timestamp == max(r[2] for r in records)
+    assert b.crc == struct.unpack_from(">I", data, 17)[0]
+    assert [rec_tuple(r) for r in b] == expected_records(spec)
+    # Iterating twice gives the same records (nothing is consumed).
+    assert [rec_tuple(r) for r in b] == expected_records(spec)
+
+
+@settings(max_examples=examples(150, 40))
+@given(specs=st.lists(batch_specs(max_records=6), min_size=1, max_size=5))
+def test_round_trip_concatenated(specs):
+    parts = [build_batch(RecordBatchBuilder, s) for s in specs]
+    buf = b"".join(parts)
+    batches = list(iter_batches(buf))
+    assert len(batches) == len(specs)
+    pos = 0
+    for b, part, spec in zip(batches, parts, specs):
+        assert b.position == pos and b.size_in_bytes == len(part)
+        b.validate()
+        assert b.to_bytes() == part
+        assert [rec_tuple(r) for r in b] == expected_records(spec)
+        pos += len(part)
+    table = decode_to_arrow(buf, topic="t", partition=3)
+    expected = [r for s in specs if not s[0]["control"] for r in expected_records(s)]
+    assert table.num_rows == len(expected)
+    assert table.column("key").to_pylist() == [r[2] for r in expected]
+    assert table.column("value").to_pylist() == [r[3] for r in expected]
+    assert table.column("offset").to_pylist() == [r[0] for r in expected]
+    assert table.column("timestamp").cast("int64").to_pylist() == [r[1] for r in expected]
+    assert table.column("headers").to_pylist() == [
+        [{"key": k, "value": v} for k, v in r[4]] or None for r in expected]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_large_values_round_trip(codec):
+    # ~1 MiB values: one incompressible, one compressible, next to small ones.
+    big = by_mode(1 << 20, 1 << 19)
+    values = [random_bytes(big, 1), b"x", random_bytes(big - 17, 2, compressible=True), None, b""]
+    b = RecordBatchBuilder(compression=codec, base_offset=5)
+    for i, v in enumerate(values):
+        b.append(v, key=b"k%d" % i, timestamp_ms=1_700_000_000_000 + i, headers=[("h", v[:10] if v else v)])
+    data = b.build()
+    if codec != "none":
+        assert len(data) < 2 * big + 200  # the compressible value really was compressed
+    (batch,) = iter_batches(data)
+    batch.validate()
+    got = list(batch)
+    assert [r.value for r in got] == values
+    assert [r.offset for r in got] == [5, 6, 7, 8, 9]
+    table = decode_to_arrow(data)
+    assert table.column("value").to_pylist() == values
+
+
+@settings(max_examples=examples(200, 60))
+@given(
+    values=st.lists(st.one_of(st.none(), st.binary(max_size=50)), min_size=1, max_size=30),
+    with_keys=st.booleans(),
+    data=st.data(),
+    codec=st.sampled_from(CODECS),
+)
+def test_extend_equals_repeated_append(values, with_keys, data, codec):
+    n = len(values)
+    keys = data.draw(st.lists(st.one_of(st.none(), st.binary(max_size=10)), min_size=n, max_size=n)) \
+        if with_keys else None
+    timestamps = data.draw(st.lists(st.integers(INT64_MIN, INT64_MAX), min_size=n, max_size=n))
+    a = RecordBatchBuilder(compression=codec, base_offset=100)
+    a.extend(values, keys, timestamps)
+    b = RecordBatchBuilder(compression=codec, base_offset=100)
+    for i, v in enumerate(values):
+        b.append(v, key=None if keys is None else keys[i], timestamp_ms=timestamps[i])
+    assert a.build() == b.build()
+    # tuples and numpy timestamps give the same batch as lists
+    c = RecordBatchBuilder(compression=codec, base_offset=100)
+    c.extend(tuple(values), None if keys is None else tuple(keys), np.array(timestamps, dtype=np.int64))
+    assert c.build() == b.build()
+
+
+def test_extend_appends_after_existing_records():
+    a = RecordBatchBuilder()
+    a.append(b"first", timestamp_ms=10)
+    a.extend([b"second", b"third"], [b"k2", None], [11, 9])
+    b = RecordBatchBuilder()
+    b.append(b"first", timestamp_ms=10)
+    b.append(b"second", key=b"k2", timestamp_ms=11)
+    b.append(b"third", timestamp_ms=9)
+    assert a.build() == b.build()
+    (batch,) = iter_batches(a.build())
+    assert [(r.offset, r.key, r.value, r.timestamp_ms) for r in batch] == [
+        (0, None, b"first", 10), (1, b"k2", b"second", 11), (2, None, b"third", 9)]
+    assert batch.max_timestamp == 11 and batch.base_timestamp == 10
+
+
+def test_extend_without_timestamps_uses_one_current_time():
+    before = time.time_ns() // 1_000_000
+    b = RecordBatchBuilder()
+    b.extend([b"a", b"b", b"c"])
+    after = time.time_ns() // 1_000_000
+    (batch,) = iter_batches(b.build())
+    stamps = {r.timestamp_ms for r in batch}
+    assert len(stamps) == 1
+    assert before <= stamps.pop() <= after
+
+
+def test_append_without_timestamp_uses_current_time():
+    before = time.time_ns() // 1_000_000
+    b = RecordBatchBuilder()
+    b.append(b"v")
+    after = time.time_ns() // 1_000_000
+    (batch,) = iter_batches(b.build())
+    (rec,) = list(batch)
+    assert before <= rec.timestamp_ms <= after
+
+
+@pytest.mark.parametrize("bad", [
+    dict(keys=[b"a"]), dict(timestamps_ms=[1, 2, 3]), dict(keys=[b"a", b"b", b"c"], timestamps_ms=[1])])
+def test_extend_length_mismatch(bad):
+    b = RecordBatchBuilder()
+    with pytest.raises(ValueError):
+        b.extend([b"x", b"y"], **bad)
+
+
+def test_extend_rejects_float_timestamps():
+    # append() refuses a float timestamp; extend() must not silently truncate one either.
+    for ts in ([1.5, 2.5], np.array([1.5, 2.5])):
+        b = RecordBatchBuilder()
+        with pytest.raises(TypeError):
+            b.extend([b"x", b"y"], timestamps_ms=ts)
+    with pytest.raises(TypeError):
+        RecordBatchBuilder().append(b"x", timestamp_ms=1.5)
+
+
+def test_extend_rejects_out_of_range_numpy_timestamps():
+    # uint64 beyond int64 must not wrap around to a negative timestamp.
+    b = RecordBatchBuilder()
+    with pytest.raises((OverflowError, ValueError)):
+        b.extend([b"x"], timestamps_ms=np.array([2**64 - 1], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("form", [bytearray, memoryview, lambda v: np.frombuffer(v, dtype=np.uint8)])
+def test_bytes_like_values_keys_and_header_values(form):
+    def build(conv):
+        b = RecordBatchBuilder(compression="gzip")
+        b.append(conv(b"value-1"), key=conv(b"key-1"), timestamp_ms=1, headers=[("h", conv(b"hv"))])
+        b.append(conv(b""), key=conv(b""), timestamp_ms=2)
+        b.extend([conv(b"v3"), conv(b"v4")], [conv(b"k3"), None], [3, 4])
+        return b.build()
+
+    assert build(form) == build(bytes)
+
+
+def test_headers_accept_tuples_and_lists():
+    a = RecordBatchBuilder()
+    a.append(b"v", timestamp_ms=1, headers=[("a", b"1"), ("b", None), ("", b"")])
+    b = RecordBatchBuilder()
+    b.append(b"v", timestamp_ms=1, headers=(["a", b"1"], ["b", None], ["", b""]))
+    assert a.build() == b.build()
+    (batch,) = iter_batches(a.build())
+    assert list(batch)[0].headers == [("a", b"1"), ("b", None), ("", b"")]
+
+
+def test_builder_can_build_again_after_more_appends():
+    b = RecordBatchBuilder(compression="lz4")
+    b.append(b"one", timestamp_ms=5)
+    first = b.build()
+    assert b.build() == first
+    b.append(b"two", timestamp_ms=6)
+    (batch,) = iter_batches(b.build())
+    assert [r.value for r in batch] == [b"one", b"two"]
+    assert len(b) == 2
+
+
+# ---------------------------------------------------------------------------------------
+# Native against twin (native pass only)
+
+
+@needs_native
+@settings(max_examples=examples(300))
+@given(spec=batch_specs())
+def test_native_builder_bytes_equal_twin(spec):
+    assert build_batch(native.RecordBatchBuilder, spec) == build_batch(TWIN_BUILDER, spec)
+
+
+@needs_native
+@settings(max_examples=examples(5), suppress_health_check=list(HealthCheck))
+@given(
+    sizes=st.lists(st.integers(100_000, 1 << 20), min_size=1, max_size=3),
+    seed=st.integers(0, 2**32),
+    compressible=st.booleans(),
+    codec=st.sampled_from(CODECS),
+)
+def test_native_builder_large_values_equal_twin(sizes, seed, compressible, codec):
+    values = [random_bytes(n, seed + i, compressible) for i, n in enumerate(sizes)]
+    spec = (dict(compression=codec, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                 transactional=False, log_append_time=False, partition_leader_epoch=-1, control=False),
+            [(v, v[:16], 1_000 + i, [("k", v[:8])]) for i, v in enumerate(values)])
+    data = build_batch(native.RecordBatchBuilder, spec)
+    assert data == build_batch(TWIN_BUILDER, spec)
+    assert decode_all(native.iter_batches, data) == decode_all(batch_py.iter_batches, data)
+    assert native.decode_to_arrow(data).equals(arrow_py.decode_to_arrow(data))
+
+
+@needs_native
+@settings(max_examples=examples(150))
+@given(specs=st.lists(batch_specs(max_records=8), min_size=1, max_size=4),
+       topic=st.one_of(st.none(), st.text(max_size=10)),
+       partition=st.one_of(st.none(), st.integers(0, 2**31 - 1)))
+def test_native_decode_equals_twin(specs, topic, partition):
+    buf = b"".join(build_batch(TWIN_BUILDER, s) for s in specs)
+    got = decode_all(native.iter_batches, buf)
+    want = decode_all(batch_py.iter_batches, buf)
+    assert got == want
+    assert [recs for _, recs in got] == [expected_records(s) for s in specs]
+    for check in (True, False):
+        n_tab = native.decode_to_arrow(buf, topic=topic, partition=partition, check_crcs=check)
+        t_tab = arrow_py.decode_to_arrow(buf, topic=topic, partition=partition, check_crcs=check)
+        assert n_tab.schema == t_tab.schema
+        assert n_tab.equals(t_tab)
+
+
+@needs_native
+@settings(max_examples=examples(200))
+@given(spec=batch_specs(), data=st.data())
+def test_native_extend_equals_twin(spec, data):
+    params, records = spec
+    values = [r[0] for r in records]
+    keys = data.draw(st.one_of(st.none(), st.just([r[1] for r in records])))
+    stamps = [r[2] for r in records]
+    a = native.RecordBatchBuilder(**params)
+    a.extend(values, keys, stamps)
+    b = TWIN_BUILDER(**params)
+    b.extend(values, keys, stamps)
+    assert a.build() == b.build()
+
+
+@needs_native
+def test_native_record_and_batch_types_compare_with_twin():
+    data = build_batch(TWIN_BUILDER, (dict(compression="none", base_offset=7), [
+        (b"v", b"k", 1, [("h", b"x")]), (None, None, 2, [])]))
+    n_recs = list(next(iter(native.iter_batches(data))))
+    t_recs = list(next(iter(batch_py.iter_batches(data))))
+    assert n_recs == t_recs and t_recs == n_recs
+    assert [r.headers for r in n_recs] == [[("h", b"x")], []]
+    assert set(BATCH_FIELDS) <= set(dir(next(iter(native.iter_batches(data)))))
+
+
+header_key_bytes = st.one_of(
+    st.binary(max_size=8),
+    st.text(max_size=4).map(lambda s: s.encode("utf-8")),
+    st.sampled_from([b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\xf0\x9f\x98\x80",
+                     b"\xef\xbf\xbf", b"\xf8\x88\x80\x80\x80", b"\x80", b"\xc2"]),
+)
+
+
+@needs_native
+@settings(max_examples=examples(300))
+@given(hkeys=st.lists(header_key_bytes, min_size=1, max_size=4), codec=st.sampled_from(["none", "zstd"]))
+def test_native_header_key_utf8_check_equals_twin(hkeys, codec):
+    # Header keys are Kafka strings: both readers must agree on which bytes are valid UTF-8.
+    out = bytearray()
+    batch_py.encode_record(out, 0, 0, b"k", b"v", [(k, b"x") for k in hkeys])
+    from kafkacore.record import codecs as kc_codecs
+    section = kc_codecs.compress(kc_codecs.CODEC_IDS[codec], bytes(out))
+    data = assemble_batch(section, 1, attributes=kc_codecs.CODEC_IDS[codec])
+    outcomes = []
+    for iter_fn, to_arrow in ((native.iter_batches, native.decode_to_arrow),
+                              (batch_py.iter_batches, arrow_py.decode_to_arrow)):
+        res = []
+        for step in (lambda: [rec_tuple(r) for b in iter_fn(data) for r in b],
+                     lambda: [b.validate() for b in iter_fn(data)],
+                     lambda: to_arrow(data).to_pylist()):
+            try:
+                res.append(step())
+            except Exception as e:  # noqa: BLE001 - the exception type is what is compared
+                res.append(type(e).__name__)
+        outcomes.append(res)
+    assert outcomes[0] == outcomes[1]
+    if all(_is_utf8(k) for k in hkeys):
+        assert outcomes[1][0][0][4] == [(k.decode("utf-8"), b"x") for k in hkeys]
+    else:
+        assert outcomes[1] == ["CorruptRecordError"] * 3
+
+
+def _is_utf8(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@needs_native
+@pytest.mark.parametrize("records", [
+    [(b"v", None, INT64_MIN, []), (b"w", None, INT64_MAX, [])],
+    [(b"v", None, INT64_MAX, []), (b"w", None, INT64_MIN, []), (b"x", None, 0, [])],
+    [(None, b"", -1, [("", None)])],
+])
+def test_native_extreme_timestamps_equal_twin(records):
+    spec = (dict(compression="none", base_offset=INT64_MAX - 1, log_append_time=False), records)
+    data = build_batch(native.RecordBatchBuilder, spec)
+    assert data == build_batch(TWIN_BUILDER, spec)
+    assert decode_all(native.iter_batches, data) == decode_all(batch_py.iter_batches, data)
+    assert [r for _, r in decode_all(native.iter_batches, data)][0] == expected_records(spec)
+    assert native.decode_to_arrow(data).equals(arrow_py.decode_to_arrow(data))
+
+
+@needs_native
+@pytest.mark.parametrize("codec", CODECS)
+def test_native_reads_hand_built_batches_like_twin(codec):
+    # A records section written by something other than our builder (offset deltas with a
+    # gap, base timestamp below the first record's), compressed with the shared codecs.
+    from kafkacore.record import codecs as kc_codecs
+    recs = [(b"a", b"k", 1000, [("x", None)]), (None, None, 990, []), (b"c" * 500, None, 1010, [("y", b"z")])]
+    section = bytearray()
+    for delta, (v, k, ts, h) in zip((0, 2, 5), recs):
+        batch_py.encode_record(section, ts - 900, delta, k, v, [(hk.encode(), hv) for hk, hv in h])
+    comp = kc_codecs.compress(kc_codecs.CODEC_IDS[codec], bytes(section))
+    data = assemble_batch(comp, 3, attributes=kc_codecs.CODEC_IDS[codec], base_offset=50, last_offset_delta=5,
+                          base_ts=900, max_ts=1010)
+    got = decode_all(native.iter_batches, data)
+    assert got == decode_all(batch_py.iter_batches, data)
+    assert [r[0] for r in got[0][1]] == [50, 52, 55]
+    assert [r[1] for r in got[0][1]] == [1000, 990, 1010]
+    assert native.decode_to_arrow(data).equals(arrow_py.decode_to_arrow(data))
+
+
+@pytest.mark.parametrize("name", ["crc", "murmur2", "records"])
+def test_native_module_imports_on_its_own(name):
+    # Importing an extension module first (before kafkacore.record) must work too.
+    import os
+    import subprocess
+    import sys
+
+    if native_module(name) is None:
+        pytest.skip(f"kafkacore._ext.{name} not built or extensions disabled")
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKACORE_NO_EXTENSIONS",)}
+    proc = subprocess.run([sys.executable, "-c", f"import kafkacore._ext.{name} as m; print(m.__name__)"],
+                          capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_builder_copies_its_inputs():
+    value, key, hval = bytearray(b"value"), bytearray(b"key"), bytearray(b"hv")
+    b = RecordBatchBuilder()
+    b.append(value, key=key, timestamp_ms=1, headers=[("h", hval)])
+    b.extend([value], [key], [2])
+    value[:] = b"XXXXX"
+    key[:] = b"YYY"
+    hval[:] = b"ZZ"
+    (batch,) = iter_batches(b.build())
+    assert [(r.key, r.value, r.headers) for r in batch] == [
+        (b"key", b"value", [("h", b"hv")]), (b"key", b"value", [])]
