@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite: C core under AddressSanitizer + UBSan, then the Python suite twice,
+# with the native extension and with the pure-Python twins (KAFKACORE_NO_EXTENSIONS=1).
+# Extra arguments go to pytest (e.g. ci/test.sh -k crc).
+source "$(dirname "$0")/env.sh"
+
+echo "== C core under AddressSanitizer + UBSan"
+bash ci/native_sanitize.sh
+
+echo "== Fuzzing the native decoders (atheris, bounded)"
+fuzz_dir="$(mktemp -d "${TMPDIR:-/tmp}/kc_fuzz.XXXXXX")"
+if KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" ci/fuzz_decoders.py -max_total_time="${KAFKACORE_FUZZ_SECONDS:-60}" \
+        -rss_limit_mb=4096 -artifact_prefix="$fuzz_dir/" >"$fuzz_dir/log" 2>&1; then
+    tail -n 1 "$fuzz_dir/log"
+    rm -rf "$fuzz_dir"
+else
+    cat "$fuzz_dir/log"
+    echo "fuzzing found a failure; the input is in $fuzz_dir" >&2
+    exit 1
+fi
+
+echo "== Python suite, native extension"
+KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"
+
+echo "== Python suite, pure-Python twins"
+KAFKACORE_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"
