@@ -16,6 +16,9 @@ uint32_t kc_crc32c_sw(uint32_t crc, const void *data, size_t len);
 
 /* 1 when the SSE4.2 crc32 instruction is in use. */
 int kc_crc32c_hw_available(void);
+/* 1 when the AVX-512 VPCLMULQDQ folding path is used for long buffers (inside the hw path). */
+int kc_crc32c_avx512_available(void);
+
 /* The SSE4.2 path itself: only call it when kc_crc32c_hw_available() says 1 (tests do). */
 uint32_t kc_crc32c_hw(uint32_t crc, const void *data, size_t len);
 

@@ -2,7 +2,7 @@
 """CRC-32C over any buffer, with the GIL released for large inputs."""
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from libc.stdint cimport uint32_t
-from native cimport kc_crc32c_init, kc_crc32c, kc_crc32c_sw, kc_crc32c_hw_available
+from native cimport kc_crc32c_init, kc_crc32c, kc_crc32c_sw, kc_crc32c_hw_available, kc_crc32c_avx512_available
 
 kc_crc32c_init()
 
@@ -45,3 +45,8 @@ def crc32c_software(data, unsigned long long crc=0):
 def hardware_available():
     """True when the SSE4.2 crc32 instruction is used."""
     return bool(kc_crc32c_hw_available())
+
+
+def avx512_available():
+    """True when long buffers take the AVX-512 VPCLMULQDQ folding path."""
+    return bool(kc_crc32c_avx512_available())

@@ -6,6 +6,7 @@ cdef extern from "kc_crc32c.h" nogil:
     uint32_t kc_crc32c(uint32_t crc, const void *data, size_t length)
     uint32_t kc_crc32c_sw(uint32_t crc, const void *data, size_t length)
     int kc_crc32c_hw_available()
+    int kc_crc32c_avx512_available()
 
 cdef extern from "kc_murmur2.h" nogil:
     int32_t kc_murmur2(const void *data, size_t length)

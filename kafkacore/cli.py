@@ -12,7 +12,13 @@ def _info() -> int:
     if kafkacore.native_extensions():
         from kafkacore._ext import crc
 
-        print(f"crc32c: {'SSE4.2 hardware' if crc.hardware_available() else 'software slicing-by-8'}")
+        if crc.avx512_available():
+            path = "AVX-512 VPCLMULQDQ folding (long buffers) + SSE4.2 crc32"
+        elif crc.hardware_available():
+            path = "SSE4.2 crc32, 3-way interleaved"
+        else:
+            path = "software slicing-by-8"
+        print(f"crc32c: {path}")
     return 0
 
 
