@@ -3,14 +3,13 @@
 decoder. The byte-level work is in _native/ (kc_record.c, kc_columns.c); this module moves
 Python objects in and out. Its pure-Python twin is kafkacore/record/batch_py.py."""
 cimport cython
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact,
                             PyBytes_FromStringAndSize)
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow
-from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uintptr_t, uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
@@ -34,7 +33,6 @@ kc_crc32c_init()
 cdef enum:
     GIL_RELEASE_BYTES = 65536  # below this, releasing the GIL costs more than it saves
     MAX_STACK_HEADERS = 16
-    PY_BUF_READ = 0x100
 
 cdef object _CODEC_NAMES = codecs.CODEC_NAMES
 cdef int32_t INT32_MAX_ = 0x7FFFFFFF
@@ -69,45 +67,88 @@ cdef int64_t _timestamp_arg(object ts) except? -1:
     return <int64_t>v
 
 
+cdef struct _Arg:
+    # A borrowed view of a bytes-like argument; lives on the caller's stack, so nested or
+    # concurrent calls can't disturb each other's views.
+    Py_buffer view
+    bint has_view
+    const uint8_t *ptr
+    int32_t length  # -1: None
+
+
+cdef int _arg_get(_Arg *a, object obj, str what) except -1:
+    a.has_view = False
+    if obj is None:
+        a.ptr = NULL
+        a.length = -1
+        return 0
+    if PyBytes_CheckExact(obj):
+        if PyBytes_GET_SIZE(obj) > INT32_MAX_:
+            raise ValueError(f"{what} is larger than 2 GiB")
+        a.ptr = <const uint8_t *>PyBytes_AS_STRING(obj)  # the caller holds a reference to obj
+        a.length = <int32_t>PyBytes_GET_SIZE(obj)
+        return 0
+    if isinstance(obj, str):
+        raise TypeError(f"{what} must be bytes-like or None, not str (encode it first)")
+    try:
+        PyObject_GetBuffer(obj, &a.view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like or None, not {type(obj).__name__}") from None
+    a.has_view = True
+    if a.view.len > INT32_MAX_:
+        _arg_release(a)
+        raise ValueError(f"{what} is larger than 2 GiB")
+    a.ptr = <const uint8_t *>a.view.buf
+    a.length = <int32_t>a.view.len
+    return 0
+
+
+cdef inline void _arg_release(_Arg *a):
+    if a.has_view:
+        PyBuffer_Release(&a.view)
+        a.has_view = False
+
+
 cdef class _Bytes:
-    """A borrowed view of a bytes-like argument: exact bytes without a buffer request."""
-    cdef Py_buffer view
-    cdef bint has_view
-    cdef const uint8_t *ptr
-    cdef int32_t length  # -1: None
+    """A heap-held _Arg, for the few places that need a variable number of them (headers)."""
+    cdef _Arg a
 
     cdef int set(self, object obj, str what) except -1:
-        if obj is None:
-            self.ptr = NULL
-            self.length = -1
-            return 0
-        if PyBytes_CheckExact(obj):
-            if PyBytes_GET_SIZE(obj) > INT32_MAX_:
-                raise ValueError(f"{what} is larger than 2 GiB")
-            self.ptr = <const uint8_t *>PyBytes_AS_STRING(obj)
-            self.length = <int32_t>PyBytes_GET_SIZE(obj)
-            return 0
-        if isinstance(obj, str):
-            raise TypeError(f"{what} must be bytes-like or None, not str (encode it first)")
-        try:
-            PyObject_GetBuffer(obj, &self.view, PyBUF_SIMPLE)
-        except TypeError:
-            raise TypeError(f"{what} must be bytes-like or None, not {type(obj).__name__}") from None
-        self.has_view = True
-        if self.view.len > INT32_MAX_:
-            self.release()
-            raise ValueError(f"{what} is larger than 2 GiB")
-        self.ptr = <const uint8_t *>self.view.buf
-        self.length = <int32_t>self.view.len
-        return 0
+        self.release()
+        return _arg_get(&self.a, obj, what)
 
     cdef inline void release(self):
-        if self.has_view:
-            PyBuffer_Release(&self.view)
-            self.has_view = False
+        _arg_release(&self.a)
 
     def __dealloc__(self):
         self.release()
+
+
+cdef class _BuilderRecords:
+    """Exports a builder's encoded records to a compressor. While any view of it exists the
+    builder refuses appends: compressors release the GIL, and an append could otherwise
+    move the memory under them."""
+    cdef RecordBatchBuilder builder
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("the records of a batch being built are read-only")
+        b = self.builder
+        view.buf = <void *>(b.buf.data + KC_RECORD_BATCH_OVERHEAD)
+        view.obj = self
+        view.len = <Py_ssize_t>(b.buf.len - KC_RECORD_BATCH_OVERHEAD)
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = NULL
+        view.ndim = 1
+        view.shape = NULL
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+        b._exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.builder._exports -= 1
 
 
 cdef class RecordBatchBuilder:
@@ -126,14 +167,28 @@ cdef class RecordBatchBuilder:
     cdef kc_batch_header header
     cdef readonly str compression
     cdef readonly bint transactional, log_append_time, control
-    cdef _Bytes _value, _key
+    cdef int _exports  # live views of the records (see _BuilderRecords)
 
-    def __cinit__(self):
+    def __cinit__(self, *args, **kwargs):
+        # Everything a method relies on is set here, so an object made without __init__
+        # (RecordBatchBuilder.__new__, a subclass) is a valid empty builder.
         memset(&self.buf, 0, sizeof(kc_buf))
+        memset(&self.header, 0, sizeof(kc_batch_header))
+        if kc_buf_reserve(&self.buf, 4096):
+            raise MemoryError()
+        memset(self.buf.data, 0, KC_RECORD_BATCH_OVERHEAD)
+        self.buf.len = KC_RECORD_BATCH_OVERHEAD
+        self.compression = "none"
+        self.header.producer_id = -1
+        self.header.producer_epoch = -1
+        self.header.base_sequence = -1
+        self.header.partition_leader_epoch = -1
 
     def __init__(self, compression="none", long long base_offset=0, long long producer_id=-1,
                  int producer_epoch=-1, int base_sequence=-1, transactional=False,
                  log_append_time=False, int partition_leader_epoch=-1, control=False):
+        if self._exports:
+            raise BufferError("the batch is being built in another thread")
         self.codec = codecs.codec_id(compression)
         self.compression = _CODEC_NAMES[self.codec]
         if not -32768 <= producer_epoch <= 32767:
@@ -148,13 +203,7 @@ cdef class RecordBatchBuilder:
         self.header.base_sequence = base_sequence
         self.header.partition_leader_epoch = partition_leader_epoch
         self.count = 0
-        self.buf.len = 0
-        if kc_buf_reserve(&self.buf, 4096):
-            raise MemoryError()
-        memset(self.buf.data, 0, KC_RECORD_BATCH_OVERHEAD)
         self.buf.len = KC_RECORD_BATCH_OVERHEAD
-        self._value = _Bytes()
-        self._key = _Bytes()
 
     def __dealloc__(self):
         kc_buf_free(&self.buf)
@@ -191,6 +240,8 @@ cdef class RecordBatchBuilder:
                   int64_t ts, const kc_header_in *headers, int32_t n_headers) except -1:
         cdef int64_t delta
         cdef size_t size
+        if self._exports:
+            raise BufferError("cannot append while the batch is being built (compressed) in another thread")
         if self.count == INT32_MAX_:
             raise OverflowError("a record batch holds at most 2^31-1 records")
         if self.count == 0:
@@ -209,7 +260,7 @@ cdef class RecordBatchBuilder:
         self.count += 1
         return 0
 
-    cdef int _add_with_headers(self, _Bytes value, _Bytes key, int64_t ts, object headers) except -1:
+    cdef int _add_with_headers(self, _Arg *value, _Arg *key, int64_t ts, object headers) except -1:
         cdef kc_header_in stack_headers[MAX_STACK_HEADERS]
         cdef kc_header_in *hs = stack_headers
         cdef Py_ssize_t n = len(headers), i
@@ -242,8 +293,8 @@ cdef class RecordBatchBuilder:
                 keep.append(hv)
                 hs[i].key = <const uint8_t *>PyBytes_AS_STRING(hk)
                 hs[i].key_len = <int32_t>PyBytes_GET_SIZE(hk)
-                hs[i].value = hv.ptr
-                hs[i].value_len = hv.length
+                hs[i].value = hv.a.ptr
+                hs[i].value_len = hv.a.length
             self._add(value.ptr, value.length, key.ptr, key.length, ts, hs, <int32_t>n)
         finally:
             if hs != stack_headers:
@@ -256,31 +307,31 @@ cdef class RecordBatchBuilder:
         value and key: bytes-like or None. timestamp_ms defaults to now. headers: a list of
         (str, bytes-or-None) pairs."""
         cdef int64_t ts = _now_ms() if timestamp_ms is None else _timestamp_arg(timestamp_ms)
-        cdef _Bytes v = self._value, k = self._key
-        v.set(value, "value")
+        cdef _Arg v, k
+        _arg_get(&v, value, "value")
         try:
-            k.set(key, "key")
+            _arg_get(&k, key, "key")
             try:
                 if headers:
-                    self._add_with_headers(v, k, ts, headers)
+                    self._add_with_headers(&v, &k, ts, headers)
                 else:
                     self._add(v.ptr, v.length, k.ptr, k.length, ts, NULL, 0)
             finally:
-                k.release()
+                _arg_release(&k)
         finally:
-            v.release()
+            _arg_release(&v)
 
     def extend(self, values, keys=None, timestamps_ms=None):
         """extend(values, keys=None, timestamps_ms=None): add many records in one C loop.
 
         values/keys: lists or tuples of bytes (None allowed), or any sequence of bytes-like;
         timestamps_ms: a sequence or numpy array of ints; all records get 'now' when omitted."""
-        if not isinstance(values, (list, tuple)):
-            values = list(values)
+        # Tuples: items stay referenced and in place even if user code run by a conversion
+        # below (an __index__, a buffer export) mutates the caller's list.
+        values = tuple(values)
         cdef Py_ssize_t n = len(values), i
         if keys is not None:
-            if not isinstance(keys, (list, tuple)):
-                keys = list(keys)
+            keys = tuple(keys)
             if len(keys) != n:
                 raise ValueError(f"keys has {len(keys)} items but values has {n}")
         cdef cnp.ndarray ts_arr = None
@@ -295,15 +346,13 @@ cdef class RecordBatchBuilder:
                     raise OverflowError("timestamp_ms does not fit in 64 bits")
                 ts_arr = np.ascontiguousarray(timestamps_ms, dtype=np.int64)
                 ts_ptr = <const int64_t *>cnp.PyArray_DATA(ts_arr)
-            elif not isinstance(timestamps_ms, (list, tuple)):
-                timestamps_ms = list(timestamps_ms)
+            else:
+                timestamps_ms = tuple(timestamps_ms)
         cdef int64_t now = _now_ms()
         cdef int64_t ts
-        cdef bint values_list = isinstance(values, list)
-        cdef bint keys_list = isinstance(keys, list)
         cdef PyObject *vo
         cdef PyObject *ko
-        cdef _Bytes v = self._value, k = self._key
+        cdef _Arg v, k
         for i in range(n):
             if ts_ptr != NULL:
                 ts = ts_ptr[i]
@@ -311,11 +360,8 @@ cdef class RecordBatchBuilder:
                 ts = _timestamp_arg(timestamps_ms[i])
             else:
                 ts = now
-            vo = PyList_GET_ITEM(values, i) if values_list else PyTuple_GET_ITEM(values, i)
-            if keys is None:
-                ko = NULL
-            else:
-                ko = PyList_GET_ITEM(keys, i) if keys_list else PyTuple_GET_ITEM(keys, i)
+            vo = PyTuple_GET_ITEM(values, i)
+            ko = NULL if keys is None else PyTuple_GET_ITEM(keys, i)
             # Fast path: exact bytes (or None) in both slots, no buffer requests.
             if PyBytes_CheckExact(<object>vo) and (ko == NULL or <object>ko is None):
                 if PyBytes_GET_SIZE(<object>vo) > INT32_MAX_:
@@ -323,25 +369,18 @@ cdef class RecordBatchBuilder:
                 self._add(<const uint8_t *>PyBytes_AS_STRING(<object>vo), <int32_t>PyBytes_GET_SIZE(<object>vo),
                           NULL, -1, ts, NULL, 0)
                 continue
-            v.set(<object>vo, "value")
+            _arg_get(&v, <object>vo, "value")
             try:
-                k.set(None if ko == NULL else <object>ko, "key")
+                _arg_get(&k, None if ko == NULL else <object>ko, "key")
                 try:
                     self._add(v.ptr, v.length, k.ptr, k.length, ts, NULL, 0)
                 finally:
-                    k.release()
+                    _arg_release(&k)
             finally:
-                v.release()
+                _arg_release(&v)
 
-    def build(self):
-        """The finished batch as bytes (the builder stays usable; build again after more appends)."""
-        cdef kc_batch_header h = self.header
-        cdef bytes out
-        cdef uint8_t *dst
-        cdef size_t total
-        cdef size_t records_len = self.buf.len - KC_RECORD_BATCH_OVERHEAD
-        if self.count == 0:
-            raise ValueError("cannot build a record batch with no records")
+    cdef void _fill_header(self, kc_batch_header *h):
+        h[0] = self.header
         h.attributes = <int16_t>self.codec
         if self.log_append_time:
             h.attributes |= KC_ATTR_TIMESTAMP_TYPE
@@ -353,24 +392,45 @@ cdef class RecordBatchBuilder:
         h.base_timestamp = self.base_ts
         h.max_timestamp = self.max_ts
         h.records_count = self.count
+
+    def build(self):
+        """The finished batch as bytes (the builder stays usable; build again after more appends)."""
+        cdef kc_batch_header h
+        cdef bytes out
+        cdef uint8_t *dst
+        cdef size_t total
+        cdef _Arg c
+        cdef _BuilderRecords exporter
+        if self.count == 0:
+            raise ValueError("cannot build a record batch with no records")
         if self.codec == 0:
+            # Header fields and the copy are taken together under the GIL, so no append can
+            # come between them; the private copy is then finished without the GIL.
+            self._fill_header(&h)
             total = self.buf.len
+            out = PyBytes_FromStringAndSize(<char *>self.buf.data, <Py_ssize_t>total)
+            dst = <uint8_t *>PyBytes_AS_STRING(out)
             with nogil:
-                kc_batch_write_header(self.buf.data, total, &h)
-            return PyBytes_FromStringAndSize(<char *>self.buf.data, <Py_ssize_t>total)
-        section = PyMemoryView_FromMemory(<char *>self.buf.data + KC_RECORD_BATCH_OVERHEAD,
-                                          <Py_ssize_t>records_len, PY_BUF_READ)
-        compressed = codecs.compress(self.codec, section)
-        section.release()
+                kc_batch_write_header(dst, total, &h)
+            return out
+        # Lock the records (appends get BufferError) before reading the header fields, then
+        # compress; compressors release the GIL while they work.
+        exporter = _BuilderRecords.__new__(_BuilderRecords)
+        exporter.builder = self
+        records = memoryview(exporter)
+        try:
+            self._fill_header(&h)
+            compressed = codecs.compress(self.codec, records)
+        finally:
+            records.release()
         total = KC_RECORD_BATCH_OVERHEAD + len(compressed)
         if total > <size_t>INT32_MAX_:
             raise OverflowError("a record batch is limited to 2 GiB")
         out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>total)
         dst = <uint8_t *>PyBytes_AS_STRING(out)
-        cdef _Bytes c = _Bytes()
-        c.set(compressed, "compressed records")
+        _arg_get(&c, compressed, "compressed records")
         memcpy(dst + KC_RECORD_BATCH_OVERHEAD, c.ptr, <size_t>c.length)
-        c.release()
+        _arg_release(&c)
         with nogil:
             kc_batch_write_header(dst, total, &h)
         return out
@@ -401,7 +461,10 @@ cdef class Record:
 
 
 cdef class _BufferRef:
-    """Holds a buffer request on the caller's object for as long as batch views use it."""
+    """Holds a buffer request on the caller's object for as long as batch views use it.
+    It re-exports that buffer, so sections handed to Python code (decompressors) are views
+    of this object: a view that outlives a call (kept by a traceback, say) keeps the
+    caller's buffer held, never dangling."""
     cdef Py_buffer view
     cdef bint held
     cdef const uint8_t *data
@@ -413,9 +476,39 @@ cdef class _BufferRef:
         self.data = <const uint8_t *>self.view.buf
         self.length = <size_t>self.view.len
 
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("record batch input is exported read-only")
+        view.buf = <void *>self.data
+        view.obj = self
+        view.len = <Py_ssize_t>self.length
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = NULL
+        view.ndim = 1
+        view.shape = NULL
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    cdef object section(self, size_t start, size_t end):
+        return memoryview(self)[start:end]
+
     def __dealloc__(self):
         if self.held:
             PyBuffer_Release(&self.view)
+
+
+cdef inline uint32_t _batch_crc(const uint8_t *batch, size_t total) noexcept nogil:
+    """CRC-32C of a batch as stored in its header: attributes to the end."""
+    return kc_crc32c(0, batch + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+
+
+cdef str _crc_mismatch(uint32_t stored, uint32_t computed):
+    return f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}"
 
 
 cdef object _corrupt(str reason, Py_ssize_t position):
@@ -523,7 +616,9 @@ cdef class RecordBatch:
     @property
     def is_control(self): return (self.h.attributes & KC_ATTR_CONTROL) != 0
 
-    cdef inline const uint8_t *_start(self):
+    cdef inline const uint8_t *_start(self) except NULL:
+        if self._ref is None:
+            raise TypeError("RecordBatch objects come from iter_batches()")
         return self._ref.data + self.position
 
     def to_bytes(self):
@@ -533,12 +628,9 @@ cdef class RecordBatch:
         cdef int codec = self.h.attributes & 0x07
         if codec not in _CODEC_NAMES:
             raise _corrupt(f"unknown compression codec id {codec}", self.position)
-        section = PyMemoryView_FromMemory(<char *>self._start() + KC_RECORD_BATCH_OVERHEAD,
-                                          self.size_in_bytes - KC_RECORD_BATCH_OVERHEAD, PY_BUF_READ)
-        try:
-            return codecs.decompress(codec, section, self.position)
-        finally:
-            section.release()
+        self._start()  # checks that this batch views a buffer
+        return codecs.decompress(codec, self._ref.section(self.position + KC_RECORD_BATCH_OVERHEAD,
+                                                          self.position + self.size_in_bytes), self.position)
 
     def validate(self, records=True):
         """CorruptRecordError unless the header and CRC-32C are sound; with ``records`` (the
@@ -557,12 +649,11 @@ cdef class RecordBatch:
             raise _corrupt("last offset delta is below the record count", self.position)
         if total >= GIL_RELEASE_BYTES:
             with nogil:
-                computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+                computed = _batch_crc(p, total)
         else:
-            computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+            computed = _batch_crc(p, total)
         if computed != self.h.crc:
-            raise _corrupt(f"CRC-32C mismatch: stored {self.h.crc:#010x}, computed {computed:#010x}",
-                           self.position)
+            raise _corrupt(_crc_mismatch(self.h.crc, computed), self.position)
         if not records:
             return
         if self.h.attributes & 0x07:
@@ -607,6 +698,8 @@ cdef class _BatchIterator:
         cdef kc_batch_header h
         cdef size_t total
         cdef const char *err = NULL
+        if self.ref is None:
+            raise TypeError("batch iterators come from iter_batches()")
         cdef int st = kc_batch_frame(self.ref.data + self.pos, self.ref.length - self.pos, &h, &total, &err)
         cdef RecordBatch b
         if st == KC_TRUNCATED:
@@ -642,6 +735,8 @@ cdef class _OwnedBuffer:
     cdef Py_ssize_t shape[1]
 
     def __getbuffer__(self, Py_buffer *view, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("decoded column memory is read-only")
         view.buf = <void *>(self.data if self.data != NULL else <uint8_t *>"")
         view.obj = self
         view.len = self.length
@@ -755,7 +850,7 @@ cdef struct _PendingBatch:
 
 
 cdef int _crc_matches(const _PendingBatch *b) noexcept nogil:
-    return kc_crc32c(0, b.batch + KC_ATTRIBUTES_OFFSET, b.total - KC_ATTRIBUTES_OFFSET) == b.h.crc
+    return _batch_crc(b.batch, b.total) == b.h.crc
 
 
 def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
@@ -815,24 +910,20 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
                 # Check the CRC before handing the bytes to a decompressor.
                 if check:
                     with nogil:
-                        computed = kc_crc32c(0, p + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET)
+                        computed = _batch_crc(p, total)
                     if computed != h.crc:
-                        first_error = _corrupt(
-                            f"CRC-32C mismatch: stored {h.crc:#010x}, computed {computed:#010x}", <Py_ssize_t>pos)
+                        first_error = _corrupt(_crc_mismatch(h.crc, computed), <Py_ssize_t>pos)
                         break
                 codec = h.attributes & 0x07
                 if codec not in _CODEC_NAMES:
                     first_error = _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
                     break
-                section = PyMemoryView_FromMemory(<char *>p + KC_RECORD_BATCH_OVERHEAD,
-                                                  <Py_ssize_t>(total - KC_RECORD_BATCH_OVERHEAD), PY_BUF_READ)
                 try:
-                    data = codecs.decompress(codec, section, <Py_ssize_t>pos)
+                    data = codecs.decompress(codec, ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total),
+                                             <Py_ssize_t>pos)
                 except CorruptRecordError as e:
                     first_error = e
                     break
-                finally:
-                    section.release()
                 keep_alive.append(data)
                 item.records = <const uint8_t *>PyBytes_AS_STRING(data)
                 item.end = item.records + PyBytes_GET_SIZE(data)
@@ -878,8 +969,7 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
         if st == KC_NOMEM:
             raise MemoryError()
         if st == -1:
-            raise _corrupt(f"CRC-32C mismatch: stored {items[k].h.crc:#010x}, computed "
-                           f"{kc_crc32c(0, items[k].batch + KC_ATTRIBUTES_OFFSET, items[k].total - KC_ATTRIBUTES_OFFSET):#010x}",
+            raise _corrupt(_crc_mismatch(items[k].h.crc, _batch_crc(items[k].batch, items[k].total)),
                            <Py_ssize_t>items[k].position)
         if st != KC_OK:
             if items[k].exact_positions:

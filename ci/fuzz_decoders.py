@@ -7,7 +7,9 @@ mutations start from well-formed framing and reach the record-level parsers.
 
     python ci/fuzz_decoders.py [-max_total_time=60] [-runs=N] [corpus_dir ...]
 """
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -52,6 +54,7 @@ def main():
     args = list(sys.argv)
     if not any(not a.startswith("-") for a in args[1:]):
         corpus = tempfile.mkdtemp(prefix="kc_fuzz_corpus_")
+        atexit.register(shutil.rmtree, corpus, True)
         for i, s in enumerate(seeds()):
             with open(os.path.join(corpus, f"seed{i}"), "wb") as f:
                 f.write(s)

@@ -151,6 +151,10 @@ class RecordBatchBuilder:
         self._count += 1
 
     def extend(self, values, keys=None, timestamps_ms=None) -> None:
+        # Snapshots: conversions below may run user code that mutates the caller's lists.
+        values = tuple(values)
+        keys = None if keys is None else tuple(keys)
+        timestamps_ms = None if timestamps_ms is None else tuple(timestamps_ms)
         n = len(values)
         if keys is not None and len(keys) != n:
             raise ValueError(f"keys has {len(keys)} items but values has {n}")
