@@ -7,8 +7,14 @@ from setuptools import Extension, setup
 
 NATIVE = "_native"
 CFLAGS = ["-O3", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
+LDFLAGS = []
 if os.environ.get("KAFKACORE_DEBUG_BUILD"):
     CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"]
+if os.environ.get("KAFKACORE_SANITIZE"):
+    # ci/python_sanitize.sh: the extension under AddressSanitizer + UBSan (run with libasan preloaded)
+    SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+    CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer"] + SAN
+    LDFLAGS = SAN
 
 
 def ext(name, c_sources):
@@ -17,6 +23,7 @@ def ext(name, c_sources):
         [f"bindings/{name}.pyx"] + [os.path.join(NATIVE, c) for c in c_sources],
         include_dirs=[NATIVE, "bindings", numpy.get_include()],
         extra_compile_args=CFLAGS,
+        extra_link_args=LDFLAGS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
 

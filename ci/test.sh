@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: C core under AddressSanitizer + UBSan, then the Python suite twice,
-# with the native extension and with the pure-Python twins (KAFKACORE_NO_EXTENSIONS=1).
+# The whole test suite: the C core under AddressSanitizer + UBSan, a bounded fuzz of the
+# decoders, the Python suite against an ASan/UBSan build of the extension, then the Python
+# suite twice: with the native extension and with the pure-Python twins
+# (KAFKACORE_NO_EXTENSIONS=1).
 # Extra arguments go to pytest (e.g. ci/test.sh -k crc).
 source "$(dirname "$0")/env.sh"
 
@@ -18,6 +20,9 @@ else
     echo "fuzzing found a failure; the input is in $fuzz_dir" >&2
     exit 1
 fi
+
+echo "== Cython layer under AddressSanitizer + UBSan"
+bash ci/python_sanitize.sh
 
 echo "== Python suite, native extension"
 KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"

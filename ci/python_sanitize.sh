@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The Cython layer under AddressSanitizer + UBSan: builds kafkacore._ext.* with the
+# sanitizers into a scratch copy of the package, then runs the native test suite and a short
+# fuzz of the decoders against it with libasan preloaded into the (uninstrumented) Python.
+# ci/native_sanitize.sh covers the plain C core; this covers bindings/*.pyx and the glue.
+source "$(dirname "$0")/env.sh"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/kc_pysan.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+cp -r kafkacore tests "$work/"
+rm -f "$work"/kafkacore/_ext/*.so
+echo "== build: extension with -fsanitize=address,undefined"
+KAFKACORE_SANITIZE=1 "$PY" setup.py -q build_ext --build-lib "$work" --build-temp "$work/build" -j 2 \
+    >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+
+for so in "$work"/kafkacore/_ext/*.so; do
+    ldd "$so" | grep -q libasan || { echo "$so is not built with AddressSanitizer" >&2; exit 1; }
+done
+libasan="$(gcc -print-file-name=libasan.so)"
+# Leaks are not checked here: CPython keeps objects alive at exit by design.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+(cd "$work" && LD_PRELOAD="$libasan" PYTHONPATH="$work" "$PY" -c \
+    "import sys, kafkacore._ext.records as r; sys.exit(not r.__file__.startswith('$work'))") \
+    || { echo "the sanitized copy is not the kafkacore being imported" >&2; exit 1; }
+
+echo "== tests: native extension under ASan/UBSan"
+# Run from the scratch copy so that it, not the checkout, is the kafkacore imported.
+(cd "$work" && LD_PRELOAD="$libasan" KAFKACORE_REQUIRE_EXTENSIONS=1 PYTHONPATH="$work" \
+    "$PY" -m pytest -q -p no:cacheprovider tests)
+
+echo "== fuzz: decoders under ASan/UBSan"
+(cd "$work" && LD_PRELOAD="$libasan" KAFKACORE_REQUIRE_EXTENSIONS=1 PYTHONPATH="$work" \
+    "$PY" "$ROOT/ci/fuzz_decoders.py" -max_total_time="${KAFKACORE_SANITIZE_FUZZ_SECONDS:-20}" \
+    -rss_limit_mb=8192 -artifact_prefix="$work/" >"$work/fuzz.log" 2>&1) \
+    || { cat "$work/fuzz.log"; exit 1; }
+tail -n 1 "$work/fuzz.log"
