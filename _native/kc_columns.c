@@ -67,11 +67,18 @@ static int add_headers(kc_columns *c, const kc_record *r, const char **err) {
         int32_t kl, vl;
         int st = kc_header_next_inline(&p, r->end, &k, &kl, &v, &vl, err);
         if (st) return st;
-        if (!kc_utf8_valid(k, (size_t)kl)) {
-            *err = "header key is not valid UTF-8";
-            return KC_CORRUPT;
+        if (kc_utf8_valid(k, (size_t)kl)) {
+            put_bytes(&c->header_key_data, k, (size_t)kl);
+        } else {
+            /* Kafka's readers decode header keys leniently (U+FFFD for ill-formed bytes); an
+             * Arrow string column must hold valid UTF-8, so store the repaired key. */
+            if (kc_buf_reserve(&c->header_key_data, 3 * (size_t)kl)) return KC_NOMEM;
+            if ((int64_t)c->header_key_data.len + 3 * (int64_t)kl + (int64_t)span > ARROW_MAX_OFFSET) {
+                *err = "header column exceeds 2 GiB; decode the input in smaller pieces";
+                return KC_TOO_LARGE;
+            }
+            c->header_key_data.len += kc_utf8_repair(k, (size_t)kl, c->header_key_data.data + c->header_key_data.len);
         }
-        put_bytes(&c->header_key_data, k, (size_t)kl);
         put_i32(&c->header_key_offsets, (int32_t)c->header_key_data.len);
         if (v) {
             put_bytes(&c->header_value_data, v, (size_t)vl);

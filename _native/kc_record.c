@@ -1,6 +1,5 @@
 #include "kc_record.h"
 #include "kc_crc32c.h"
-#include "kc_utf8.h"
 #include "kc_varint.h"
 #include <string.h>
 
@@ -73,17 +72,6 @@ int kc_records_check(const uint8_t *p, const uint8_t *end, int32_t count, int32_
             *err_at = (size_t)(p - start);
             *err = "record offset delta is outside the batch's offset range";
             return KC_CORRUPT;
-        }
-        const uint8_t *hp = r.headers;
-        for (int32_t j = 0; j < r.headers_count; j++) {
-            const uint8_t *k = NULL, *v = NULL;
-            int32_t kl = 0, vl = 0;
-            int hst = kc_header_next_inline(&hp, r.end, &k, &kl, &v, &vl, err); /* parse checked it */
-            if (hst != KC_OK || !kc_utf8_valid(k, (size_t)kl)) {
-                *err_at = (size_t)(p - start);
-                if (hst == KC_OK) *err = "header key is not valid UTF-8";
-                return KC_CORRUPT;
-            }
         }
         p = r.end;
     }

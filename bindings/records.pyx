@@ -550,11 +550,8 @@ cdef list _decode_records(const uint8_t *p, const uint8_t *end, const kc_batch_h
             hp = r.headers
             for j in range(r.headers_count):
                 kc_header_next(&hp, r.end, &hk, &hkl, &hv, &hvl, &err)  # well formed: checked by parse
-                try:
-                    name = PyUnicode_DecodeUTF8(<const char *>hk, hkl, NULL)
-                except UnicodeDecodeError:
-                    raise _corrupt("header key is not valid UTF-8",
-                                   section_position + (p - start if position_is_exact else 0)) from None
+                # Lenient like Kafka's readers: ill-formed bytes read as U+FFFD.
+                name = PyUnicode_DecodeUTF8(<const char *>hk, hkl, "replace")
                 headers.append((name, None if hv == NULL else PyBytes_FromStringAndSize(<const char *>hv, hvl)))
             rec._headers = headers
         Py_INCREF(rec)

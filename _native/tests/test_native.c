@@ -991,7 +991,8 @@ static void test_columns(void) {
         CHECK(kc_columns_add_batch(&d, rs, re - 1, &bad, &at, &err) == KC_CORRUPT);
         kc_columns_free(&d);
     }
-    /* Header key that is not UTF-8 is rejected by records_check and by columns. */
+    /* A header key that is not UTF-8 passes records_check (as Java's ensureValid) and is
+     * stored repaired (U+FFFD per ill-formed subpart) by columns. */
     {
         static const kc_header_in badk[] = {{U8("\xC0\x80"), 2, U8("v"), 1}};
         static const rec_spec one[1] = {{0, 0, NULL, -1, U8("v"), 1, badk, 1}};
@@ -1000,11 +1001,12 @@ static void test_columns(void) {
         kc_batch_header h4;
         size_t t4;
         CHECK(kc_batch_frame(b4, l4, &h4, &t4, &err) == KC_OK);
-        CHECK(kc_records_check(b4 + 61, b4 + t4, 1, 0, &at, &err) == KC_CORRUPT && strstr(err, "UTF-8"));
+        CHECK(kc_records_check(b4 + 61, b4 + t4, 1, 0, &at, &err) == KC_OK);
         kc_columns d;
         CHECK(columns_new(&d) == KC_OK);
         err = NULL;
-        CHECK(kc_columns_add_batch(&d, b4 + 61, b4 + t4, &h4, &at, &err) == KC_CORRUPT && err != NULL && at == 0);
+        CHECK(kc_columns_add_batch(&d, b4 + 61, b4 + t4, &h4, &at, &err) == KC_OK);
+        CHECK(d.header_key_data.len == 6 && memcmp(d.header_key_data.data, "\xEF\xBF\xBD\xEF\xBF\xBD", 6) == 0);
         kc_columns_free(&d);
         free(b4);
     }
@@ -1608,9 +1610,9 @@ static void exercise(const uint8_t *data, size_t len, const kc_batch_header *fal
     } else if (!((st == KC_CORRUPT || st == KC_TOO_LARGE) && err != NULL && at <= (size_t)(end - recs))) {
         CHECKF(0, "%s len %zu mode %d: columns_add_batch returned %d at %zu", what, len, mode, st, at);
     }
-    /* records_check OK means the structure is sound, so columns may only fail on a header
-     * key that is not UTF-8. */
-    if (cst == KC_OK && st != KC_OK && !(err && strstr(err, "UTF-8")))
+    /* records_check OK means the structure is sound, so columns must succeed too (header
+     * keys that are not UTF-8 are repaired, not rejected). */
+    if (cst == KC_OK && st != KC_OK)
         CHECKF(0, "%s len %zu mode %d: records_check OK but columns failed: %d %s", what, len, mode, st,
                err ? err : "");
     kc_columns_free(&c);
@@ -1796,6 +1798,39 @@ static void test_robustness(void) {
 
 /* ------------------------------------------------------------------------------------ */
 
+
+/* Repair vectors: expected outputs are what Python's bytes.decode("utf-8", "replace")
+ * gives (the maximal-subpart rule Java's decoder follows too). */
+static void test_utf8_repair(void) {
+    static const struct {
+        const char *in;
+        size_t in_len;
+        const char *out;
+        size_t out_len;
+    } cases[] = {
+        {"\xC0\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 6},
+        {"\xE2\x82", 2, "\xEF\xBF\xBD", 3},
+        {"\xE2\x82\x41", 3, "\xEF\xBF\xBD\x41", 4},
+        {"\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 9},
+        {"\xF4\x90\x80\x80", 4, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 12},
+        {"\xF0\x9F\x98", 3, "\xEF\xBF\xBD", 3},
+        {"\x61\xFF\x62", 3, "\x61\xEF\xBF\xBD\x62", 5},
+        {"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", 9, "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", 9},
+        {"\xE0\x80\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 9},
+        {"\xF0\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 6},
+        {"\x80\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 6},
+        {"\xF5", 1, "\xEF\xBF\xBD", 3},
+        {"\xC2", 1, "\xEF\xBF\xBD", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t *dst = xmalloc(3 * cases[i].in_len + 1);
+        size_t n = kc_utf8_repair((const uint8_t *)cases[i].in, cases[i].in_len, dst);
+        CHECKF(n == cases[i].out_len && memcmp(dst, cases[i].out, n) == 0, "utf8 repair case %zu", i);
+        CHECKF(kc_utf8_valid(dst, n), "utf8 repair case %zu: output not valid", i);
+        free(dst);
+    }
+}
+
 int main(void) {
     const char *seed = getenv("KC_TEST_SEED");
     if (seed && *seed) {
@@ -1812,6 +1847,7 @@ int main(void) {
     test_columns_crc();
     test_columns_adopted();
     test_utf8();
+    test_utf8_repair();
     test_buffer();
     test_pool();
     test_robustness();

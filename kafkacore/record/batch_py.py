@@ -257,10 +257,8 @@ def parse_records(data, start: int, end: int, count: int, base_offset: int, base
                         raise CorruptRecordError("header runs past the end of its record", pos)
                     hv = bytes(data[pos : pos + vl])
                     pos += vl
-                try:
-                    headers.append((hk.decode("utf-8"), hv))
-                except UnicodeDecodeError:
-                    raise CorruptRecordError("header key is not valid UTF-8", pos) from None
+                # Lenient like Kafka's readers (Java's new String(bytes, UTF_8)).
+                headers.append((hk.decode("utf-8", "replace"), hv))
             if pos != rend:
                 raise CorruptRecordError("record has bytes left after its last field", pos)
         except CorruptRecordError as e:
