@@ -72,6 +72,9 @@ cdef extern from "kc_record.h" nogil:
     int kc_batch_frame(const uint8_t *p, size_t length, kc_batch_header *h, size_t *total, const char **err)
     int kc_batch_crc_ok(const uint8_t *batch, size_t total, const kc_batch_header *h)
     int kc_record_parse(const uint8_t *p, const uint8_t *end, kc_record *r, const char **err)
+    int kc_record_parse_inline(const uint8_t *p, const uint8_t *end, kc_record *r, const char **err)
+    int kc_header_next_inline(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,
+                              const uint8_t **value, int32_t *value_len, const char **err)
     int kc_header_next(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,
                        const uint8_t **value, int32_t *value_len, const char **err)
     int kc_records_check(const uint8_t *p, const uint8_t *end, int32_t count, int32_t last_offset_delta,

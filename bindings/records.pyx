@@ -515,52 +515,85 @@ cdef object _corrupt(str reason, Py_ssize_t position):
     return CorruptRecordError(reason, position)
 
 
-cdef list _decode_records(const uint8_t *p, const uint8_t *end, const kc_batch_header *h,
-                          Py_ssize_t section_position, bint position_is_exact):
-    """Records of one section as a list of Record; CorruptRecordError naming the position
-    (the record's own byte offset for uncompressed data, else the batch's)."""
-    cdef int32_t count = h.records_count, i, j
-    cdef kc_record r
-    cdef const char *err = NULL
-    cdef const uint8_t *start = p
-    cdef const uint8_t *hp
-    cdef const uint8_t *hk
-    cdef const uint8_t *hv
-    cdef int32_t hkl, hvl
-    cdef bint log_append = (h.attributes & KC_ATTR_TIMESTAMP_TYPE) != 0
-    cdef Record rec
-    cdef list out, headers
-    # A record takes at least 7 bytes, so a hostile count can't make the list larger than
-    # the section could fill; the loop reports the shortfall before it passes that bound.
-    cdef Py_ssize_t room = <Py_ssize_t>((end - p) // 7 + 1)
-    out = PyList_New(count if count <= room else room)
-    for i in range(count):
-        if p >= end:
-            raise _corrupt("batch holds fewer records than its record count",
-                           section_position + (p - start if position_is_exact else 0))
-        if kc_record_parse(p, end, &r, &err) != KC_OK:
-            raise _corrupt(err.decode(), section_position + (p - start if position_is_exact else 0))
+@cython.final
+cdef class _RecordIterator:
+    """Decodes a batch's records one per __next__, as Kafka's own reader does: a record the
+    caller drops is freed before the next is made, so records and their bytes come from
+    warm free lists instead of a list of all of them. An error is raised at the record where
+    it is found, naming its position (the record's own byte offset for uncompressed data,
+    else the batch's)."""
+    cdef object owner  # keeps the bytes under p alive: the batch, or a decompressed section
+    cdef const uint8_t *p
+    cdef const uint8_t *start
+    cdef const uint8_t *end
+    cdef kc_batch_header h
+    cdef int32_t remaining
+    cdef Py_ssize_t section_position
+    cdef bint position_is_exact
+    cdef bint done
+
+    def __iter__(self):
+        return self
+
+    cdef inline Py_ssize_t _where(self):
+        return self.section_position + (self.p - self.start if self.position_is_exact else 0)
+
+    def __next__(self):
+        cdef kc_record r
+        cdef const char *err = NULL
+        cdef const uint8_t *hp
+        cdef const uint8_t *hk
+        cdef const uint8_t *hv
+        cdef int32_t hkl, hvl, j
+        cdef Record rec
+        cdef list headers
+        if self.done:
+            raise StopIteration
+        if self.remaining == 0:
+            self.done = True
+            if self.p != self.end:
+                raise _corrupt("batch has bytes left after its last record", self._where())
+            raise StopIteration
+        if self.p >= self.end:
+            self.done = True
+            raise _corrupt("batch holds fewer records than its record count", self._where())
+        if kc_record_parse_inline(self.p, self.end, &r, &err) != KC_OK:
+            self.done = True
+            raise _corrupt(err.decode(), self._where())
         rec = Record.__new__(Record)
-        rec.offset = _wrap_add(h.base_offset, r.offset_delta)
-        rec.timestamp_ms = h.max_timestamp if log_append else _wrap_add(h.base_timestamp, r.timestamp_delta)
+        rec.offset = _wrap_add(self.h.base_offset, r.offset_delta)
+        rec.timestamp_ms = (self.h.max_timestamp if self.h.attributes & KC_ATTR_TIMESTAMP_TYPE
+                            else _wrap_add(self.h.base_timestamp, r.timestamp_delta))
         rec.key = None if r.key == NULL else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
         rec.value = None if r.value == NULL else PyBytes_FromStringAndSize(<const char *>r.value, r.value_len)
         if r.headers_count:
             headers = []
             hp = r.headers
             for j in range(r.headers_count):
-                kc_header_next(&hp, r.end, &hk, &hkl, &hv, &hvl, &err)  # well formed: checked by parse
+                if kc_header_next_inline(&hp, r.end, &hk, &hkl, &hv, &hvl, &err) != KC_OK:
+                    self.done = True  # not reached: parse checked the headers
+                    raise _corrupt(err.decode(), self._where())
                 # Lenient like Kafka's readers: ill-formed bytes read as U+FFFD.
                 name = PyUnicode_DecodeUTF8(<const char *>hk, hkl, "replace")
                 headers.append((name, None if hv == NULL else PyBytes_FromStringAndSize(<const char *>hv, hvl)))
             rec._headers = headers
-        Py_INCREF(rec)
-        PyList_SET_ITEM(out, i, rec)
-        p = r.end
-    if p != end:
-        raise _corrupt("batch has bytes left after its last record",
-                       section_position + (p - start if position_is_exact else 0))
-    return out
+        self.p = r.end
+        self.remaining -= 1
+        return rec
+
+
+cdef _RecordIterator _record_iterator(object owner, const uint8_t *p, const uint8_t *end,
+                                      const kc_batch_header *h, Py_ssize_t section_position,
+                                      bint position_is_exact):
+    cdef _RecordIterator it = _RecordIterator.__new__(_RecordIterator)
+    it.owner = owner
+    it.p = it.start = p
+    it.end = end
+    it.h = h[0]
+    it.remaining = h.records_count
+    it.section_position = section_position
+    it.position_is_exact = position_is_exact
+    return it
 
 
 cdef class RecordBatch:
@@ -673,11 +706,11 @@ cdef class RecordBatch:
             raise _corrupt("negative record count", self.position)
         if self.h.attributes & 0x07:
             data = self._decompressed()
-            return iter(_decode_records(<const uint8_t *>PyBytes_AS_STRING(data),
-                                        <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data),
-                                        &self.h, self.position, False))
-        return iter(_decode_records(p + KC_RECORD_BATCH_OVERHEAD, p + self.size_in_bytes, &self.h,
-                                    self.position + KC_RECORD_BATCH_OVERHEAD, True))
+            return _record_iterator(data, <const uint8_t *>PyBytes_AS_STRING(data),
+                                    <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data),
+                                    &self.h, self.position, False)
+        return _record_iterator(self, p + KC_RECORD_BATCH_OVERHEAD, p + self.size_in_bytes, &self.h,
+                                self.position + KC_RECORD_BATCH_OVERHEAD, True)
 
     def __repr__(self):
         return (f"RecordBatch(base_offset={self.base_offset}, count={self.count}, "
