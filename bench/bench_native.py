@@ -316,6 +316,28 @@ def _aiokafka_values(buf):
     return out
 
 
+def build_workloads(builder_cls, values, tss, nb):
+    """The append and extend workloads for a builder class (native or twin): nb batches of
+    the given values with explicit timestamps, each built."""
+    nrec = len(values)
+
+    def append_all():
+        for _ in range(nb):
+            b = builder_cls()
+            app = b.append
+            for i in range(nrec):
+                app(values[i], None, tss[i])
+            b.build()
+
+    def extend_all():
+        for _ in range(nb):
+            b = builder_cls()
+            b.extend(values, None, tss)
+            b.build()
+
+    return append_all, extend_all
+
+
 def bench_build(cfg):
     """Rows 3 and 4: building uncompressed batches of 1000 x 100-byte records, null keys,
     explicit timestamps (the same ints on both sides), no headers. One sample builds
@@ -328,19 +350,7 @@ def bench_build(cfg):
     aio_new = _aiokafka_builder()
     no_headers = []
 
-    def ours_append():
-        for _ in range(nb):
-            b = RecordBatchBuilder()
-            app = b.append
-            for i in range(nrec):
-                app(values[i], None, tss[i])
-            b.build()
-
-    def ours_extend():
-        for _ in range(nb):
-            b = RecordBatchBuilder()
-            b.extend(values, None, tss)
-            b.build()
+    ours_append, ours_extend = build_workloads(RecordBatchBuilder, values, tss, nb)
 
     def peer():
         for _ in range(nb):
@@ -583,19 +593,7 @@ def bench_twins(cfg):
     nb = cfg.twin_build_batches
     no_headers = []
 
-    def ours_append():
-        for _ in range(nb):
-            b = Builder()
-            app = b.append
-            for i in range(nrec):
-                app(values[i], None, tss[i])
-            b.build()
-
-    def ours_extend():
-        for _ in range(nb):
-            b = Builder()
-            b.extend(values, None, tss)
-            b.build()
+    ours_append, ours_extend = build_workloads(Builder, values, tss, nb)
 
     def kp_build():
         for _ in range(nb):

@@ -124,6 +124,23 @@ cdef class _Bytes:
         self.release()
 
 
+cdef inline void _readonly_bytes_view(Py_buffer *view, const void *buf, Py_ssize_t length,
+                                      Py_ssize_t *shape):
+    """Fills a one-dimensional read-only byte view (the caller sets view.obj)."""
+    view.buf = <void *>buf
+    view.len = length
+    view.readonly = 1
+    view.itemsize = 1
+    view.format = NULL
+    view.ndim = 1
+    if shape != NULL:
+        shape[0] = length
+    view.shape = shape
+    view.strides = NULL
+    view.suboffsets = NULL
+    view.internal = NULL
+
+
 cdef class _BuilderRecords:
     """Exports a builder's encoded records to a compressor. While any view of it exists the
     builder refuses appends: compressors release the GIL, and an append could otherwise
@@ -134,17 +151,9 @@ cdef class _BuilderRecords:
         if flags & PyBUF_WRITABLE:
             raise BufferError("the records of a batch being built are read-only")
         b = self.builder
-        view.buf = <void *>(b.buf.data + KC_RECORD_BATCH_OVERHEAD)
         view.obj = self
-        view.len = <Py_ssize_t>(b.buf.len - KC_RECORD_BATCH_OVERHEAD)
-        view.readonly = 1
-        view.itemsize = 1
-        view.format = NULL
-        view.ndim = 1
-        view.shape = NULL
-        view.strides = NULL
-        view.suboffsets = NULL
-        view.internal = NULL
+        _readonly_bytes_view(view, b.buf.data + KC_RECORD_BATCH_OVERHEAD,
+                             <Py_ssize_t>(b.buf.len - KC_RECORD_BATCH_OVERHEAD), NULL)
         b._exports += 1
 
     def __releasebuffer__(self, Py_buffer *view):
@@ -479,17 +488,8 @@ cdef class _BufferRef:
     def __getbuffer__(self, Py_buffer *view, int flags):
         if flags & PyBUF_WRITABLE:
             raise BufferError("record batch input is exported read-only")
-        view.buf = <void *>self.data
         view.obj = self
-        view.len = <Py_ssize_t>self.length
-        view.readonly = 1
-        view.itemsize = 1
-        view.format = NULL
-        view.ndim = 1
-        view.shape = NULL
-        view.strides = NULL
-        view.suboffsets = NULL
-        view.internal = NULL
+        _readonly_bytes_view(view, self.data, <Py_ssize_t>self.length, NULL)
 
     def __releasebuffer__(self, Py_buffer *view):
         pass
@@ -755,6 +755,7 @@ def iter_batches(buf):
     return it
 
 
+@cython.auto_pickle(False)  # owns raw memory: never pickled
 cdef class _OwnedBuffer:
     """Column memory handed to pyarrow without a copy; freed (or given back to the block
     cache) with the last Arrow array that uses it."""
@@ -767,18 +768,8 @@ cdef class _OwnedBuffer:
     def __getbuffer__(self, Py_buffer *view, int flags):
         if flags & PyBUF_WRITABLE:
             raise BufferError("decoded column memory is read-only")
-        view.buf = <void *>(self.data if self.data != NULL else <uint8_t *>"")
         view.obj = self
-        view.len = self.length
-        view.readonly = 1
-        view.itemsize = 1
-        view.format = NULL
-        view.ndim = 1
-        self.shape[0] = self.length
-        view.shape = self.shape
-        view.strides = NULL
-        view.suboffsets = NULL
-        view.internal = NULL
+        _readonly_bytes_view(view, self.data if self.data != NULL else <uint8_t *>"", self.length, self.shape)
 
     def __releasebuffer__(self, Py_buffer *view):
         pass
