@@ -136,3 +136,45 @@ def test_views_kept_by_an_error_never_dangle():
     del info
     gc.collect()
     data.extend(b"x")  # with the error gone nothing may hold the buffer
+
+
+# Found by the fuzzer (ci/fuzz_decoders.py): a zstd frame whose header claims an enormous
+# content size; the one-shot decompress tried to allocate it (MemoryError).
+ZSTD_HUGE_CLAIM = bytes.fromhex(
+    "00000000000000070000007cffffffff02434d03d2002c000000030000018bcfe568000000018bcf6800e50000100000000003ff41ffffffff0000000428b52ffdd7206415020084032a76616c75650402680276026e011600ff9fb787e905020101006600f59fabfef9620401000000066bffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff65790a76616c756504025078001a00f306046b32000002005709c44a5006")
+
+
+def test_frame_claiming_a_huge_size_is_corrupt_not_an_allocation():
+    with pytest.raises(CorruptRecordError, match="MAX_DECOMPRESSED_BYTES"):
+        for batch in iter_batches(ZSTD_HUGE_CLAIM):
+            list(batch)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_decompressed_size_is_capped(codec, monkeypatch):
+    from kafkacore.record import codecs
+
+    b = RecordBatchBuilder(compression=codec)
+    b.append(b"z" * 50_000, timestamp_ms=1)
+    b.append(bytes(range(256)) * 40, timestamp_ms=1)  # less compressible: lz4's ratio bound won't vouch
+    data = b.build()
+    assert [r.value for r in next(iter(iter_batches(data)))] == [b"z" * 50_000, bytes(range(256)) * 40]
+    monkeypatch.setattr(codecs, "MAX_DECOMPRESSED_BYTES", 10_000)
+    with pytest.raises(CorruptRecordError, match="MAX_DECOMPRESSED_BYTES"):
+        list(next(iter(iter_batches(data))))
+    with pytest.raises(CorruptRecordError, match="MAX_DECOMPRESSED_BYTES"):
+        decode_to_arrow(data)
+    with pytest.raises(CorruptRecordError, match="MAX_DECOMPRESSED_BYTES"):
+        arrow_py.decode_to_arrow(data)
+
+
+def test_zstd_without_content_size_is_capped_while_streaming(monkeypatch):
+    from kafkacore.record import codecs
+
+    r = bytearray()
+    batch_py.encode_record(r, 0, 0, None, b"q" * 50_000, [])
+    data = _hand_batch(4, zstandard.ZstdCompressor(write_content_size=False).compress(bytes(r)), 1)
+    assert [x.value for x in next(iter(iter_batches(data)))] == [b"q" * 50_000]
+    monkeypatch.setattr(codecs, "MAX_DECOMPRESSED_BYTES", 10_000)
+    with pytest.raises(CorruptRecordError, match="MAX_DECOMPRESSED_BYTES"):
+        list(next(iter(iter_batches(data))))

@@ -28,6 +28,12 @@ NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_IDS = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 CODEC_NAMES = {v: k for k, v in CODEC_IDS.items()}
 
+# Cap on one batch's decompressed records. Frames can claim any size in their headers and
+# small inputs can inflate enormously (zstd RLE blocks); past this a batch is reported as
+# corrupt rather than allocated. Kafka itself has no such cap, but no producer writes a
+# batch of this size (max.request.size defaults to 1 MiB). Raise it here if you must.
+MAX_DECOMPRESSED_BYTES = 1 << 30
+
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024
@@ -88,11 +94,34 @@ def compress(codec: int, data) -> bytes:
     raise UnsupportedCodecError(f"unknown compression codec id {codec}")
 
 
+class _TooLarge(ValueError):
+    pass
+
+
+def _check_size(n: int) -> None:
+    if n > MAX_DECOMPRESSED_BYTES:
+        raise _TooLarge(f"the records would decompress to more than {MAX_DECOMPRESSED_BYTES} bytes "
+                        f"(kafkacore.record.codecs.MAX_DECOMPRESSED_BYTES)")
+
+
+def _snappy_raw(block) -> bytes:
+    # A raw snappy block starts with its uncompressed length (a varint); the library
+    # allocates that much up front, so check it first.
+    n = shift = 0
+    for i in range(min(len(block), 5)):
+        n |= (block[i] & 0x7F) << shift
+        shift += 7
+        if not block[i] & 0x80:
+            break
+    _check_size(n)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
 def _snappy_decompress(data) -> bytes:
     mv = memoryview(data)
     if bytes(mv[:8]) != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(mv))
-    pos, out = 16, []
+        return _snappy_raw(mv)
+    pos, out, total = 16, [], 0
     while pos < len(mv):
         if pos + 4 > len(mv):
             raise ValueError("xerial snappy block length is truncated")
@@ -100,27 +129,56 @@ def _snappy_decompress(data) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(mv):
             raise ValueError("xerial snappy block runs past the end of the data")
-        out.append(bytes(cramjam.snappy.decompress_raw(mv[pos : pos + n])))
+        block = _snappy_raw(mv[pos : pos + n])
+        total += len(block)
+        _check_size(total)
+        out.append(block)
         pos += n
     return b"".join(out)
 
 
 def _gzip_decompress(data) -> bytes:
-    # Several concatenated gzip members are one valid stream (RFC 1952).
-    out = []
+    # Several concatenated gzip members are one valid stream (RFC 1952). Output is capped
+    # as it is produced: a small input can inflate about a thousandfold.
+    out, total = [], 0
     rest = bytes(data)
     while rest:
         d = zlib.decompressobj(47)
-        out.append(d.decompress(rest))
+        chunk = d.decompress(rest, MAX_DECOMPRESSED_BYTES + 1 - total)
+        total += len(chunk)
+        if d.unconsumed_tail:
+            _check_size(MAX_DECOMPRESSED_BYTES + 1)
+        _check_size(total)
+        out.append(chunk)
         if not d.eof:
             raise ValueError("gzip stream is truncated")
         rest = d.unused_data
     return b"".join(out)
 
 
+# LZ4 encodes a long match length one byte per 255, so its output is bounded by about 255
+# times its input (LZ4 block format specification).
+_LZ4_MAX_RATIO = 256
+
+
+def _lz4_decompress(data) -> bytes:
+    size = lz4.frame.get_frame_info(data).get("content_size") or 0
+    _check_size(size)  # the library allocates a declared content size up front
+    if len(data) * _LZ4_MAX_RATIO <= MAX_DECOMPRESSED_BYTES:
+        return lz4.frame.decompress(data)  # can't exceed the cap: the fast one-shot call
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=MAX_DECOMPRESSED_BYTES + 1)
+    _check_size(len(out))
+    if not d.eof:
+        raise ValueError("lz4 frame is truncated")
+    return out
+
+
 def _zstd_decompress(data) -> bytes:
     d = _zstd_decompressor()
-    if zstandard.frame_content_size(data) >= 0:
+    size = zstandard.frame_content_size(data)
+    if size >= 0:
+        _check_size(size)  # a frame may claim any size; the one-shot call allocates it
         # One-shot when the first frame is all there is (about 1 us a batch cheaper);
         # further frames are legal and the Java client and librdkafka read them.
         try:
@@ -128,15 +186,25 @@ def _zstd_decompress(data) -> bytes:
         except zstandard.ZstdError as e:
             if "unused data" not in str(e):
                 raise
-    # No content size, or several frames: stream across all of them.
-    return d.decompressobj(read_across_frames=True).decompress(data)
+    # No content size, or several frames: stream across all of them, capping the output
+    # (zstd's RLE blocks let a few bytes stand for a lot).
+    out, total = [], 0
+    with d.stream_reader(data, read_across_frames=True) as reader:
+        while True:
+            chunk = reader.read(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            _check_size(total)
+            out.append(chunk)
+    return b"".join(out)
 
 
 def decompress(codec: int, data, position: int = -1) -> bytes:
     """Decompress a batch's records section; CorruptRecordError when the data is bad."""
     try:
         if codec == LZ4:
-            return lz4.frame.decompress(data)
+            return _lz4_decompress(data)
         if codec == ZSTD:
             return _zstd_decompress(data)
         if codec == SNAPPY:
