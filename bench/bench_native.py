@@ -338,6 +338,23 @@ def build_workloads(builder_cls, values, tss, nb):
     return append_all, extend_all
 
 
+def kafka_python_build_workload(builder_cls, values, tss, nb):
+    """kafka-python's pure-Python builder doing the same work as build_workloads' append."""
+    nrec = len(values)
+    no_headers = []
+
+    def kp_build():
+        for _ in range(nb):
+            b = builder_cls(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                            producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+            app = b.append
+            for i in range(nrec):
+                app(i, tss[i], None, values[i], no_headers)
+            b.build()
+
+    return kp_build
+
+
 def bench_build(cfg):
     """Rows 3 and 4: building uncompressed batches of 1000 x 100-byte records, null keys,
     explicit timestamps (the same ints on both sides), no headers. One sample builds
@@ -595,14 +612,7 @@ def bench_twins(cfg):
 
     ours_append, ours_extend = build_workloads(Builder, values, tss, nb)
 
-    def kp_build():
-        for _ in range(nb):
-            b = KpBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                          producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-            app = b.append
-            for i in range(nrec):
-                app(i, tss[i], None, values[i], no_headers)
-            b.build()
+    kp_build = kafka_python_build_workload(KpBuilder, values, tss, nb)
 
     rb = cfg.twin_read_batches
     buf = b"".join(build_batches(Builder, values, tss, rb))
@@ -663,14 +673,7 @@ def bench_twin_native_crc(cfg):
                 app(values[i], None, tss[i])
             b.build()
 
-    def kp_build():
-        for _ in range(nb):
-            b = KpBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                          producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-            app = b.append
-            for i in range(nrec):
-                app(i, tss[i], None, values[i], no_headers)
-            b.build()
+    kp_build = kafka_python_build_workload(KpBuilder, values, tss, nb)
 
     yield compare("8 twins", "twin append+build, native CRC", "rec", "info", Side(ours, nb * nrec),
                   Side(kp_build, nb * nrec), cfg, None, "kafka-python builder", None)

@@ -6,12 +6,10 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact,
                             PyBytes_FromStringAndSize)
-from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uintptr_t, uint8_t, uint32_t, int16_t, int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
