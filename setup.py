@@ -31,6 +31,7 @@ def ext(name, c_sources):
 extensions = [
     ext("crc", ["kc_crc32c.c"]),
     ext("murmur2", ["kc_murmur2.c"]),
+    ext("storage", ["kc_crc32c.c", "kc_record.c", "kc_log.c"]),
     ext("records", ["kc_crc32c.c", "kc_buffer.c", "kc_record.c", "kc_columns.c", "kc_utf8.c", "kc_pool.c"]),
 ]
 

@@ -112,3 +112,64 @@ cdef extern from "kc_pool.h" nogil:
     void kc_pool_clear()
     size_t kc_pool_cached_bytes()
     size_t kc_pool_set_limit(size_t nbytes)
+
+cdef extern from "kc_log.h" nogil:
+    enum:
+        KC_OFFSET_INDEX_ENTRY
+        KC_TIME_INDEX_ENTRY
+        KC_INVALID
+        KC_INDEX_FULL
+        KC_NOT_FOUND
+        KC_IO_ERROR
+        KC_SEEK_OFFSET
+        KC_SEEK_TIMESTAMP
+        KC_SEEK_BOUNDARY
+    long kc_offset_index_lookup(const uint8_t *index, size_t entries, int32_t target)
+    long kc_offset_index_lookup_position(const uint8_t *index, size_t entries, int32_t position)
+    long kc_time_index_lookup(const uint8_t *index, size_t entries, int64_t target)
+    int kc_offset_index_sane(const uint8_t *index, size_t entries, int64_t log_size)
+    int kc_time_index_sane(const uint8_t *index, size_t entries)
+    ctypedef struct kc_append_info:
+        int32_t batches
+        int64_t records
+        int64_t bytes
+        int64_t max_timestamp
+        int64_t max_timestamp_delta
+        int64_t producer_id
+        int16_t producer_epoch
+        int32_t base_sequence
+        int32_t last_sequence
+        int16_t attributes
+        int is_transactional
+        int has_control
+        size_t err_at
+        const char *err
+    int kc_log_validate(const uint8_t *p, size_t length, int64_t max_batch_bytes, int allow_control,
+                        kc_append_info *info)
+    int64_t kc_log_assign_offsets(uint8_t *p, size_t length, int64_t first_offset, int32_t leader_epoch,
+                                  int64_t log_append_time)
+    ctypedef struct kc_scan:
+        int64_t base_offset
+        int64_t index_interval
+        int check_crc
+        int64_t position
+        int64_t last_index_position
+        int64_t next_offset
+        int64_t max_timestamp
+        int64_t offset_of_max_timestamp
+        int64_t last_time_index_timestamp
+        int64_t batches
+        uint8_t *offset_entries
+        size_t offset_capacity, offset_count
+        uint8_t *time_entries
+        size_t time_capacity, time_count
+        const char *err
+    int kc_log_scan(kc_scan *s, const uint8_t *buf, size_t length, size_t *consumed)
+    ctypedef struct kc_seek_result:
+        int64_t position
+        int64_t base_offset
+        int64_t last_offset
+        int64_t max_timestamp
+        int32_t size
+    int kc_log_seek(int fd, int64_t start, int64_t end, int mode, int64_t target, uint8_t *scratch,
+                    size_t scratch_len, kc_seek_result *r)

@@ -1,0 +1,441 @@
+"""Kafka's (Unified)Log for one partition: a directory ``<topic>-<partition>`` of segments, the
+last one active.
+
+- ``append(records)``: validate natively (no decompression), stamp base offsets and the leader
+  epoch in place (LogAppendTime also stamps maxTimestamp and the CRC), roll when needed, write
+  to the page cache. Returns LogAppendInfo.
+- ``read(offset, max_bytes, max_offset=None)``: a FileSlice from the batch holding offset to a
+  batch boundary, for os.sendfile.
+- Offsets: log start offset, high watermark (= log end offset on a single broker, where acks=-1
+  means the leader wrote it), recovery point; ``offset_for_timestamp`` (ListOffsets).
+- Retention (``delete_old_segments``) and DeleteRecords (``delete_records``).
+
+Readers take a snapshot of the segment list without a lock; appends, rolls, retention and the
+cleaner's swaps take the log's lock briefly. The cleaner does its work outside the lock."""
+import bisect
+import os
+import shutil
+import threading
+import uuid
+
+from ..errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
+                      RecordListTooLargeError)
+from ..record import codecs, iter_batches
+from ._hot import hot
+from .batch_rewrite import records_section, recompress
+from .checkpoints import PartitionMetadataFile
+from .file_slice import FileSlice
+from .log_loader import load_segments
+from .log_segment import DELETED_SUFFIX, LogSegment, now_ms
+from .scheduler import InlineScheduler
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+def parse_partition_dir(name):
+    """(topic, partition) from ``<topic>-<partition>``; None when the name is not one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogAppendInfo:
+    __slots__ = ("first_offset", "last_offset", "log_append_time", "max_timestamp",
+                 "offset_of_max_timestamp", "records", "bytes", "log_start_offset")
+
+    def __init__(self, first_offset, last_offset, log_append_time, max_timestamp, offset_of_max_timestamp,
+                 records, nbytes, log_start_offset):
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_append_time = log_append_time
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.records = records
+        self.bytes = nbytes
+        self.log_start_offset = log_start_offset
+
+    def __repr__(self):
+        return (f"LogAppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
+                f"log_append_time={self.log_append_time}, records={self.records})")
+
+
+class Log:
+    def __init__(self, directory, config, *, recovery_point=0, log_start_offset=0, clean_shutdown=True,
+                 scheduler=None, topic_id=None):
+        self.dir = directory
+        self.name = os.path.basename(directory)
+        parsed = parse_partition_dir(self.name)
+        self.topic, self.partition = parsed if parsed else (self.name, 0)
+        self.config = config
+        self.scheduler = scheduler or InlineScheduler()
+        self.lock = threading.RLock()
+        os.makedirs(directory, exist_ok=True)
+        self._metadata = PartitionMetadataFile(directory)
+        self.topic_id = self._metadata.read()
+        if topic_id is not None and self.topic_id is None:
+            self._metadata.write(topic_id)
+            self.topic_id = topic_id
+        loaded = load_segments(directory, config, recovery_point, log_start_offset, clean_shutdown)
+        self.load_result = loaded
+        self._set_segments(loaded.segments)
+        self.log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = self.log_end_offset if not clean_shutdown else min(recovery_point, self.log_end_offset)
+        if not clean_shutdown and (loaded.recovered_segments or loaded.truncated_bytes):
+            self.flush()  # what recovery kept is now on disk: the recovery point is the end
+        self.high_watermark = self.log_end_offset
+        self._unflushed = 0
+        self.last_flush_ms = now_ms()
+        self.append_listeners = []  # fn(log) after every append (the broker's fetch wake-up)
+        self.closed = False
+
+    # -- segments ---------------------------------------------------------------------------
+    def _set_segments(self, segments):
+        # one tuple assignment: a reader sees the old list or the new one, never a mix
+        self._view = (tuple(segments), tuple(s.base_offset for s in segments))
+
+    @property
+    def segments(self):
+        return list(self._view[0])
+
+    @property
+    def active_segment(self):
+        return self._view[0][-1]
+
+    @property
+    def log_end_offset(self):
+        return self._view[0][-1].next_offset
+
+    @property
+    def size_in_bytes(self):
+        return sum(s.size for s in self._view[0])
+
+    # -- append -----------------------------------------------------------------------------
+    def append(self, records, leader_epoch=0, allow_control=False):
+        """Appends produced batches (one or more, bytes-like). Raises CorruptMessageError,
+        InvalidRecordError, MessageTooLargeError, RecordListTooLargeError or KafkaStorageError;
+        on any of them the log is unchanged."""
+        config = self.config
+        info = hot.validate_records(records, config.max_message_bytes, allow_control)
+        if config.compact:
+            self._check_keys(records)
+        buf = records
+        target = config.compression_type
+        if target != "producer":
+            codec = codecs.codec_id("none" if target == "uncompressed" else target)
+            if codec != info.attributes & 0x07 or info.batches > 1:
+                buf = recompress(records, codec)
+                info = hot.validate_records(buf, max(config.max_message_bytes, len(buf)), allow_control)
+        if isinstance(buf, (bytes, memoryview)) and memoryview(buf).readonly:
+            buf = bytearray(buf)  # offsets are stamped in place
+        if len(buf) > config.segment_bytes:
+            raise RecordListTooLargeError(f"{len(buf)} bytes of records exceed segment.bytes={config.segment_bytes}")
+        with self.lock:
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
+            first = self.log_end_offset
+            last = first + info.records - 1
+            now = now_ms()
+            log_append_time = now if config.log_append_time else -1
+            hot.assign_offsets(buf, first, leader_epoch, log_append_time)
+            segment = self.active_segment
+            if self._should_roll(segment, len(buf), last, info, now):
+                segment = self._roll(now)
+            segment.append(buf, log_append_time if log_append_time >= 0 else info.max_timestamp)
+            self.high_watermark = segment.next_offset
+            self._unflushed += info.records
+            flush_now = self._unflushed >= config.flush_messages
+        if flush_now:
+            self.flush()
+        for listener in self.append_listeners:
+            listener(self)
+        if log_append_time >= 0:
+            max_ts, max_ts_offset = log_append_time, last
+        else:
+            max_ts, max_ts_offset = info.max_timestamp, first + info.max_timestamp_delta
+        return LogAppendInfo(first, last, log_append_time, max_ts, max_ts_offset, info.records, len(buf),
+                             self.log_start_offset)
+
+    def _check_keys(self, records):
+        """A compacted topic takes only keyed records (Kafka's INVALID_RECORD otherwise)."""
+        for batch in iter_batches(records):
+            if batch.is_control:
+                continue
+            for rec in hot.record_spans(records_section(batch.to_bytes()), batch.count):
+                if rec[2] is None:
+                    raise InvalidRecordError("compacted topic cannot accept a record without a key")
+
+    def _should_roll(self, segment, nbytes, last_offset, info, now):
+        """Kafka's LogSegment.shouldRoll: size, time (segment.ms from the first batch's
+        timestamp, or the segment's creation when there is none), full indexes, or offsets that
+        no longer fit the 32-bit relative offsets."""
+        if segment.size == 0:
+            return last_offset - segment.base_offset > 0x7FFFFFFF
+        if segment.would_overflow(nbytes, last_offset) or segment.offset_index.is_full(info.batches) \
+                or segment.time_index.is_full(info.batches):
+            return True
+        first_ts = segment.first_batch_timestamp
+        waited = (info.max_timestamp - first_ts) if first_ts is not None and first_ts >= 0 else now - segment.created_ms
+        return waited > self.config.segment_ms - self.config.segment_jitter_ms
+
+    def roll(self):
+        with self.lock:
+            return self._roll(now_ms())
+
+    def _roll(self, now):
+        old = self.active_segment
+        new_base = self.log_end_offset
+        if old.size == 0:
+            return old  # an empty active segment is already the roll's result
+        old.become_inactive(flush=False)
+        new = LogSegment(self.dir, new_base, self.config, created_ms=now)
+        new.load(active=True)
+        self._set_segments(self._view[0] + (new,))
+        # Kafka flushes the rolled segment in the background; the recovery point moves past it
+        # once that is done.
+        self.scheduler.schedule(0, lambda: self._flush_rolled(old, new_base))
+        return new
+
+    def _flush_rolled(self, segment, new_base):
+        if segment.deleted:
+            return
+        segment.flush()
+        with self.lock:
+            if new_base > self.recovery_point:
+                self.recovery_point = new_base
+
+    def flush(self):
+        """fsync every segment holding unflushed data; the recovery point becomes the end."""
+        with self.lock:
+            end = self.log_end_offset
+            segments = [s for s in self._view[0] if s.next_offset > self.recovery_point or s.mutable]
+            self._unflushed = 0
+        for segment in segments:
+            if not segment.deleted:
+                segment.flush()
+        with self.lock:
+            self.recovery_point = max(self.recovery_point, end)
+            self.last_flush_ms = now_ms()
+
+    def maybe_flush(self, now=None):
+        """flush.ms: flush when that long has passed since the last flush."""
+        now = now_ms() if now is None else now
+        if self.config.flush_ms < (1 << 62) and now - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    # -- reads ------------------------------------------------------------------------------
+    def read(self, offset, max_bytes, max_offset=None, min_one_batch=True):
+        """FileSlice of whole batches from the one holding offset, about max_bytes long (one
+        batch at least with min_one_batch), never past max_offset (exclusive; e.g. the high
+        watermark). OffsetOutOfRangeError below the log start offset or past the end."""
+        for _attempt in range(3):
+            segments, bases = self._view
+            end = segments[-1].next_offset
+            start = self.log_start_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} of {self.name} is outside the log's range [{start}, {end}]")
+            if offset == end or (max_offset is not None and offset >= max_offset):
+                return FileSlice(segments[-1].file, segments[-1].size, 0, offset)
+            i = max(0, bisect.bisect_right(bases, offset) - 1)
+            try:
+                return self._read_from(segments, i, offset, max_bytes, max_offset, end, min_one_batch)
+            except (OSError, ValueError, KafkaStorageError):
+                if not any(s.deleted for s in segments):
+                    raise
+                # a segment went (retention, cleaner) under this snapshot: read again
+        raise KafkaStorageError(f"read of {self.name} at {offset} kept racing segment deletion")
+
+    def _read_from(self, segments, i, offset, max_bytes, max_offset, end, min_one_batch):
+        while i < len(segments):
+            segment = segments[i]
+            max_position = None
+            if max_offset is not None and max_offset < end:
+                if max_offset <= segment.base_offset:
+                    break
+                if max_offset < segment.next_offset:
+                    found = segment.translate_offset(max_offset)
+                    max_position = found[0] if found else None
+            result = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if result is not None:
+                return result
+            i += 1  # nothing at or after offset here (the cleaner left a gap): the next segment
+        last = segments[-1]
+        return FileSlice(last.file, last.size, 0, offset)
+
+    def read_batches_bytes(self, offset=None, max_bytes=1 << 62):
+        """All bytes from offset (default: the log start) to the end, for tests and tools."""
+        out = bytearray()
+        offset = self.log_start_offset if offset is None else offset
+        while offset < self.log_end_offset:
+            sl = self.read(offset, max_bytes)
+            if sl.length == 0:
+                break
+            data = sl.read()
+            out += data
+            last_batch_next = None
+            for batch in iter_batches(data):
+                last_batch_next = batch.next_offset
+            offset = last_batch_next
+        return bytes(out)
+
+    def offset_for_timestamp(self, timestamp):
+        """ListOffsets: (offset, timestamp) or None. -2 earliest (log start offset), -1 latest
+        (high watermark), -3 the record with the largest timestamp; a timestamp >= 0 gives the
+        first record at or after it (Kafka's fetchOffsetByTimestamp)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.high_watermark, -1
+        segments = self._view[0]
+        start = self.log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            best = None
+            for segment in segments:
+                if segment.next_offset > start and segment.max_timestamp_so_far > -1:
+                    if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
+                        best = segment
+            if best is None:
+                return None
+            return self._first_record_at(best, best.max_timestamp_so_far, start, exact=True)
+        if timestamp < 0:
+            return None
+        for segment in segments:
+            if segment.next_offset <= start or segment.max_timestamp_so_far < timestamp:
+                continue
+            found = self._first_record_at(segment, timestamp, start)
+            if found is not None:
+                return found
+        return None
+
+    def _first_record_at(self, segment, timestamp, start, exact=False):
+        position = 0
+        starting = max(start, segment.base_offset)
+        while True:
+            found = segment.find_batch_by_timestamp(timestamp, starting)
+            if found is None:
+                return None
+            position, _base, last, _max_ts, size = found
+            data = segment.read_bytes(position, size)
+            for batch in iter_batches(data):
+                for rec in batch:
+                    if rec.offset >= start and (rec.timestamp_ms == timestamp if exact else rec.timestamp_ms >= timestamp):
+                        return rec.offset, rec.timestamp_ms
+            starting = last + 1
+
+    # -- retention ---------------------------------------------------------------------------
+    def delete_records(self, offset):
+        """DeleteRecords: the log start offset moves up to offset (not past the high watermark);
+        segments wholly below it are deleted. Returns the new log start offset."""
+        with self.lock:
+            if offset < 0 or offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records of {self.name} before {offset}: the high watermark is {self.high_watermark}")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+        self._delete_segments(lambda seg, next_base: next_base is not None and next_base <= self.log_start_offset)
+        return self.log_start_offset
+
+    def delete_old_segments(self, now=None):
+        """Kafka's retention pass: segments past retention.ms, segments over retention.bytes
+        (oldest first), and segments wholly below the log start offset. Returns how many went."""
+        now = now_ms() if now is None else now
+        config = self.config
+        deleted = self._delete_segments(
+            lambda seg, next_base: next_base is not None and next_base <= self.log_start_offset)
+        if not config.delete:
+            return deleted
+        if config.retention_ms >= 0:
+            deleted += self._delete_segments(lambda seg, nb: now - seg.largest_timestamp > config.retention_ms)
+        if config.retention_bytes >= 0:
+            excess = [self.size_in_bytes - config.retention_bytes]
+
+            def over_size(seg, _next_base):
+                if excess[0] - seg.size >= 0:
+                    excess[0] -= seg.size
+                    return True
+                return False
+            deleted += self._delete_segments(over_size)
+        return deleted
+
+    def _delete_segments(self, predicate):
+        with self.lock:
+            segments = list(self._view[0])
+            doomed = []
+            for i, seg in enumerate(segments):
+                next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                if next_base is None and seg.size == 0:
+                    break
+                upper = next_base if next_base is not None else self.log_end_offset
+                if self.high_watermark < upper or not predicate(seg, next_base):
+                    break
+                doomed.append(seg)
+            if not doomed:
+                return 0
+            if doomed[-1] is segments[-1]:
+                self._roll(now_ms())  # keep an (empty) active segment
+                segments = list(self._view[0])
+            remaining = segments[len(doomed):]
+            self._set_segments(remaining)
+            self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
+            for seg in doomed:
+                self._retire(seg)
+        return len(doomed)
+
+    def _retire(self, segment):
+        """Rename to .deleted now; unlink after file.delete.delay.ms (readers of an older
+        snapshot of the segment list may still be using it)."""
+        segment.deleted = True
+        try:
+            segment.change_suffix("", DELETED_SUFFIX)
+        except OSError as e:
+            raise KafkaStorageError(f"renaming {segment.log_path} for deletion failed: {e}") from e
+        self.scheduler.schedule(self.config.file_delete_delay_ms, segment.delete_files)
+
+    # -- the cleaner's swap ------------------------------------------------------------------
+    def replace_segment(self, old, cleaned):
+        """Puts cleaned (files with suffix .cleaned, fsynced) in place of old with Kafka's
+        crash-safe order: .cleaned -> .swap, old -> .deleted, .swap -> live. False (and the
+        cleaned files removed) when old is no longer in the log."""
+        with self.lock:
+            segments = list(self._view[0])
+            if old not in segments or old.deleted or old is segments[-1]:
+                cleaned.delete_files()
+                return False
+            cleaned.change_suffix(".cleaned", ".swap")
+            old.deleted = True
+            old.change_suffix("", DELETED_SUFFIX)
+            cleaned.change_suffix(".swap", "")
+            segments[segments.index(old)] = cleaned
+            self._set_segments(segments)
+        self.scheduler.schedule(self.config.file_delete_delay_ms, old.delete_files)
+        return True
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def close(self):
+        """Flushes, trims the active segment's indexes and closes the indexes."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            segments = self._view[0]
+            segments[-1].become_inactive(flush=True)
+            for segment in segments:
+                segment.close()
+            self.recovery_point = self.log_end_offset
+
+    def delete(self):
+        """Deletes the partition (topic deletion): closed, renamed to
+        ``<dir>.<id>-delete`` (as Kafka does), and removed in the background."""
+        self.close()
+        target = f"{self.dir}.{uuid.uuid4().hex}-delete"
+        os.rename(self.dir, target)
+        self.scheduler.schedule(self.config.file_delete_delay_ms, lambda: shutil.rmtree(target, ignore_errors=True))
+
+    def __repr__(self):
+        return (f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"segments={len(self._view[0])})")

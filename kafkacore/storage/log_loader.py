@@ -1,0 +1,109 @@
+"""Kafka's LogLoader: opens a partition directory into segments, repairing what a crash left.
+
+1. Leftovers go: ``.deleted`` and ``.cleaned`` files, checkpoint ``.tmp`` files, index files
+   without a log.
+2. A ``.swap`` segment is a cleaner's replacement that was complete before the crash (files are
+   renamed ``.cleaned`` -> ``.swap`` only once fully written and fsynced): the live segments it
+   covers are deleted and the swap becomes live.
+3. Without a clean shutdown, every segment from the one holding the recovery point on is
+   recovered: batches checked (size, magic, CRC-32C, ascending offsets), the log cut at the first
+   invalid byte, the indexes rebuilt; once a segment was cut, the segments after it are deleted
+   (their offsets would no longer follow). Segments before it are loaded as they are, but an
+   index that fails its sanity check is rebuilt.
+4. The last segment becomes the active one; an empty log gets one at the log start offset."""
+import os
+
+from ..errors import CorruptMessageError
+from .log_segment import (CLEANED_SUFFIX, DELETED_SUFFIX, FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX,
+                          SWAP_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, now_ms)
+
+
+class LoadResult:
+    def __init__(self):
+        self.segments = []
+        self.recovered_segments = 0
+        self.rebuilt_indexes = 0
+        self.truncated_bytes = 0
+        self.deleted_segments = 0
+        self.completed_swaps = 0
+
+
+def _base_of(name):
+    stem = name.split(".", 1)[0]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+def load_segments(directory, config, recovery_point, log_start_offset, clean_shutdown) -> LoadResult:
+    result = LoadResult()
+    names = os.listdir(directory)
+    for name in names:
+        if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX) or name.endswith(".tmp"):
+            os.unlink(os.path.join(directory, name))
+    names = os.listdir(directory)
+
+    for name in sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
+        base = _base_of(name)
+        if base is None:
+            continue
+        swap = LogSegment(directory, base, config, suffix=SWAP_SUFFIX)
+        swap.recover(active=False)
+        covered_end = max(swap.next_offset, base + 1)
+        for other in names:
+            b = _base_of(other)
+            if (b is not None and base <= b < covered_end and not other.endswith(SWAP_SUFFIX)
+                    and any(other.endswith(s) for s in FILE_SUFFIXES)):
+                os.unlink(os.path.join(directory, other))
+        swap.change_suffix(SWAP_SUFFIX, "")
+        swap.close()
+        result.completed_swaps += 1
+    names = os.listdir(directory)
+    for name in names:  # index files of a swap whose log was already renamed
+        if name.endswith(SWAP_SUFFIX):
+            os.unlink(os.path.join(directory, name))
+    names = os.listdir(directory)
+
+    bases = sorted(b for b in (_base_of(n) for n in names if n.endswith(LOG_SUFFIX)) if b is not None)
+    base_set = set(bases)
+    for name in names:
+        if (name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX)) and _base_of(name) not in base_set:
+            os.unlink(os.path.join(directory, name))
+
+    segments = [LogSegment(directory, b, config) for b in bases]
+    first_to_recover = len(segments)
+    if not clean_shutdown:
+        first_to_recover = 0
+        for i, seg in enumerate(segments):
+            if seg.base_offset <= recovery_point:
+                first_to_recover = i
+    i = 0
+    while i < len(segments):
+        seg = segments[i]
+        cut = 0
+        if i >= first_to_recover:
+            cut = seg.recover(active=False)
+            result.recovered_segments += 1
+        elif not seg.indexes_sane():
+            cut = seg.recover(active=False)
+            result.rebuilt_indexes += 1
+        else:
+            try:
+                seg.load(active=False)
+            except CorruptMessageError:
+                cut = seg.recover(active=False)
+                result.recovered_segments += 1
+        if cut:
+            result.truncated_bytes += cut
+            seg.flush()
+            for later in segments[i + 1:]:
+                later.delete_files()
+                result.deleted_segments += 1
+            del segments[i + 1:]
+        i += 1
+
+    if not segments:
+        segments.append(LogSegment(directory, max(log_start_offset, 0), config, created_ms=now_ms()))
+        segments[-1].load(active=False)
+    active = segments[-1]
+    active.load(active=True)  # grows the indexes back and sets up appends
+    result.segments = segments
+    return result

@@ -1,0 +1,52 @@
+"""Kafka's OffsetIndex: sparse map from offset to the file position of the batch holding it.
+Entries: relative offset int32 + position int32, big-endian, 8 bytes. An entry's offset is the
+last offset of the batch that starts at its position."""
+import struct
+
+from ._hot import hot
+from .index_file import IndexFile
+
+
+class OffsetIndex(IndexFile):
+    ENTRY_SIZE = 8
+
+    def entry(self, slot):
+        rel, pos = struct.unpack(">ii", self.entry_bytes(slot))
+        return self.base_offset + rel, pos
+
+    def lookup(self, offset):
+        """(offset, position) of the last entry at or below offset; (base offset, 0) if none."""
+        if self.entries == 0:
+            return self.base_offset, 0
+        slot = hot.offset_index_lookup(self.buffer(), self.entries, min(offset - self.base_offset, 0x7FFFFFFF))
+        if slot < 0:
+            return self.base_offset, 0
+        return self.entry(slot)
+
+    def lookup_position(self, position):
+        """Position of the last entry at or below position; 0 if none."""
+        if self.entries == 0:
+            return 0
+        slot = hot.offset_index_lookup_position(self.buffer(), self.entries, position)
+        return 0 if slot < 0 else self.entry(slot)[1]
+
+    def last_entry(self):
+        return self.entry(self.entries - 1) if self.entries else (self.base_offset, 0)
+
+    def sane(self, log_size):
+        if self.corrupt_size:
+            return False
+        if self.entries == 0:
+            return True
+        return hot.offset_index_sane(self.buffer(), self.entries, max(log_size, 1))
+
+    def truncate_to_offset(self, offset):
+        """Keep only entries for offsets below offset."""
+        if self.entries == 0:
+            return
+        slot = hot.offset_index_lookup(self.buffer(), self.entries, min(offset - self.base_offset, 0x7FFFFFFF))
+        # entries at or above offset go; an entry equal to offset too (its batch ends there)
+        keep = slot + 1
+        if keep > 0 and self.entry(slot)[0] >= offset:
+            keep = slot
+        self.truncate_to_entries(max(keep, 0))
