@@ -12,8 +12,9 @@ __version__ = "0.1.0"
 def native_extensions() -> bool:
     """True when the compiled extensions are in use (not the pure-Python twins)."""
     from . import checksum, partitioner, record
+    from .storage import _hot as storage_hot
 
-    return all(m._native is not None for m in (checksum, partitioner, record))
+    return all(m._native is not None for m in (checksum, partitioner, record, storage_hot))
 
 
 __all__ = ["crc32c", "murmur2", "partition_for_key", "partitions_for_keys", "native_extensions", "__version__"]

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 
 import kafkacore
 from kafkacore import checksum, partitioner, record
+from kafkacore.storage import _hot as storage_hot
 
 
 def _flag(name):
@@ -31,7 +32,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 
 
 def _modules():
-    return {m.__name__: m._native is not None for m in (checksum, partitioner, record)}
+    return {m.__name__: m._native is not None for m in (checksum, partitioner, record, storage_hot)}
 
 
 def _describe():
