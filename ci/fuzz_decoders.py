@@ -1,7 +1,10 @@
 """Coverage-guided fuzzing (atheris/libFuzzer) of the record decoders with hostile bytes.
 
 Every input goes through iter_batches, batch iteration, validate() and decode_to_arrow;
-the only exception allowed out is CorruptRecordError. Anything else, or a crash of the
+the only exception allowed out is CorruptRecordError. It also goes through the storage
+engine's native paths: produce validation (only Kafka's CORRUPT_MESSAGE, INVALID_RECORD and
+MESSAGE_TOO_LARGE may come out), offset stamping of what passed, the recovery scan, the index
+searches and the header walk over a file holding the bytes. Anything else, or a crash of the
 native code, is a finding. The seed corpus is valid batches of every codec, so libFuzzer's
 mutations start from well-formed framing and reach the record-level parsers.
 
@@ -18,9 +21,42 @@ import atheris
 with atheris.instrument_imports(include=["kafkacore"]):
     from kafkacore.record import CorruptRecordError, decode_to_arrow, iter_batches
     from kafkacore.record import RecordBatchBuilder
+    from kafkacore.errors import CorruptMessageError, InvalidRecordError, MessageTooLargeError
+    from kafkacore.storage._hot import hot
+
+_FILE = os.memfd_create("kc_fuzz_log")
+
+
+def exercise_storage(data: bytes) -> None:
+    try:
+        hot.validate_records(data, 1 << 20, False)
+    except (CorruptMessageError, InvalidRecordError, MessageTooLargeError):
+        pass
+    else:
+        buf = bytearray(data)
+        hot.assign_offsets(buf, 1000, 3, 1_700_000_000_000)
+        hot.validate_records(buf, 1 << 20, False)  # stamping keeps a valid batch valid
+    for interval in (0, 64):
+        scanner = hot.SegmentScanner(0, interval, True)
+        status, consumed, _o, _t = scanner.scan(data)
+        assert 0 <= consumed <= len(data) and status in (0, 1, 2), (status, consumed)
+    n = len(data)
+    hot.offset_index_lookup(data, n // 8, 5)
+    hot.offset_index_lookup_position(data, n // 8, 100)
+    hot.time_index_lookup(data, n // 12, 1 << 40)
+    hot.offset_index_sane(data, n // 8, n)
+    hot.time_index_sane(data, n // 12)
+    os.ftruncate(_FILE, 0)
+    os.pwrite(_FILE, data, 0)
+    for mode, target in ((hot.SEEK_OFFSET, 3), (hot.SEEK_TIMESTAMP, 0), (hot.SEEK_BOUNDARY, n // 2)):
+        try:
+            hot.seek(_FILE, 0, n, mode, target)
+        except CorruptRecordError:
+            pass
 
 
 def exercise(data: bytes) -> None:
+    exercise_storage(data)
     try:
         for batch in iter_batches(data):
             for rec in batch:

@@ -244,14 +244,13 @@ class LogSegment:
         else:
             # from the last index entry at or before the limit, walk to the boundary
             from_pos = max(start, self.offset_index.lookup_position(limit))
-            if from_pos > start:
-                stop = hot.seek(self.file.fd, from_pos, end, hot.SEEK_BOUNDARY, limit)
-                if stop is None or stop <= from_pos:
-                    stop = from_pos
-            else:
-                stop = hot.seek(self.file.fd, start, end, hot.SEEK_BOUNDARY, limit)
-                if stop is None:
-                    stop = start
+            stop = hot.seek(self.file.fd, from_pos, end, hot.SEEK_BOUNDARY, limit)
+            if stop is None:  # no complete batch after from_pos (cannot happen below the end)
+                stop = from_pos
+            elif stop > limit and from_pos > start:
+                # the walk's "one whole batch" applies to the slice, which already holds the
+                # batches before from_pos
+                stop = from_pos
         return FileSlice(self.file, start, stop - start, found[1])
 
     def find_batch_by_timestamp(self, timestamp, starting_offset):
