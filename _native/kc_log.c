@@ -301,15 +301,15 @@ int kc_log_seek(int fd, int64_t start, int64_t end, int mode, int64_t target, ui
             if (got < 0) return KC_IO_ERROR;
             buf_pos = pos;
             have = (size_t)got;
-            if (have < KC_LOG_OVERHEAD) return KC_NOT_FOUND; /* a partial header at the end */
+            if (have < KC_LOG_OVERHEAD) break; /* a partial header at the end: no more batches */
         }
         const uint8_t *b = scratch + (pos - buf_pos);
         size_t avail = have - (size_t)(pos - buf_pos);
         int32_t blen = kc_be32(b + KC_LENGTH_OFFSET);
         if (blen < KC_RECORD_BATCH_OVERHEAD - KC_LOG_OVERHEAD) return KC_CORRUPT;
         int64_t total = (int64_t)blen + KC_LOG_OVERHEAD;
+        if (pos + total > end) break; /* an incomplete batch: the slice ends before it */
         if (mode == KC_SEEK_BOUNDARY) {
-            if (pos + total > end) break; /* an incomplete batch: the slice ends before it */
             if (pos + total > target) {
                 r->position = first ? pos + total : pos;
                 return KC_OK;

@@ -8,20 +8,25 @@
  *
  * The robustness section uses a fixed-seed xorshift PRNG so runs are reproducible; set
  * KC_TEST_SEED to another integer to explore different inputs. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, pread, ftruncate for the log tests */
 #include "kc_buffer.h"
 #include "kc_columns.h"
 #include "kc_crc32c.h"
+#include "kc_log.h"
 #include "kc_murmur2.h"
 #include "kc_pool.h"
 #include "kc_record.h"
 #include "kc_utf8.h"
 #include "kc_varint.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------------------ */
 /* Check machinery */
@@ -1831,6 +1836,1714 @@ static void test_utf8_repair(void) {
     }
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Log: index search, produce validation, offset stamping, segment scan, header walk
+ * (kc_log.h). Expected values come from the way the inputs were built or from plain linear
+ * reference loops, never from the functions under test. */
+
+static void lg_put_off(uint8_t *idx, size_t i, int32_t off, int32_t pos) {
+    kc_put_be32(idx + i * KC_OFFSET_INDEX_ENTRY, off);
+    kc_put_be32(idx + i * KC_OFFSET_INDEX_ENTRY + 4, pos);
+}
+static void lg_put_time(uint8_t *idx, size_t i, int64_t ts, int32_t off) {
+    kc_put_be64(idx + i * KC_TIME_INDEX_ENTRY, ts);
+    kc_put_be32(idx + i * KC_TIME_INDEX_ENTRY + 8, off);
+}
+
+/* Reference lookups: linear scan for the last slot whose key is <= target. */
+static long lg_ref_le32(const int32_t *keys, size_t n, int32_t target) {
+    long r = -1;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i] <= target) r = (long)i;
+    return r;
+}
+static long lg_ref_le64(const int64_t *keys, size_t n, int64_t target) {
+    long r = -1;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i] <= target) r = (long)i;
+    return r;
+}
+static int32_t lg_clamp32(int64_t v) { return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v; }
+
+/* Reference sanity checks, written from the header's description. */
+static int lg_ref_off_sane(const int32_t *off, const int32_t *pos, size_t n, int64_t log_size) {
+    for (size_t i = 0; i < n; i++) {
+        if (off[i] < 0 || pos[i] < 0 || pos[i] >= log_size) return 0;
+        if (i > 0 && (off[i] <= off[i - 1] || pos[i] <= pos[i - 1])) return 0;
+    }
+    return 1;
+}
+static int lg_ref_time_sane(const int64_t *ts, const int32_t *off, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (off[i] < 0) return 0;
+        if (i > 0 && (ts[i] <= ts[i - 1] || off[i] < off[i - 1])) return 0;
+    }
+    return 1;
+}
+
+static void test_log_index_lookup(void) {
+    /* Empty indexes. */
+    {
+        uint8_t *e = xmalloc(0);
+        CHECK(kc_offset_index_lookup(e, 0, 0) == -1);
+        CHECK(kc_offset_index_lookup(e, 0, INT32_MAX) == -1);
+        CHECK(kc_offset_index_lookup(e, 0, INT32_MIN) == -1);
+        CHECK(kc_offset_index_lookup_position(e, 0, 0) == -1);
+        CHECK(kc_offset_index_lookup_position(e, 0, INT32_MAX) == -1);
+        CHECK(kc_time_index_lookup(e, 0, 0) == -1);
+        CHECK(kc_time_index_lookup(e, 0, INT64_MAX) == -1);
+        CHECK(kc_time_index_lookup(e, 0, INT64_MIN) == -1);
+        free(e);
+    }
+    /* One entry. */
+    {
+        uint8_t *o = xmalloc(KC_OFFSET_INDEX_ENTRY);
+        lg_put_off(o, 0, 10, 4000);
+        CHECK(kc_offset_index_lookup(o, 1, 9) == -1);
+        CHECK(kc_offset_index_lookup(o, 1, 0) == -1);
+        CHECK(kc_offset_index_lookup(o, 1, INT32_MIN) == -1);
+        CHECK(kc_offset_index_lookup(o, 1, 10) == 0);
+        CHECK(kc_offset_index_lookup(o, 1, 11) == 0);
+        CHECK(kc_offset_index_lookup(o, 1, INT32_MAX) == 0);
+        CHECK(kc_offset_index_lookup_position(o, 1, 3999) == -1);
+        CHECK(kc_offset_index_lookup_position(o, 1, 10) == -1); /* the offset is not the position */
+        CHECK(kc_offset_index_lookup_position(o, 1, 4000) == 0);
+        CHECK(kc_offset_index_lookup_position(o, 1, 4001) == 0);
+        CHECK(kc_offset_index_lookup_position(o, 1, INT32_MAX) == 0);
+        free(o);
+        const int64_t T = 1700000000000LL;
+        uint8_t *t = xmalloc(KC_TIME_INDEX_ENTRY);
+        lg_put_time(t, 0, T, 10);
+        CHECK(kc_time_index_lookup(t, 1, T - 1) == -1);
+        CHECK(kc_time_index_lookup(t, 1, -1) == -1);
+        CHECK(kc_time_index_lookup(t, 1, INT64_MIN) == -1);
+        CHECK(kc_time_index_lookup(t, 1, 10) == -1);
+        CHECK(kc_time_index_lookup(t, 1, T) == 0);
+        CHECK(kc_time_index_lookup(t, 1, T + 1) == 0);
+        CHECK(kc_time_index_lookup(t, 1, INT64_MAX) == 0);
+        free(t);
+    }
+    /* Many entries with known gaps: offsets 3 + 7i, positions 100 + 4096i + i*i,
+     * timestamps T + 1000i (a target just above an entry is still below the next). */
+    {
+        const size_t n = 1000;
+        const int64_t T = 1700000000000LL;
+        uint8_t *o = xmalloc(n * KC_OFFSET_INDEX_ENTRY);
+        uint8_t *t = xmalloc(n * KC_TIME_INDEX_ENTRY);
+        for (size_t i = 0; i < n; i++) {
+            lg_put_off(o, i, (int32_t)(3 + 7 * i), (int32_t)(100 + 4096 * i + i * i));
+            lg_put_time(t, i, T + 1000 * (int64_t)i, (int32_t)(3 + 7 * i));
+        }
+        long bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int32_t off = (int32_t)(3 + 7 * i), pos = (int32_t)(100 + 4096 * i + i * i);
+            int64_t ts = T + 1000 * (int64_t)i;
+            long li = (long)i;
+            int ok = kc_offset_index_lookup(o, n, off) == li && kc_offset_index_lookup(o, n, off + 1) == li &&
+                     kc_offset_index_lookup(o, n, off + 6) == li && kc_offset_index_lookup(o, n, off - 1) == li - 1 &&
+                     kc_offset_index_lookup_position(o, n, pos) == li &&
+                     kc_offset_index_lookup_position(o, n, pos + 1) == li &&
+                     kc_offset_index_lookup_position(o, n, pos - 1) == li - 1 &&
+                     kc_time_index_lookup(t, n, ts) == li && kc_time_index_lookup(t, n, ts + 999) == li &&
+                     kc_time_index_lookup(t, n, ts - 1) == li - 1;
+            if (!ok) bad++;
+        }
+        CHECKF(bad == 0, "%ld of %zu slots looked up wrongly in the 1000-entry indexes", bad, n);
+        CHECK(kc_offset_index_lookup(o, n, 2) == -1);
+        CHECK(kc_offset_index_lookup(o, n, INT32_MIN) == -1);
+        CHECK(kc_offset_index_lookup(o, n, INT32_MAX) == (long)n - 1);
+        CHECK(kc_offset_index_lookup_position(o, n, 99) == -1);
+        CHECK(kc_offset_index_lookup_position(o, n, INT32_MAX) == (long)n - 1);
+        CHECK(kc_time_index_lookup(t, n, T - 1) == -1);
+        CHECK(kc_time_index_lookup(t, n, INT64_MAX) == (long)n - 1);
+        /* A prefix of the index is an index of its own. */
+        CHECK(kc_offset_index_lookup(o, 10, INT32_MAX) == 9);
+        CHECK(kc_offset_index_lookup(o, 2, 3 + 7 * 5) == 1);
+        CHECK(kc_time_index_lookup(t, 3, T + 1000 * 500) == 2);
+        free(o);
+        free(t);
+    }
+    /* Random sorted indexes (some with repeated keys) against a linear scan. */
+    long cases = 0, bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t n = rnd_below(4) == 0 ? rnd_below(4) : rnd_below(600);
+        int dup = rnd_below(4) == 0;
+        int32_t *offs = xmalloc(n * sizeof(int32_t));
+        int32_t *poss = xmalloc(n * sizeof(int32_t));
+        int64_t *tss = xmalloc(n * sizeof(int64_t));
+        uint8_t *oi = xmalloc(n * KC_OFFSET_INDEX_ENTRY);
+        uint8_t *ti = xmalloc(n * KC_TIME_INDEX_ENTRY);
+        uint32_t gap = dup ? 3 : 50;
+        int64_t o = (int64_t)rnd_below(1u << 20) - (rnd_below(8) == 0 ? (1 << 19) : 0);
+        int64_t p = (int64_t)rnd_below(1u << 20) - (rnd_below(8) == 0 ? (1 << 19) : 0);
+        if (rnd_below(16) == 0) o = (int64_t)INT32_MAX - (int64_t)n * gap; /* near the top */
+        if (rnd_below(16) == 0) p = (int64_t)INT32_MIN + rnd_below(10); /* near the bottom */
+        int64_t t = (int64_t)(rnd64() >> 2) - (int64_t)(rnd64() >> 2);
+        if (rnd_below(16) == 0) t = INT64_MAX - (int64_t)(n + 1) * ((int64_t)1 << 41);
+        if (rnd_below(16) == 0) t = INT64_MIN + 1;
+        for (size_t i = 0; i < n; i++) {
+            offs[i] = (int32_t)o;
+            poss[i] = (int32_t)p;
+            tss[i] = t;
+            lg_put_off(oi, i, offs[i], poss[i]);
+            lg_put_time(ti, i, tss[i], offs[i]);
+            o += dup ? rnd_below(gap) : 1 + rnd_below(gap);
+            p += dup ? rnd_below(gap) : 1 + rnd_below(gap);
+            t += dup ? (int64_t)rnd_below(3) : 1 + (int64_t)(rnd64() >> 24);
+        }
+        for (int k = 0; k < 12; k++) {
+            int32_t to, tp;
+            int64_t tt;
+            uint32_t kind = rnd_below(5);
+            if (n == 0 || kind == 0) {
+                to = (int32_t)rnd64();
+                tp = (int32_t)rnd64();
+                tt = (int64_t)rnd64();
+            } else if (kind == 1) {
+                size_t j = rnd_below((uint32_t)n);
+                to = offs[j];
+                tp = poss[j];
+                tt = tss[j];
+            } else if (kind == 2) {
+                size_t j = rnd_below((uint32_t)n);
+                int d = rnd_below(2) ? 1 : -1;
+                to = lg_clamp32((int64_t)offs[j] + d);
+                tp = lg_clamp32((int64_t)poss[j] + d);
+                tt = d > 0 ? (tss[j] == INT64_MAX ? tss[j] : tss[j] + 1) : (tss[j] == INT64_MIN ? tss[j] : tss[j] - 1);
+            } else if (kind == 3) {
+                to = lg_clamp32((int64_t)offs[0] - 5 + (int64_t)rnd_below((uint32_t)(offs[n - 1] - offs[0] + 11)));
+                tp = lg_clamp32((int64_t)poss[0] - 5 + (int64_t)rnd_below((uint32_t)(poss[n - 1] - poss[0] + 11)));
+                tt = tss[0] + (int64_t)((uint64_t)rnd64() % (uint64_t)(tss[n - 1] - tss[0] + 1));
+            } else {
+                uint32_t e = rnd_below(2);
+                to = e ? INT32_MAX : INT32_MIN;
+                tp = e ? INT32_MAX : INT32_MIN;
+                tt = e ? INT64_MAX : INT64_MIN;
+            }
+            long a = kc_offset_index_lookup(oi, n, to), ra = lg_ref_le32(offs, n, to);
+            long b = kc_offset_index_lookup_position(oi, n, tp), rb = lg_ref_le32(poss, n, tp);
+            long c = kc_time_index_lookup(ti, n, tt), rc = lg_ref_le64(tss, n, tt);
+            cases++;
+            if (a != ra || b != rb || c != rc) {
+                if (bad++ < 10)
+                    CHECKF(0, "random index n=%zu dup=%d: offset %ld/%ld position %ld/%ld time %ld/%ld (got/want)", n,
+                           dup, a, ra, b, rb, c, rc);
+            }
+        }
+        free(offs);
+        free(poss);
+        free(tss);
+        free(oi);
+        free(ti);
+    }
+    CHECKF(bad == 0, "%ld of %ld random index lookups disagree with a linear scan", bad, cases);
+    g_pass += cases - bad; /* each random case counts as a check */
+}
+
+static void test_log_index_sane(void) {
+    const int64_t T = 1700000000000LL;
+    uint8_t o[5 * KC_OFFSET_INDEX_ENTRY], t[5 * KC_TIME_INDEX_ENTRY];
+    memset(o, 0, sizeof o);
+    memset(t, 0, sizeof t);
+    CHECK(kc_offset_index_sane(o, 0, 0) == 1);
+    CHECK(kc_offset_index_sane(o, 0, 1000) == 1);
+    CHECK(kc_time_index_sane(t, 0) == 1);
+    /* A good offset index; the log must extend past the last position. */
+    lg_put_off(o, 0, 0, 0);
+    lg_put_off(o, 1, 5, 100);
+    lg_put_off(o, 2, 9, 250);
+    CHECK(kc_offset_index_sane(o, 3, 251) == 1);
+    CHECK(kc_offset_index_sane(o, 3, 1 << 30) == 1);
+    CHECK(kc_offset_index_sane(o, 3, 250) == 0);
+    CHECK(kc_offset_index_sane(o, 3, 0) == 0);
+    CHECK(kc_offset_index_sane(o, 2, 101) == 1); /* only the entries asked about count */
+    lg_put_off(o, 2, 5, 250); /* repeated offset */
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 0);
+    lg_put_off(o, 2, 4, 250); /* offset goes back */
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 0);
+    lg_put_off(o, 2, 9, 100); /* repeated position */
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 0);
+    lg_put_off(o, 2, 9, 99); /* position goes back */
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 0);
+    lg_put_off(o, 0, -1, 0); /* a relative offset below the segment base */
+    lg_put_off(o, 2, 9, 250);
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 0);
+    lg_put_off(o, 0, 0, -8); /* a negative position */
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 0);
+    lg_put_off(o, 0, 0, 0);
+    CHECK(kc_offset_index_sane(o, 3, 1000) == 1);
+    lg_put_off(o, 0, INT32_MIN, INT32_MIN);
+    CHECK(kc_offset_index_sane(o, 1, 1000) == 0);
+    lg_put_off(o, 0, INT32_MAX, 5);
+    CHECK(kc_offset_index_sane(o, 1, 6) == 1);
+
+    /* A good time index, then breakages. */
+    lg_put_time(t, 0, T, 0);
+    lg_put_time(t, 1, T + 1, 3);
+    lg_put_time(t, 2, T + 500, 7);
+    CHECK(kc_time_index_sane(t, 3) == 1);
+    lg_put_time(t, 2, T - 1, 7); /* timestamp goes back */
+    CHECK(kc_time_index_sane(t, 3) == 0);
+    CHECK(kc_time_index_sane(t, 2) == 1);
+    lg_put_time(t, 2, T + 1, 7); /* repeated timestamp: Kafka appends only a larger one */
+    CHECK(kc_time_index_sane(t, 3) == 0);
+    lg_put_time(t, 2, T + 500, 2); /* offset goes back */
+    CHECK(kc_time_index_sane(t, 3) == 0);
+    lg_put_time(t, 0, T, -1); /* negative relative offset */
+    lg_put_time(t, 2, T + 500, 7);
+    CHECK(kc_time_index_sane(t, 3) == 0);
+    lg_put_time(t, 0, T, 0);
+    CHECK(kc_time_index_sane(t, 3) == 1);
+    lg_put_time(t, 0, INT64_MIN + 1, 0);
+    lg_put_time(t, 1, -1, 3);
+    lg_put_time(t, 2, INT64_MAX, 7);
+    CHECK(kc_time_index_sane(t, 3) == 1);
+
+    /* Random good indexes, then one entry damaged, against the references. */
+    long bad = 0, cases = 0;
+    for (int it = 0; it < 2000; it++) {
+        size_t n = 1 + rnd_below(40);
+        int32_t offs[40], poss[40], toffs[40];
+        int64_t tss[40];
+        int64_t ov = rnd_below(3) == 0 ? 0 : rnd_below(1000), pv = rnd_below(2) ? 0 : rnd_below(5000);
+        int64_t tv = T + (int64_t)rnd_below(1000000), tov = rnd_below(100);
+        for (size_t i = 0; i < n; i++) {
+            offs[i] = (int32_t)ov;
+            poss[i] = (int32_t)pv;
+            tss[i] = tv;
+            toffs[i] = (int32_t)tov;
+            ov += 1 + rnd_below(20);
+            pv += 1 + rnd_below(5000);
+            tv += 1 + rnd_below(1000);
+            tov += rnd_below(3);
+        }
+        int64_t log_size = (int64_t)poss[n - 1] + 1 + rnd_below(100);
+        if (rnd_below(2)) {
+            size_t j = rnd_below((uint32_t)n);
+            switch (rnd_below(8)) {
+            case 0: offs[j] = j ? offs[j - 1] : -1; break;
+            case 1: poss[j] = j ? poss[j - 1] - (int32_t)rnd_below(3) : -1; break;
+            case 2: offs[j] = (int32_t)rnd64(); break;
+            case 3: poss[j] = (int32_t)rnd64(); break;
+            case 4: log_size = poss[n - 1] - (int64_t)rnd_below(3); break;
+            case 5: tss[j] = j ? tss[j - 1] - (int64_t)rnd_below(3) : tss[j]; break;
+            case 6: toffs[j] = j ? toffs[j - 1] - (int32_t)rnd_below(3) : -1; break;
+            default: tss[j] = (int64_t)rnd64(); break;
+            }
+        }
+        uint8_t *oi = xmalloc(n * KC_OFFSET_INDEX_ENTRY), *ti = xmalloc(n * KC_TIME_INDEX_ENTRY);
+        for (size_t i = 0; i < n; i++) {
+            lg_put_off(oi, i, offs[i], poss[i]);
+            lg_put_time(ti, i, tss[i], toffs[i]);
+        }
+        int a = kc_offset_index_sane(oi, n, log_size), ra = lg_ref_off_sane(offs, poss, n, log_size);
+        int b = kc_time_index_sane(ti, n), rb = lg_ref_time_sane(tss, toffs, n);
+        cases++;
+        if (a != ra || b != rb) {
+            if (bad++ < 10) CHECKF(0, "random sanity case %d: offset %d/%d time %d/%d (got/want)", it, a, ra, b, rb);
+        }
+        free(oi);
+        free(ti);
+    }
+    CHECKF(bad == 0, "%ld of %ld random sanity cases disagree with the reference", bad, cases);
+    g_pass += cases - bad;
+}
+
+/* ---- batches for the log tests ---- */
+
+static uint8_t g_lg_pool[16384];
+static void lg_pool_init(void) {
+    for (size_t i = 0; i < sizeof g_lg_pool; i++) g_lg_pool[i] = (uint8_t)(i * 31 + 7);
+}
+
+typedef struct {
+    int n; /* records, 1..64 */
+    int64_t base_offset;
+    int64_t base_ts, max_ts;
+    int16_t attrs;
+    int64_t pid;
+    int16_t epoch;
+    int32_t seq;
+    int32_t value_len; /* of each record */
+} lg_spec;
+
+static lg_spec lg_default(int n) {
+    lg_spec s;
+    memset(&s, 0, sizeof s);
+    s.n = n;
+    s.base_ts = 1700000000000LL;
+    s.max_ts = s.base_ts + n - 1;
+    s.pid = -1;
+    s.epoch = -1;
+    s.seq = -1;
+    s.value_len = 10;
+    return s;
+}
+
+/* An uncompressed batch (exact size): record i has offset delta i, timestamp delta i, key "key". */
+static uint8_t *lg_build(const lg_spec *s, size_t *len) {
+    rec_spec recs[64];
+    for (int i = 0; i < s->n && i < 64; i++) {
+        rec_spec r = {i, i, U8("key"), 3, g_lg_pool + i, s->value_len, NULL, 0};
+        recs[i] = r;
+    }
+    kc_batch_header h;
+    memset(&h, 0, sizeof h);
+    h.base_offset = s->base_offset;
+    h.magic = 2;
+    h.attributes = s->attrs;
+    h.last_offset_delta = s->n - 1;
+    h.base_timestamp = s->base_ts;
+    h.max_timestamp = s->max_ts;
+    h.producer_id = s->pid;
+    h.producer_epoch = s->epoch;
+    h.base_sequence = s->seq;
+    return build_batch(recs, s->n, &h, len);
+}
+
+/* n records with the given offset deltas under last_offset_delta lod; CRC valid. *rec_at gets
+ * each record's offset inside the batch (may be NULL). */
+static uint8_t *lg_build_deltas(const int32_t *deltas, int n, int32_t lod, size_t *rec_at, size_t *len) {
+    rec_spec recs[16];
+    size_t at = KC_RECORD_BATCH_OVERHEAD;
+    for (int i = 0; i < n; i++) {
+        rec_spec r = {i, deltas[i], U8("k"), 1, U8("value"), 5, NULL, 0};
+        recs[i] = r;
+        if (rec_at) rec_at[i] = at;
+        at += spec_size(&r);
+    }
+    kc_batch_header h = FIVE_HDR;
+    h.last_offset_delta = lod;
+    return build_batch(recs, n, &h, len);
+}
+
+/* A batch with an arbitrary (e.g. compressed) payload, CRC valid. */
+static uint8_t *lg_raw_batch(const kc_batch_header *h, const uint8_t *payload, size_t plen, size_t *len) {
+    size_t total = KC_RECORD_BATCH_OVERHEAD + plen;
+    uint8_t *b = xmalloc(total);
+    if (plen) memcpy(b + KC_RECORD_BATCH_OVERHEAD, payload, plen);
+    kc_batch_write_header(b, total, h);
+    *len = total;
+    return b;
+}
+
+/* Concatenates (and frees) parts into one exact-size buffer; starts[i] = offset of part i. */
+static uint8_t *lg_concat(uint8_t **parts, const size_t *lens, int n, size_t *starts, size_t *out) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += lens[i];
+    uint8_t *b = xmalloc(total);
+    size_t pos = 0;
+    for (int i = 0; i < n; i++) {
+        if (starts) starts[i] = pos;
+        memcpy(b + pos, parts[i], lens[i]);
+        pos += lens[i];
+        free(parts[i]);
+    }
+    *out = total;
+    return b;
+}
+
+static uint8_t *lg_dup(const uint8_t *p, size_t n) {
+    uint8_t *d = xmalloc(n);
+    if (n) memcpy(d, p, n);
+    return d;
+}
+
+/* Several lg_spec batches concatenated. */
+static uint8_t *lg_build_many(const lg_spec *specs, int n, size_t *starts, size_t *out) {
+    uint8_t *parts[16];
+    size_t lens[16];
+    for (int i = 0; i < n; i++) parts[i] = lg_build(&specs[i], &lens[i]);
+    return lg_concat(parts, lens, n, starts, out);
+}
+
+static void test_log_validate(void) {
+    const int64_t T = 1700000000000LL;
+    const int64_t MAXB = 1 << 20;
+    kc_append_info info;
+    int st;
+    /* One batch. */
+    {
+        lg_spec s = lg_default(5);
+        s.pid = 77;
+        s.epoch = 3;
+        s.seq = 10;
+        s.base_ts = T;
+        s.max_ts = T + 4;
+        size_t len;
+        uint8_t *b = lg_build(&s, &len);
+        st = kc_log_validate(b, len, MAXB, 0, &info);
+        CHECKF(st == KC_OK, "status %d (%s)", st, info.err ? info.err : "");
+        CHECK(info.batches == 1);
+        CHECK(info.records == 5);
+        CHECK(info.bytes == (int64_t)len);
+        CHECK(info.max_timestamp == T + 4);
+        CHECK(info.max_timestamp_delta == 4);
+        CHECK(info.producer_id == 77);
+        CHECK(info.producer_epoch == 3);
+        CHECK(info.base_sequence == 10);
+        CHECK(info.last_sequence == 14);
+        CHECK(info.attributes == 0);
+        CHECK(info.is_transactional == 0);
+        CHECK(info.has_control == 0);
+        CHECK(info.err == NULL);
+        /* max_batch_bytes counts the whole batch, log overhead included. */
+        CHECK(kc_log_validate(b, len, (int64_t)len, 0, &info) == KC_OK);
+        st = kc_log_validate(b, len, (int64_t)len - 1, 0, &info);
+        CHECK(st == KC_TOO_LARGE && info.err_at == 0 && info.err != NULL);
+        CHECK(kc_log_validate(b, len, 0, 0, &info) == KC_TOO_LARGE);
+        free(b);
+    }
+    /* The shared five-record batch: headers, null keys and values, odd timestamp deltas. */
+    {
+        size_t len;
+        uint8_t *b = build_batch(FIVE, 5, &FIVE_HDR, &len);
+        st = kc_log_validate(b, len, MAXB, 0, &info);
+        CHECKF(st == KC_OK, "FIVE: status %d (%s)", st, info.err ? info.err : "");
+        CHECK(info.records == 5 && info.batches == 1);
+        CHECK(info.max_timestamp == FIVE_HDR.max_timestamp && info.max_timestamp_delta == 4);
+        CHECK(info.producer_id == 42 && info.producer_epoch == 3);
+        CHECK(info.base_sequence == 100 && info.last_sequence == 104);
+        free(b);
+    }
+    /* Several batches: counts 3, 1, 4; where the largest maxTimestamp sits decides its delta. */
+    {
+        static const int64_t maxes[4][3] = {
+            {2, 50, 10},   /* in the middle batch: last offset 3 */
+            {2, 10, 50},   /* in the last: 3 + 1 + 3 */
+            {9, 9, 5},     /* a tie keeps the first batch holding it */
+            {-1, -1, -1}}; /* no timestamps at all */
+        static const int64_t want_delta[4] = {3, 7, 2, 0};
+        static const int64_t want_max[4] = {50, 50, 9, -1};
+        for (int v = 0; v < 4; v++) {
+            lg_spec s[3];
+            const int counts[3] = {3, 1, 4};
+            for (int i = 0; i < 3; i++) {
+                s[i] = lg_default(counts[i]);
+                s[i].max_ts = maxes[v][i] < 0 ? -1 : T + maxes[v][i];
+                s[i].base_ts = s[i].max_ts;
+                s[i].pid = 1000;
+                s[i].epoch = 2;
+            }
+            s[0].seq = 0;
+            s[1].seq = 3;
+            s[2].seq = 4;
+            size_t len, starts[3];
+            uint8_t *b = lg_build_many(s, 3, starts, &len);
+            st = kc_log_validate(b, len, MAXB, 0, &info);
+            CHECKF(st == KC_OK, "variant %d: status %d (%s)", v, st, info.err ? info.err : "");
+            CHECK(info.batches == 3);
+            CHECK(info.records == 8);
+            CHECK(info.bytes == (int64_t)len);
+            CHECKF(info.max_timestamp == (want_max[v] < 0 ? -1 : T + want_max[v]), "variant %d: max ts %lld", v,
+                   (long long)info.max_timestamp);
+            CHECKF(info.max_timestamp_delta == want_delta[v], "variant %d: delta %lld", v,
+                   (long long)info.max_timestamp_delta);
+            CHECK(info.producer_id == 1000 && info.producer_epoch == 2);
+            CHECK(info.base_sequence == 0 && info.last_sequence == 7);
+            CHECK(info.attributes == 0 && !info.is_transactional && !info.has_control);
+            free(b);
+        }
+    }
+    /* Sequences: wrap past INT32_MAX, and -1 (no idempotence) stays -1. */
+    {
+        static const struct {
+            int32_t seq;
+            int n;
+            int32_t want;
+        } seqs[] = {{INT32_MAX - 1, 4, 1}, {INT32_MAX, 1, INT32_MAX}, {INT32_MAX, 2, 0}, {-1, 5, -1}, {0, 64, 63}};
+        for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+            lg_spec s = lg_default(seqs[i].n);
+            s.pid = 5;
+            s.epoch = 0;
+            s.seq = seqs[i].seq;
+            s.value_len = 1;
+            size_t len;
+            uint8_t *b = lg_build(&s, &len);
+            st = kc_log_validate(b, len, MAXB, 0, &info);
+            CHECKF(st == KC_OK && info.base_sequence == seqs[i].seq && info.last_sequence == seqs[i].want,
+                   "sequence %d + %d: status %d, last %d, want %d", (int)seqs[i].seq, seqs[i].n - 1, st,
+                   (int)info.last_sequence, (int)seqs[i].want);
+            free(b);
+        }
+    }
+    /* Transactional second batch: the flag is seen, attributes are the first batch's. */
+    {
+        lg_spec s[2] = {lg_default(2), lg_default(2)};
+        s[1].attrs = KC_ATTR_TRANSACTIONAL;
+        size_t len;
+        uint8_t *b = lg_build_many(s, 2, NULL, &len);
+        st = kc_log_validate(b, len, MAXB, 0, &info);
+        CHECK(st == KC_OK && info.is_transactional == 1 && info.attributes == 0 && info.has_control == 0);
+        free(b);
+    }
+    /* Failures in a three-batch buffer; err_at names the failing batch. */
+    lg_spec s3[3] = {lg_default(3), lg_default(2), lg_default(4)};
+    s3[1].value_len = 200; /* the biggest batch */
+    size_t len3, st3[3];
+    uint8_t *base3 = lg_build_many(s3, 3, st3, &len3);
+    size_t sz3[3] = {st3[1] - st3[0], st3[2] - st3[1], len3 - st3[2]};
+    CHECK(kc_log_validate(base3, len3, MAXB, 0, &info) == KC_OK && info.batches == 3 && info.records == 9);
+    {
+        /* CRC: a flipped record byte, a flipped CRC byte, a flipped attributes byte. */
+        static const struct {
+            int batch;
+            size_t at;
+        } flips[] = {{1, KC_RECORD_BATCH_OVERHEAD + 2}, {2, KC_CRC_OFFSET + 3}, {0, KC_ATTRIBUTES_OFFSET + 1},
+                     {2, KC_MAX_TIMESTAMP_OFFSET}, {1, KC_RECORDS_COUNT_OFFSET + 3}};
+        for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
+            uint8_t *b = lg_dup(base3, len3);
+            b[st3[flips[i].batch] + flips[i].at] ^= 0x10;
+            st = kc_log_validate(b, len3, MAXB, 0, &info);
+            CHECKF(st == KC_CORRUPT && info.err_at == st3[flips[i].batch] && info.err != NULL,
+                   "crc flip %zu: status %d err_at %zu", i, st, info.err_at);
+            free(b);
+        }
+        /* The base offset and leader epoch are outside the CRC. */
+        uint8_t *b = lg_dup(base3, len3);
+        kc_put_be64(b + st3[1], 123456789);
+        kc_put_be32(b + st3[1] + KC_PARTITION_LEADER_EPOCH_OFFSET, 77);
+        CHECK(kc_log_validate(b, len3, MAXB, 0, &info) == KC_OK);
+        free(b);
+    }
+    {
+        /* Magic other than 2 in any batch (the CRC does not cover it). */
+        static const uint8_t magics[] = {0, 1, 3, 0xFF};
+        for (int batch = 0; batch < 3; batch++) {
+            for (size_t m = 0; m < sizeof magics; m++) {
+                uint8_t *b = lg_dup(base3, len3);
+                b[st3[batch] + KC_MAGIC_OFFSET] = magics[m];
+                st = kc_log_validate(b, len3, MAXB, 0, &info);
+                CHECKF(st == KC_CORRUPT && info.err_at == st3[batch], "magic %d in batch %d: status %d err_at %zu",
+                       magics[m], batch, st, info.err_at);
+                free(b);
+            }
+        }
+        /* A batch length below the v2 minimum. */
+        uint8_t *b = lg_dup(base3, len3);
+        kc_put_be32(b + st3[2] + KC_LENGTH_OFFSET, KC_RECORD_BATCH_OVERHEAD - KC_LOG_OVERHEAD - 1);
+        st = kc_log_validate(b, len3, MAXB, 0, &info);
+        CHECK(st == KC_CORRUPT && info.err_at == st3[2]);
+        kc_put_be32(b + st3[2] + KC_LENGTH_OFFSET, -1);
+        st = kc_log_validate(b, len3, MAXB, 0, &info);
+        CHECK(st == KC_CORRUPT && info.err_at == st3[2]);
+        free(b);
+    }
+    {
+        /* Too large: the middle batch only, or the first already. */
+        st = kc_log_validate(base3, len3, (int64_t)sz3[1] - 1, 0, &info);
+        CHECK(sz3[0] <= sz3[1] - 1 && sz3[2] <= sz3[1] - 1);
+        CHECKF(st == KC_TOO_LARGE && info.err_at == st3[1], "too large: status %d err_at %zu", st, info.err_at);
+        CHECK(kc_log_validate(base3, len3, (int64_t)sz3[1], 0, &info) == KC_OK);
+        st = kc_log_validate(base3, len3, KC_RECORD_BATCH_OVERHEAD, 0, &info);
+        CHECK(st == KC_TOO_LARGE && info.err_at == 0);
+    }
+    {
+        /* Every truncation of the first two batches: only the cut at the boundary is whole. */
+        size_t two = st3[2];
+        long bad = 0;
+        for (size_t k = 1; k < two; k++) {
+            uint8_t *b = lg_dup(base3, k);
+            st = kc_log_validate(b, k, MAXB, 0, &info);
+            int ok;
+            if (k == st3[1])
+                ok = st == KC_OK && info.batches == 1 && info.records == 3 && info.bytes == (int64_t)k;
+            else
+                ok = st == KC_CORRUPT && info.err_at == (k < st3[1] ? 0 : st3[1]) && info.err != NULL;
+            if (!ok && bad++ < 5) CHECKF(ok, "truncated to %zu: status %d err_at %zu", k, st, info.err_at);
+            free(b);
+        }
+        CHECKF(bad == 0, "%ld truncations misjudged", bad);
+    }
+    {
+        /* Empty input and short garbage. */
+        uint8_t *e = xmalloc(0);
+        st = kc_log_validate(e, 0, MAXB, 1, &info);
+        CHECK(st == KC_INVALID && info.batches == 0 && info.records == 0 && info.err != NULL);
+        free(e);
+        uint8_t *g = lg_dup(base3, 5);
+        st = kc_log_validate(g, 5, MAXB, 0, &info);
+        CHECK(st == KC_CORRUPT && info.err_at == 0);
+        free(g);
+    }
+    {
+        /* Record count against the offset range (header checks: err_at is the batch start, not a
+         * record inside it). In the middle batch (2 records: count 2, last offset delta 1). */
+        static const struct {
+            int32_t count, lod;
+        } bad[] = {{1, 1}, {3, 1}, {2, 2}, {2, 0}, {0, -1}, {0, 0}, {-1, -2}, {INT32_MAX, 1}};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            uint8_t *b = lg_dup(base3, len3);
+            kc_put_be32(b + st3[1] + KC_RECORDS_COUNT_OFFSET, bad[i].count);
+            kc_put_be32(b + st3[1] + KC_LAST_OFFSET_DELTA_OFFSET, bad[i].lod);
+            fix_crc(b + st3[1], sz3[1]);
+            st = kc_log_validate(b, len3, MAXB, 0, &info);
+            CHECKF(st == KC_INVALID && info.err_at == st3[1] && info.err != NULL,
+                   "count %d lod %d: status %d err_at %zu", (int)bad[i].count, (int)bad[i].lod, st, info.err_at);
+            free(b);
+        }
+    }
+    {
+        /* Record offset deltas must be 0..n-1 (count and range consistent, CRC valid). The bad
+         * batch is second, behind a valid one; err_at is the failing record. */
+        static const struct {
+            int n;
+            int32_t deltas[5];
+            int bad_rec; /* -1: valid */
+        } cases[] = {{5, {0, 1, 2, 3, 4}, -1}, {3, {0, 1, 3}, 2},  {3, {0, 0, 1}, 1}, {3, {1, 2, 3}, 0},
+                     {3, {0, 2, 1}, 1},        {1, {-1}, 0},       {2, {0, 1}, -1},  {4, {0, 1, 2, 2}, 3}};
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            size_t rec_at[5], blen, flen;
+            uint8_t *parts[2];
+            size_t lens[2], starts[2];
+            lg_spec first = lg_default(2);
+            parts[0] = lg_build(&first, &flen);
+            lens[0] = flen;
+            parts[1] = lg_build_deltas(cases[i].deltas, cases[i].n, cases[i].n - 1, rec_at, &blen);
+            lens[1] = blen;
+            size_t len;
+            uint8_t *b = lg_concat(parts, lens, 2, starts, &len);
+            st = kc_log_validate(b, len, MAXB, 0, &info);
+            if (cases[i].bad_rec < 0)
+                CHECKF(st == KC_OK && info.records == 2 + cases[i].n, "delta case %zu: status %d", i, st);
+            else
+                CHECKF(st == KC_INVALID && info.err_at == starts[1] + rec_at[cases[i].bad_rec] && info.err != NULL,
+                       "delta case %zu: status %d err_at %zu want %zu", i, st, info.err_at,
+                       starts[1] + rec_at[cases[i].bad_rec]);
+            free(b);
+        }
+    }
+    {
+        /* Fewer records than the count says: 3 records under count 4. */
+        static const int32_t d3[3] = {0, 1, 2};
+        size_t rec_at[3], len;
+        uint8_t *b = lg_build_deltas(d3, 3, 2, rec_at, &len);
+        kc_put_be32(b + KC_RECORDS_COUNT_OFFSET, 4);
+        kc_put_be32(b + KC_LAST_OFFSET_DELTA_OFFSET, 3);
+        fix_crc(b, len);
+        st = kc_log_validate(b, len, MAXB, 0, &info);
+        CHECKF(st == KC_INVALID && info.err_at == len, "missing record: status %d err_at %zu", st, info.err_at);
+        /* Bytes left after the last record (length and CRC follow). */
+        uint8_t *b2 = xmalloc(len + 2);
+        memcpy(b2, b, len);
+        b2[len] = 0x02;
+        b2[len + 1] = 0x00;
+        kc_put_be32(b2 + KC_RECORDS_COUNT_OFFSET, 3);
+        kc_put_be32(b2 + KC_LAST_OFFSET_DELTA_OFFSET, 2);
+        kc_put_be32(b2 + KC_LENGTH_OFFSET, (int32_t)(len + 2 - KC_LOG_OVERHEAD));
+        fix_crc(b2, len + 2);
+        st = kc_log_validate(b2, len + 2, MAXB, 0, &info);
+        CHECKF(st == KC_INVALID && info.err_at == len, "trailing bytes: status %d err_at %zu", st, info.err_at);
+        /* A record whose length runs past the batch (CRC valid): the record parse fails. */
+        memcpy(b2, b, len);
+        kc_put_be32(b2 + KC_RECORDS_COUNT_OFFSET, 3);
+        kc_put_be32(b2 + KC_LAST_OFFSET_DELTA_OFFSET, 2);
+        b2[rec_at[1]] = 0x7E; /* zigzag 63: longer than what is left */
+        fix_crc(b2, len);
+        st = kc_log_validate(b2, len, MAXB, 0, &info);
+        CHECKF(st == KC_INVALID && info.err_at == rec_at[1] && info.err != NULL, "bad record: status %d err_at %zu",
+               st, info.err_at);
+        free(b2);
+        free(b);
+    }
+    {
+        /* Control batches: refused unless allowed. */
+        lg_spec s[2] = {lg_default(1), lg_default(1)};
+        s[1].attrs = KC_ATTR_CONTROL | KC_ATTR_TRANSACTIONAL;
+        size_t len, starts[2];
+        uint8_t *b = lg_build_many(s, 2, starts, &len);
+        st = kc_log_validate(b, len, MAXB, 0, &info);
+        CHECK(st == KC_INVALID && info.err_at == starts[1] && info.err != NULL);
+        st = kc_log_validate(b, len, MAXB, 1, &info);
+        CHECK(st == KC_OK && info.has_control == 1 && info.is_transactional == 1 && info.batches == 2);
+        CHECK(info.attributes == 0);
+        free(b);
+        lg_spec c = lg_default(1);
+        c.attrs = KC_ATTR_CONTROL;
+        b = lg_build(&c, &len);
+        st = kc_log_validate(b, len, MAXB, 0, &info);
+        CHECK(st == KC_INVALID && info.err_at == 0);
+        st = kc_log_validate(b, len, MAXB, 1, &info);
+        CHECK(st == KC_OK && info.has_control == 1 && info.attributes == KC_ATTR_CONTROL);
+        free(b);
+    }
+    {
+        /* Compressed batches are not record-checked: any payload with a valid CRC passes, the
+         * same payload uncompressed does not. */
+        uint8_t payload[40];
+        rnd_fill(payload, sizeof payload);
+        payload[0] = 0x01; /* record length varint -1: never a record */
+        kc_batch_header h = FIVE_HDR;
+        h.last_offset_delta = 2;
+        h.records_count = 3;
+        for (int codec = 0; codec <= 4; codec++) {
+            h.attributes = (int16_t)codec;
+            size_t len;
+            uint8_t *b = lg_raw_batch(&h, payload, sizeof payload, &len);
+            st = kc_log_validate(b, len, MAXB, 0, &info);
+            if (codec == 0)
+                CHECKF(st == KC_INVALID && info.err_at == KC_RECORD_BATCH_OVERHEAD, "uncompressed garbage: %d", st);
+            else
+                CHECKF(st == KC_OK && info.records == 3 && info.attributes == codec, "codec %d: status %d (%s)",
+                       codec, st, info.err ? info.err : "");
+            free(b);
+        }
+        /* Empty compressed payload, and a compressed batch with an inconsistent count. */
+        h.attributes = 3;
+        size_t len;
+        uint8_t *b = lg_raw_batch(&h, payload, 0, &len);
+        CHECK(kc_log_validate(b, len, MAXB, 0, &info) == KC_OK);
+        free(b);
+        h.records_count = 4;
+        b = lg_raw_batch(&h, payload, sizeof payload, &len);
+        CHECK(kc_log_validate(b, len, MAXB, 0, &info) == KC_INVALID && info.err_at == 0);
+        free(b);
+    }
+    free(base3);
+}
+
+static void test_log_assign(void) {
+    const int64_t T = 1700000000000LL;
+    lg_spec s[3] = {lg_default(3), lg_default(1), lg_default(4)};
+    s[1].attrs = KC_ATTR_TRANSACTIONAL;
+    s[1].value_len = 100;
+    s[2].base_ts = T - 5;
+    s[2].max_ts = T + 1000;
+    for (int i = 0; i < 3; i++) s[i].base_offset = 999999; /* whatever the client sent */
+    size_t len, starts[3];
+    uint8_t *orig = lg_build_many(s, 3, starts, &len);
+    size_t sizes[3] = {starts[1], starts[2] - starts[1], len - starts[2]};
+    const int64_t want_base[3] = {1000, 1003, 1004};
+    const int counts[3] = {3, 1, 4};
+
+    /* CreateTime: only base offsets and the leader epoch change; the CRC stays and is valid. */
+    {
+        uint8_t *b = lg_dup(orig, len);
+        int64_t next = kc_log_assign_offsets(b, len, 1000, 9, -1);
+        CHECKF(next == 1008, "next offset %lld", (long long)next);
+        for (int i = 0; i < 3; i++) {
+            const uint8_t *p = b + starts[i], *q = orig + starts[i];
+            CHECK(kc_be64(p + KC_BASE_OFFSET_OFFSET) == want_base[i]);
+            CHECK(kc_be32(p + KC_PARTITION_LEADER_EPOCH_OFFSET) == 9);
+            CHECK(memcmp(p + KC_LENGTH_OFFSET, q + KC_LENGTH_OFFSET, 4) == 0);
+            CHECK(memcmp(p + KC_MAGIC_OFFSET, q + KC_MAGIC_OFFSET, sizes[i] - KC_MAGIC_OFFSET) == 0);
+            CHECK((uint32_t)kc_be32(p + KC_CRC_OFFSET) ==
+                  ref_crc32c(0, p + KC_ATTRIBUTES_OFFSET, sizes[i] - KC_ATTRIBUTES_OFFSET));
+            kc_batch_header h;
+            size_t t;
+            const char *err = NULL;
+            CHECK(kc_batch_frame(p, sizes[i], &h, &t, &err) == KC_OK && t == sizes[i] && kc_batch_crc_ok(p, t, &h));
+            CHECK(h.base_offset + h.last_offset_delta == want_base[i] + counts[i] - 1);
+        }
+        kc_append_info info;
+        CHECK(kc_log_validate(b, len, 1 << 20, 0, &info) == KC_OK && info.records == 8);
+        free(b);
+    }
+    /* LogAppendTime (including time 0): timestamp-type bit, maxTimestamp, a recomputed CRC. */
+    static const int64_t lats[] = {1234567890123LL, 0, INT64_MAX};
+    for (size_t li = 0; li < sizeof lats / sizeof lats[0]; li++) {
+        int64_t lat = lats[li];
+        uint8_t *b = lg_dup(orig, len);
+        int64_t next = kc_log_assign_offsets(b, len, 0, 0, lat);
+        CHECK(next == 8);
+        for (int i = 0; i < 3; i++) {
+            const uint8_t *p = b + starts[i], *q = orig + starts[i];
+            CHECK(kc_be64(p) == want_base[i] - 1000);
+            CHECK(kc_be32(p + KC_PARTITION_LEADER_EPOCH_OFFSET) == 0);
+            CHECK(kc_be16(p + KC_ATTRIBUTES_OFFSET) == (int16_t)(kc_be16(q + KC_ATTRIBUTES_OFFSET) | 0x08));
+            CHECK(kc_be64(p + KC_MAX_TIMESTAMP_OFFSET) == lat);
+            CHECK(kc_be64(p + KC_BASE_TIMESTAMP_OFFSET) == kc_be64(q + KC_BASE_TIMESTAMP_OFFSET));
+            CHECK(memcmp(p + KC_LAST_OFFSET_DELTA_OFFSET, q + KC_LAST_OFFSET_DELTA_OFFSET,
+                         KC_MAX_TIMESTAMP_OFFSET - KC_LAST_OFFSET_DELTA_OFFSET) == 0);
+            CHECK(memcmp(p + KC_PRODUCER_ID_OFFSET, q + KC_PRODUCER_ID_OFFSET, sizes[i] - KC_PRODUCER_ID_OFFSET) == 0);
+            uint32_t want_crc = ref_crc32c(0, p + KC_ATTRIBUTES_OFFSET, sizes[i] - KC_ATTRIBUTES_OFFSET);
+            CHECKF((uint32_t)kc_be32(p + KC_CRC_OFFSET) == want_crc, "lat %lld batch %d: crc %08X want %08X",
+                   (long long)lat, i, (unsigned)kc_be32(p + KC_CRC_OFFSET), (unsigned)want_crc);
+            CHECK(want_crc != (uint32_t)kc_be32(q + KC_CRC_OFFSET));
+            kc_batch_header h;
+            size_t t;
+            const char *err = NULL;
+            CHECK(kc_batch_frame(p, sizes[i], &h, &t, &err) == KC_OK && kc_batch_crc_ok(p, t, &h));
+            CHECK(h.attributes & KC_ATTR_TIMESTAMP_TYPE);
+        }
+        kc_append_info info;
+        int st = kc_log_validate(b, len, 1 << 20, 0, &info);
+        CHECK(st == KC_OK && info.max_timestamp == lat && info.is_transactional == 1);
+        /* Stamping again is idempotent for everything the CRC covers. */
+        uint8_t *b2 = lg_dup(b, len);
+        CHECK(kc_log_assign_offsets(b2, len, 0, 0, lat) == 8);
+        CHECK(memcmp(b, b2, len) == 0);
+        free(b2);
+        free(b);
+    }
+    /* Empty input; a trailing partial batch is left alone; large offsets. */
+    {
+        uint8_t *e = xmalloc(0);
+        CHECK(kc_log_assign_offsets(e, 0, 77, 1, -1) == 77);
+        CHECK(kc_log_assign_offsets(e, 0, 77, 1, 5) == 77);
+        free(e);
+        size_t plen = starts[2] + 30;
+        uint8_t *b = lg_dup(orig, plen);
+        CHECK(kc_log_assign_offsets(b, plen, 1000, 4, 99) == 1004);
+        CHECK(memcmp(b + starts[2], orig + starts[2], 30) == 0);
+        CHECK(kc_be64(b + starts[1]) == 1003 && kc_be64(b + starts[1] + KC_MAX_TIMESTAMP_OFFSET) == 99);
+        free(b);
+        b = lg_dup(orig, len);
+        const int64_t big = (int64_t)1 << 40;
+        CHECK(kc_log_assign_offsets(b, len, big, INT32_MAX, -1) == big + 8);
+        CHECK(kc_be64(b + starts[2]) == big + 4 && kc_be32(b + starts[2] + KC_PARTITION_LEADER_EPOCH_OFFSET) == INT32_MAX);
+        free(b);
+    }
+    free(orig);
+}
+
+/* ---- segment scan ---- */
+
+typedef struct {
+    int64_t pos, size, base, last, max_ts;
+} lg_binfo;
+
+/* nb batches from seg_base on (with occasional offset gaps), sizes from ~70 bytes to ~12 KB,
+ * maxTimestamps that mostly grow but sometimes fall back or are absent. big_at: index of one
+ * batch made large (9000-byte value), or -1. */
+static uint8_t *lg_make_log(int nb, int64_t seg_base, int big_at, lg_binfo *bi, size_t *len) {
+    uint8_t **parts = xmalloc((size_t)nb * sizeof(uint8_t *));
+    size_t *lens = xmalloc((size_t)nb * sizeof(size_t));
+    int64_t next = seg_base, ts = 1700000000000LL, pos = 0;
+    for (int i = 0; i < nb; i++) {
+        lg_spec s = lg_default(1 + (int)rnd_below(8));
+        s.value_len = rnd_below(5) == 0 ? (int32_t)rnd_below(1500) : (int32_t)rnd_below(60);
+        if (i == big_at) {
+            s.n = 1;
+            s.value_len = 9000;
+        }
+        s.base_offset = next + (rnd_below(6) == 0 ? (int64_t)rnd_below(5) : 0);
+        uint32_t r = rnd_below(8);
+        if (r == 0)
+            s.max_ts = KC_NO_TIMESTAMP;
+        else if (r == 1)
+            s.max_ts = ts - (int64_t)rnd_below(5000);
+        else
+            s.max_ts = ts += rnd_below(3000);
+        s.base_ts = s.max_ts;
+        parts[i] = lg_build(&s, &lens[i]);
+        bi[i].pos = pos;
+        bi[i].size = (int64_t)lens[i];
+        bi[i].base = s.base_offset;
+        bi[i].last = s.base_offset + s.n - 1;
+        bi[i].max_ts = s.max_ts;
+        pos += (int64_t)lens[i];
+        next = bi[i].last + 1;
+    }
+    uint8_t *log = lg_concat(parts, lens, nb, NULL, len);
+    free(parts);
+    free(lens);
+    return log;
+}
+
+typedef struct {
+    uint8_t *off, *time;
+    size_t off_n, time_n;
+    int64_t max_ts, max_off, last_time_ts, last_index_pos;
+    int *indexed, *time_indexed; /* per batch */
+    size_t *off_before, *time_before; /* entries written before batch i */
+} lg_ref;
+
+/* Kafka's LogSegment rule, from what the batches were built with. */
+static void lg_ref_scan(const lg_binfo *bi, int nb, int64_t seg_base, int64_t interval, lg_ref *r) {
+    size_t n = (size_t)nb;
+    r->off = xmalloc(n * KC_OFFSET_INDEX_ENTRY);
+    r->time = xmalloc(n * KC_TIME_INDEX_ENTRY);
+    r->indexed = xmalloc(n * sizeof(int));
+    r->time_indexed = xmalloc(n * sizeof(int));
+    r->off_before = xmalloc(n * sizeof(size_t));
+    r->time_before = xmalloc(n * sizeof(size_t));
+    r->off_n = r->time_n = 0;
+    r->max_ts = KC_NO_TIMESTAMP;
+    r->max_off = -1;
+    r->last_time_ts = KC_NO_TIMESTAMP;
+    r->last_index_pos = 0;
+    for (int i = 0; i < nb; i++) {
+        r->off_before[i] = r->off_n;
+        r->time_before[i] = r->time_n;
+        r->indexed[i] = r->time_indexed[i] = 0;
+        if (bi[i].max_ts > r->max_ts) {
+            r->max_ts = bi[i].max_ts;
+            r->max_off = bi[i].last;
+        }
+        if (bi[i].pos - r->last_index_pos > interval) {
+            lg_put_off(r->off, r->off_n++, (int32_t)(bi[i].last - seg_base), (int32_t)bi[i].pos);
+            r->indexed[i] = 1;
+            if (r->max_ts > r->last_time_ts) {
+                lg_put_time(r->time, r->time_n++, r->max_ts, (int32_t)(r->max_off - seg_base));
+                r->last_time_ts = r->max_ts;
+                r->time_indexed[i] = 1;
+            }
+            r->last_index_pos = bi[i].pos;
+        }
+    }
+}
+static void lg_ref_free(lg_ref *r) {
+    free(r->off);
+    free(r->time);
+    free(r->indexed);
+    free(r->time_indexed);
+    free(r->off_before);
+    free(r->time_before);
+}
+
+static void lg_scan_init(kc_scan *s, int64_t base, int64_t interval, int check_crc, size_t off_cap, size_t time_cap) {
+    memset(s, 0, sizeof *s);
+    s->base_offset = base;
+    s->index_interval = interval;
+    s->check_crc = check_crc;
+    s->position = 0;
+    s->last_index_position = 0;
+    s->next_offset = base;
+    s->max_timestamp = KC_NO_TIMESTAMP;
+    s->offset_of_max_timestamp = -1;
+    s->last_time_index_timestamp = KC_NO_TIMESTAMP;
+    s->batches = 0;
+    s->offset_entries = xmalloc(off_cap * KC_OFFSET_INDEX_ENTRY);
+    s->offset_capacity = off_cap;
+    s->time_entries = xmalloc(time_cap * KC_TIME_INDEX_ENTRY);
+    s->time_capacity = time_cap;
+}
+static void lg_scan_free(kc_scan *s) {
+    free(s->offset_entries);
+    free(s->time_entries);
+}
+/* Replaces an output buffer by a bigger exact-size one, keeping its entries. */
+static void lg_grow(uint8_t **buf, size_t *cap, size_t count, size_t entry, size_t new_cap) {
+    uint8_t *n = xmalloc(new_cap * entry);
+    if (count) memcpy(n, *buf, count * entry);
+    free(*buf);
+    *buf = n;
+    *cap = new_cap;
+}
+
+/* Whole-log state after a scan of the first nb batches, against the reference. */
+static int lg_scan_matches(const kc_scan *s, const lg_ref *r, const lg_binfo *bi, int nb, const char *what) {
+    int64_t end = nb ? bi[nb - 1].pos + bi[nb - 1].size : 0;
+    int ok = s->offset_count == r->off_n && s->time_count == r->time_n &&
+             (r->off_n == 0 || memcmp(s->offset_entries, r->off, r->off_n * KC_OFFSET_INDEX_ENTRY) == 0) &&
+             (r->time_n == 0 || memcmp(s->time_entries, r->time, r->time_n * KC_TIME_INDEX_ENTRY) == 0) &&
+             s->position == end && s->batches == nb && s->max_timestamp == r->max_ts &&
+             s->offset_of_max_timestamp == r->max_off && s->last_time_index_timestamp == r->last_time_ts &&
+             s->last_index_position == r->last_index_pos;
+    CHECKF(ok,
+           "%s: entries %zu/%zu time %zu/%zu position %lld/%lld batches %lld/%d max ts %lld/%lld last time ts "
+           "%lld/%lld (got/want)",
+           what, s->offset_count, r->off_n, s->time_count, r->time_n, (long long)s->position, (long long)end,
+           (long long)s->batches, nb, (long long)s->max_timestamp, (long long)r->max_ts,
+           (long long)s->last_time_index_timestamp, (long long)r->last_time_ts);
+    return ok;
+}
+
+static void test_log_scan(void) {
+    const int64_t seg_base = 5000;
+    static const int64_t intervals[] = {-1, 0, 1, 60, 300, 1000, 4096, 100000, INT64_MAX};
+    for (int round = 0; round < 6; round++) {
+        int nb = 10 + (int)rnd_below(50);
+        lg_binfo *bi = xmalloc((size_t)nb * sizeof(lg_binfo));
+        size_t len;
+        uint8_t *log = lg_make_log(nb, seg_base, round % 2 ? (int)rnd_below((uint32_t)nb) : -1, bi, &len);
+        for (size_t iv = 0; iv < sizeof intervals / sizeof intervals[0]; iv++) {
+            int64_t interval = intervals[iv];
+            lg_ref ref;
+            lg_ref_scan(bi, nb, seg_base, interval, &ref);
+            if (round == 0 && interval == 0) CHECK(ref.off_n == (size_t)nb - 1); /* every batch but the first */
+            if (round == 0 && interval == -1) CHECK(ref.off_n == (size_t)nb);
+            if (interval == INT64_MAX) CHECK(ref.off_n == 0 && ref.time_n == 0);
+            /* One pass. */
+            kc_scan s;
+            size_t consumed = 12345;
+            lg_scan_init(&s, seg_base, interval, 1, (size_t)nb, (size_t)nb);
+            int st = kc_log_scan(&s, log, len, &consumed);
+            CHECKF(st == KC_OK && consumed == len && s.err == NULL, "one pass: status %d consumed %zu of %zu (%s)", st,
+                   consumed, len, s.err ? s.err : "");
+            lg_scan_matches(&s, &ref, bi, nb, "one pass");
+            CHECK(s.next_offset == bi[nb - 1].last + 1);
+            /* What it wrote is a sane index, and lookups in it agree with the batches. */
+            CHECK(kc_offset_index_sane(s.offset_entries, s.offset_count, (int64_t)len) == 1);
+            CHECK(kc_time_index_sane(s.time_entries, s.time_count) == 1);
+            lg_scan_free(&s);
+
+            /* Chunked: the file arrives in pieces; each call sees it from s.position to what has
+             * arrived so far, in an exact-size copy. */
+            for (int rep = 0; rep < 3; rep++) {
+                lg_scan_init(&s, seg_base, interval, 1, (size_t)nb, (size_t)nb);
+                size_t avail = 0;
+                int ok = 1, calls = 0, truncs = 0;
+                while ((size_t)s.position < len && ok) {
+                    size_t step = rep == 0 ? 1 + rnd_below(16) : rep == 1 ? 1 + rnd_below(700) : 1 + rnd_below(5000);
+                    avail = avail + step > len ? len : avail + step;
+                    size_t from = (size_t)s.position;
+                    uint8_t *chunk = lg_dup(log + from, avail - from);
+                    consumed = 777;
+                    st = kc_log_scan(&s, chunk, avail - from, &consumed);
+                    free(chunk);
+                    calls++;
+                    /* The batches wholly inside [from, avail). */
+                    int64_t want_end = (int64_t)from;
+                    for (int i = 0; i < nb; i++)
+                        if (bi[i].pos >= (int64_t)from && bi[i].pos + bi[i].size <= (int64_t)avail)
+                            want_end = bi[i].pos + bi[i].size;
+                    int want_st = want_end == (int64_t)avail ? KC_OK : KC_TRUNCATED;
+                    if (want_st == KC_TRUNCATED) truncs++;
+                    if (st != want_st || consumed != (size_t)(want_end - (int64_t)from) || s.position != want_end) {
+                        CHECKF(0, "chunked (interval %lld): status %d/%d consumed %zu/%lld at %zu..%zu",
+                               (long long)interval, st, want_st, consumed, (long long)(want_end - (int64_t)from), from,
+                               avail);
+                        ok = 0;
+                    }
+                }
+                CHECK(ok);
+                if (ok) lg_scan_matches(&s, &ref, bi, nb, "chunked");
+                if (rep == 0) CHECK(truncs > 0 && calls > nb);
+                lg_scan_free(&s);
+            }
+
+            /* Small index buffers: KC_INDEX_FULL refuses the batch that needs an entry, and
+             * continuing after growing the buffers ends with the same entries. */
+            for (int rep = 0; rep < 2; rep++) {
+                size_t oc = rep ? 0 : 2, tc = rep ? 0 : 1;
+                lg_scan_init(&s, seg_base, interval, 1, oc, tc);
+                size_t pos = 0;
+                int fulls = 0, ok = 1;
+                for (int guard = 0; guard < 4 * nb + 10; guard++) {
+                    consumed = 999;
+                    st = kc_log_scan(&s, log + pos, len - pos, &consumed);
+                    pos += consumed;
+                    if (s.position != (int64_t)pos) ok = 0;
+                    if (st == KC_OK) break;
+                    if (st != KC_INDEX_FULL) {
+                        CHECKF(0, "index full loop: status %d", st);
+                        ok = 0;
+                        break;
+                    }
+                    fulls++;
+                    int bidx = -1;
+                    for (int i = 0; i < nb; i++)
+                        if (bi[i].pos == (int64_t)pos) bidx = i;
+                    int good = bidx >= 0 && ref.indexed[bidx] && s.offset_count == ref.off_before[bidx] &&
+                               s.time_count == ref.time_before[bidx] &&
+                               (s.offset_count == s.offset_capacity ||
+                                (ref.time_indexed[bidx] && s.time_count == s.time_capacity)) &&
+                               s.batches == bidx;
+                    if (!good) {
+                        CHECKF(good, "INDEX_FULL at position %zu (batch %d), counts %zu/%zu caps %zu/%zu", pos, bidx,
+                               s.offset_count, s.time_count, s.offset_capacity, s.time_capacity);
+                        ok = 0;
+                        break;
+                    }
+                    /* Grow whichever is full (sometimes both) by a little. */
+                    if (s.offset_count == s.offset_capacity)
+                        lg_grow(&s.offset_entries, &s.offset_capacity, s.offset_count, KC_OFFSET_INDEX_ENTRY,
+                                s.offset_capacity + 1 + rnd_below(3));
+                    if (s.time_count == s.time_capacity && (rnd_below(2) || ref.time_indexed[bidx]))
+                        lg_grow(&s.time_entries, &s.time_capacity, s.time_count, KC_TIME_INDEX_ENTRY,
+                                s.time_capacity + 1 + rnd_below(2));
+                }
+                CHECK(ok && st == KC_OK && pos == len);
+                if (ok) lg_scan_matches(&s, &ref, bi, nb, "index full, grown");
+                if (ref.off_n > oc || ref.time_n > tc) CHECK(fulls > 0);
+                lg_scan_free(&s);
+            }
+            lg_ref_free(&ref);
+        }
+
+        /* Corruption in batch k. Entries before it are those of the first k batches. */
+        const int64_t interval = 100;
+        for (int rep = 0; rep < 6; rep++) {
+            int k = 1 + (int)rnd_below((uint32_t)nb - 1);
+            lg_ref pre, full;
+            lg_ref_scan(bi, k, seg_base, interval, &pre);
+            lg_ref_scan(bi, nb, seg_base, interval, &full);
+            uint8_t *b = lg_dup(log, len);
+            int64_t at = bi[k].pos;
+            int expect_crc_only = 0;
+            const char *what = "?";
+            switch (rep) {
+            case 0: /* a record byte: only the CRC notices */
+                b[at + KC_RECORD_BATCH_OVERHEAD + rnd_below((uint32_t)(bi[k].size - KC_RECORD_BATCH_OVERHEAD))] ^= 0x21;
+                expect_crc_only = 1;
+                what = "record byte";
+                break;
+            case 1: /* the stored CRC */
+                b[at + KC_CRC_OFFSET] ^= 0x80;
+                expect_crc_only = 1;
+                what = "crc byte";
+                break;
+            case 2: /* offsets go backwards: base = previous batch's last offset (outside the CRC) */
+                kc_put_be64(b + at, bi[k - 1].last);
+                what = "backwards";
+                break;
+            case 3: /* base below the segment's base */
+                kc_put_be64(b + at, seg_base - 1);
+                what = "below segment base";
+                break;
+            case 4: /* magic 1 */
+                b[at + KC_MAGIC_OFFSET] = 1;
+                what = "magic";
+                break;
+            default: /* a negative last offset delta, CRC fixed */
+                kc_put_be32(b + at + KC_LAST_OFFSET_DELTA_OFFSET, -1);
+                fix_crc(b + at, (size_t)bi[k].size);
+                what = "negative delta";
+                break;
+            }
+            for (int crc = 1; crc >= 0; crc--) {
+                kc_scan s;
+                size_t consumed;
+                lg_scan_init(&s, seg_base, interval, crc, (size_t)nb, (size_t)nb);
+                int st = kc_log_scan(&s, b, len, &consumed);
+                if (expect_crc_only && !crc) {
+                    CHECKF(st == KC_OK && consumed == len, "%s ignored without crc check: status %d", what, st);
+                    lg_scan_matches(&s, &full, bi, nb, what);
+                } else {
+                    CHECKF(st == KC_CORRUPT && consumed == (size_t)at && s.position == at && s.err != NULL,
+                           "%s in batch %d (crc %d): status %d consumed %zu want %lld", what, k, crc, st, consumed,
+                           (long long)at);
+                    lg_scan_matches(&s, &pre, bi, k, what);
+                }
+                lg_scan_free(&s);
+            }
+            free(b);
+            lg_ref_free(&pre);
+            lg_ref_free(&full);
+        }
+        /* A segment base above the first batch's base offset. */
+        {
+            kc_scan s;
+            size_t consumed;
+            lg_scan_init(&s, bi[0].base + 1, 0, 1, (size_t)nb, (size_t)nb);
+            CHECK(kc_log_scan(&s, log, len, &consumed) == KC_CORRUPT && consumed == 0 && s.batches == 0);
+            lg_scan_free(&s);
+            /* next_offset carried from an earlier scan above the first batch: backwards too. */
+            lg_scan_init(&s, seg_base, 0, 1, (size_t)nb, (size_t)nb);
+            s.next_offset = bi[0].last + 1;
+            CHECK(kc_log_scan(&s, log, len, &consumed) == KC_CORRUPT && consumed == 0);
+            lg_scan_free(&s);
+        }
+        free(log);
+        free(bi);
+    }
+
+    /* Edges: an empty buffer, the last relative offset that fits 32 bits, the 2 GiB position
+     * limit, a length below the minimum. */
+    {
+        kc_scan s;
+        size_t consumed = 5;
+        uint8_t *e = xmalloc(0);
+        lg_scan_init(&s, 0, 0, 1, 1, 1);
+        CHECK(kc_log_scan(&s, e, 0, &consumed) == KC_OK && consumed == 0 && s.position == 0 && s.batches == 0);
+        lg_scan_free(&s);
+        free(e);
+
+        lg_spec sp = lg_default(1);
+        sp.base_offset = 100 + (int64_t)INT32_MAX;
+        size_t len;
+        uint8_t *b = lg_build(&sp, &len);
+        lg_scan_init(&s, 100, -1, 1, 1, 1);
+        CHECK(kc_log_scan(&s, b, len, &consumed) == KC_OK && s.offset_count == 1);
+        CHECK(kc_be32(s.offset_entries) == INT32_MAX && kc_be32(s.offset_entries + 4) == 0);
+        CHECK(s.time_count == 1 && kc_be64(s.time_entries) == sp.max_ts && kc_be32(s.time_entries + 8) == INT32_MAX);
+        lg_scan_free(&s);
+        free(b);
+        sp.n = 2;
+        b = lg_build(&sp, &len);
+        lg_scan_init(&s, 100, -1, 1, 1, 1);
+        CHECK(kc_log_scan(&s, b, len, &consumed) == KC_CORRUPT && consumed == 0 && s.offset_count == 0);
+        lg_scan_free(&s);
+        free(b);
+
+        lg_spec two[2] = {lg_default(2), lg_default(2)};
+        two[1].base_offset = 2;
+        size_t starts[2];
+        b = lg_build_many(two, 2, starts, &len);
+        lg_scan_init(&s, 0, -1, 1, 2, 2);
+        s.position = INT32_MAX; /* the last position an index entry can hold */
+        int st = kc_log_scan(&s, b, len, &consumed);
+        CHECKF(st == KC_CORRUPT && consumed == starts[1] && s.offset_count == 1, "2 GiB edge: %d %zu", st, consumed);
+        CHECK(kc_be32(s.offset_entries + 4) == INT32_MAX);
+        lg_scan_free(&s);
+        lg_scan_init(&s, 0, -1, 1, 2, 2);
+        s.position = (int64_t)INT32_MAX + 1;
+        CHECK(kc_log_scan(&s, b, len, &consumed) == KC_CORRUPT && consumed == 0 && s.offset_count == 0);
+        lg_scan_free(&s);
+        /* Offsets may jump forward (compacted or aborted ranges). */
+        kc_put_be64(b + starts[1], 1000);
+        lg_scan_init(&s, 0, -1, 1, 2, 2);
+        CHECK(kc_log_scan(&s, b, len, &consumed) == KC_OK && s.next_offset == 1002);
+        CHECK(kc_be32(s.offset_entries + KC_OFFSET_INDEX_ENTRY) == 1001);
+        lg_scan_free(&s);
+        /* A length below the minimum: corrupt, CRC check or not. */
+        kc_put_be32(b + starts[1] + KC_LENGTH_OFFSET, 10);
+        lg_scan_init(&s, 0, 0, 0, 2, 2);
+        CHECK(kc_log_scan(&s, b, len, &consumed) == KC_CORRUPT && consumed == starts[1] && s.err != NULL);
+        lg_scan_free(&s);
+        free(b);
+    }
+}
+
+/* ---- header walk over a file ---- */
+
+static int lg_write_file(int fd, const uint8_t *p, size_t n) {
+    if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0) return 0;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return 0;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 1;
+}
+
+/* The walk from batch s0 on, over batches lying wholly before end. */
+static int lg_ref_seek(const lg_binfo *bi, int nb, int s0, int64_t end, int mode, int64_t target, kc_seek_result *r) {
+    int any = 0;
+    int64_t last_end = 0;
+    for (int i = s0; i < nb; i++) {
+        if (bi[i].pos + bi[i].size > end) break;
+        int64_t bend = bi[i].pos + bi[i].size;
+        if (mode == KC_SEEK_BOUNDARY) {
+            if (bend > target) {
+                r->position = any ? bi[i].pos : bend;
+                return KC_OK;
+            }
+        } else if ((mode == KC_SEEK_OFFSET && bi[i].last >= target) ||
+                   (mode == KC_SEEK_TIMESTAMP && bi[i].max_ts >= target)) {
+            r->position = bi[i].pos;
+            r->base_offset = bi[i].base;
+            r->last_offset = bi[i].last;
+            r->max_timestamp = bi[i].max_ts;
+            r->size = (int32_t)bi[i].size;
+            return KC_OK;
+        }
+        any = 1;
+        last_end = bend;
+    }
+    if (mode == KC_SEEK_BOUNDARY && any) {
+        r->position = last_end;
+        return KC_OK;
+    }
+    return KC_NOT_FOUND;
+}
+
+static uint8_t *g_lg_scratch[3];
+static const size_t g_lg_scratch_len[3] = {64, 100, 8192};
+
+/* Runs one seek with every scratch size (64, 100, 8192 and an odd one) against the reference;
+ * returns 1 when all agree. */
+static int lg_seek_case(int fd, const lg_binfo *bi, int nb, int s0, int64_t end, int mode, int64_t target) {
+    kc_seek_result want, got;
+    memset(&want, 0, sizeof want);
+    int wst = lg_ref_seek(bi, nb, s0, end, mode, target, &want);
+    int64_t start = s0 < nb ? bi[s0].pos : (nb ? bi[nb - 1].pos + bi[nb - 1].size : 0);
+    /* A fourth scratch whose end falls inside the second batch's header (first batch + 0..63
+     * bytes), so a header is sometimes only partly in the buffer; exact size, so a read past
+     * what was loaded shows. */
+    size_t odd_len = (size_t)(s0 < nb ? bi[s0].size : 0) + rnd_below(64);
+    if (odd_len < 64) odd_len = 64;
+    uint8_t *odd = xmalloc(odd_len);
+    memset(odd, 0xA5, odd_len);
+    for (int k = 0; k < 4; k++) {
+        uint8_t *sc = k < 3 ? g_lg_scratch[k] : odd;
+        size_t sl = k < 3 ? g_lg_scratch_len[k] : odd_len;
+        memset(&got, 0, sizeof got);
+        int st = kc_log_seek(fd, start, end, mode, target, sc, sl, &got);
+        int ok = st == wst;
+        if (ok && st == KC_OK) {
+            ok = got.position == want.position;
+            if (mode != KC_SEEK_BOUNDARY)
+                ok = ok && got.base_offset == want.base_offset && got.last_offset == want.last_offset &&
+                     got.size == want.size;
+            if (mode == KC_SEEK_TIMESTAMP) ok = ok && got.max_timestamp == want.max_timestamp;
+        }
+        if (!ok) {
+            CHECKF(0,
+                   "seek mode %d start %lld end %lld target %lld scratch %zu: status %d/%d position %lld/%lld base "
+                   "%lld/%lld size %d/%d (got/want)",
+                   mode, (long long)start, (long long)end, (long long)target, sl, st, wst,
+                   (long long)got.position, (long long)want.position, (long long)got.base_offset,
+                   (long long)want.base_offset, (int)got.size, (int)want.size);
+            free(odd);
+            return 0;
+        }
+    }
+    free(odd);
+    return 1;
+}
+
+/* All three modes over a spread of targets; returns the number of cases that disagreed. */
+static long lg_seek_sweep(int fd, const lg_binfo *bi, int nb, int s0, int64_t end, long *cases) {
+    long bad = 0;
+    int64_t file_end = bi[nb - 1].pos + bi[nb - 1].size;
+    static const int64_t extremes[] = {INT64_MIN, -1, 0, INT64_MAX};
+    for (size_t e = 0; e < sizeof extremes / sizeof extremes[0]; e++)
+        for (int mode = 0; mode < 3; mode++) {
+            bad += !lg_seek_case(fd, bi, nb, s0, end, mode, extremes[e]);
+            (*cases)++;
+        }
+    for (int i = 0; i < nb; i++) {
+        const int64_t offs[] = {bi[i].base - 1, bi[i].base, bi[i].last, bi[i].last + 1};
+        const int64_t tss[] = {bi[i].max_ts - 1, bi[i].max_ts, bi[i].max_ts + 1};
+        const int64_t poss[] = {bi[i].pos - 1, bi[i].pos, bi[i].pos + 1, bi[i].pos + bi[i].size - 1,
+                                bi[i].pos + (int64_t)rnd_below((uint32_t)bi[i].size)};
+        for (size_t j = 0; j < 4; j++) bad += !lg_seek_case(fd, bi, nb, s0, end, KC_SEEK_OFFSET, offs[j]);
+        for (size_t j = 0; j < 3; j++) bad += !lg_seek_case(fd, bi, nb, s0, end, KC_SEEK_TIMESTAMP, tss[j]);
+        for (size_t j = 0; j < 5; j++) bad += !lg_seek_case(fd, bi, nb, s0, end, KC_SEEK_BOUNDARY, poss[j]);
+        *cases += 12;
+    }
+    bad += !lg_seek_case(fd, bi, nb, s0, end, KC_SEEK_BOUNDARY, file_end);
+    bad += !lg_seek_case(fd, bi, nb, s0, end, KC_SEEK_BOUNDARY, file_end + 1000);
+    *cases += 2;
+    return bad;
+}
+
+static void test_log_seek(void) {
+    char path[] = "/tmp/kc_test_log_XXXXXX";
+    int fd = mkstemp(path);
+    CHECKF(fd >= 0, "mkstemp: %s", strerror(errno));
+    if (fd < 0) return;
+    /* A write-only descriptor for the I/O error case, then the name goes at once so that a run
+     * that crashes leaves nothing behind. */
+    int wfd = open(path, O_WRONLY);
+    CHECK(wfd >= 0);
+    CHECK(unlink(path) == 0);
+    for (int k = 0; k < 3; k++) g_lg_scratch[k] = xmalloc(g_lg_scratch_len[k]);
+    const int nb = 40;
+    lg_binfo bi[40];
+    size_t len;
+    uint8_t *log = lg_make_log(nb, 100, 17, bi, &len);
+    CHECK(lg_write_file(fd, log, len));
+    const int64_t flen = (int64_t)len;
+    long cases = 0, bad = 0;
+
+    /* Hand-picked cases first (the reference must agree with the obvious answers). */
+    {
+        kc_seek_result r;
+        uint8_t *sc = g_lg_scratch[0];
+        /* Offsets: in the first, a middle and the last batch; beyond the end. */
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, bi[0].base, sc, 64, &r) == KC_OK && r.position == 0 &&
+              r.base_offset == bi[0].base && r.last_offset == bi[0].last && r.size == (int32_t)bi[0].size);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, bi[20].last, sc, 64, &r) == KC_OK && r.position == bi[20].pos);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, bi[nb - 1].last, sc, 64, &r) == KC_OK &&
+              r.position == bi[nb - 1].pos);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, bi[nb - 1].last + 1, sc, 64, &r) == KC_NOT_FOUND);
+        /* From a middle position, an earlier offset finds the batch at the start. */
+        CHECK(kc_log_seek(fd, bi[20].pos, flen, KC_SEEK_OFFSET, bi[3].base, sc, 64, &r) == KC_OK &&
+              r.position == bi[20].pos);
+        /* Boundary: inside the first batch gives its end; exactly a boundary gives it. */
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, 0, sc, 64, &r) == KC_OK && r.position == bi[0].size);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, bi[0].size - 1, sc, 64, &r) == KC_OK &&
+              r.position == bi[0].size);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, bi[5].pos, sc, 64, &r) == KC_OK && r.position == bi[5].pos);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, bi[5].pos + 1, sc, 64, &r) == KC_OK &&
+              r.position == bi[5].pos);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, bi[6].pos - 1, sc, 64, &r) == KC_OK &&
+              r.position == bi[5].pos);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, INT64_MAX, sc, 64, &r) == KC_OK && r.position == flen);
+        /* Boundary with end inside a batch: that batch is left out. */
+        CHECK(kc_log_seek(fd, 0, bi[9].pos + 40, KC_SEEK_BOUNDARY, INT64_MAX, sc, 64, &r) == KC_OK &&
+              r.position == bi[9].pos);
+        /* Empty ranges. */
+        CHECK(kc_log_seek(fd, flen, flen, KC_SEEK_BOUNDARY, INT64_MAX, sc, 64, &r) == KC_NOT_FOUND);
+        CHECK(kc_log_seek(fd, 100, 50, KC_SEEK_OFFSET, 0, sc, 64, &r) == KC_NOT_FOUND);
+        CHECK(kc_log_seek(fd, 0, 0, KC_SEEK_TIMESTAMP, INT64_MIN, sc, 64, &r) == KC_NOT_FOUND);
+        /* Timestamps: INT64_MIN takes the first batch. */
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_TIMESTAMP, INT64_MIN, sc, 64, &r) == KC_OK && r.position == 0 &&
+              r.max_timestamp == bi[0].max_ts);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_TIMESTAMP, INT64_MAX, sc, 64, &r) == KC_NOT_FOUND);
+    }
+
+    /* Whole file, from several starting batches and from the end. */
+    const int starts[] = {0, 1, 2, 16, 17, 18, nb / 2, nb - 1, nb};
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++) bad += lg_seek_sweep(fd, bi, nb, starts[i], flen, &cases);
+    /* end below the file size: at a boundary, inside a header (< 12 bytes, < 27, < 43 bytes), inside
+     * a batch's records, one byte short. */
+    for (int j = 1; j < nb; j += 3) {
+        const int64_t ends[] = {bi[j].pos, bi[j].pos + 5, bi[j].pos + 20, bi[j].pos + 40, bi[j].pos + 61,
+                                bi[j].pos + bi[j].size - 1};
+        for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++) {
+            bad += lg_seek_sweep(fd, bi, nb, 0, ends[e], &cases);
+            if (j > 2) bad += lg_seek_sweep(fd, bi, nb, 2, ends[e], &cases);
+        }
+    }
+    /* end past the file's end reads as the file's end. */
+    bad += lg_seek_sweep(fd, bi, nb, 0, flen + 100, &cases);
+
+    /* An incomplete trailing batch in the file itself: 5 bytes (inside the length), 30 bytes,
+     * all but one byte of a batch. */
+    {
+        lg_spec extra = lg_default(3);
+        extra.base_offset = bi[nb - 1].last + 1;
+        extra.max_ts = INT64_MAX - 1;
+        size_t elen;
+        uint8_t *eb = lg_build(&extra, &elen);
+        const size_t tails[] = {5, 30, elen - 1};
+        for (size_t t = 0; t < 3; t++) {
+            uint8_t *f = xmalloc(len + tails[t]);
+            memcpy(f, log, len);
+            memcpy(f + len, eb, tails[t]);
+            CHECK(lg_write_file(fd, f, len + tails[t]));
+            int64_t fsz = (int64_t)(len + tails[t]);
+            bad += lg_seek_sweep(fd, bi, nb, 0, fsz, &cases);
+            bad += lg_seek_sweep(fd, bi, nb, nb - 1, fsz, &cases);
+            kc_seek_result r;
+            CHECKF(kc_log_seek(fd, 0, fsz, KC_SEEK_BOUNDARY, INT64_MAX, g_lg_scratch[0], 64, &r) == KC_OK &&
+                       r.position == flen,
+                   "partial tail %zu: boundary", tails[t]);
+            CHECKF(kc_log_seek(fd, 0, fsz, KC_SEEK_OFFSET, extra.base_offset, g_lg_scratch[2], 8192, &r) ==
+                       KC_NOT_FOUND,
+                   "partial tail %zu: offset in it", tails[t]);
+            CHECKF(kc_log_seek(fd, 0, fsz, KC_SEEK_TIMESTAMP, INT64_MAX - 1, g_lg_scratch[1], 100, &r) ==
+                       KC_NOT_FOUND,
+                   "partial tail %zu: timestamp in it", tails[t]);
+            free(f);
+        }
+        free(eb);
+        CHECK(lg_write_file(fd, log, len));
+    }
+    CHECKF(bad == 0, "%ld of %ld seek cases disagree with the reference", bad, cases);
+    g_pass += cases - bad;
+
+    /* Corrupt headers in batch k: a length below the minimum, a negative length, magic 1, a
+     * negative last offset delta. Walks that stop before k are unaffected. */
+    {
+        const int k = 12;
+        for (int v = 0; v < 4; v++) {
+            uint8_t *f = lg_dup(log, len);
+            uint8_t *h = f + bi[k].pos;
+            if (v == 0) kc_put_be32(h + KC_LENGTH_OFFSET, 20);
+            if (v == 1) kc_put_be32(h + KC_LENGTH_OFFSET, -5);
+            if (v == 2) h[KC_MAGIC_OFFSET] = 1;
+            if (v == 3) kc_put_be32(h + KC_LAST_OFFSET_DELTA_OFFSET, -1);
+            CHECK(lg_write_file(fd, f, len));
+            for (int sc = 0; sc < 3; sc++) {
+                kc_seek_result r;
+                uint8_t *s = g_lg_scratch[sc];
+                size_t sl = g_lg_scratch_len[sc];
+                CHECKF(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, bi[nb - 1].last, s, sl, &r) == KC_CORRUPT,
+                       "variant %d scratch %zu: offset walk through the bad header", v, sl);
+                CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, bi[k - 1].last, s, sl, &r) == KC_OK &&
+                      r.position == bi[k - 1].pos);
+                CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_TIMESTAMP, INT64_MAX, s, sl, &r) == KC_CORRUPT);
+                if (v < 2) {
+                    /* The boundary walk reads only lengths. */
+                    CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, bi[k].pos + 1, s, sl, &r) == KC_CORRUPT);
+                    CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, INT64_MAX, s, sl, &r) == KC_CORRUPT);
+                }
+                CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_BOUNDARY, bi[k].pos - 1, s, sl, &r) == KC_OK &&
+                      r.position == bi[k - 1].pos);
+            }
+            free(f);
+        }
+        CHECK(lg_write_file(fd, log, len));
+    }
+    /* I/O errors: a bad descriptor, a write-only descriptor. */
+    {
+        kc_seek_result r;
+        for (int mode = 0; mode < 3; mode++) {
+            CHECK(kc_log_seek(-1, 0, flen, mode, 0, g_lg_scratch[2], 8192, &r) == KC_IO_ERROR);
+            if (wfd >= 0) CHECK(kc_log_seek(wfd, 0, flen, mode, 0, g_lg_scratch[0], 64, &r) == KC_IO_ERROR);
+        }
+        /* A scratch below the documented minimum is refused, not overrun. */
+        uint8_t *small = xmalloc(63);
+        CHECK(kc_log_seek(fd, 0, flen, KC_SEEK_OFFSET, 0, small, 63, &r) != KC_OK);
+        free(small);
+    }
+
+    /* Random damage to the file: no crash, no sanitizer report, results inside the range. */
+    {
+        long ok_results = 0, bad_results = 0;
+        for (int it = 0; it < 400; it++) {
+            size_t flen2 = len;
+            uint8_t *f = lg_dup(log, len);
+            int flips = 1 + (int)rnd_below(6);
+            for (int j = 0; j < flips; j++) {
+                size_t at = rnd_below(3) ? (size_t)bi[rnd_below((uint32_t)nb)].pos + rnd_below(KC_RECORD_BATCH_OVERHEAD)
+                                         : rnd_below((uint32_t)len);
+                f[at] = rnd_below(2) ? (uint8_t)rnd64() : (uint8_t)(f[at] ^ (1u << rnd_below(8)));
+            }
+            if (rnd_below(4) == 0) flen2 = rnd_below((uint32_t)len + 1);
+            CHECK(lg_write_file(fd, f, flen2));
+            for (int q = 0; q < 6; q++) {
+                int mode = (int)rnd_below(3);
+                int64_t start = rnd_below(2) ? 0 : (int64_t)rnd_below((uint32_t)flen2 + 1);
+                int64_t end = rnd_below(2) ? (int64_t)flen2 : (int64_t)rnd_below((uint32_t)flen2 + 1);
+                int64_t target = mode == KC_SEEK_BOUNDARY ? (int64_t)rnd_below((uint32_t)len + 100)
+                                 : mode == KC_SEEK_OFFSET ? 100 + (int64_t)rnd_below((uint32_t)(bi[nb - 1].last + 10))
+                                                          : (int64_t)rnd64();
+                int sc = (int)rnd_below(3);
+                kc_seek_result r;
+                int st = kc_log_seek(fd, start, end, mode, target, g_lg_scratch[sc], g_lg_scratch_len[sc], &r);
+                int ok = st == KC_OK || st == KC_NOT_FOUND || st == KC_CORRUPT;
+                if (st == KC_OK) {
+                    if (mode == KC_SEEK_BOUNDARY)
+                        ok = ok && r.position > start && r.position <= end;
+                    else
+                        ok = ok && r.position >= start && r.position + r.size <= end && r.last_offset >= r.base_offset;
+                }
+                if (ok)
+                    ok_results++;
+                else if (bad_results++ < 10)
+                    CHECKF(ok, "damaged seek mode %d start %lld end %lld: status %d position %lld size %d", mode,
+                           (long long)start, (long long)end, st, (long long)r.position, (int)r.size);
+            }
+            free(f);
+        }
+        CHECKF(bad_results == 0, "%ld damaged seeks out of range", bad_results);
+        g_pass += ok_results;
+    }
+
+    for (int k = 0; k < 3; k++) free(g_lg_scratch[k]);
+    free(log);
+    if (wfd >= 0) close(wfd);
+    close(fd);
+}
+
+/* Random mutated and truncated input to validate, assign and scan, in exact-size buffers. */
+static void test_log_robustness(void) {
+    clock_t t0 = clock();
+    const int iterations = 4000;
+    long v_ok = 0, v_invalid = 0, v_corrupt = 0, s_ok = 0, s_full = 0, s_other = 0;
+    for (int it = 0; it < iterations; it++) {
+        int nb = 1 + (int)rnd_below(4);
+        uint8_t *parts[4];
+        size_t lens[4];
+        for (int i = 0; i < nb; i++) {
+            kc_batch_header h;
+            parts[i] = random_batch(&lens[i], &h);
+        }
+        size_t starts[4], len;
+        uint8_t *log = lg_concat(parts, lens, nb, starts, &len);
+        if (rnd_below(2)) kc_log_assign_offsets(log, len, rnd_below(1000), 1, -1);
+        uint32_t kind = rnd_below(7);
+        int b = (int)rnd_below((uint32_t)nb);
+        size_t bsize = (b + 1 < nb ? starts[b + 1] : len) - starts[b];
+        uint8_t *bp = log + starts[b];
+        if (kind == 0) {
+            int flips = 1 + (int)rnd_below(6);
+            for (int j = 0; j < flips; j++) log[rnd_below((uint32_t)len)] ^= (uint8_t)(1 + rnd_below(255));
+        } else if (kind == 1) { /* record bytes, CRC fixed */
+            if (bsize > KC_RECORD_BATCH_OVERHEAD) {
+                int flips = 1 + (int)rnd_below(3);
+                for (int j = 0; j < flips; j++)
+                    bp[KC_RECORD_BATCH_OVERHEAD + rnd_below((uint32_t)(bsize - KC_RECORD_BATCH_OVERHEAD))] =
+                        (uint8_t)rnd64();
+            }
+            fix_crc(bp, bsize);
+        } else if (kind == 2) { /* hostile header fields, CRC fixed */
+            int32_t v = rnd_below(2) ? (int32_t)(uint32_t)rnd64() : (int32_t)rnd_below(20) - 5;
+            uint32_t r = rnd_below(6);
+            if (r == 0) kc_put_be32(bp + KC_RECORDS_COUNT_OFFSET, v);
+            if (r == 1) kc_put_be32(bp + KC_LAST_OFFSET_DELTA_OFFSET, v);
+            if (r == 2) kc_put_be32(bp + KC_LENGTH_OFFSET, v);
+            if (r == 3) kc_put_be16(bp + KC_ATTRIBUTES_OFFSET, (int16_t)v);
+            if (r == 4) kc_put_be64(bp + KC_BASE_OFFSET_OFFSET, rnd_below(2) ? INT64_MAX - rnd_below(3) : -(int64_t)rnd_below(3));
+            if (r == 5) kc_put_be64(bp + KC_MAX_TIMESTAMP_OFFSET, (int64_t)rnd64());
+            fix_crc(bp, bsize);
+        } else if (kind == 3) { /* a length that disagrees with the bytes */
+            kc_put_be32(bp + KC_LENGTH_OFFSET, kc_be32(bp + KC_LENGTH_OFFSET) + (int32_t)rnd_below(41) - 20);
+        } else if (kind == 4) { /* compression bits: records no longer checked */
+            kc_put_be16(bp + KC_ATTRIBUTES_OFFSET, (int16_t)(kc_be16(bp + KC_ATTRIBUTES_OFFSET) | (1 + rnd_below(4))));
+            fix_crc(bp, bsize);
+        }
+        /* kind 5, 6: untouched, or only truncated below. */
+        size_t mlen = (kind == 6 || rnd_below(4) == 0) ? rnd_below((uint32_t)len + 1) : len;
+        uint8_t *m = lg_dup(log, mlen);
+
+        kc_append_info info;
+        int64_t maxb = rnd_below(4) == 0 ? (int64_t)rnd_below(400) : (int64_t)1 << 30;
+        int st = kc_log_validate(m, mlen, maxb, (int)rnd_below(2), &info);
+        int vok = st == KC_OK || st == KC_CORRUPT || st == KC_INVALID || st == KC_TOO_LARGE;
+        if (st == KC_OK) {
+            vok = vok && info.bytes == (int64_t)mlen && info.batches >= 1 && info.records >= info.batches &&
+                  info.err == NULL;
+            v_ok++;
+            /* Stamping validated input keeps it valid, with or without LogAppendTime. */
+            uint8_t *m2 = lg_dup(m, mlen);
+            int64_t first = rnd_below(1000);
+            int64_t lat = rnd_below(2) ? -1 : (int64_t)rnd_below(1u << 30);
+            int64_t next = kc_log_assign_offsets(m2, mlen, first, 3, lat);
+            kc_append_info info2;
+            int st2 = kc_log_validate(m2, mlen, maxb, 1, &info2);
+            vok = vok && next == first + info.records && st2 == KC_OK && info2.records == info.records &&
+                  info2.batches == info.batches;
+            free(m2);
+        } else {
+            vok = vok && info.err != NULL && info.err_at <= mlen;
+            if (st == KC_INVALID) v_invalid++;
+            if (st == KC_CORRUPT) v_corrupt++;
+        }
+        if (!vok) CHECKF(vok, "validate iteration %d kind %u: status %d err_at %zu of %zu", it, kind, st, info.err_at, mlen);
+
+        /* Scan with small, growing index buffers. */
+        kc_scan s;
+        int64_t seg = rnd_below(2) ? 0 : (int64_t)rnd_below(1000);
+        lg_scan_init(&s, seg, (int64_t)rnd_below(300) - 1, (int)rnd_below(2), rnd_below(3), rnd_below(3));
+        size_t pos = 0, consumed = 0;
+        int sst = KC_OK, sok = 1;
+        for (int guard = 0; guard < 64; guard++) {
+            sst = kc_log_scan(&s, m + pos, mlen - pos, &consumed);
+            if (consumed > mlen - pos) sok = 0;
+            pos += consumed;
+            if (sst != KC_INDEX_FULL) break;
+            s_full++;
+            lg_grow(&s.offset_entries, &s.offset_capacity, s.offset_count, KC_OFFSET_INDEX_ENTRY, s.offset_capacity + 1);
+            lg_grow(&s.time_entries, &s.time_capacity, s.time_count, KC_TIME_INDEX_ENTRY, s.time_capacity + 1);
+        }
+        sok = sok && (sst == KC_OK || sst == KC_TRUNCATED || sst == KC_CORRUPT) && s.position == (int64_t)pos &&
+              s.offset_count <= s.offset_capacity && s.time_count <= s.time_capacity;
+        if (sst == KC_OK) sok = sok && pos == mlen;
+        if (sst == KC_CORRUPT) sok = sok && s.err != NULL;
+        /* Whatever it indexed is a sane index of the bytes walked. */
+        sok = sok && kc_offset_index_sane(s.offset_entries, s.offset_count, s.position) &&
+              kc_time_index_sane(s.time_entries, s.time_count);
+        if (sst == KC_OK) s_ok++;
+        else s_other++;
+        if (!sok)
+            CHECKF(sok, "scan iteration %d kind %u: status %d consumed %zu of %zu, %zu entries", it, kind, sst, pos,
+                   mlen, s.offset_count);
+        else
+            g_pass++;
+        /* Lookups in the produced index agree with a linear scan. */
+        if (s.offset_count) {
+            int32_t *offs = xmalloc(s.offset_count * sizeof(int32_t));
+            for (size_t i = 0; i < s.offset_count; i++) offs[i] = kc_be32(s.offset_entries + i * KC_OFFSET_INDEX_ENTRY);
+            int32_t target = offs[rnd_below((uint32_t)s.offset_count)] + (int32_t)rnd_below(3) - 1;
+            CHECK(kc_offset_index_lookup(s.offset_entries, s.offset_count, target) ==
+                  lg_ref_le32(offs, s.offset_count, target));
+            free(offs);
+        }
+        lg_scan_free(&s);
+        free(m);
+        free(log);
+    }
+    printf("# log robustness: %d iterations, validate OK %ld / INVALID %ld / CORRUPT %ld, scan OK %ld / other %ld, "
+           "%ld index-full resumes, %.2f s CPU\n",
+           iterations, v_ok, v_invalid, v_corrupt, s_ok, s_other, s_full, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    /* The mutations must reach both outcomes, or the loop proves little. */
+    CHECK(v_ok > 200 && v_invalid > 200 && v_corrupt > 200);
+    CHECK(s_ok > 200 && s_other > 200 && s_full > 50);
+}
+
+static void test_log(void) {
+    clock_t t0 = clock();
+    lg_pool_init();
+    test_log_index_lookup();
+    test_log_index_sane();
+    test_log_validate();
+    test_log_assign();
+    test_log_scan();
+    test_log_seek();
+    test_log_robustness();
+    printf("# log: %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
+}
+
 int main(void) {
     const char *seed = getenv("KC_TEST_SEED");
     if (seed && *seed) {
@@ -1851,6 +3564,7 @@ int main(void) {
     test_buffer();
     test_pool();
     test_robustness();
+    test_log();
     printf("# total %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
     printf("%ld passed, %ld failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

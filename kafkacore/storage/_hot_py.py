@@ -277,14 +277,14 @@ def seek(fd, start, end, mode, target):
     while pos < end:
         head = os.pread(fd, min(43, end - pos), pos)
         if len(head) < _LOG_OVERHEAD:
-            return None
+            break  # a partial header at the end: no more batches
         blen = struct.unpack_from(">i", head, 8)[0]
         if blen < _OVERHEAD - _LOG_OVERHEAD:
             raise CorruptRecordError("batch header is not a record batch v2", start)
         total = blen + _LOG_OVERHEAD
+        if pos + total > end:
+            break  # an incomplete batch: nothing from it on counts
         if mode == SEEK_BOUNDARY:
-            if pos + total > end:
-                break
             if pos + total > target:
                 return pos + total if first else pos
         else:
