@@ -62,7 +62,7 @@ int kc_time_index_sane(const uint8_t *index, size_t entries) {
     for (size_t i = 0; i < entries; i++) {
         int64_t ts = kc_be64(index + i * KC_TIME_INDEX_ENTRY);
         int32_t off = kc_be32(index + i * KC_TIME_INDEX_ENTRY + 8);
-        if (ts <= prev_ts || off < prev_off || off < 0) return 0;
+        if ((i > 0 && ts <= prev_ts) || off < prev_off || off < 0) return 0;
         prev_ts = ts;
         prev_off = off;
     }

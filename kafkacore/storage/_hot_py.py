@@ -311,27 +311,22 @@ def seek(fd, start, end, mode, target):
 def record_spans(section, count):
     mv = memoryview(section).cast("B")
     end, p, out = len(mv), 0, []
-    for _ in range(count):
+    for i in range(count):
         if p >= end:
             raise CorruptRecordError("fewer records than the count", p)
-        try:
-            length, p2 = read_varint(mv, p, end)
-            if length < 1 or end - p2 < length:
-                raise CorruptRecordError("record length is out of bounds", p)
-            rend = p2 + length
-            q = p2 + 1
-            ts_delta, q = read_varlong(mv, q, rend)
-            off_delta, q = read_varint(mv, q, rend)
-            klen, q = read_varint(mv, q, rend)
-            if klen < -1 or (klen > 0 and rend - q < klen):
-                raise CorruptRecordError("record key length is out of bounds", p)
-            key = None if klen < 0 else bytes(mv[q:q + klen])
-            q += max(klen, 0)
-            vlen, q = read_varint(mv, q, rend)
-            if vlen < -1:
-                raise CorruptRecordError("record value length is out of bounds", p)
-        except (ValueError, IndexError) as e:
-            raise CorruptRecordError(str(e), p)
+        bad = _check_uncompressed(mv, p, end, 1)
+        if bad and bad[0] not in ("record offset deltas are not consecutive from 0",
+                                  "batch has bytes left after its last record"):
+            raise CorruptRecordError(bad[0], bad[1])
+        length, p2 = read_varint(mv, p, end)
+        rend = p2 + length
+        q = p2 + 1
+        ts_delta, q = read_varlong(mv, q, rend)
+        off_delta, q = read_varint(mv, q, rend)
+        klen, q = read_varint(mv, q, rend)
+        key = None if klen < 0 else bytes(mv[q:q + klen])
+        q += max(klen, 0)
+        vlen, q = read_varint(mv, q, rend)
         out.append((off_delta, ts_delta, key, vlen < 0, p, rend))
         p = rend
     return out

@@ -7,6 +7,7 @@ mapped page kills the process with SIGBUS, while pwrite reports ENOSPC and the a
 cleanly. Reads go through the map (the page cache is shared, so it sees every pwrite)."""
 import mmap
 import os
+import threading
 
 from ..errors import KafkaStorageError
 
@@ -20,6 +21,8 @@ class IndexFile:
         self.max_entries = max(1, max_index_size // self.ENTRY_SIZE)
         self._map = None
         self._map_len = 0
+        self._map_lock = threading.Lock()
+        self.existed = os.path.exists(path)
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             size = os.fstat(self.fd).st_size
@@ -34,48 +37,53 @@ class IndexFile:
     # -- file management ------------------------------------------------------------------
     def make_mutable(self):
         """Grow the file to its maximum so entries can be appended (the active segment)."""
-        self._unmap()
-        try:
-            os.ftruncate(self.fd, self.max_entries * self.ENTRY_SIZE)
-        except OSError as e:
-            raise KafkaStorageError(f"preallocating index {self.path} failed: {e}") from e
+        with self._map_lock:
+            self._unmap()
+            try:
+                os.ftruncate(self.fd, self.max_entries * self.ENTRY_SIZE)
+            except OSError as e:
+                raise KafkaStorageError(f"preallocating index {self.path} failed: {e}") from e
         self.mutable = True
 
     def trim(self):
         """Cut the file to its entries (Kafka's trimToValidSize) and stop accepting appends."""
-        self._unmap()
-        os.ftruncate(self.fd, self.entries * self.ENTRY_SIZE)
+        with self._map_lock:
+            self._unmap()
+            os.ftruncate(self.fd, self.entries * self.ENTRY_SIZE)
         self.mutable = False
 
     def flush(self):
         os.fsync(self.fd)
 
     def _unmap(self):
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-            self._map_len = 0
+        # Readers in other threads may still hold the old map (a roll trims the index while
+        # fetches search it): it is dropped, not closed, and unmapped with its last reference.
+        # They only touch the first `entries` entries, which the file keeps, so a smaller file
+        # under an old, longer map is never read past its end.
+        self._map = None
+        self._map_len = 0
 
     def buffer(self):
         """The mapped entries (None when there are none). Maps lazily: many segments are never
         searched."""
-        if self.entries == 0:
+        entries = self.entries
+        if entries == 0:
             return None
-        need = self.entries * self.ENTRY_SIZE
-        if self._map is None or self._map_len < need:
-            self._unmap()
-            length = os.fstat(self.fd).st_size
-            if length < need:
-                raise KafkaStorageError(f"index {self.path} is shorter than its entries")
-            self._map = mmap.mmap(self.fd, length, mmap.MAP_SHARED, mmap.PROT_READ)
-            self._map_len = length
-        return self._map
+        need = entries * self.ENTRY_SIZE
+        m = self._map
+        if m is not None and self._map_len >= need:
+            return m
+        with self._map_lock:
+            if self._map is None or self._map_len < need:
+                length = os.fstat(self.fd).st_size
+                if length < need:
+                    raise KafkaStorageError(f"index {self.path} is shorter than its entries")
+                self._map = mmap.mmap(self.fd, length, mmap.MAP_SHARED, mmap.PROT_READ)
+                self._map_len = length
+            return self._map
 
     def close(self):
-        try:
-            self._unmap()
-        except BufferError:  # a reader still holds it; the map goes with the last reference
-            self._map = None
+        self._unmap()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -116,12 +124,13 @@ class IndexFile:
 
     def reset(self):
         """Drop every entry (before a rebuild)."""
-        self._unmap()
-        os.ftruncate(self.fd, 0)
-        self.entries = 0
-        self.corrupt_size = False
-        if self.mutable:
-            os.ftruncate(self.fd, self.max_entries * self.ENTRY_SIZE)
+        with self._map_lock:
+            self._unmap()
+            self.entries = 0
+            os.ftruncate(self.fd, 0)
+            self.corrupt_size = False
+            if self.mutable:
+                os.ftruncate(self.fd, self.max_entries * self.ENTRY_SIZE)
 
     def entry_bytes(self, slot):
         buf = self.buffer()

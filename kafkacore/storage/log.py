@@ -18,9 +18,9 @@ import shutil
 import threading
 import uuid
 
-from ..errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
+from ..errors import (CorruptMessageError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
                       RecordListTooLargeError)
-from ..record import codecs, iter_batches
+from ..record import CorruptRecordError, codecs, iter_batches
 from ._hot import hot
 from .batch_rewrite import records_section, recompress
 from .checkpoints import PartitionMetadataFile
@@ -128,7 +128,10 @@ class Log:
         if target != "producer":
             codec = codecs.codec_id("none" if target == "uncompressed" else target)
             if codec != info.attributes & 0x07 or info.batches > 1:
-                buf = recompress(records, codec)
+                try:
+                    buf = recompress(records, codec)
+                except CorruptRecordError as e:
+                    raise CorruptMessageError(f"batch does not decompress: {e}") from None
                 info = hot.validate_records(buf, max(config.max_message_bytes, len(buf)), allow_control)
         if isinstance(buf, (bytes, memoryview)) and memoryview(buf).readonly:
             buf = bytearray(buf)  # offsets are stamped in place
@@ -143,7 +146,8 @@ class Log:
             log_append_time = now if config.log_append_time else -1
             hot.assign_offsets(buf, first, leader_epoch, log_append_time)
             segment = self.active_segment
-            if self._should_roll(segment, len(buf), last, info, now):
+            message_ts = log_append_time if log_append_time >= 0 else info.max_timestamp
+            if self._should_roll(segment, len(buf), last, info.batches, message_ts, now):
                 segment = self._roll(now)
             segment.append(buf, log_append_time if log_append_time >= 0 else info.max_timestamp)
             self.high_watermark = segment.next_offset
@@ -161,25 +165,35 @@ class Log:
                              self.log_start_offset)
 
     def _check_keys(self, records):
-        """A compacted topic takes only keyed records (Kafka's INVALID_RECORD otherwise)."""
+        """A compacted topic takes only keyed records (Kafka's INVALID_RECORD otherwise). This
+        reads inside compressed batches: bytes that do not decompress are CORRUPT_MESSAGE,
+        records that do not parse INVALID_RECORD."""
         for batch in iter_batches(records):
             if batch.is_control:
                 continue
-            for rec in hot.record_spans(records_section(batch.to_bytes()), batch.count):
+            try:
+                section = records_section(batch.to_bytes())
+            except CorruptRecordError as e:
+                raise CorruptMessageError(f"batch at offset delta 0 does not decompress: {e}") from None
+            try:
+                spans = hot.record_spans(section, batch.count)
+            except CorruptRecordError as e:
+                raise InvalidRecordError(f"malformed record in a compressed batch: {e}") from None
+            for rec in spans:
                 if rec[2] is None:
                     raise InvalidRecordError("compacted topic cannot accept a record without a key")
 
-    def _should_roll(self, segment, nbytes, last_offset, info, now):
+    def _should_roll(self, segment, nbytes, last_offset, batches, message_ts, now):
         """Kafka's LogSegment.shouldRoll: size, time (segment.ms from the first batch's
         timestamp, or the segment's creation when there is none), full indexes, or offsets that
         no longer fit the 32-bit relative offsets."""
         if segment.size == 0:
             return last_offset - segment.base_offset > 0x7FFFFFFF
-        if segment.would_overflow(nbytes, last_offset) or segment.offset_index.is_full(info.batches) \
-                or segment.time_index.is_full(info.batches):
+        if segment.would_overflow(nbytes, last_offset) or segment.offset_index.is_full(batches) \
+                or segment.time_index.is_full(batches):
             return True
         first_ts = segment.first_batch_timestamp
-        waited = (info.max_timestamp - first_ts) if first_ts is not None and first_ts >= 0 else now - segment.created_ms
+        waited = (message_ts - first_ts) if first_ts is not None and first_ts >= 0 else now - segment.created_ms
         return waited > self.config.segment_ms - self.config.segment_jitter_ms
 
     def roll(self):

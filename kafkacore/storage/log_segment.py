@@ -70,6 +70,10 @@ class LogSegment:
         return self.scanner is not None
 
     def indexes_sane(self) -> bool:
+        """Kafka's sanity check on open, plus: a missing index file of a non-empty segment
+        must be rebuilt (an empty new file would pass for an index without entries)."""
+        if self.size > 0 and not (self.offset_index.existed and self.time_index.existed):
+            return False
         return self.offset_index.sane(self.size) and self.time_index.sane()
 
     def load(self, active):
