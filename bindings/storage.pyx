@@ -241,6 +241,40 @@ def seek(int fd, int64_t start, int64_t end, int mode, int64_t target):
     raise OSError(errno, f"reading log file descriptor {fd} failed: {strerror(errno).decode()}")
 
 
+def translate(index, size_t entries, int64_t base_offset, int fd, int64_t end, int64_t target,
+              size_t read_hint=SEEK_SCRATCH):
+    """A segment's offset lookup in one call: binary search of the offset index (index may be
+    None when it has no entries), then the header walk from that entry's position to the
+    first batch whose last offset is >= target. read_hint bounds the first pread (the walk
+    from an index entry covers about index.interval.bytes). Same result as seek."""
+    cdef uint8_t scratch[SEEK_SCRATCH]
+    cdef kc_seek_result r
+    cdef Py_buffer view
+    cdef const uint8_t *p
+    cdef long slot = -1
+    cdef int64_t start = 0
+    cdef int64_t rel = target - base_offset
+    if entries > 0:
+        p = _index_data(&view, index, entries, KC_OFFSET_INDEX_ENTRY)
+        slot = kc_offset_index_lookup(p, entries, <int32_t>(rel if rel < 0x7FFFFFFF else 0x7FFFFFFF))
+        if slot >= 0:
+            start = (<int64_t>p[slot * 8 + 4] << 24) | (<int64_t>p[slot * 8 + 5] << 16) | \
+                    (<int64_t>p[slot * 8 + 6] << 8) | <int64_t>p[slot * 8 + 7]
+        PyBuffer_Release(&view)
+    if read_hint < 64:
+        read_hint = 64
+    if read_hint > SEEK_SCRATCH:
+        read_hint = SEEK_SCRATCH
+    cdef int st = kc_log_seek(fd, start, end, KC_SEEK_OFFSET, target, scratch, read_hint, &r)
+    if st == KC_OK:
+        return (r.position, r.base_offset, r.last_offset, r.max_timestamp, r.size)
+    if st == KC_NOT_FOUND:
+        return None
+    if st == KC_CORRUPT:
+        raise CorruptRecordError("batch header is not a record batch v2", start)
+    raise OSError(errno, f"reading log file descriptor {fd} failed: {strerror(errno).decode()}")
+
+
 def record_spans(section, int32_t count):
     """The records of a decompressed records section, for the log cleaner: a list of
     (offset delta, timestamp delta, key or None, value is null, start, end) per record, start

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job. Until the broker lands this runs the native-core benchmark against its peers
+# The main job. Until the broker lands this runs the native-core and storage benchmarks against their peers
 # (side by side, ratios printed); then it will start `kafkacore serve`.
 source "$(dirname "$0")/env.sh"
-exec "$PY" bench/bench_native.py "$@"
+"$PY" bench/bench_native.py "$@"
+exec "$PY" bench/bench_storage.py

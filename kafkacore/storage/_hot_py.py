@@ -308,6 +308,15 @@ def seek(fd, start, end, mode, target):
     return None
 
 
+def translate(index, entries, base_offset, fd, end, target, read_hint=8192):
+    start = 0
+    if entries > 0:
+        slot = offset_index_lookup(index, entries, min(target - base_offset, _INT32_MAX))
+        if slot >= 0:
+            start = struct.unpack_from(">i", memoryview(index).cast("B"), slot * 8 + 4)[0]
+    return seek(fd, start, end, SEEK_OFFSET, target)
+
+
 def record_spans(section, count):
     mv = memoryview(section).cast("B")
     end, p, out = len(mv), 0, []

@@ -58,6 +58,8 @@ class LogSegment:
         self.offset_of_max_timestamp_so_far = -1
         self.first_batch_timestamp = None  # maxTimestamp of the first batch: segment.ms rolls on it
         self.scanner = None  # index-building state while active
+        # a walk from an index entry to a batch spans about index.interval.bytes: one pread
+        self._read_hint = min(8192, config.index_interval_bytes + 128)
         self.deleted = False
 
     # -- loading ----------------------------------------------------------------------------
@@ -225,8 +227,9 @@ class LogSegment:
         """(position, base offset, last offset, max timestamp, size) of the first batch whose
         last offset is >= offset, or None when no batch in the segment reaches it."""
         end = self.size if end is None else end
-        _o, start = self.offset_index.lookup(offset)
-        return hot.seek(self.file.fd, start, end, hot.SEEK_OFFSET, offset)
+        index = self.offset_index
+        return hot.translate(index.buffer(), index.entries, self.base_offset, self.file.fd, end, offset,
+                             self._read_hint)
 
     def read(self, offset, max_bytes, max_position=None, min_one_batch=True):
         """FileSlice from the batch holding offset, ending on a batch boundary at most
@@ -243,8 +246,8 @@ class LogSegment:
         limit = start + max_bytes
         if limit >= end:
             stop = end
-        elif not min_one_batch and found[4] > max_bytes:
-            stop = start
+        elif found[4] >= max_bytes:  # the first batch alone fills max_bytes
+            stop = start + found[4] if min_one_batch or found[4] == max_bytes else start
         else:
             # from the last index entry at or before the limit, walk to the boundary
             from_pos = max(start, self.offset_index.lookup_position(limit))
