@@ -63,10 +63,12 @@ class IndexFile:
         self._map = None
         self._map_len = 0
 
-    def buffer(self):
-        """The mapped entries (None when there are none). Maps lazily: many segments are never
-        searched."""
-        entries = self.entries
+    def buffer(self, entries=None):
+        """The mapped file, holding at least `entries` entries (default: all of them); None
+        when that is 0. Maps lazily: many segments are never searched. A caller that reads
+        `entries` itself passes it, so appends in another thread cannot make the two disagree."""
+        if entries is None:
+            entries = self.entries
         if entries == 0:
             return None
         need = entries * self.ENTRY_SIZE

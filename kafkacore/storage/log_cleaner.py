@@ -144,13 +144,13 @@ class LogCleaner:
         segments = lg.segments
         end = segments[-1].base_offset
         lag = lg.config.min_compaction_lag_ms
+        first_dirty = max(self.first_dirty.get((lg.topic, lg.partition), 0), lg.log_start_offset)
         if lag > 0:
             for seg in segments[:-1]:
-                if seg.largest_timestamp > now - lag:
+                if seg.next_offset > first_dirty and seg.largest_timestamp > now - lag:
                     end = min(end, seg.base_offset)
                     break
         cleanable = [s for s in segments[:-1] if s.base_offset < end and s.next_offset > lg.log_start_offset]
-        first_dirty = max(self.first_dirty.get((lg.topic, lg.partition), 0), lg.log_start_offset)
         dirty_bytes = sum(s.size for s in cleanable if s.next_offset > first_dirty)
         return cleanable, first_dirty, dirty_bytes, sum(s.size for s in cleanable)
 
@@ -234,6 +234,11 @@ class LogCleaner:
                 buf = bytearray(out) if isinstance(out, memoryview) else out
                 cleaned.append(buf, struct.unpack_from(">q", buf, 35)[0])
                 stats.bytes_written += len(buf)
+            if cleaned.max_timestamp_so_far < 0 <= seg.largest_timestamp:
+                # Emptied: its age falls back to the file's time, so it keeps the original's age
+                # (Kafka copies the original's last-modified time for the same reason).
+                ns = seg.largest_timestamp * 1_000_000
+                os.utime(cleaned.log_path, ns=(ns, ns))
             cleaned.become_inactive(flush=True)
         except Exception:
             cleaned.delete_files()

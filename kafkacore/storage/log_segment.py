@@ -228,7 +228,8 @@ class LogSegment:
         last offset is >= offset, or None when no batch in the segment reaches it."""
         end = self.size if end is None else end
         index = self.offset_index
-        return hot.translate(index.buffer(), index.entries, self.base_offset, self.file.fd, end, offset,
+        entries = index.entries
+        return hot.translate(index.buffer(entries), entries, self.base_offset, self.file.fd, end, offset,
                              self._read_hint)
 
     def read(self, offset, max_bytes, max_position=None, min_one_batch=True):

@@ -16,18 +16,20 @@ class OffsetIndex(IndexFile):
 
     def lookup(self, offset):
         """(offset, position) of the last entry at or below offset; (base offset, 0) if none."""
-        if self.entries == 0:
+        entries = self.entries
+        if entries == 0:
             return self.base_offset, 0
-        slot = hot.offset_index_lookup(self.buffer(), self.entries, min(offset - self.base_offset, 0x7FFFFFFF))
+        slot = hot.offset_index_lookup(self.buffer(entries), entries, min(offset - self.base_offset, 0x7FFFFFFF))
         if slot < 0:
             return self.base_offset, 0
         return self.entry(slot)
 
     def lookup_position(self, position):
         """Position of the last entry at or below position; 0 if none."""
-        if self.entries == 0:
+        entries = self.entries
+        if entries == 0:
             return 0
-        slot = hot.offset_index_lookup_position(self.buffer(), self.entries, position)
+        slot = hot.offset_index_lookup_position(self.buffer(entries), entries, position)
         return 0 if slot < 0 else self.entry(slot)[1]
 
     def last_entry(self):

@@ -23,9 +23,10 @@ class TimeIndex(IndexFile):
     def lookup(self, timestamp):
         """(timestamp, offset) of the last entry with a timestamp <= timestamp, or
         (NO_TIMESTAMP, base offset): the search for an offset by time starts there."""
-        if self.entries == 0:
+        entries = self.entries
+        if entries == 0:
             return NO_TIMESTAMP, self.base_offset
-        slot = hot.time_index_lookup(self.buffer(), self.entries, timestamp)
+        slot = hot.time_index_lookup(self.buffer(entries), entries, timestamp)
         return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
 
     def is_full(self, more=1):
