@@ -205,9 +205,10 @@ class Log:
         new_base = self.log_end_offset
         if old.size == 0:
             return old  # an empty active segment is already the roll's result
+        # The new segment first: if its files cannot be made (disk full), the old one stays
+        # active and untouched, and the append fails with KAFKA_STORAGE_ERROR.
+        new = LogSegment.create(self.dir, new_base, self.config, now)
         old.become_inactive(flush=False)
-        new = LogSegment(self.dir, new_base, self.config, created_ms=now)
-        new.load(active=True)
         self._set_segments(self._view[0] + (new,))
         # Kafka flushes the rolled segment in the background; the recovery point moves past it
         # once that is done.
@@ -327,19 +328,22 @@ class Log:
         return None
 
     def _first_record_at(self, segment, timestamp, start, exact=False):
-        position = 0
+        """Kafka's searchForTimestamp: walk batches from the index position; in the first ones
+        whose maxTimestamp reaches timestamp, the first record at or after start that does."""
         starting = max(start, segment.base_offset)
+        position = segment.timestamp_search_start(timestamp, starting)
         while True:
-            found = segment.find_batch_by_timestamp(timestamp, starting)
+            found = segment.next_batch_by_timestamp(timestamp, position)
             if found is None:
                 return None
             position, _base, last, _max_ts, size = found
-            data = segment.read_bytes(position, size)
-            for batch in iter_batches(data):
-                for rec in batch:
-                    if rec.offset >= start and (rec.timestamp_ms == timestamp if exact else rec.timestamp_ms >= timestamp):
-                        return rec.offset, rec.timestamp_ms
-            starting = last + 1
+            if last >= starting:
+                for batch in iter_batches(segment.read_bytes(position, size)):
+                    for rec in batch:
+                        if rec.offset >= starting and (rec.timestamp_ms == timestamp if exact
+                                                       else rec.timestamp_ms >= timestamp):
+                            return rec.offset, rec.timestamp_ms
+            position += size
 
     # -- retention ---------------------------------------------------------------------------
     def delete_records(self, offset):

@@ -62,6 +62,31 @@ class LogSegment:
         self._read_hint = min(8192, config.index_interval_bytes + 128)
         self.deleted = False
 
+    @classmethod
+    def create(cls, directory, base_offset, config, created_ms):
+        """A new, empty active segment; on failure its files are removed and
+        KafkaStorageError raised."""
+        stem = os.path.join(directory, segment_file_name(base_offset))
+        existing = {s for s in FILE_SUFFIXES if os.path.exists(stem + s)}
+        segment = None
+        try:
+            segment = cls(directory, base_offset, config, created_ms=created_ms)
+            segment.load(active=True)
+            return segment
+        except (OSError, KafkaStorageError) as e:
+            if segment is not None:
+                segment.offset_index.close()
+                segment.time_index.close()
+            for suffix in FILE_SUFFIXES:
+                if suffix not in existing:
+                    try:
+                        os.unlink(stem + suffix)
+                    except OSError:
+                        pass
+            if isinstance(e, KafkaStorageError):
+                raise
+            raise KafkaStorageError(f"creating segment {stem} failed: {e}") from e
+
     # -- loading ----------------------------------------------------------------------------
     @property
     def log_path(self):
@@ -261,12 +286,16 @@ class LogSegment:
                 stop = from_pos
         return FileSlice(self.file, start, stop - start, found[1])
 
-    def find_batch_by_timestamp(self, timestamp, starting_offset):
-        """(position, base, last, max timestamp, size) of the first batch at or after
-        starting_offset whose maxTimestamp is >= timestamp (Kafka's findOffsetByTimestamp, before
-        it looks inside the batch); None if there is none."""
+    def timestamp_search_start(self, timestamp, starting_offset):
+        """Where the search for the first record at or after timestamp (and starting_offset)
+        begins: the offset index position for the later of the time index's answer and
+        starting_offset (Kafka's findOffsetByTimestamp)."""
         _ts, ts_offset = self.time_index.lookup(timestamp)
-        _o, position = self.offset_index.lookup(max(ts_offset, starting_offset))
+        return self.offset_index.lookup(max(ts_offset, starting_offset))[1]
+
+    def next_batch_by_timestamp(self, timestamp, position):
+        """(position, base, last, max timestamp, size) of the first batch at or after position
+        whose maxTimestamp is >= timestamp, or None."""
         return hot.seek(self.file.fd, position, self.size, hot.SEEK_TIMESTAMP, timestamp)
 
     def read_bytes(self, position, length):
