@@ -84,9 +84,12 @@ class Log:
         self._set_segments(loaded.segments)
         self.log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = self.log_end_offset if not clean_shutdown else min(recovery_point, self.log_end_offset)
-        if not clean_shutdown and (loaded.recovered_segments or loaded.truncated_bytes):
-            self.flush()  # what recovery kept is now on disk: the recovery point is the end
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        if loaded.recovered_segments or loaded.rebuilt_indexes or loaded.truncated_bytes:
+            # fsync what recovery checked and rebuilt (from the first segment it touched);
+            # only then is the recovery point the end of the log
+            self.recovery_point = min(self.recovery_point, loaded.first_repaired_offset)
+            self.flush()
         self.high_watermark = self.log_end_offset
         self._unflushed = 0
         self.last_flush_ms = now_ms()

@@ -26,6 +26,7 @@ class LoadResult:
         self.truncated_bytes = 0
         self.deleted_segments = 0
         self.completed_swaps = 0
+        self.first_repaired_offset = 1 << 62  # base offset of the first segment recovered or rebuilt
 
 
 def _base_of(name):
@@ -79,6 +80,7 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
     while i < len(segments):
         seg = segments[i]
         cut = 0
+        repaired = True
         if i >= first_to_recover:
             cut = seg.recover(active=False)
             result.recovered_segments += 1
@@ -88,9 +90,12 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
         else:
             try:
                 seg.load(active=False)
+                repaired = False
             except CorruptMessageError:
                 cut = seg.recover(active=False)
                 result.recovered_segments += 1
+        if repaired:
+            result.first_repaired_offset = min(result.first_repaired_offset, seg.base_offset)
         if cut:
             result.truncated_bytes += cut
             seg.flush()
