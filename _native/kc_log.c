@@ -139,6 +139,10 @@ int kc_log_validate(const uint8_t *p, size_t len, int64_t max_batch_bytes, int a
             info->err = "inconsistent batch offset range and record count";
             return KC_INVALID;
         }
+        if ((h.attributes & KC_ATTR_COMPRESSION_MASK) > 4) {
+            info->err = "unknown compression codec (Kafka defines ids 0 to 4)";
+            return KC_CORRUPT;
+        }
         if ((h.attributes & KC_ATTR_CONTROL) && !allow_control) {
             info->err = "clients may not write control batches";
             return KC_INVALID;

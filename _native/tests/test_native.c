@@ -2588,6 +2588,15 @@ static void test_log_validate(void) {
                        codec, st, info.err ? info.err : "");
             free(b);
         }
+        /* Codec ids Kafka does not define (5-7) are corrupt, whatever the payload. */
+        for (int codec = 5; codec <= 7; codec++) {
+            h.attributes = (int16_t)codec;
+            size_t len;
+            uint8_t *b = lg_raw_batch(&h, payload, sizeof payload, &len);
+            st = kc_log_validate(b, len, MAXB, 0, &info);
+            CHECKF(st == KC_CORRUPT && info.err_at == 0, "codec %d: status %d", codec, st);
+            free(b);
+        }
         /* Empty compressed payload, and a compressed batch with an inconsistent count. */
         h.attributes = 3;
         size_t len;

@@ -165,6 +165,8 @@ def validate_records(buf, max_batch_bytes, allow_control=False):
             raise CorruptMessageError(f"CRC-32C of the batch does not match its contents (at byte {pos})")
         if count <= 0 or delta < 0 or delta + 1 != count:
             raise InvalidRecordError(f"inconsistent batch offset range and record count (at byte {pos})")
+        if attrs & 0x07 > 4:
+            raise CorruptMessageError(f"unknown compression codec (Kafka defines ids 0 to 4) (at byte {pos})")
         if attrs & 0x20 and not allow_control:
             raise InvalidRecordError(f"clients may not write control batches (at byte {pos})")
         if attrs & 0x07 == 0:

@@ -77,6 +77,8 @@ class IndexFile:
             return m
         with self._map_lock:
             if self._map is None or self._map_len < need:
+                if self.fd < 0:
+                    raise KafkaStorageError(f"index {self.path} is closed")
                 length = os.fstat(self.fd).st_size
                 if length < need:
                     raise KafkaStorageError(f"index {self.path} is shorter than its entries")
@@ -85,10 +87,11 @@ class IndexFile:
             return self._map
 
     def close(self):
-        self._unmap()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        with self._map_lock:
+            self._unmap()
+            fd, self.fd = self.fd, -1  # -1 first: a reader must not see a number being reused
+        if fd >= 0:
+            os.close(fd)
 
     def rename(self, new_path):
         os.rename(self.path, new_path)

@@ -73,6 +73,7 @@ class Log:
         self.config = config
         self.scheduler = scheduler or InlineScheduler()
         self.lock = threading.RLock()
+        self.closed = False
         os.makedirs(directory, exist_ok=True)
         self._metadata = PartitionMetadataFile(directory)
         self.topic_id = self._metadata.read()
@@ -94,7 +95,6 @@ class Log:
         self._unflushed = 0
         self.last_flush_ms = now_ms()
         self.append_listeners = []  # fn(log) after every append (the broker's fetch wake-up)
-        self.closed = False
 
     # -- segments ---------------------------------------------------------------------------
     def _set_segments(self, segments):
@@ -135,11 +135,16 @@ class Log:
                     buf = recompress(records, codec)
                 except CorruptRecordError as e:
                     raise CorruptMessageError(f"batch does not decompress: {e}") from None
-                info = hot.validate_records(buf, max(config.max_message_bytes, len(buf)), allow_control)
+                info = hot.validate_records(buf, config.max_message_bytes, allow_control)
         if isinstance(buf, (bytes, memoryview)) and memoryview(buf).readonly:
             buf = bytearray(buf)  # offsets are stamped in place
         if len(buf) > config.segment_bytes:
             raise RecordListTooLargeError(f"{len(buf)} bytes of records exceed segment.bytes={config.segment_bytes}")
+        index_slots = min(config.segment_index_bytes // 8, config.segment_index_bytes // 12 - 1)
+        if info.batches > index_slots:  # (each batch may need an index entry in one segment)
+            raise RecordListTooLargeError(
+                f"{info.batches} batches in one append exceed what segment.index.bytes="
+                f"{config.segment_index_bytes} indexes in a segment ({index_slots})")
         with self.lock:
             if self.closed:
                 raise KafkaStorageError(f"log {self.name} is closed")
@@ -211,7 +216,11 @@ class Log:
         # The new segment first: if its files cannot be made (disk full), the old one stays
         # active and untouched, and the append fails with KAFKA_STORAGE_ERROR.
         new = LogSegment.create(self.dir, new_base, self.config, now)
-        old.become_inactive(flush=False)
+        try:
+            old.become_inactive(flush=False)
+        except OSError as e:  # the final time index entry could not be written (disk full)
+            new.delete_files()
+            raise KafkaStorageError(f"rolling {self.name} failed: {e}") from e
         self._set_segments(self._view[0] + (new,))
         # Kafka flushes the rolled segment in the background; the recovery point moves past it
         # once that is done.
@@ -219,7 +228,7 @@ class Log:
         return new
 
     def _flush_rolled(self, segment, new_base):
-        if segment.deleted:
+        if segment.deleted or self.closed:
             return
         segment.flush()
         with self.lock:
@@ -229,15 +238,21 @@ class Log:
     def flush(self):
         """fsync every segment holding unflushed data; the recovery point becomes the end."""
         with self.lock:
+            if self.closed:
+                return
             end = self.log_end_offset
             segments = [s for s in self._view[0] if s.next_offset > self.recovery_point or s.mutable]
             self._unflushed = 0
-        for segment in segments:
-            if not segment.deleted:
-                segment.flush()
+        self._fsync(segments)
         with self.lock:
             self.recovery_point = max(self.recovery_point, end)
             self.last_flush_ms = now_ms()
+
+    @staticmethod
+    def _fsync(segments):
+        for segment in segments:
+            if not segment.deleted:
+                segment.flush()
 
     def maybe_flush(self, now=None):
         """flush.ms: flush when that long has passed since the last flush."""
@@ -251,6 +266,8 @@ class Log:
         batch at least with min_one_batch), never past max_offset (exclusive; e.g. the high
         watermark). OffsetOutOfRangeError below the log start offset or past the end."""
         for _attempt in range(3):
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
             segments, bases = self._view
             end = segments[-1].next_offset
             start = self.log_start_offset
@@ -262,9 +279,13 @@ class Log:
             i = max(0, bisect.bisect_right(bases, offset) - 1)
             try:
                 return self._read_from(segments, i, offset, max_bytes, max_offset, end, min_one_batch)
-            except (OSError, ValueError, KafkaStorageError):
+            except (OSError, ValueError, KafkaStorageError) as e:
+                if self.closed:
+                    raise KafkaStorageError(f"log {self.name} was closed during the read") from None
                 if not any(s.deleted for s in segments):
-                    raise
+                    if isinstance(e, KafkaStorageError):
+                        raise
+                    raise KafkaStorageError(f"reading {self.name} at {offset} failed: {e}") from e
                 # a segment went (retention, cleaner) under this snapshot: read again
         raise KafkaStorageError(f"read of {self.name} at {offset} kept racing segment deletion")
 
@@ -305,6 +326,8 @@ class Log:
         """ListOffsets: (offset, timestamp) or None. -2 earliest (log start offset), -1 latest
         (high watermark), -3 the record with the largest timestamp; a timestamp >= 0 gives the
         first record at or after it (Kafka's fetchOffsetByTimestamp)."""
+        if self.closed:
+            raise KafkaStorageError(f"log {self.name} is closed")
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
@@ -353,6 +376,8 @@ class Log:
         """DeleteRecords: the log start offset moves up to offset (not past the high watermark);
         segments wholly below it are deleted. Returns the new log start offset."""
         with self.lock:
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
             if offset < 0 or offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot delete records of {self.name} before {offset}: the high watermark is {self.high_watermark}")
@@ -385,6 +410,8 @@ class Log:
 
     def _delete_segments(self, predicate):
         with self.lock:
+            if self.closed:
+                return 0
             segments = list(self._view[0])
             doomed = []
             for i, seg in enumerate(segments):
@@ -424,7 +451,7 @@ class Log:
         cleaned files removed) when old is no longer in the log."""
         with self.lock:
             segments = list(self._view[0])
-            if old not in segments or old.deleted or old is segments[-1]:
+            if self.closed or old not in segments or old.deleted or old is segments[-1]:
                 cleaned.delete_files()
                 return False
             cleaned.change_suffix(".cleaned", ".swap")
@@ -442,9 +469,12 @@ class Log:
         with self.lock:
             if self.closed:
                 return
-            self.closed = True
             segments = self._view[0]
-            segments[-1].become_inactive(flush=True)
+            segments[-1].become_inactive(flush=False)
+            # every segment past the recovery point (a rolled one whose background flush has
+            # not run yet, too) is on disk before the recovery point may say so
+            self._fsync([s for s in segments if s.next_offset > self.recovery_point or s is segments[-1]])
+            self.closed = True
             for segment in segments:
                 segment.close()
             self.recovery_point = self.log_end_offset

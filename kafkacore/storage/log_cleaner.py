@@ -247,8 +247,12 @@ class LogCleaner:
         if not lg.replace_segment(seg, cleaned):
             log.info("segment %s of %s went away while being cleaned", seg.base_offset, lg.name)
 
-    def forget(self, topic, partition):
+    def forget(self, topic, partition, log_to_delete=None):
+        """Drops a partition's cleaning state; with log_to_delete, deletes that log while no
+        cleaning pass runs (one in progress finishes first)."""
         with self._lock:
+            if log_to_delete is not None:
+                log_to_delete.delete()
             if self.first_dirty.pop((topic, partition), None) is not None:
                 self._write_checkpoint()
 

@@ -7,20 +7,26 @@ thread runs retention (``log.retention.check.interval.ms``), ``flush.ms`` flushe
 writes and delayed file deletions, and the cleaner thread compacts. ``shutdown()`` flushes and
 closes every log, writes the checkpoints with recovery points at the log ends, and writes the
 clean-shutdown marker."""
+import json
 import os
 import re
 import shutil
 import threading
 
-from ..errors import InvalidTopicError, TopicAlreadyExistsError
+from ..errors import InvalidTopicError, KafkaStorageError, TopicAlreadyExistsError
 from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
-                          load_or_create_meta_properties, take_clean_shutdown, write_clean_shutdown)
+                          load_or_create_meta_properties, take_clean_shutdown, write_atomically,
+                          write_clean_shutdown)
 from .config import LogConfig
 from .log import Log, parse_partition_dir
 from .log_cleaner import LogCleaner
 from .scheduler import InlineScheduler, Scheduler
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# Kafka keeps topic configs in its metadata log, not in log.dirs; a single-node kafkacore keeps
+# each topic's overrides in this file of the data directory, so a compacted topic is still
+# compacted after a restart (Kafka's loaders ignore files they do not know).
+TOPIC_CONFIGS_FILE = "kafkacore-topic-configs.json"
 MAX_TOPIC_LENGTH = 249
 
 
@@ -44,7 +50,8 @@ class LogManager:
         self.meta = load_or_create_meta_properties(self.data_dir, node_id, cluster_id)
         self.cluster_id = self.meta["cluster.id"]
         self.default_config = default_config or LogConfig()
-        self.topic_overrides = {}  # topic -> {kafka name: value}
+        self._topic_configs_path = os.path.join(self.data_dir, TOPIC_CONFIGS_FILE)
+        self.topic_overrides = self._read_topic_configs()  # topic -> {kafka name: value}
         self.had_clean_shutdown = take_clean_shutdown(self.data_dir)
         self._recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT))
         self._start_checkpoint = OffsetCheckpointFile(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT))
@@ -79,6 +86,19 @@ class LogManager:
         self.closed = False
 
     # -- topics and partitions ---------------------------------------------------------------
+    def _read_topic_configs(self):
+        try:
+            with open(self._topic_configs_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            raise KafkaStorageError(f"malformed {self._topic_configs_path}: {e}") from e
+        return {topic: {k: str(v) for k, v in cfg.items()} for topic, cfg in data.items()}
+
+    def _write_topic_configs(self):
+        write_atomically(self._topic_configs_path, json.dumps(self.topic_overrides, indent=1, sort_keys=True))
+
     def config_for(self, topic, overrides=None):
         merged = dict(self.topic_overrides.get(topic, {}))
         merged.update(overrides or {})
@@ -94,7 +114,9 @@ class LogManager:
             if (topic, partition) in self.logs:
                 raise TopicAlreadyExistsError(f"{topic}-{partition} already exists")
             if overrides:
-                self.topic_overrides.setdefault(topic, {}).update(overrides)
+                self.config_for(topic, overrides)  # a bad value fails before anything is stored
+                self.topic_overrides.setdefault(topic, {}).update({k: str(v) for k, v in overrides.items()})
+                self._write_topic_configs()
             config = self.config_for(topic)
             path = os.path.join(self.data_dir, f"{topic}-{partition}")
             lg = Log(path, config, scheduler=self.scheduler, topic_id=topic_id)
@@ -104,23 +126,37 @@ class LogManager:
     def get_or_create_log(self, topic, partition, overrides=None, topic_id=None):
         with self._lock:
             lg = self.logs.get((topic, partition))
-            return lg if lg is not None else self.create_log(topic, partition, overrides, topic_id)
+            if lg is None:
+                return self.create_log(topic, partition, overrides, topic_id)
+            if overrides:
+                merged = dict(self.topic_overrides.get(topic, {}))
+                merged.update({k: str(v) for k, v in overrides.items()})
+                if merged != self.topic_overrides.get(topic):
+                    self.set_topic_config(topic, merged)
+            return lg
 
     def delete_log(self, topic, partition):
         with self._lock:
             lg = self.logs.pop((topic, partition), None)
-        if lg is None:
-            return False
-        lg.delete()
+            if lg is None:
+                return False
+            if not any(t == topic for t, _p in self.logs):
+                if self.topic_overrides.pop(topic, None) is not None:
+                    self._write_topic_configs()
         if self.cleaner is not None:
-            self.cleaner.forget(topic, partition)
+            # waits for a cleaning pass over this log to end (Kafka aborts it), so the cleaner
+            # never renames files in a directory that is going away or being re-created
+            self.cleaner.forget(topic, partition, lg)
+        else:
+            lg.delete()
         return True
 
     def set_topic_config(self, topic, overrides):
         """Replaces a topic's overrides; every open partition of it takes the new config."""
         config = self.default_config.with_overrides(overrides)
         with self._lock:
-            self.topic_overrides[topic] = dict(overrides)
+            self.topic_overrides[topic] = {k: str(v) for k, v in overrides.items()}
+            self._write_topic_configs()
             for (t, _p), lg in self.logs.items():
                 if t == topic:
                     lg.config = config
@@ -129,7 +165,9 @@ class LogManager:
     # -- background work ---------------------------------------------------------------------
     def run_retention(self, now=None):
         deleted = 0
-        for lg in list(self.logs.values()):
+        with self._lock:
+            logs = list(self.logs.values())
+        for lg in logs:
             if not lg.closed:
                 deleted += lg.delete_old_segments(now)
         return deleted
@@ -140,7 +178,8 @@ class LogManager:
                 lg.maybe_flush(now)
 
     def checkpoint(self):
-        logs = {k: lg for k, lg in self.logs.items() if not lg.closed}
+        with self._lock:
+            logs = {k: lg for k, lg in self.logs.items() if not lg.closed}
         self._recovery_checkpoint.write({k: lg.recovery_point for k, lg in logs.items()})
         self._start_checkpoint.write({k: lg.log_start_offset for k, lg in logs.items()})
 

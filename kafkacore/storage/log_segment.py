@@ -9,7 +9,7 @@ is byte-for-byte the index that appends wrote."""
 import os
 import time
 
-from ..errors import CorruptMessageError, KafkaStorageError
+from ..errors import CorruptMessageError, KafkaStorageError, RecordListTooLargeError
 from ._hot import hot
 from .file_slice import FileSlice, SegmentFile
 from .offset_index import OffsetIndex
@@ -173,9 +173,11 @@ class LogSegment:
             view = memoryview(buf)[:want]
             got = os.preadv(fd, [view], pos)
             status, consumed, offsets, times = scanner.scan(view[:got])
-            if write_index:
-                self.offset_index.append_entries(offsets)
-                self.time_index.append_entries(times)
+            if write_index:  # a segment with more entries than the index holds keeps what fits
+                room = max(0, self.offset_index.max_entries - self.offset_index.entries)
+                self.offset_index.append_entries(offsets[:room * self.offset_index.ENTRY_SIZE])
+                room = max(0, self.time_index.max_entries - 1 - self.time_index.entries)
+                self.time_index.append_entries(times[:room * self.time_index.ENTRY_SIZE])
             if status == hot.SCAN_CORRUPT:
                 return "corrupt", scanner.error
             if status == hot.SCAN_INDEX_FULL:
@@ -204,6 +206,11 @@ class LogSegment:
         if status != hot.SCAN_OK:
             self._restore(saved)
             raise CorruptMessageError(f"batches cannot be appended to {self.log_path}: {sc.error}")
+        if (self.offset_index.is_full(len(offsets) // self.offset_index.ENTRY_SIZE)
+                or self.time_index.is_full(len(times) // self.time_index.ENTRY_SIZE)):
+            self._restore(saved)
+            raise RecordListTooLargeError(
+                f"the append needs more index entries than segment.index.bytes leaves in {self.log_path}")
         entries = (self.offset_index.entries, self.time_index.entries)
         pos = self.size
         try:
@@ -216,10 +223,12 @@ class LogSegment:
                 pos += written
             self.offset_index.append_entries(offsets)
             self.time_index.append_entries(times)
-        except OSError as e:
+        except Exception as e:  # nothing of a failed append may stay, whatever failed
             self._restore(saved)
             self._undo_write(entries)
-            raise KafkaStorageError(f"writing to {self.log_path} failed: {e}") from e
+            if isinstance(e, OSError):
+                raise KafkaStorageError(f"writing to {self.log_path} failed: {e}") from e
+            raise
         self.size = pos
         self.next_offset = sc.next_offset
         self.max_timestamp_so_far = sc.max_timestamp

@@ -22,10 +22,12 @@ class Scheduler:
     def schedule(self, delay_ms, fn, period_ms=None):
         """Runs fn after delay_ms, then every period_ms if given."""
         with self._cond:
-            if self._stopped:
-                return
-            heapq.heappush(self._queue, (time.monotonic() + delay_ms / 1000, next(self._seq), fn, period_ms))
-            self._cond.notify()
+            stopped = self._stopped
+            if not stopped:
+                heapq.heappush(self._queue, (time.monotonic() + delay_ms / 1000, next(self._seq), fn, period_ms))
+                self._cond.notify()
+        if stopped and period_ms is None:
+            fn()  # after shutdown a one-shot job (a flush, a deletion) runs at once, never lost
 
     def _run(self):
         while True:
