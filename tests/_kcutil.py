@@ -8,6 +8,7 @@ import importlib
 import os
 import random
 import struct
+import time
 
 import pytest
 from hypothesis import strategies as st
@@ -212,3 +213,13 @@ def fix_crc(buf, pos=0):
     end = pos + 12 + blen
     struct.pack_into(">I", buf, pos + 17, crc32c_py(memoryview(buf)[pos + 21:end]))
     return bytes(buf)
+
+
+def poll(pred, timeout=15.0, interval=0.02):
+    """Waits until pred() is true (a background thread's work), at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()

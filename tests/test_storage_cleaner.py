@@ -19,7 +19,7 @@ from kafkacore.storage import Log, LogCleaner, LogConfig, LogManager
 from kafkacore.storage.checkpoints import (CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                                            OffsetCheckpointFile)
 
-from _kcutil import CODECS, by_mode
+from _kcutil import CODECS, by_mode, poll
 
 NEVER = str(1 << 62)
 SEG_SUFFIXES = (".log", ".index", ".timeindex")
@@ -835,15 +835,6 @@ def _one(key, value, ts=3000):
 # The background cleaner thread; compaction and restarts
 
 
-def _poll(pred, timeout=20.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
-
-
 def _leftovers(directory):
     return [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
 
@@ -873,8 +864,8 @@ def test_background_cleaner_thread_compacts_and_shuts_down_cleanly(tmp_path):
         end = lg.active_segment.base_offset
         mgr.set_topic_config("bgc", compact_overrides(file_delete_delay_ms=20))
 
-        assert _poll(lambda: mgr.cleaner.first_dirty.get(("bgc", 0)) == end)
-        assert _poll(lambda: not _leftovers(lg.dir)), _leftovers(lg.dir)
+        assert poll(lambda: mgr.cleaner.first_dirty.get(("bgc", 0)) == end)
+        assert poll(lambda: not _leftovers(lg.dir)), _leftovers(lg.dir)
         assert read_all(lg)[0] == m.expected(end)
         assert other.read_batches_bytes() == plain_before
         assert mgr.cleaner.failures == 0
@@ -897,7 +888,7 @@ def test_background_cleaner_thread_compacts_and_shuts_down_cleanly(tmp_path):
         assert errors == []
         lg.roll()
         # shut down while a pass is running if one can be caught
-        _poll(lambda: mgr.cleaner._lock.locked(), timeout=2.0, interval=0.0005)
+        poll(lambda: mgr.cleaner._lock.locked(), timeout=2.0, interval=0.0005)
     finally:
         shutter = threading.Thread(target=mgr.shutdown)
         shutter.start()
@@ -1045,7 +1036,7 @@ def test_retention_deleting_segments_under_the_cleaner(tmp_path):
         t = threading.Thread(target=lambda: outcome.append(mgr.cleaner.clean_log(lg, now=9000)))
         t.start()
         first_cleaned = os.path.join(lg.dir, f"{bases[0]:020d}.log.cleaned")
-        assert _poll(lambda: os.path.exists(first_cleaned) or not t.is_alive())
+        assert poll(lambda: os.path.exists(first_cleaned) or not t.is_alive())
         assert t.is_alive()  # it cannot swap while the lock is held here
         assert lg.delete_old_segments(now=12_500) == 2  # the two oldest segments expired
     t.join(60)

@@ -22,6 +22,7 @@ from kafkacore.errors import InvalidTopicError, KafkaStorageError, TopicAlreadyE
 from kafkacore.record import RecordBatchBuilder
 from kafkacore.storage import Log, LogConfig, LogManager
 
+import storage_writer as W
 from _kcutil import CODEC_IDS, CODECS, by_mode
 
 BASE_TS = 1_700_000_000_000
@@ -47,23 +48,6 @@ def read_bytes(path):
         return f.read()
 
 
-def walk_log(data):
-    """[(position, size, base offset, last offset, max timestamp)] of a .log file's batches,
-    from the v2 header layout (baseOffset@0 int64, batchLength@8 int32, magic@16,
-    lastOffsetDelta@23 int32, maxTimestamp@35 int64)."""
-    out, pos = [], 0
-    while pos < len(data):
-        assert len(data) - pos >= 61, "a partial batch at the end of the file"
-        base, blen = struct.unpack_from(">qi", data, pos)
-        assert data[pos + 16] == 2
-        (lod,) = struct.unpack_from(">i", data, pos + 23)
-        (max_ts,) = struct.unpack_from(">q", data, pos + 35)
-        out.append((pos, blen + 12, base, base + lod, max_ts))
-        pos += blen + 12
-    assert pos == len(data)
-    return out
-
-
 def parse_offset_index(raw):
     assert len(raw) % 8 == 0
     return [struct.unpack_from(">ii", raw, i) for i in range(0, len(raw), 8)]
@@ -74,25 +58,12 @@ def parse_time_index(raw):
     return [struct.unpack_from(">qi", raw, i) for i in range(0, len(raw), 12)]
 
 
-def reference_indexes(batches, segment_base, interval, inactive):
-    """The index rule: a batch at position p gets an offset entry (last offset - base, p) iff
-    p - (position of the previous entry, 0 at the start) > interval; with it a time entry
-    (largest timestamp so far, last offset of the batch that first reached it) if that grew
-    since the last time entry. An inactive segment's time index ends with an entry for the
-    largest timestamp if it grew after the last one."""
-    offsets, times = [], []
-    last_index_pos, max_ts, max_off, last_time_ts = 0, -1, -1, -1
-    for pos, _size, _base, last, batch_max in batches:
-        if batch_max > max_ts:
-            max_ts, max_off = batch_max, last
-        if pos - last_index_pos > interval:
-            offsets.append((last - segment_base, pos))
-            last_index_pos = pos
-            if max_ts > last_time_ts:
-                times.append((max_ts, max_off - segment_base))
-                last_time_ts = max_ts
-    if inactive and max_ts > last_time_ts:
-        times.append((max_ts, max_off - segment_base))
+def reference_indexes(data, segment_base, interval, inactive):
+    """The index rule over a segment's bytes (storage_writer.expected_index_entries, written
+    independently of the engine); an inactive segment's time index also has its final entry."""
+    offsets, times, final, _running = W.expected_index_entries(data, segment_base, interval)
+    if inactive and final is not None:
+        times.append(final)
     return offsets, times
 
 
@@ -216,8 +187,9 @@ def test_index_files_follow_the_index_rule(tmp_path, interval):
 
     def check(base, inactive):
         st = stem(lg.dir, base)
-        batches = walk_log(read_bytes(st + ".log"))
-        ref_off, ref_time = reference_indexes(batches, base, interval, inactive)
+        data = read_bytes(st + ".log")
+        batches = W.batch_headers(data)  # (position, base, last offset, max timestamp, size)
+        ref_off, ref_time = reference_indexes(data, base, interval, inactive)
         raw_off, raw_time = read_bytes(st + ".index"), read_bytes(st + ".timeindex")
         if inactive:
             assert len(raw_off) == 8 * len(ref_off) and len(raw_time) == 12 * len(ref_time)
@@ -231,10 +203,10 @@ def test_index_files_follow_the_index_rule(tmp_path, interval):
         assert time_entries == ref_time
         starts = {b[0]: b for b in batches}
         for rel, pos in off_entries:
-            assert pos in starts and starts[pos][3] == base + rel  # a batch start, its last offset
-        lasts = {b[3]: b for b in batches}
+            assert pos in starts and starts[pos][2] == base + rel  # a batch start, its last offset
+        lasts = {b[2]: b for b in batches}
         for (ts, rel), nxt in zip(time_entries, time_entries[1:] + [None]):
-            assert base + rel in lasts and lasts[base + rel][4] == ts  # the batch holding that max
+            assert base + rel in lasts and lasts[base + rel][3] == ts  # the batch holding that max
             if nxt is not None:
                 assert nxt[0] > ts and nxt[1] >= rel  # strictly increasing timestamps
         if interval == 0 and len(batches) > 1:

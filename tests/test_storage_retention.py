@@ -6,6 +6,7 @@ chosen by the test, so no check depends on the wall clock except the background-
 which poll with a generous deadline."""
 import os
 import shutil
+import sys
 import threading
 import time
 import traceback
@@ -17,7 +18,7 @@ from kafkacore.record import RecordBatchBuilder, iter_batches
 from kafkacore.storage import Log, LogConfig, LogManager
 from kafkacore.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 
-from _kcutil import by_mode
+from _kcutil import by_mode, poll
 
 NEVER = str((1 << 62))  # segment.ms that never rolls a segment by time
 SEG_SUFFIXES = (".log", ".index", ".timeindex")
@@ -93,15 +94,6 @@ def check_readable(lg):
     with pytest.raises(OffsetOutOfRangeError):
         lg.read(lg.log_end_offset + 1, 1 << 20)
     return data
-
-
-def poll(pred, timeout=15.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 # ---------------------------------------------------------------------------------------
@@ -581,7 +573,7 @@ def test_retention_racing_appends_and_reads(tmp_path):
     probe.close()
     lg = Log(str(tmp_path / "t-0"), cfg(segment_bytes=size * 4, retention_bytes=size * 8, retention_ms=-1,
                                          segment_index_bytes=4096, index_interval_bytes=64))
-    n_batches = by_mode(1500, 800)
+    n_batches = by_mode(1500, 40)  # the twins' pure-Python reads starve the appender of the GIL
     errors, appended, seen = [], [], []
     done = threading.Event()
 
@@ -628,15 +620,23 @@ def test_retention_racing_appends_and_reads(tmp_path):
             errors.append(("read", repr(e), traceback.format_exc(limit=-4)))
 
     threads = [threading.Thread(target=appender), threading.Thread(target=reader), threading.Thread(target=reader)]
-    for t in threads:
-        t.start()
-    passes = 0
-    while not done.is_set():
-        lg.delete_old_segments(now=1 << 50)
-        passes += 1
-        time.sleep(0.0005)
-    for t in threads:
-        t.join(60)
+    # The appender makes many short syscalls (a roll every few batches); each one gives up the
+    # GIL, and getting it back from two busy readers costs a whole switch interval (5 ms by
+    # default): hundreds of seconds in twin mode. A short interval keeps the race and the time.
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
+    try:
+        for t in threads:
+            t.start()
+        passes = 0
+        while not done.is_set():
+            lg.delete_old_segments(now=1 << 50)
+            passes += 1
+            time.sleep(0.0005)
+        for t in threads:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(old_interval)
     lg.delete_old_segments(now=1 << 50)
     assert errors == []
     assert passes > 0 and seen
