@@ -1,0 +1,1 @@
+"""Generated codecs (kafkacore.protocol.generator). Import the module you need."""
