@@ -1,5 +1,5 @@
-"""The ``kafkacore`` command. ``kafkacore info`` reports the build; the broker's ``serve``
-command arrives with the broker."""
+"""The ``kafkacore`` command: ``kafkacore serve`` runs the broker, ``kafkacore info`` reports
+the build."""
 import argparse
 import sys
 
@@ -27,6 +27,16 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("info", help="show the version and which native paths are in use")
+    serve = sub.add_parser("serve", help="run the broker (127.0.0.1:9092 and the default data directory "
+                                         "unless told otherwise)")
+    serve.add_argument("--host", help="listen address (default: from listeners, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default: from listeners, 9092)")
+    serve.add_argument("--data-dir", help="data directory (log.dirs; default $KAFKACORE_DATA_DIR or "
+                                          "~/.local/share/kafkacore/data)")
+    serve.add_argument("--config", help="a server.properties file with Kafka broker property names")
+    serve.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="a broker property (repeatable), e.g. --set num.partitions=3")
+    serve.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
     args = parser.parse_args(argv)
     if args.version:
         import kafkacore
@@ -35,6 +45,10 @@ def main(argv=None) -> int:
         return 0
     if args.command == "info":
         return _info()
+    if args.command == "serve":
+        from .broker.main import serve as run_serve
+
+        return run_serve(args)
     parser.print_help()
     return 2
 

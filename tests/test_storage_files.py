@@ -101,11 +101,13 @@ def test_kafka_python_reads_segment_files(tmp_path, codec):
     lg = Log(str(tmp_path / "kp-0"), LogConfig({"segment.bytes": 4000, "index.interval.bytes": 200}))
     rnd = random.Random(codec)
     expected = {}
+    sequence = 0  # an idempotent producer's batches follow each other in sequence
     for i in range(by_mode(60, 30)):
         recs = [(rnd.choice([None, rnd.randbytes(rnd.randint(0, 200))]), rnd.choice([None, b"key-%d" % i]),
                  BASE_TS + rnd.randint(-10**6, 10**6), [("h%d" % j, rnd.choice([None, b"x" * j])) for j in range(i % 3)])
                 for _ in range(rnd.randint(1, 6))]
-        info = lg.append(build(recs, codec, producer_id=77, producer_epoch=1, base_sequence=i * 10), leader_epoch=4)
+        info = lg.append(build(recs, codec, producer_id=77, producer_epoch=1, base_sequence=sequence), leader_epoch=4)
+        sequence += len(recs)
         for j, (value, key, ts, headers) in enumerate(recs):
             expected[info.first_offset + j] = (ts, key, value, [(k, v) for k, v in headers])
     lg.close()

@@ -8,7 +8,8 @@ Input: the JSON schemas Kafka keeps in ``clients/src/main/resources/common/messa
 classes and valid versions.
 
 Each schema becomes classes with ``__slots__``, a keyword constructor filled with the schema's
-defaults, ``read(reader, version)`` and ``write(writer, version)``. The code branches on the
+defaults (an argument left out gets the default; None given for a nullable array is null, not
+an empty array), ``read(reader, version)`` and ``write(writer, version)``. The code branches on the
 version the way Kafka's own generated Java does: a field is read or written only in its
 ``versions``; strings, bytes and arrays switch to their compact forms in ``flexibleVersions``;
 nullability follows ``nullableVersions``; tagged fields are written only when they differ from
@@ -352,8 +353,12 @@ class ModuleGenerator:
         for f in fields:
             d = self.default_expr(f)
             if self.mutable_default(f):
-                params.append(f"{f.attr}=None")
-                body.append(f"        self.{f.attr} = {d} if {f.attr} is None else {f.attr}")
+                # A fresh list/struct per instance. Where the field is nullable, None is a
+                # value of its own (a null MetadataRequest.Topics means "all topics", an empty
+                # one "none"), so "not given" is marked with ... instead.
+                unset = "None" if f.nullable.empty else "..."
+                params.append(f"{f.attr}={unset}")
+                body.append(f"        self.{f.attr} = {d} if {f.attr} is {unset} else {f.attr}")
             else:
                 params.append(f"{f.attr}={d}")
                 body.append(f"        self.{f.attr} = {f.attr}")

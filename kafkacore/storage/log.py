@@ -13,12 +13,14 @@ last one active.
 Readers take a snapshot of the segment list without a lock; appends, rolls, retention and the
 cleaner's swaps take the log's lock briefly. The cleaner does its work outside the lock."""
 import bisect
+import copy
 import os
 import shutil
+import struct
 import threading
 import uuid
 
-from ..errors import (CorruptMessageError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
+from ..errors import (CorruptMessageError, DuplicateSequenceNumberError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
                       RecordListTooLargeError)
 from ..record import CorruptRecordError, codecs, iter_batches
 from ._hot import hot
@@ -27,7 +29,12 @@ from .checkpoints import PartitionMetadataFile
 from .file_slice import FileSlice
 from .log_loader import load_segments
 from .log_segment import DELETED_SUFFIX, LogSegment, now_ms
+from .producer_state import ProducerStateManager, producer_batches
 from .scheduler import InlineScheduler
+
+_PID = struct.Struct(">q")
+_BASE_LEN = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -45,10 +52,11 @@ def parse_partition_dir(name):
 
 class LogAppendInfo:
     __slots__ = ("first_offset", "last_offset", "log_append_time", "max_timestamp",
-                 "offset_of_max_timestamp", "records", "bytes", "log_start_offset")
+                 "offset_of_max_timestamp", "records", "bytes", "log_start_offset", "duplicate")
 
     def __init__(self, first_offset, last_offset, log_append_time, max_timestamp, offset_of_max_timestamp,
-                 records, nbytes, log_start_offset):
+                 records, nbytes, log_start_offset, duplicate=False):
+        self.duplicate = duplicate  # an idempotent retry of a batch already in the log
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.log_append_time = log_append_time
@@ -95,6 +103,8 @@ class Log:
         self._unflushed = 0
         self.last_flush_ms = now_ms()
         self.append_listeners = []  # fn(log) after every append (the broker's fetch wake-up)
+        self.producer_state = ProducerStateManager(directory)
+        self.producer_state.load(self.log_end_offset, self._replay_producers)
 
     # -- segments ---------------------------------------------------------------------------
     def _set_segments(self, segments):
@@ -145,10 +155,17 @@ class Log:
             raise RecordListTooLargeError(
                 f"{info.batches} batches in one append exceed what segment.index.bytes="
                 f"{config.segment_index_bytes} indexes in a segment ({index_slots})")
+        # the idempotence fields: byte 43 of a v2 batch holds its producer id
+        pbatches = producer_batches(buf) if info.batches > 1 or _PID.unpack_from(buf, 43)[0] >= 0 else ()
         with self.lock:
             if self.closed:
                 raise KafkaStorageError(f"log {self.name} is closed")
             first = self.log_end_offset
+            if pbatches:
+                dup = self._check_producers(pbatches)
+                if dup is not None:
+                    return LogAppendInfo(dup.first_offset, dup.last_offset, -1, dup.timestamp, dup.last_offset, 0, 0,
+                                         self.log_start_offset, duplicate=True)
             last = first + info.records - 1
             now = now_ms()
             log_append_time = now if config.log_append_time else -1
@@ -159,6 +176,8 @@ class Log:
                 segment = self._roll(now)
             segment.append(buf, log_append_time if log_append_time >= 0 else info.max_timestamp)
             self.high_watermark = segment.next_offset
+            if pbatches:
+                self._update_producers(buf, pbatches, first, log_append_time)
             self._unflushed += info.records
             flush_now = self._unflushed >= config.flush_messages
         if flush_now:
@@ -171,6 +190,61 @@ class Log:
             max_ts, max_ts_offset = info.max_timestamp, first + info.max_timestamp_delta
         return LogAppendInfo(first, last, log_append_time, max_ts, max_ts_offset, info.records, len(buf),
                              self.log_start_offset)
+
+    def _check_producers(self, pbatches):
+        """Sequence and epoch checks of every producer batch, in order (a second batch of the
+        same producer in one append must follow the first). Returns the original's metadata when
+        a single batch is a retry; raises on a sequence or epoch error, state unchanged."""
+        state = self.producer_state
+        if len(pbatches) == 1:
+            return state.check(pbatches[0])
+        scratch = ProducerStateManager(self.dir)
+        scratch.producers = {pid: copy.deepcopy(e) for pid, e in state.producers.items()
+                             if pid in {b.producer_id for b in pbatches}}
+        for b in pbatches:
+            if scratch.check(b) is not None:
+                raise DuplicateSequenceNumberError(
+                    f"producer {b.producer_id}: a batch of a multi-batch append repeats sequence {b.first_seq}")
+            scratch.update(b, 0, b.offset_delta, b.max_timestamp)
+        return None
+
+    def _update_producers(self, buf, pbatches, first, log_append_time):
+        offsets = {}
+        mv = memoryview(buf)
+        pos = 0
+        while pos + 61 <= mv.nbytes:  # first offset of each producer batch, as stamped
+            base, blen = _BASE_LEN.unpack_from(mv, pos)
+            if _PID.unpack_from(mv, pos + 43)[0] >= 0:
+                offsets.setdefault(len(offsets), base)
+            pos += 12 + blen
+        for i, b in enumerate(pbatches):
+            base = offsets.get(i, first)
+            ts = log_append_time if log_append_time >= 0 else b.max_timestamp
+            self.producer_state.update(b, base, base + b.offset_delta, ts)
+
+    def _replay_producers(self, from_offset):
+        """(ProducerBatch, first offset, last offset) of every batch from from_offset on (log
+        load: the batches after the latest producer snapshot)."""
+        offset = max(from_offset, self.log_start_offset)
+        while offset < self.log_end_offset:
+            data = self.read(offset, 1 << 22).read()
+            if not data:
+                break
+            mv = memoryview(data)
+            pos = 0
+            nxt = offset
+            while pos + 61 <= len(data):
+                base, blen = _BASE_LEN.unpack_from(mv, pos)
+                if pos + 12 + blen > len(data):
+                    break
+                for b in producer_batches(mv[pos:pos + 12 + blen]):
+                    if base >= from_offset:
+                        yield b, base, base + b.offset_delta
+                nxt = base + _LAST_DELTA.unpack_from(mv, pos + 23)[0] + 1
+                pos += 12 + blen
+            if nxt <= offset:
+                break
+            offset = nxt
 
     def _check_keys(self, records):
         """A compacted topic takes only keyed records (Kafka's INVALID_RECORD otherwise). This
@@ -218,6 +292,10 @@ class Log:
         new = LogSegment.create(self.dir, new_base, self.config, now)
         try:
             old.become_inactive(flush=False)
+            # Kafka snapshots producer state at every roll, named by the new segment's base
+            # (skipped while no idempotent producer wrote here: there is nothing to restore)
+            if self.producer_state.producers:
+                self.producer_state.take_snapshot(new_base)
         except OSError as e:  # the final time index entry could not be written (disk full)
             new.delete_files()
             raise KafkaStorageError(f"rolling {self.name} failed: {e}") from e
@@ -383,6 +461,7 @@ class Log:
                     f"cannot delete records of {self.name} before {offset}: the high watermark is {self.high_watermark}")
             if offset > self.log_start_offset:
                 self.log_start_offset = offset
+                self.producer_state.truncate_head(offset)
         self._delete_segments(lambda seg, next_base: next_base is not None and next_base <= self.log_start_offset)
         return self.log_start_offset
 
@@ -432,6 +511,7 @@ class Log:
             self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
             for seg in doomed:
                 self._retire(seg)
+            self.producer_state.truncate_head(self.log_start_offset)
         return len(doomed)
 
     def _retire(self, segment):
@@ -471,6 +551,10 @@ class Log:
                 return
             segments = self._view[0]
             segments[-1].become_inactive(flush=False)
+            try:
+                self.producer_state.take_snapshot(self.log_end_offset)
+            except OSError:
+                pass  # a restart replays the batches after the previous snapshot instead
             # every segment past the recovery point (a rolled one whose background flush has
             # not run yet, too) is on disk before the recovery point may say so
             self._fsync([s for s in segments if s.next_offset > self.recovery_point or s is segments[-1]])

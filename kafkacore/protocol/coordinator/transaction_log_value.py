@@ -53,14 +53,14 @@ class TransactionLogValue:
     FLEXIBLE_FROM = 1
     __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version')
 
-    def __init__(self, *, producer_id=0, previous_producer_id=-1, next_producer_id=-1, producer_epoch=0, transaction_timeout_ms=0, transaction_status=0, transaction_partitions=None, transaction_last_update_timestamp_ms=0, transaction_start_timestamp_ms=0, client_transaction_version=0):
+    def __init__(self, *, producer_id=0, previous_producer_id=-1, next_producer_id=-1, producer_epoch=0, transaction_timeout_ms=0, transaction_status=0, transaction_partitions=..., transaction_last_update_timestamp_ms=0, transaction_start_timestamp_ms=0, client_transaction_version=0):
         self.producer_id = producer_id
         self.previous_producer_id = previous_producer_id
         self.next_producer_id = next_producer_id
         self.producer_epoch = producer_epoch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.transaction_status = transaction_status
-        self.transaction_partitions = [] if transaction_partitions is None else transaction_partitions
+        self.transaction_partitions = [] if transaction_partitions is ... else transaction_partitions
         self.transaction_last_update_timestamp_ms = transaction_last_update_timestamp_ms
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
         self.client_transaction_version = client_transaction_version

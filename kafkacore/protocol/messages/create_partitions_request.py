@@ -45,10 +45,10 @@ class CreatePartitionsAssignment:
 class CreatePartitionsTopic:
     __slots__ = ('name', 'count', 'assignments')
 
-    def __init__(self, *, name='', count=0, assignments=None):
+    def __init__(self, *, name='', count=0, assignments=...):
         self.name = name
         self.count = count
-        self.assignments = [] if assignments is None else assignments
+        self.assignments = [] if assignments is ... else assignments
 
     @classmethod
     def read(cls, r, v):

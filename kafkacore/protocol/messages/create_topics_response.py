@@ -70,7 +70,7 @@ class CreatableTopicConfigs:
 class CreatableTopicResult:
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs')
 
-    def __init__(self, *, name='', topic_id=ZERO_UUID, error_code=0, error_message='', topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None):
+    def __init__(self, *, name='', topic_id=ZERO_UUID, error_code=0, error_message='', topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=...):
         self.name = name
         self.topic_id = topic_id
         self.error_code = error_code
@@ -78,7 +78,7 @@ class CreatableTopicResult:
         self.topic_config_error_code = topic_config_error_code
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
-        self.configs = [] if configs is None else configs
+        self.configs = [] if configs is ... else configs
 
     @classmethod
     def read(cls, r, v):

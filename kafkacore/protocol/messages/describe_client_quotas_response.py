@@ -131,11 +131,11 @@ class DescribeClientQuotasResponse:
     FLEXIBLE_FROM = 1
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries')
 
-    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', entries=None):
+    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', entries=...):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
-        self.entries = [] if entries is None else entries
+        self.entries = [] if entries is ... else entries
 
     @classmethod
     def read(cls, r, v):

@@ -6,10 +6,10 @@ from ..wire import ProtocolDecodeError, Writer, ZERO_UUID
 class DescribeConfigsResource:
     __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
 
-    def __init__(self, *, resource_type=0, resource_name='', configuration_keys=None):
+    def __init__(self, *, resource_type=0, resource_name='', configuration_keys=...):
         self.resource_type = resource_type
         self.resource_name = resource_name
-        self.configuration_keys = [] if configuration_keys is None else configuration_keys
+        self.configuration_keys = [] if configuration_keys is ... else configuration_keys
 
     @classmethod
     def read(cls, r, v):

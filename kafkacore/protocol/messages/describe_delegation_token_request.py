@@ -47,8 +47,8 @@ class DescribeDelegationTokenRequest:
     FLEXIBLE_FROM = 2
     __slots__ = ('owners',)
 
-    def __init__(self, *, owners=None):
-        self.owners = [] if owners is None else owners
+    def __init__(self, *, owners=...):
+        self.owners = [] if owners is ... else owners
 
     @classmethod
     def read(cls, r, v):

@@ -54,8 +54,8 @@ class DescribeLogDirsRequest:
     FLEXIBLE_FROM = 2
     __slots__ = ('topics',)
 
-    def __init__(self, *, topics=None):
-        self.topics = [] if topics is None else topics
+    def __init__(self, *, topics=...):
+        self.topics = [] if topics is ... else topics
 
     @classmethod
     def read(cls, r, v):

@@ -44,8 +44,8 @@ class DescribeUserScramCredentialsRequest:
     FLEXIBLE_FROM = 0
     __slots__ = ('users',)
 
-    def __init__(self, *, users=None):
-        self.users = [] if users is None else users
+    def __init__(self, *, users=...):
+        self.users = [] if users is ... else users
 
     @classmethod
     def read(cls, r, v):

@@ -54,9 +54,9 @@ class ElectLeadersRequest:
     FLEXIBLE_FROM = 2
     __slots__ = ('election_type', 'topic_partitions', 'timeout_ms')
 
-    def __init__(self, *, election_type=0, topic_partitions=None, timeout_ms=60000):
+    def __init__(self, *, election_type=0, topic_partitions=..., timeout_ms=60000):
         self.election_type = election_type
-        self.topic_partitions = [] if topic_partitions is None else topic_partitions
+        self.topic_partitions = [] if topic_partitions is ... else topic_partitions
         self.timeout_ms = timeout_ms
 
     @classmethod

@@ -170,7 +170,7 @@ class AbortedTransaction:
 class PartitionData:
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records')
 
-    def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=None, current_leader=None, snapshot_id=None, aborted_transactions=None, preferred_read_replica=-1, records=None):
+    def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=None, current_leader=None, snapshot_id=None, aborted_transactions=..., preferred_read_replica=-1, records=None):
         self.partition_index = partition_index
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -179,7 +179,7 @@ class PartitionData:
         self.diverging_epoch = diverging_epoch
         self.current_leader = current_leader
         self.snapshot_id = snapshot_id
-        self.aborted_transactions = [] if aborted_transactions is None else aborted_transactions
+        self.aborted_transactions = [] if aborted_transactions is ... else aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
 

@@ -51,8 +51,8 @@ class MetadataRequest:
     FLEXIBLE_FROM = 9
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
 
-    def __init__(self, *, topics=None, allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False):
-        self.topics = [] if topics is None else topics
+    def __init__(self, *, topics=..., allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False):
+        self.topics = [] if topics is ... else topics
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations

@@ -106,11 +106,11 @@ class OffsetFetchRequestTopics:
 class OffsetFetchRequestGroup:
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics')
 
-    def __init__(self, *, group_id='', member_id=None, member_epoch=-1, topics=None):
+    def __init__(self, *, group_id='', member_id=None, member_epoch=-1, topics=...):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is ... else topics
 
     @classmethod
     def read(cls, r, v):
@@ -176,9 +176,9 @@ class OffsetFetchRequest:
     FLEXIBLE_FROM = 6
     __slots__ = ('group_id', 'topics', 'groups', 'require_stable')
 
-    def __init__(self, *, group_id='', topics=None, groups=None, require_stable=False):
+    def __init__(self, *, group_id='', topics=..., groups=None, require_stable=False):
         self.group_id = group_id
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is ... else topics
         self.groups = [] if groups is None else groups
         self.require_stable = require_stable
 

@@ -1,0 +1,1 @@
+"""The Kafka-compatible broker: ``kafkacore serve`` (see kafkacore/broker/main.py)."""

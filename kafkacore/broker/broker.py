@@ -1,0 +1,311 @@
+"""The broker: one node that leads every partition, its topics, and what the handlers share.
+
+- Topics are the storage engine's logs grouped by name. A topic's id (Kafka's topic UUID, used
+  by Fetch v13+ and Metadata v10+) lives in each partition's ``partition.metadata``; a log found
+  without one (written by an older tool) is given one at start-up.
+- ``create_topic`` / ``delete_topic`` / ``create_partitions`` apply Kafka's rules and raise
+  Kafka's errors (INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+  INVALID_REPLICATION_FACTOR, INVALID_CONFIG, ...).
+- Fetch long-polls wait on ``DataWaiter``s: every log's append listener wakes the waiters of
+  that partition at once (on the event loop; appends from other threads are handed over with
+  call_soon_threadsafe), so a waiting fetch answers as soon as data arrives, with no polling.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import threading
+import uuid
+
+from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
+                      InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from ..storage.log_manager import LogManager, validate_topic_name
+from .config import BrokerConfig
+
+log = logging.getLogger("kafkacore.broker")
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, "__transaction_state"})
+MAX_PARTITIONS = 1 << 20  # a sanity bound per CreateTopics/CreatePartitions request
+
+
+def uuid_to_text(raw: bytes) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def uuid_from_text(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def new_topic_id() -> bytes:
+    while True:
+        raw = uuid.uuid4().bytes
+        # Kafka never hands out the zero uuid or one whose text starts with '-' (CLI confusion)
+        if raw != b"\x00" * 16 and not uuid_to_text(raw).startswith("-"):
+            return raw
+
+
+class TopicInfo:
+    __slots__ = ("name", "topic_id", "partitions")
+
+    def __init__(self, name, topic_id, partitions):
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+    @property
+    def internal(self):
+        return self.name in INTERNAL_TOPICS
+
+    def __repr__(self):
+        return f"TopicInfo({self.name!r}, partitions={self.partitions})"
+
+
+class DataWaiter:
+    """A fetch waiting for appends to any of a set of logs."""
+
+    __slots__ = ("future", "logs")
+
+    def __init__(self, loop, logs):
+        self.future = loop.create_future()
+        self.logs = logs
+
+    def wake(self):
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig | None = None):
+        self.config = config or BrokerConfig()
+        cfg = self.config
+        self.node_id = cfg.node_id
+        self.log_manager = LogManager(
+            cfg.data_dir, cfg.log_config, node_id=cfg.node_id, cluster_id=cfg["cluster.id"],
+            retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+            flush_check_interval_ms=min(cfg["log.flush.scheduler.interval.ms"], 1000),
+            checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"] or 60000,
+            cleaner_enable=cfg["log.cleaner.enable"], cleaner_backoff_ms=cfg["log.cleaner.backoff.ms"],
+            cleaner_dedupe_buffer_size=cfg["log.cleaner.dedupe.buffer.size"])
+        self.cluster_id = self.log_manager.cluster_id
+        self.data_dir = self.log_manager.data_dir
+        self.loop = None
+        self.loop_thread = None
+        self._lock = threading.RLock()
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[bytes, TopicInfo] = {}
+        self._waiters: dict[object, set] = {}
+        self._load_topics()
+        self.group_coordinator = None
+        self.producer_ids = None
+        self._start_coordinators()
+
+    # -- start-up -----------------------------------------------------------------------------
+    def _load_topics(self):
+        by_topic: dict[str, list] = {}
+        for (topic, partition), lg in self.log_manager.logs.items():
+            by_topic.setdefault(topic, []).append((partition, lg))
+        for topic, parts in sorted(by_topic.items()):
+            parts.sort()
+            ids = {lg.topic_id for _p, lg in parts if lg.topic_id}
+            topic_id = uuid_from_text(sorted(ids)[0]) if ids else new_topic_id()
+            if len(ids) > 1:
+                log.warning("topic %s has partitions with different topic ids %s; using %s", topic, sorted(ids),
+                            uuid_to_text(topic_id))
+            for _p, lg in parts:
+                if lg.topic_id is None:
+                    lg._metadata.write(uuid_to_text(topic_id))
+                    lg.topic_id = uuid_to_text(topic_id)
+                self._watch(lg)
+            count = parts[-1][0] + 1
+            missing = sorted(set(range(count)) - {p for p, _lg in parts})
+            for p in missing:  # a partition directory lost: recreate it empty rather than serve holes
+                log.warning("partition %s-%d is missing on disk; recreating it empty", topic, p)
+                self._watch(self.log_manager.create_log(topic, p, topic_id=uuid_to_text(topic_id)))
+            info = TopicInfo(topic, topic_id, count)
+            self.topics[topic] = info
+            self.topics_by_id[topic_id] = info
+
+    def _start_coordinators(self):
+        try:
+            from ..coordinator.producer_id_manager import ProducerIdManager
+        except ImportError:  # pragma: no cover - during bring-up
+            ProducerIdManager = None
+        if ProducerIdManager is not None:
+            self.producer_ids = ProducerIdManager(self.data_dir)
+        try:
+            from ..coordinator.group_coordinator import GroupCoordinator
+        except ImportError:  # pragma: no cover
+            GroupCoordinator = None
+        if GroupCoordinator is not None:
+            self.group_coordinator = GroupCoordinator(self)
+
+    def attach_loop(self, loop):
+        """Called by the server once the event loop runs: timers and wake-ups use it."""
+        self.loop = loop
+        self.loop_thread = threading.get_ident()
+        if self.group_coordinator is not None and hasattr(self.group_coordinator, "start"):
+            self.group_coordinator.start(loop)
+
+    # -- topics -------------------------------------------------------------------------------
+    def get_log(self, topic, partition):
+        return self.log_manager.logs.get((topic, partition))
+
+    def topic(self, name) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def create_topic(self, name, num_partitions=-1, replication_factor=-1, configs=None,
+                     validate_only=False, assignments=None) -> TopicInfo:
+        """Kafka's CreateTopics rules: -1 means the broker default; a replication factor above
+        the number of brokers (1) is INVALID_REPLICATION_FACTOR."""
+        validate_topic_name(name)
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequestError("both a replica assignment and a partition count or replication factor")
+            parts = sorted(a[0] for a in assignments)
+            if parts != list(range(len(parts))):
+                raise InvalidReplicaAssignmentError(f"partitions {parts} are not consecutive from 0")
+            for p, replicas in assignments:
+                if list(replicas) != [self.node_id]:
+                    raise InvalidReplicaAssignmentError(
+                        f"partition {p} is assigned to brokers {list(replicas)}; the only broker is {self.node_id}")
+            num_partitions = len(parts)
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if num_partitions <= 0 or num_partitions > MAX_PARTITIONS:
+            raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
+        if replication_factor <= 0:
+            raise InvalidReplicationFactorError(f"replication factor {replication_factor} must be larger than 0")
+        if replication_factor > 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} is larger than the number of available brokers (1)")
+        configs = {k: v for k, v in (configs or {}).items()}
+        self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is made
+        with self._lock:
+            if name in self.topics:
+                raise TopicAlreadyExistsError(f"topic '{name}' already exists")
+            collide = _collision_name(name)
+            for other in self.topics:
+                if _collision_name(other) == collide:
+                    raise InvalidTopicError(
+                        f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
+            if validate_only:
+                return TopicInfo(name, b"\x00" * 16, num_partitions)
+            topic_id = new_topic_id()
+            created = []
+            try:
+                for p in range(num_partitions):
+                    lg = self.log_manager.create_log(name, p, configs if p == 0 else None,
+                                                     topic_id=uuid_to_text(topic_id))
+                    created.append(p)
+                    self._watch(lg)
+            except BaseException:
+                for p in created:
+                    self.log_manager.delete_log(name, p)
+                raise
+            info = TopicInfo(name, topic_id, num_partitions)
+            self.topics[name] = info
+            self.topics_by_id[topic_id] = info
+        log.info("created topic %s with %d partitions%s", name, num_partitions,
+                 f" and configs {configs}" if configs else "")
+        return info
+
+    def delete_topic(self, name):
+        if not self.config["delete.topic.enable"]:
+            raise TopicDeletionDisabledError("delete.topic.enable is false")
+        with self._lock:
+            info = self.topics.pop(name, None)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+            self.topics_by_id.pop(info.topic_id, None)
+            for p in range(info.partitions):
+                lg = self.get_log(name, p)
+                if lg is not None:
+                    self._wake(lg)
+                    self._waiters.pop(lg, None)
+                self.log_manager.delete_log(name, p)
+        if self.group_coordinator is not None and hasattr(self.group_coordinator, "on_topic_deleted"):
+            self.group_coordinator.on_topic_deleted(name, info.partitions)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name, count, validate_only=False):
+        with self._lock:
+            info = self.topics.get(name)
+            if info is None:
+                raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+            if count < info.partitions:
+                raise InvalidPartitionsError(
+                    f"topic currently has {info.partitions} partitions, which is higher than the requested {count}")
+            if count == info.partitions:
+                raise InvalidPartitionsError(f"topic already has {info.partitions} partitions")
+            if count > MAX_PARTITIONS:
+                raise InvalidPartitionsError(f"{count} partitions is more than {MAX_PARTITIONS}")
+            if validate_only:
+                return info
+            for p in range(info.partitions, count):
+                self._watch(self.log_manager.create_log(name, p, topic_id=uuid_to_text(info.topic_id)))
+                info.partitions = p + 1
+        log.info("topic %s now has %d partitions", name, count)
+        return info
+
+    # -- waiting for data (fetch long-poll) -------------------------------------------------------
+    def _watch(self, lg):
+        lg.append_listeners.append(self._on_append)
+
+    def _on_append(self, lg):
+        if not self._waiters.get(lg):
+            return
+        if self.loop is None:
+            return
+        if threading.get_ident() == self.loop_thread:
+            self._wake(lg)
+        else:
+            self.loop.call_soon_threadsafe(self._wake, lg)
+
+    def _wake(self, lg):
+        for waiter in list(self._waiters.get(lg, ())):
+            waiter.wake()
+
+    async def wait_for_data(self, logs, timeout_s):
+        """Returns after an append to any of logs, or after timeout_s."""
+        if timeout_s <= 0 or not logs:
+            if timeout_s > 0:
+                await asyncio.sleep(timeout_s)
+            return
+        waiter = DataWaiter(asyncio.get_running_loop(), logs)
+        for lg in logs:
+            self._waiters.setdefault(lg, set()).add(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for lg in logs:
+                ws = self._waiters.get(lg)
+                if ws is not None:
+                    ws.discard(waiter)
+                    if not ws:
+                        self._waiters.pop(lg, None)
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def shutdown(self):
+        """Coordinators first (their state is written to logs), then the logs: flushed,
+        checkpointed, and the clean-shutdown marker written."""
+        if self.group_coordinator is not None and hasattr(self.group_coordinator, "shutdown"):
+            try:
+                self.group_coordinator.shutdown()
+            except Exception:  # noqa: BLE001 - the logs must still close cleanly
+                log.exception("group coordinator shutdown failed")
+        if self.producer_ids is not None:
+            self.producer_ids.close()
+        self.log_manager.shutdown()
+        log.info("broker stopped; data in %s", self.data_dir)
+
+
+def _collision_name(name):
+    return name.replace(".", "_")
+

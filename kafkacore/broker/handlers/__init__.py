@@ -1,0 +1,55 @@
+"""One module per API. Each module defines:
+
+- ``API_KEY`` and ``VERSIONS = (min, max)``: the versions it serves;
+- optionally ``ADVERTISED_MIN``: a lower minimum to advertise in ApiVersions (Produce: 0, see
+  handlers/produce.py), versions between it and VERSIONS[0] are answered UNSUPPORTED_VERSION;
+- ``handle(ctx, request)``: returns the response object, None for no response, or an awaitable;
+- optionally ``error_response(request, version, code)``: the response that answers the whole
+  request with one error code (used for refused versions and for unexpected failures).
+
+``HANDLERS`` maps api_key -> HandlerEntry; ApiVersions advertises exactly this table.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import NamedTuple
+
+from ...protocol.frames import api_name
+
+MODULES = (
+    "api_versions", "metadata", "produce", "fetch", "list_offsets",
+    "create_topics", "delete_topics", "create_partitions", "delete_records",
+    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
+    "offset_for_leader_epoch", "init_producer_id",
+    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
+    "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
+)
+
+
+class HandlerEntry(NamedTuple):
+    name: str
+    api_key: int
+    min_version: int
+    max_version: int
+    advertised_min: int
+    handle: object
+    error_response: object
+
+
+def _load():
+    table = {}
+    for name in MODULES:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                continue  # not written yet
+            raise
+        lo, hi = mod.VERSIONS
+        table[mod.API_KEY] = HandlerEntry(api_name(mod.API_KEY), mod.API_KEY, lo, hi,
+                                          getattr(mod, "ADVERTISED_MIN", lo), mod.handle,
+                                          getattr(mod, "error_response", None))
+    return table
+
+
+HANDLERS = _load()

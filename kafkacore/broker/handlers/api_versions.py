@@ -1,0 +1,34 @@
+"""ApiVersions (API key 18), versions 0-4.
+
+Lists every API in the handler table with the versions served (Produce from 0: see
+handlers/produce.py). A request for a version above 4 is answered by the network layer in v0
+with UNSUPPORTED_VERSION and this same list, as Kafka does; the client retries at a version it
+finds there. v3+ requests carry the client's software name and version, which Kafka validates
+(letters, digits, '.', '-', starting and ending alphanumeric): INVALID_REQUEST otherwise.
+"""
+import re
+
+from ...protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+
+API_KEY = 18
+VERSIONS = (0, 4)
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def response(error_code=0, throttle_time_ms=0):
+    from . import HANDLERS
+
+    keys = [ApiVersion(api_key=e.api_key, min_version=e.advertised_min, max_version=e.max_version)
+            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key)]
+    return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=throttle_time_ms)
+
+
+def handle(ctx, req):
+    if ctx.api_version >= 3 and not (_SOFTWARE.match(req.client_software_name)
+                                     and _SOFTWARE.match(req.client_software_version)):
+        return response(error_code=42)  # INVALID_REQUEST
+    return response()
+
+
+def error_response(req, version, code):
+    return response(error_code=code)

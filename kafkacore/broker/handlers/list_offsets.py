@@ -1,0 +1,54 @@
+"""ListOffsets (API key 2), versions 0-10.
+
+Per partition, by ``timestamp``: -2 earliest (the log start offset), -1 latest (the high
+watermark; the last stable offset under read_committed is the same here), -3 the record with
+the largest timestamp (v7+), -4 earliest local (v8+; all data is local: the log start), -5
+earliest pending upload (v9+; no tiered storage: none, offset -1), t >= 0 the first record with a
+timestamp at or after t (none: offset -1 and timestamp -1, as Kafka). v0 answers in the old
+style (a list with the one offset). ``current_leader_epoch`` (v4+) above this broker's leader epoch
+is UNKNOWN_LEADER_EPOCH. The leader epoch returned is 0.
+"""
+from ...errors import KafkaError, UnknownLeaderEpochError, UnknownTopicOrPartitionError
+from ...protocol.messages.list_offsets_response import (ListOffsetsPartitionResponse, ListOffsetsResponse,
+                                                        ListOffsetsTopicResponse)
+
+API_KEY = 2
+VERSIONS = (0, 10)
+EARLIEST_PENDING_UPLOAD = -5
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            resp = ListOffsetsPartitionResponse(partition_index=p.partition_index)
+            parts.append(resp)
+            lg = broker.get_log(t.name, p.partition_index)
+            try:
+                if lg is None:
+                    raise UnknownTopicOrPartitionError(f"{t.name}-{p.partition_index}")
+                if v >= 4 and p.current_leader_epoch > 0:
+                    raise UnknownLeaderEpochError(f"leader epoch {p.current_leader_epoch} is ahead of 0")
+                found = None if p.timestamp == EARLIEST_PENDING_UPLOAD else lg.offset_for_timestamp(p.timestamp)
+            except KafkaError as e:
+                resp.error_code = e.code
+                continue
+            if found is None:
+                resp.offset, resp.timestamp = -1, -1
+            else:
+                resp.offset, resp.timestamp = found
+                resp.leader_epoch = 0
+            if v == 0:
+                resp.old_style_offsets = [] if found is None else [resp.offset]
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(topics=topics)
+
+
+def error_response(req, version, code):
+    return ListOffsetsResponse(topics=[
+        ListOffsetsTopicResponse(name=t.name, partitions=[
+            ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        for t in req.topics])

@@ -1,0 +1,79 @@
+"""Metadata (API key 3), versions 0-12.
+
+One broker (this node) leads every partition, with itself as the only replica and ISR, leader
+epoch 0. Topics are asked by name, or by id from v10 (unknown id: UNKNOWN_TOPIC_ID). A null
+topic list (v1+), or an empty one in v0, means every topic, internal ones included (clients
+filter them). An unknown name is created with ``num.partitions`` when
+``auto.create.topics.enable`` is on and the request allows it (v4+; always before v4), and
+answered in the same response (Kafka answers LEADER_NOT_AVAILABLE first because its creation
+is asynchronous; here it is done when the response is built). Internal topics are never
+auto-created this way. Bad names: INVALID_TOPIC_EXCEPTION.
+"""
+from ...errors import InvalidTopicError, KafkaError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...protocol.messages.metadata_response import (MetadataResponse, MetadataResponseBroker,
+                                                    MetadataResponsePartition, MetadataResponseTopic)
+from ...protocol.wire import ZERO_UUID
+from ...storage.log_manager import validate_topic_name
+from ..broker import INTERNAL_TOPICS
+
+API_KEY = 3
+VERSIONS = (0, 12)
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (no ACLs here)
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+UNSET_OPERATIONS = -2147483648
+
+
+def topic_metadata(broker, info, version, include_ops):
+    node = broker.node_id
+    partitions = [MetadataResponsePartition(partition_index=p, leader_id=node, leader_epoch=0,
+                                            replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+                  for p in range(info.partitions)]
+    return MetadataResponseTopic(name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                                 partitions=partitions,
+                                 topic_authorized_operations=TOPIC_OPERATIONS if include_ops else UNSET_OPERATIONS)
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    cfg = broker.config
+    include_ops = v >= 8 and req.include_topic_authorized_operations
+    topics = []
+    if req.topics is None or (v == 0 and not req.topics):
+        for name in sorted(broker.topics):
+            topics.append(topic_metadata(broker, broker.topics[name], v, include_ops))
+    else:
+        allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and cfg["auto.create.topics.enable"]
+        for t in req.topics:
+            if v >= 10 and t.name is None:
+                info = broker.topics_by_id.get(t.topic_id)
+                if info is None or t.topic_id == ZERO_UUID:
+                    topics.append(MetadataResponseTopic(error_code=UnknownTopicIdError.code, name=None,
+                                                        topic_id=t.topic_id))
+                    continue
+                topics.append(topic_metadata(broker, info, v, include_ops))
+                continue
+            name = t.name
+            info = broker.topics.get(name)
+            if info is None:
+                try:
+                    validate_topic_name(name)
+                    if not allow_create or name in INTERNAL_TOPICS:
+                        raise UnknownTopicOrPartitionError(name)
+                    info = broker.create_topic(name)
+                except KafkaError as e:
+                    code = e.code if isinstance(e, (InvalidTopicError, UnknownTopicOrPartitionError)) else e.code
+                    topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
+                    continue
+            topics.append(topic_metadata(broker, info, v, include_ops))
+    return MetadataResponse(
+        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=cfg.advertised_host, port=cfg.advertised_port)],
+        cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics,
+        cluster_authorized_operations=CLUSTER_OPERATIONS if v >= 8 and req.include_cluster_authorized_operations
+        else UNSET_OPERATIONS)
+
+
+def error_response(req, version, code):
+    return MetadataResponse(topics=[MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id)
+                                    for t in (req.topics or [])])

@@ -1,0 +1,17 @@
+"""What a handler gets with a request: the broker, the decoded header, and who sent it."""
+from __future__ import annotations
+
+
+class RequestContext:
+    __slots__ = ("broker", "header", "api_version", "client_host", "connection_id")
+
+    def __init__(self, broker, header, client_host, connection_id):
+        self.broker = broker
+        self.header = header
+        self.api_version = header.api_version
+        self.client_host = client_host
+        self.connection_id = connection_id
+
+    @property
+    def client_id(self):
+        return self.header.client_id or ""

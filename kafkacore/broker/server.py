@@ -1,0 +1,362 @@
+"""The network layer: an asyncio server speaking Kafka's framing.
+
+One ``Connection`` per client socket:
+- reads into a reusable buffer (``asyncio.BufferedProtocol``: no copy per read); a frame larger
+  than the buffer gets a buffer of its own, so a 1 MiB produce request is received straight into
+  the bytes it is decoded from;
+- a frame above ``socket.request.max.bytes``, a negative size, or a request that does not decode
+  closes the connection with a log line (Kafka does the same); nothing a client sends raises out
+  of here;
+- requests are handled in arrival order. A handler returns a response, None (acks=0 produce)
+  or an awaitable (a long-poll fetch, a JoinGroup waiting for the rebalance). Responses leave
+  in request order: a ready response behind a pending one waits for it, and a slow request
+  blocks only its own connection;
+- record data held in segment files goes out with ``os.sendfile`` straight from the page cache
+  (slices below SENDFILE_MIN_BYTES are read and written instead: one pread is cheaper than the
+  sendfile set-up for a few kilobytes);
+- when more than MAX_PENDING responses are waiting, reading pauses until they drain, and while
+  the socket's send buffer is full the writer waits (flow control both ways).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import itertools
+import logging
+import struct
+
+from ..errors import KafkaError, UnsupportedVersionError
+from ..protocol.api_table import API_TABLE
+from ..protocol.frames import decode_request, encode_response, peek_header
+from ..protocol.wire import ProtocolDecodeError, Writer
+from .handlers import HANDLERS, api_versions
+from .request import RequestContext
+
+log = logging.getLogger("kafkacore.broker")
+
+READ_BUFFER_BYTES = 256 * 1024
+SENDFILE_MIN_BYTES = 64 * 1024
+MAX_PENDING = 256
+_size = struct.Struct(">i")
+_ids = itertools.count(1)
+
+
+class _SliceFile:
+    """What loop.sendfile wants of a file: fileno() and seek() (the position is ours)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def fileno(self):
+        return self.fd
+
+    def seek(self, *_args):
+        return 0
+
+
+class Connection(asyncio.BufferedProtocol):
+    def __init__(self, server):
+        self.server = server
+        self.broker = server.broker
+        self.max_request = server.broker.config["socket.request.max.bytes"]
+        self.id = next(_ids)
+        self.transport = None
+        self.peer = "?"
+        self.buf = bytearray(READ_BUFFER_BYTES)
+        self.view = memoryview(self.buf)
+        self.start = 0  # first unparsed byte in buf
+        self.end = 0  # end of received bytes in buf
+        self.big = None  # a frame larger than buf, being received: (bytearray, received)
+        self.pending = collections.deque()  # [api_key, version, correlation_id, request, response]
+        self.writer_task = None
+        self.can_write = asyncio.Event()
+        self.can_write.set()
+        self.reading_paused = False
+        self.closed = False
+
+    # -- connection events ------------------------------------------------------------------
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self.server.connections.discard(self)
+        for item in self.pending:
+            resp = item[4]
+            if isinstance(resp, asyncio.Future) and not resp.done():
+                resp.cancel()
+        self.pending.clear()
+        if self.writer_task is not None:
+            self.writer_task.cancel()
+
+    def pause_writing(self):
+        self.can_write.clear()
+
+    def resume_writing(self):
+        self.can_write.set()
+
+    def close(self, reason: str):
+        if not self.closed:
+            log.warning("closing connection %d from %s: %s", self.id, self.peer, reason)
+            self.closed = True
+            self.transport.abort()
+
+    # -- reading ----------------------------------------------------------------------------
+    def get_buffer(self, sizehint):
+        if self.big is not None:
+            frame, got = self.big
+            return memoryview(frame)[got:]
+        if self.end == len(self.buf):
+            self._compact()
+        return self.view[self.end:]
+
+    def _compact(self):
+        n = self.end - self.start
+        if self.start:
+            self.buf[:n] = self.buf[self.start:self.end]
+        self.start, self.end = 0, n
+
+    def buffer_updated(self, nbytes):
+        if self.big is not None:
+            frame, got = self.big
+            got += nbytes
+            if got < len(frame):
+                self.big = (frame, got)
+                return
+            self.big = None
+            self._on_frame(frame)
+            return
+        self.end += nbytes
+        buf = self.buf
+        while not self.closed:
+            avail = self.end - self.start
+            if avail < 4:
+                break
+            size = _size.unpack_from(buf, self.start)[0]
+            if size < 0 or size > self.max_request:
+                self.close(f"request size {size} is outside 0..socket.request.max.bytes={self.max_request}")
+                return
+            if avail - 4 >= size:
+                s = self.start + 4
+                frame = bytes(self.view[s:s + size])
+                self.start = s + size
+                self._on_frame(frame)
+                continue
+            if size + 4 > len(buf):
+                # too big for the shared buffer: receive the rest straight into its own bytes
+                frame = bytearray(size)
+                have = avail - 4
+                frame[:have] = self.view[self.start + 4:self.end]
+                self.start = self.end = 0
+                self.big = (frame, have)
+            elif self.start + 4 + size > len(buf):
+                self._compact()
+            break
+        if self.start == self.end:
+            self.start = self.end = 0
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def _on_frame(self, frame):
+        try:
+            api_key, version, correlation_id = peek_header(frame)
+        except ProtocolDecodeError as e:
+            self.close(str(e))
+            return
+        entry = HANDLERS.get(api_key)
+        if entry is None or not entry.min_version <= version <= entry.max_version:
+            self._unsupported(frame, api_key, version, correlation_id, entry)
+            return
+        try:
+            header, request = decode_request(frame)
+        except (ProtocolDecodeError, KeyError) as e:
+            self.close(f"malformed request (api key {api_key}, version {version}): {e}")
+            return
+        ctx = RequestContext(self.broker, header, self.peer, self.id)
+        try:
+            response = entry.handle(ctx, request)
+        except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
+            response = self._error_response(entry, request, version, e)
+            if response is None:
+                self.close(f"{entry.name} v{version} failed: {e!r}")
+                return
+        if response is None:
+            return  # acks=0
+        if asyncio.isfuture(response) or asyncio.iscoroutine(response):
+            response = asyncio.ensure_future(response)
+        elif not self.pending:
+            # the common case: answered at once, nothing queued ahead
+            self._write_ready(api_key, version, correlation_id, request, response, entry)
+            return
+        self.pending.append([api_key, version, correlation_id, request, response, entry])
+        if self.writer_task is None or self.writer_task.done():
+            self.writer_task = asyncio.ensure_future(self._drain())
+        if len(self.pending) > MAX_PENDING and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _error_response(self, entry, request, version, exc):
+        code = exc.code if isinstance(exc, KafkaError) else -1
+        if not isinstance(exc, KafkaError):
+            log.exception("%s v%d failed", entry.name, version, exc_info=exc)
+        if entry.error_response is None:
+            return None
+        try:
+            return entry.error_response(request, version, code)
+        except Exception:  # noqa: BLE001
+            log.exception("building the error response of %s failed", entry.name)
+            return None
+
+    def _unsupported(self, frame, api_key, version, correlation_id, entry):
+        """ApiVersions above what we speak: a v0 response with UNSUPPORTED_VERSION and our
+        ranges (clients then retry with a version we have). Other APIs: the response at that
+        version with UNSUPPORTED_VERSION when the schema knows the version, else the error
+        code alone after the header."""
+        log.info("connection %d from %s: api key %d version %d is not supported", self.id, self.peer,
+                 api_key, version)
+        if api_key == api_versions.API_KEY:
+            body = api_versions.response(UnsupportedVersionError.code, 0)
+            self._write(encode_response(api_key, 0, correlation_id, body, header_version=0).parts())
+            return
+        table = API_TABLE.get(api_key)
+        if entry is not None and entry.error_response is not None and table and table[4] <= version <= table[5]:
+            try:
+                _header, request = decode_request(frame)
+                body = entry.error_response(request, version, UnsupportedVersionError.code)
+                self._queue_or_write(api_key, version, correlation_id, request, body, entry)
+                return
+            except (ProtocolDecodeError, KeyError):
+                pass
+        w = Writer()
+        w.buf += b"\x00\x00\x00\x06"
+        w.int32(correlation_id)
+        w.int16(UnsupportedVersionError.code)
+        self._queue_or_write(api_key, version, correlation_id, None, w, None)
+
+    def _queue_or_write(self, api_key, version, correlation_id, request, response, entry):
+        if not self.pending:
+            self._write_ready(api_key, version, correlation_id, request, response, entry)
+        else:
+            self.pending.append([api_key, version, correlation_id, request, response, entry])
+
+    # -- writing ----------------------------------------------------------------------------
+    def _encode(self, api_key, version, correlation_id, response):
+        if isinstance(response, Writer):
+            return response
+        return encode_response(api_key, version, correlation_id, response)
+
+    def _write_ready(self, api_key, version, correlation_id, request, response, entry):
+        try:
+            w = self._encode(api_key, version, correlation_id, response)
+        except Exception as e:  # noqa: BLE001
+            log.exception("encoding a %s v%d response failed", API_TABLE.get(api_key, ("?",))[0], version)
+            self.close(f"could not encode a response: {e!r}")
+            return
+        if w.chunks is None:
+            self.transport.write(w.buf)
+            return
+        self.pending.append([api_key, version, correlation_id, request, w, entry])
+        if self.writer_task is None or self.writer_task.done():
+            self.writer_task = asyncio.ensure_future(self._drain())
+
+    def _write(self, parts):
+        for p in parts:
+            self.transport.write(p)
+
+    async def _drain(self):
+        try:
+            while self.pending and not self.closed:
+                api_key, version, correlation_id, request, response, entry = self.pending[0]
+                if isinstance(response, asyncio.Future):
+                    try:
+                        response = await response
+                    except asyncio.CancelledError:
+                        if self.closed:
+                            return
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        response = self._error_response(entry, request, version, e)
+                        if response is None:
+                            self.close(f"{entry.name} v{version} failed: {e!r}")
+                            return
+                    if response is None:
+                        self.pending.popleft()
+                        continue
+                w = self._encode(api_key, version, correlation_id, response)
+                for part in w.parts():
+                    if not self.can_write.is_set():
+                        await self.can_write.wait()
+                    if self.closed:
+                        return
+                    if isinstance(part, (bytes, bytearray, memoryview)):
+                        if len(part):
+                            self.transport.write(part)
+                    else:
+                        await self._send_slice(part)
+                self.pending.popleft()
+                if self.reading_paused and len(self.pending) < MAX_PENDING // 2:
+                    self.reading_paused = False
+                    self.transport.resume_reading()
+        except (ConnectionError, OSError) as e:
+            self.close(f"send failed: {e}")
+        except asyncio.CancelledError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            log.exception("connection %d: writing a response failed", self.id)
+            self.close(f"writing a response failed: {e!r}")
+
+    async def _send_slice(self, sl):
+        length = len(sl)
+        if length == 0:
+            return
+        if length < SENDFILE_MIN_BYTES:
+            self.transport.write(sl.read())
+            return
+        sent = 0
+        if self.transport.get_write_buffer_size() == 0:
+            # fast path: nothing buffered ahead, so the kernel can take the slice now
+            sock = self.transport.get_extra_info("socket")
+            try:
+                while sent < length:
+                    n = sl.sendfile(sock.fileno(), sent, length - sent)
+                    if n == 0:
+                        raise ConnectionError("socket closed during sendfile")
+                    sent += n
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    raise
+        if sent < length:
+            loop = asyncio.get_running_loop()
+            await loop.sendfile(self.transport, _SliceFile(sl.fileno()), sl.position + sent, length - sent,
+                                fallback=True)
+
+
+class KafkaServer:
+    """Listens on host:port and serves the broker's handlers."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.connections = set()
+        self.server = None
+
+    async def start(self, host, port):
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True,
+                                               backlog=1024)
+        sock = self.server.sockets[0]
+        return sock.getsockname()[:2]
+
+    async def stop(self):
+        if self.server is not None:
+            self.server.close()
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            await self.server.wait_closed()
