@@ -1,0 +1,178 @@
+"""A small synchronous Kafka client for tests, built on kafkacore's generated codecs, and a
+fixture helper that runs a real ``kafkacore serve`` process on a free port.
+
+    with BrokerProcess(tmp_path) as b:          # python -m kafkacore serve ... on 127.0.0.1
+        c = b.client()                          # a KafkaConnection
+        resp = c.call(3, 12, MetadataRequest(topics=None))
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kafkacore.protocol.frames import RequestHeader, decode_response, encode_request, request_class
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KafkaConnection:
+    """One TCP connection; ``call`` sends a request and returns the decoded response;
+    ``send``/``receive`` let a test pipeline several."""
+
+    def __init__(self, host, port, client_id="kafkacore-tests", timeout=30.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self.correlation_id = 0
+        self.inflight = {}
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, api_key, version, body) -> int:
+        self.correlation_id += 1
+        cid = self.correlation_id
+        frame = encode_request(RequestHeader(api_key, version, cid, self.client_id), body)
+        self.sock.sendall(frame)
+        self.inflight[cid] = (api_key, version)
+        return cid
+
+    def send_raw(self, data: bytes):
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._recv_exact(4))[0]
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def receive(self, expect_cid=None):
+        frame = self.read_frame()
+        cid = struct.unpack_from(">i", frame)[0]
+        if expect_cid is not None:
+            assert cid == expect_cid, f"response for correlation id {cid}, expected {expect_cid}"
+        api_key, version = self.inflight.pop(cid)
+        _cid, body = decode_response(api_key, version, frame)
+        return body
+
+    def call(self, api_key, version, body):
+        return self.receive(self.send(api_key, version, body))
+
+    def is_closed_by_peer(self, timeout=5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+
+def request(api_key, **fields):
+    """A request object of the API's generated class."""
+    return request_class(api_key)(**fields)
+
+
+class BrokerProcess:
+    """``python -m kafkacore serve`` on 127.0.0.1:<free port> with data_dir; ``restart()``
+    stops it with SIGTERM and starts it again on the same port and directory."""
+
+    def __init__(self, data_dir, settings=None, port=None, extra_args=()):
+        self.data_dir = str(data_dir)
+        self.settings = {"group.initial.rebalance.delay.ms": "0", **(settings or {})}
+        self.port = port or free_port()
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log_path = os.path.join(self.data_dir + "-broker.log")
+
+    @property
+    def bootstrap(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout=30.0):
+        args = [sys.executable, "-m", "kafkacore", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                "--data-dir", self.data_dir]
+        for k, v in self.settings.items():
+            args += ["--set", f"{k}={v}"]
+        args += self.extra_args
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                with KafkaConnection("127.0.0.1", self.port, timeout=2) as c:
+                    c.call(18, 3, request(18, client_software_name="tests", client_software_version="1"))
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"broker did not answer within {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=30.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"broker did not stop within {timeout}s after {sig!r}:\n{self.output()}")
+        rc = self.proc.returncode
+        self.proc = None
+        self._log.close()
+        return rc
+
+    def kill(self):
+        return self.stop(signal.SIGKILL)
+
+    def restart(self):
+        rc = self.stop()
+        assert rc == 0, f"broker exited with {rc} on SIGTERM:\n{self.output()}"
+        return self.start()
+
+    def client(self, **kw) -> KafkaConnection:
+        return KafkaConnection("127.0.0.1", self.port, **kw)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self._log.close()
+            self.proc = None
