@@ -107,6 +107,11 @@ class BrokerConfig:
         if unknown:
             k = sorted(unknown)[0]
             raise InvalidConfigurationError(f"{k}={props[k]!r}: unknown broker config")
+        for k in sorted(set(props) & set(BROKER_DEFAULTS)):
+            try:
+                LogConfig({BROKER_DEFAULTS[k]: props[k]})
+            except InvalidConfigurationError as e:  # name the broker property the user wrote
+                raise InvalidConfigurationError(f"{k}={props[k]!r}: {e.message.split(': ', 1)[-1]}") from None
         self.log_config = LogConfig.from_broker({k: v for k, v in props.items() if k in topic_keys})
         v = self.values
         self.node_id = v["broker.id"] if v["broker.id"] >= 0 else v["node.id"]
