@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job. Until the broker lands this runs the native-core and storage benchmarks against their peers
-# (side by side, ratios printed); then it will start `kafkacore serve`.
+# The main job: the broker. Sets up .venv and the native extension (ci/env.sh), then runs
+# `kafkacore serve` on 127.0.0.1:9092 with the embedded default data directory; extra
+# arguments go to `kafkacore serve` (e.g. --port 19092 --data-dir /tmp/kc --set num.partitions=3).
+# The benchmarks are bench/*.py (bench/RESULTS.md).
 source "$(dirname "$0")/env.sh"
-"$PY" bench/bench_native.py "$@"
-exec "$PY" bench/bench_storage.py
+exec "$PY" -m kafkacore serve "$@"
