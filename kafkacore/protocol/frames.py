@@ -2,8 +2,9 @@
 
 A request on the wire is ``int32 size`` then the request header, then the body. The header is
 v1 (api key, api version, correlation id, nullable client id) or, for flexible request
-versions, v2 (v1 plus tagged fields; the client id stays a non-compact string). Responses carry
-header v0 (correlation id) or, for flexible versions, v1 (plus tagged fields) — except
+versions, v2 (v1 plus tagged fields; the client id stays a non-compact string) -- except
+ControlledShutdown v0, whose header is v0 (no client id; a special case in Kafka's generator).
+Responses carry header v0 (correlation id) or, for flexible versions, v1 (plus tagged fields) — except
 ApiVersions, whose response header is always v0 so that a client can read it before it knows
 what the broker speaks.
 """
@@ -17,6 +18,7 @@ from .api_table import API_TABLE
 from .wire import ProtocolDecodeError, Reader, Writer
 
 API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
 _header = struct.Struct(">hhi")
 
 
@@ -60,6 +62,8 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
     return 2 if is_flexible(api_key, api_version) else 1
 
 
@@ -79,11 +83,18 @@ def peek_header(frame) -> tuple[int, int, int]:
 
 def decode_header(frame) -> tuple[RequestHeader, Reader]:
     """The header, and a Reader positioned at the body. The api key and version must be
-    known (in API_TABLE and within its versions) for the header version to be known."""
+    known (in API_TABLE and within its versions) for the header version to be known;
+    ProtocolDecodeError if they are not."""
     api_key, api_version, correlation_id = peek_header(frame)
+    entry = API_TABLE.get(api_key)
+    if entry is None:
+        raise ProtocolDecodeError(f"unknown api key {api_key}")
+    if not entry[4] <= api_version <= entry[5]:
+        raise ProtocolDecodeError(f"{entry[0]} has no version {api_version}")
+    hv = request_header_version(api_key, api_version)
     r = Reader(frame, 8)
-    client_id = r.nullable_string()
-    if request_header_version(api_key, api_version) >= 2:
+    client_id = r.nullable_string() if hv >= 1 else None
+    if hv >= 2:
         r.skip_tagged_fields()
     return RequestHeader(api_key, api_version, correlation_id, client_id), r
 
@@ -126,8 +137,10 @@ def encode_request(header: RequestHeader, body) -> bytes:
     w = Writer()
     w.buf += b"\x00\x00\x00\x00"
     w.buf += _header.pack(header.api_key, header.api_version, header.correlation_id)
-    w.nullable_string(header.client_id)
-    if request_header_version(header.api_key, header.api_version) >= 2:
+    hv = request_header_version(header.api_key, header.api_version)
+    if hv >= 1:
+        w.nullable_string(header.client_id)
+    if hv >= 2:
         w.uvarint(0)
     body.write(w, header.api_version)
     out = w.getvalue()
