@@ -100,8 +100,9 @@ def decode_header(frame) -> tuple[RequestHeader, Reader]:
 
 
 def decode_request(frame):
-    """(RequestHeader, request object) of a frame; ProtocolDecodeError on anything malformed,
-    including bytes left over after the body."""
+    """(RequestHeader, request object) of a frame; ProtocolDecodeError on anything malformed.
+    Bytes left over after the body are ignored, as Kafka's broker does (librdkafka 2.16 sends
+    three trailing bytes after a Metadata v12 request); ``decode_request_strict`` refuses them."""
     header, r = decode_header(frame)
     cls = request_class(header.api_key)
     try:
@@ -110,6 +111,13 @@ def decode_request(frame):
         raise
     except (struct.error, ValueError, IndexError, OverflowError) as e:
         raise ProtocolDecodeError(f"malformed {api_name(header.api_key)} v{header.api_version} request: {e}") from e
+    return header, body
+
+
+def decode_request_strict(frame):
+    """decode_request, and ProtocolDecodeError when bytes are left over after the body."""
+    header, r = decode_header(frame)
+    body = request_class(header.api_key).read(r, header.api_version)
     if r.remaining():
         raise ProtocolDecodeError(
             f"{r.remaining()} bytes left over after a {api_name(header.api_key)} v{header.api_version} request")

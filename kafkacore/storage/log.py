@@ -106,6 +106,20 @@ class Log:
         self.producer_state = ProducerStateManager(directory)
         self.producer_state.load(self.log_end_offset, self._replay_producers)
 
+    @property
+    def config(self):
+        return self._config
+
+    @config.setter
+    def config(self, config):
+        """A new topic config applies at once, to the active segment too (a lower
+        segment.bytes rolls at the next append, as in Kafka)."""
+        self._config = config
+        view = getattr(self, "_view", None)
+        if view is not None:
+            for segment in view[0]:
+                segment.config = config
+
     # -- segments ---------------------------------------------------------------------------
     def _set_segments(self, segments):
         # one tuple assignment: a reader sees the old list or the new one, never a mix

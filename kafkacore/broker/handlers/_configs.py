@@ -1,0 +1,209 @@
+"""Config descriptions and changes shared by CreateTopics, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs (not a handler: the handler table lists modules by name).
+
+A topic config's value is its effective value (the topic's override, else the broker's
+``log.*`` default, else Kafka's default); its source and synonyms follow Kafka's rules: the
+topic override (DYNAMIC_TOPIC_CONFIG), then the broker names set in the broker's configuration
+(STATIC_BROKER_CONFIG), then the broker name's built-in default (DEFAULT_CONFIG). Broker configs
+are static here (no dynamic broker configs), so they are all read-only.
+"""
+from __future__ import annotations
+
+from ...errors import InvalidRequestError, UnknownTopicOrPartitionError
+from ...storage.config import BROKER_DEFAULTS, TOPIC_CONFIGS, LogConfig
+from ...storage.log_manager import validate_topic_name
+from ..config import BROKER_CONFIGS
+
+# ConfigResource.Type
+RESOURCE_UNKNOWN, RESOURCE_TOPIC, RESOURCE_GROUP, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 0, 2, 3, 4, 8
+RESOURCE_NAMES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "BROKER", 8: "BROKER_LOGGER",
+                  16: "CLIENT_METRICS", 32: "GROUP"}
+
+# DescribeConfigsResponse.ConfigSource
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+
+# DescribeConfigsResponse.ConfigType
+T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST = 1, 2, 3, 5, 6, 7
+
+# IncrementalAlterConfigs operations (AlterConfigOp.OpType)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+# Kafka's types of the topic configs (LogConfig's ConfigDef)
+TOPIC_TYPES = {
+    "segment.bytes": T_INT, "segment.ms": T_LONG, "segment.jitter.ms": T_LONG, "segment.index.bytes": T_INT,
+    "index.interval.bytes": T_INT, "retention.ms": T_LONG, "retention.bytes": T_LONG, "cleanup.policy": T_LIST,
+    "delete.retention.ms": T_LONG, "min.compaction.lag.ms": T_LONG, "max.compaction.lag.ms": T_LONG,
+    "min.cleanable.dirty.ratio": T_DOUBLE, "max.message.bytes": T_INT, "message.timestamp.type": T_STRING,
+    "compression.type": T_STRING, "flush.messages": T_LONG, "flush.ms": T_LONG, "file.delete.delay.ms": T_LONG,
+    "preallocate": T_BOOLEAN,
+}
+LIST_CONFIGS = frozenset(k for k, t in TOPIC_TYPES.items() if t == T_LIST)
+
+# Short descriptions of the topic configs (what this broker does with each).
+TOPIC_DOCS = {
+    "segment.bytes": "Size in bytes at which the active segment of a partition is rolled.",
+    "segment.ms": "Time after which the active segment is rolled even if it is not full, so that "
+                  "retention and compaction can act on it.",
+    "segment.jitter.ms": "Largest random amount subtracted from segment.ms, spreading segment rolls over time.",
+    "segment.index.bytes": "Size in bytes of the offset and time index files preallocated for each segment.",
+    "index.interval.bytes": "Bytes of batches between two entries of the offset index.",
+    "retention.ms": "Time a closed segment is kept under the delete policy; -1 keeps data forever.",
+    "retention.bytes": "Largest size a partition may grow to before its oldest segments are deleted under "
+                       "the delete policy; -1 means no limit.",
+    "cleanup.policy": "What happens to old segments: delete (by retention.ms/retention.bytes), compact "
+                      "(keep the latest record of each key), or both.",
+    "delete.retention.ms": "Time tombstones are kept in a compacted topic after compaction reached them.",
+    "min.compaction.lag.ms": "Time a record stays uncompacted after it was written.",
+    "max.compaction.lag.ms": "Longest time a record can stay ineligible for compaction.",
+    "min.cleanable.dirty.ratio": "Share of a log that must be uncompacted before the cleaner compacts it.",
+    "max.message.bytes": "Largest record batch size allowed in a partition (after compression).",
+    "message.timestamp.type": "Whether record timestamps are the producer's (CreateTime) or set by the "
+                              "broker when appended (LogAppendTime).",
+    "compression.type": "Compression of the stored batches; 'producer' keeps the producer's codec.",
+    "flush.messages": "Number of appended records after which the log is fsynced.",
+    "flush.ms": "Time after which appended data is fsynced.",
+    "file.delete.delay.ms": "Delay before the files of a deleted segment are removed from disk.",
+    "preallocate": "Whether segment files are preallocated at their full size when created.",
+}
+
+# topic config -> broker names that set its default, in Kafka's synonym order
+_BROKER_SYNONYMS: dict[str, list[str]] = {}
+for _broker_name, _topic_name in BROKER_DEFAULTS.items():
+    _BROKER_SYNONYMS.setdefault(_topic_name, []).append(_broker_name)
+_BROKER_SYNONYMS["retention.ms"] = ["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+_BUILTIN = LogConfig()  # Kafka's defaults, before any broker setting
+
+
+def _text(value):
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (frozenset, set)):
+        return ",".join(sorted(value))
+    return str(value)
+
+
+def _builtin_broker_default(broker_name, topic_name):
+    """(name, value) of the DEFAULT_CONFIG synonym of a topic config, as Kafka lists it."""
+    if topic_name == "retention.ms":  # log.retention.ms and .minutes have no default; .hours is 168
+        return "log.retention.hours", str(BROKER_CONFIGS["log.retention.hours"][1])
+    return broker_name, _BUILTIN.describe()[topic_name]
+
+
+class ConfigEntry:
+    """One config as DescribeConfigs and CreateTopics report it."""
+
+    __slots__ = ("name", "value", "source", "synonyms", "read_only", "config_type", "documentation")
+
+    def __init__(self, name, value, source, synonyms, read_only, config_type, documentation):
+        self.name = name
+        self.value = value
+        self.source = source
+        self.synonyms = synonyms  # [(name, value, source)]
+        self.read_only = read_only
+        self.config_type = config_type
+        self.documentation = documentation
+
+
+def topic_entries(broker, overrides) -> list[ConfigEntry]:
+    """Every topic config for a topic with these overrides ({kafka name: value}), sorted by name."""
+    props = broker.config.props
+    config = broker.log_manager.default_config.with_overrides(overrides)
+    values = config.describe()
+    out = []
+    for name in sorted(TOPIC_CONFIGS):
+        synonyms = []
+        if name in overrides:
+            synonyms.append((name, values[name], SOURCE_TOPIC))
+        names = _BROKER_SYNONYMS.get(name, [])
+        for broker_name in names:
+            if broker_name in props:
+                synonyms.append((broker_name, _text(props[broker_name]), SOURCE_STATIC_BROKER))
+        if names:
+            synonyms.append((*_builtin_broker_default(names[0], name), SOURCE_DEFAULT))
+        out.append(ConfigEntry(name, values[name], synonyms[0][2] if synonyms else SOURCE_DEFAULT, synonyms,
+                               False, TOPIC_TYPES.get(name, 0), TOPIC_DOCS.get(name)))
+    return out
+
+
+def _broker_type(key, value):
+    if isinstance(value, bool):
+        return T_BOOLEAN
+    if isinstance(value, int):
+        return T_LONG if key.endswith(".ms") or value > (1 << 31) - 1 else T_INT
+    if isinstance(value, float):
+        return T_DOUBLE
+    return T_STRING
+
+
+def broker_entries(broker) -> list[ConfigEntry]:
+    """This broker's configuration (per-broker resource), sorted by name. All static: read-only."""
+    cfg = broker.config
+    props = cfg.props
+    rows = {}  # name -> (value text, explicitly set, config type, doc)
+    for key, (_parse, default) in BROKER_CONFIGS.items():
+        value = cfg.values[key]
+        rows[key] = (_text(value), key in props, _broker_type(key, default if value is None else value), None)
+    listener = f"PLAINTEXT://{cfg.host}:{cfg.port}"
+    rows["listeners"] = (listener, "listeners" in props or listener != "PLAINTEXT://127.0.0.1:9092", T_STRING, None)
+    adv = cfg.values["advertised.listeners"]
+    rows["advertised.listeners"] = (
+        ",".join(f"{n}://{h}:{p}" for n, h, p in adv) if adv else None, adv is not None, T_STRING, None)
+    if "broker.id" not in props:
+        rows["broker.id"] = (str(cfg.node_id), False, T_INT, None)
+    builtin = _BUILTIN.describe()
+    for broker_name, topic_name in BROKER_DEFAULTS.items():
+        value = _text(props[broker_name]) if broker_name in props else builtin[topic_name]
+        doc = f"The default of the topic config {topic_name}: {TOPIC_DOCS[topic_name]}"
+        rows[broker_name] = (value, broker_name in props, TOPIC_TYPES[topic_name], doc)
+    rows["log.retention.ms"] = (_text(props.get("log.retention.ms")), "log.retention.ms" in props, T_LONG,
+                                f"The default of the topic config retention.ms: {TOPIC_DOCS['retention.ms']}")
+    for key in cfg.ignored_keys:
+        rows[key] = (_text(props[key]), True, T_STRING, "Accepted for compatibility; not used by this broker.")
+    out = []
+    for name in sorted(rows):
+        value, explicit, ctype, doc = rows[name]
+        source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+        out.append(ConfigEntry(name, value, source, [(name, value, source)], True, ctype, doc))
+    return out
+
+
+# -- changes ------------------------------------------------------------------------------------
+def check_broker_resource_name(broker, name):
+    """Kafka's rule for BROKER resources: '' (the cluster default) or this node's id."""
+    if name == "":
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Node id must be an integer, but it is: {name}") from None
+    if node != broker.node_id:
+        raise InvalidRequestError(f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+
+
+def duplicate_resources(resources) -> set:
+    """Indexes of resources named more than once (each is answered INVALID_REQUEST)."""
+    seen = {}
+    dupes = set()
+    for i, r in enumerate(resources):
+        key = (r.resource_type, r.resource_name)
+        if key in seen:
+            dupes.update((seen[key], i))
+        else:
+            seen[key] = i
+    return dupes
+
+
+def check_topic_for_alter(broker, name, new_overrides):
+    """Kafka's order: the name, the new configs, then whether the topic exists."""
+    validate_topic_name(name)
+    broker.log_manager.default_config.with_overrides(new_overrides)  # INVALID_CONFIG
+    if name not in broker.topics:
+        raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+
+
+def apply_topic_overrides(broker, name, new_overrides):
+    """Stores the topic's new overrides (persisted) and hands the new config to its live logs."""
+    config = broker.log_manager.set_topic_config(name, {k: str(v) for k, v in new_overrides.items()})

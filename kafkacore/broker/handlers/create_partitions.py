@@ -1,0 +1,80 @@
+"""CreatePartitions (API key 37), versions 0-3.
+
+Raises a topic's partition count to ``count``; the new partitions are created (empty, led by
+this node) before the response is sent, so ``timeout_ms`` has nothing to wait for. Per topic,
+with Kafka's (KRaft controller's) errors and messages:
+
+- a topic named twice in the request: INVALID_REQUEST "Duplicate topic name.";
+- an unknown topic: UNKNOWN_TOPIC_OR_PARTITION;
+- ``count`` equal to the current count: INVALID_PARTITIONS "Topic already has N partition(s).";
+  lower: INVALID_PARTITIONS "... would not be an increase.";
+- ``assignments`` (null: the broker places the partitions) must hold one entry per new
+  partition, each naming this node alone: INVALID_REPLICA_ASSIGNMENT otherwise.
+
+``validate_only`` runs the checks and creates nothing.
+
+Deviation: internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
+INVALID_TOPIC_EXCEPTION: a group's coordinator partition is a hash of its id modulo the
+partition count, so more partitions would orphan the committed offsets (Kafka allows it and
+warns in its documentation).
+
+Version notes: v2+ is the flexible encoding; error messages in every version.
+"""
+from ...errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError, InvalidTopicError, \
+    KafkaError, UnknownTopicOrPartitionError
+from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
+from ..broker import INTERNAL_TOPICS
+from .create_topics import check_manual_replicas
+
+API_KEY = 37
+VERSIONS = (0, 3)
+
+
+def _create(broker, topic, validate_only):
+    info = broker.topics.get(topic.name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"topic '{topic.name}' does not exist")
+    if topic.name in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"cannot add partitions to internal topic {topic.name}")
+    current = info.partitions
+    if topic.count == current:
+        raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+    if topic.count < current:
+        raise InvalidPartitionsError(
+            f"The topic {topic.name} currently has {current} partition(s); {topic.count} would not be an increase.")
+    additional = topic.count - current
+    if topic.assignments is not None:
+        if len(topic.assignments) != additional:
+            raise InvalidReplicaAssignmentError(
+                f"Attempted to add {additional} additional partition(s), but only {len(topic.assignments)} "
+                f"assignment(s) were specified.")
+        for a in topic.assignments:
+            check_manual_replicas(broker.node_id, a.broker_ids)
+    broker.create_partitions(topic.name, topic.count, validate_only=validate_only)
+
+
+def handle(ctx, req):
+    broker = ctx.broker
+    counts = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            continue
+        result = CreatePartitionsTopicResult(name=t.name, error_message=None)
+        try:
+            _create(broker, t, req.validate_only)
+        except KafkaError as e:
+            result.error_code = e.code
+            result.error_message = e.message
+        results.append(result)
+    results += [CreatePartitionsTopicResult(name=name, error_code=InvalidRequestError.code,
+                                            error_message="Duplicate topic name.")
+                for name, n in counts.items() if n > 1]
+    return CreatePartitionsResponse(results=results)
+
+
+def error_response(req, version, code):
+    return CreatePartitionsResponse(results=[CreatePartitionsTopicResult(name=t.name, error_code=code,
+                                                                         error_message=None) for t in req.topics])

@@ -1,0 +1,122 @@
+"""IncrementalAlterConfigs (API key 44), versions 0-1.
+
+Per TOPIC (2) resource, each config names an operation on the topic's overrides:
+
+- SET (0): the key takes the value;
+- DELETE (1): the override is removed (the key goes back to its default; deleting a key that
+  has no override, or a name this broker does not know, changes nothing, as in Kafka);
+- APPEND (2) / SUBTRACT (3): for list configs (``cleanup.policy``) the comma-separated values
+  are added (when missing) to / removed from the current list; on any other key they are
+  INVALID_CONFIG "Can't APPEND to key K because its type is not LIST.".
+
+The resulting overrides are validated as a whole (an unknown name or a bad value: INVALID_CONFIG
+naming the key and the value), then the topic must exist (UNKNOWN_TOPIC_OR_PARTITION; illegal
+name: INVALID_TOPIC_EXCEPTION). Changes reach the topic's live logs at once and are persisted
+in the data directory (they survive restarts). ``validate_only`` checks without changing.
+
+As Kafka's broker does first: a resource named twice is INVALID_REQUEST "Each resource must
+appear at most once." (both copies), a key named twice INVALID_REQUEST "Error due to duplicate
+config keys", a null value on anything but DELETE INVALID_REQUEST "Null value not supported for
+: <keys>", an unknown operation INVALID_REQUEST.
+
+BROKER (4) resources (this node's id or empty; otherwise INVALID_REQUEST): there are no
+dynamic broker configs here, so SET/APPEND/SUBTRACT are INVALID_REQUEST "Cannot update these
+configs dynamically: ..." and DELETE-only changes nothing and succeeds. BROKER_LOGGER (8) and
+other types: INVALID_REQUEST (Kafka changes log4j levels for BROKER_LOGGER; not supported).
+
+Deviation: APPEND/SUBTRACT on a key without an override start from its effective value (the
+broker's ``log.cleanup.policy`` when set); Kafka starts from the built-in default.
+
+Version notes: v1 is the flexible encoding; the fields are the same in both versions.
+"""
+import logging
+
+from ...errors import InvalidConfigurationError, InvalidRequestError, KafkaError
+from ...protocol.messages.incremental_alter_configs_response import (AlterConfigsResourceResponse,
+                                                                     IncrementalAlterConfigsResponse)
+from ...storage.log_manager import validate_topic_name
+from ._configs import (LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_NAMES, OP_SET, OP_SUBTRACT, RESOURCE_BROKER,
+                       RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, apply_topic_overrides, check_broker_resource_name,
+                       check_topic_for_alter, duplicate_resources)
+from .alter_configs import check_common, refuse_dynamic_broker_configs
+
+API_KEY = 44
+VERSIONS = (0, 1)
+log = logging.getLogger("kafkacore.broker")
+
+
+def _split(value):
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def _new_overrides(broker, name, configs):
+    current = dict(broker.log_manager.topic_overrides.get(name, {}))
+    new = dict(current)
+    effective = None
+    for c in configs:
+        op = c.config_operation
+        if op == OP_SET:
+            new[c.name] = c.value
+        elif op == OP_DELETE:
+            new.pop(c.name, None)
+        else:  # APPEND / SUBTRACT
+            if c.name not in LIST_CONFIGS:
+                raise InvalidConfigurationError(f"Can't {OP_NAMES[op]} to key {c.name} because its type is not LIST.")
+            if c.name in new:
+                items = _split(new[c.name])
+            else:
+                if effective is None:
+                    effective = broker.log_manager.config_for(name).describe()
+                items = _split(effective[c.name])
+            for item in _split(c.value):
+                if op == OP_APPEND and item not in items:
+                    items.append(item)
+                elif op == OP_SUBTRACT and item in items:
+                    items.remove(item)
+            new[c.name] = ",".join(items)
+    return new
+
+
+def _alter(broker, resource, validate_only):
+    check_common(resource, allow_null=lambda c: c.config_operation == OP_DELETE)
+    for c in resource.configs:
+        if c.config_operation not in OP_NAMES:
+            raise InvalidRequestError(f"Unknown operations type {c.config_operation}")
+    rtype, name = resource.resource_type, resource.resource_name
+    if rtype == RESOURCE_TOPIC:
+        validate_topic_name(name)
+        new = _new_overrides(broker, name, resource.configs)
+        check_topic_for_alter(broker, name, new)
+        if not validate_only and new != broker.log_manager.topic_overrides.get(name, {}):
+            apply_topic_overrides(broker, name, new)
+            log.info("topic %s configs set to %s", name, new)
+    elif rtype == RESOURCE_BROKER:
+        check_broker_resource_name(broker, name)
+        refuse_dynamic_broker_configs([c.name for c in resource.configs if c.config_operation != OP_DELETE])
+    elif rtype == RESOURCE_BROKER_LOGGER:
+        raise InvalidRequestError("BROKER_LOGGER resources (log levels) cannot be changed on this broker")
+    else:
+        raise InvalidRequestError(f"Unknown resource type {rtype}")
+
+
+def handle(ctx, req):
+    dupes = duplicate_resources(req.resources)
+    out = []
+    for i, r in enumerate(req.resources):
+        resp = AlterConfigsResourceResponse(resource_type=r.resource_type, resource_name=r.resource_name,
+                                            error_message=None)
+        try:
+            if i in dupes:
+                raise InvalidRequestError("Each resource must appear at most once.")
+            _alter(ctx.broker, r, req.validate_only)
+        except KafkaError as e:
+            resp.error_code = e.code
+            resp.error_message = e.message
+        out.append(resp)
+    return IncrementalAlterConfigsResponse(responses=out)
+
+
+def error_response(req, version, code):
+    return IncrementalAlterConfigsResponse(responses=[
+        AlterConfigsResourceResponse(error_code=code, error_message=None, resource_type=r.resource_type,
+                                     resource_name=r.resource_name) for r in req.resources])
