@@ -1,7 +1,15 @@
 # cython: language_level=3
 """Record batch v2: builder, zero-copy batch views, record iteration and the columnar
 decoder. The byte-level work is in _native/ (kc_record.c, kc_columns.c); this module moves
-Python objects in and out. Its pure-Python twin is kafkacore/record/batch_py.py."""
+Python objects in and out. Its pure-Python twin is kafkacore/record/batch_py.py.
+
+numpy and pyarrow are not imported with this module (importing kafkacore must not load
+them: the broker never uses them). pyarrow and the Arrow schema are loaded by the first
+decode_to_arrow call; numpy is only looked at when extend is given a numpy array, which
+means it is already loaded. Arrays are read through the buffer protocol, not the numpy C API
+(no cimport numpy / import_array)."""
+import sys
+
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport (PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact,
@@ -17,16 +25,36 @@ from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from native cimport *
 
-import numpy as np
-cimport numpy as cnp
-import pyarrow as pa
-
 from kafkacore.record import codecs
 from kafkacore.record.errors import CorruptRecordError
-from kafkacore.record.arrow_schema import SPARK_KAFKA_SCHEMA, HEADERS_TYPE, HEADER_TYPE, constant_columns
 
-cnp.import_array()
 kc_crc32c_init()
+
+# pyarrow and kafkacore.record.arrow_schema (which imports it), set by _load_arrow on the
+# first decode_to_arrow; C globals, so the column helpers read them without a dict lookup.
+cdef object pa = None
+cdef object SPARK_KAFKA_SCHEMA = None
+cdef object HEADERS_TYPE = None
+cdef object HEADER_TYPE = None
+cdef object constant_columns = None
+
+
+cdef int _load_arrow() except -1:
+    global pa, SPARK_KAFKA_SCHEMA, HEADERS_TYPE, HEADER_TYPE, constant_columns
+    import pyarrow
+    from kafkacore.record import arrow_schema
+    SPARK_KAFKA_SCHEMA = arrow_schema.SPARK_KAFKA_SCHEMA
+    HEADERS_TYPE = arrow_schema.HEADERS_TYPE
+    HEADER_TYPE = arrow_schema.HEADER_TYPE
+    constant_columns = arrow_schema.constant_columns
+    pa = pyarrow  # last: a failed import above leaves everything unset, to be retried
+    return 0
+
+
+cdef inline int _need_arrow() except -1:
+    if pa is None:
+        _load_arrow()
+    return 0
 
 cdef enum:
     GIL_RELEASE_BYTES = 65536  # below this, releasing the GIL costs more than it saves
@@ -34,6 +62,23 @@ cdef enum:
 
 cdef object _CODEC_NAMES = codecs.CODEC_NAMES
 cdef int32_t INT32_MAX_ = 0x7FFFFFFF
+
+
+cdef object _np = None  # numpy and numpy.ndarray, once something has imported numpy
+cdef object _ndarray = None
+
+
+cdef inline bint _is_ndarray(object x) except -1:
+    """isinstance(x, numpy.ndarray), without importing numpy: a numpy array can only exist
+    once numpy has been imported by whoever made it."""
+    global _np, _ndarray
+    if _ndarray is None:
+        np = sys.modules.get("numpy")
+        if np is None:
+            return False
+        _ndarray = np.ndarray
+        _np = np
+    return isinstance(x, _ndarray)
 
 
 cdef inline int64_t _now_ms() noexcept nogil:
@@ -341,18 +386,24 @@ cdef class RecordBatchBuilder:
             keys = tuple(keys)
             if len(keys) != n:
                 raise ValueError(f"keys has {len(keys)} items but values has {n}")
-        cdef cnp.ndarray ts_arr = None
+        cdef _BufferRef ts_ref = None  # holds the int64 array while the loop reads it
         cdef const int64_t *ts_ptr = NULL
         if timestamps_ms is not None:
             if len(timestamps_ms) != n:
                 raise ValueError(f"timestamps_ms has {len(timestamps_ms)} items but values has {n}")
-            if isinstance(timestamps_ms, np.ndarray):
+            if _is_ndarray(timestamps_ms):
+                np = _np
                 if timestamps_ms.dtype.kind not in "iu":
                     raise TypeError("timestamps_ms must hold integers")
                 if timestamps_ms.dtype.kind == "u" and timestamps_ms.size and timestamps_ms.max() > INT64_MAX:
                     raise OverflowError("timestamp_ms does not fit in 64 bits")
                 ts_arr = np.ascontiguousarray(timestamps_ms, dtype=np.int64)
-                ts_ptr = <const int64_t *>cnp.PyArray_DATA(ts_arr)
+                ts_ref = _BufferRef(ts_arr)
+                if <uintptr_t>ts_ref.data % sizeof(int64_t):
+                    # ascontiguousarray passes a misaligned int64 array through as is;
+                    # reading that as int64_t would be undefined behaviour: read a copy.
+                    ts_ref = _BufferRef(ts_arr.copy())
+                ts_ptr = <const int64_t *>ts_ref.data
             else:
                 timestamps_ms = tuple(timestamps_ms)
         cdef int64_t now = _now_ms()
@@ -899,6 +950,7 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
     cdef list keep_alive = []  # decompressed sections referenced by pending items
     first_error = None  # a pass-1 error, raised unless pass 2 finds an earlier one
     cdef dict pool_buffers = {}
+    _need_arrow()
     memset(&pending, 0, sizeof(kc_buf))
     kc_columns_init(&cols)
     try:

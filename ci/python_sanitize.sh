@@ -8,6 +8,8 @@ source "$(dirname "$0")/env.sh"
 work="$(mktemp -d "${TMPDIR:-/tmp}/kc_pysan.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 cp -r kafkacore tests "$work/"
+# the protocol tests read Kafka's schemas next to the repository, not next to the copy
+export KAFKACORE_PROTOCOL_SCHEMAS="$ROOT/../shared/kafka-protocol"
 rm -f "$work"/kafkacore/_ext/*.so
 echo "== build: extension with -fsanitize=address,undefined"
 KAFKACORE_SANITIZE=1 "$PY" setup.py -q build_ext --build-lib "$work" --build-temp "$work/build" -j 2 \

@@ -1,8 +1,11 @@
 """Kafka's murmur2 and the default partition choice for keyed records.
 
 Identical to the Java client: ``Utils.murmur2`` and ``Utils.toPositive(murmur2(key)) %
-numPartitions`` (BuiltInPartitioner.partitionForKey)."""
-import numpy as np
+numPartitions`` (BuiltInPartitioner.partitionForKey).
+
+numpy is imported on first use of ``partitions_for_keys`` only: the broker never calls it, and
+importing numpy with the package would cost every process ~16 MB of RSS."""
+import sys
 
 from ._loader import load_native
 
@@ -41,8 +44,14 @@ def murmur2_py(key) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def _is_numpy_integer(x) -> bool:
+    # A numpy scalar can only exist once numpy is imported, so there is nothing to import here.
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.integer)
+
+
 def _check_partitions(num_partitions) -> int:
-    if not isinstance(num_partitions, (int, np.integer)) or isinstance(num_partitions, bool):
+    if isinstance(num_partitions, bool) or not (isinstance(num_partitions, int) or _is_numpy_integer(num_partitions)):
         raise TypeError("num_partitions must be an int")
     if not 0 < num_partitions <= 0x7FFFFFFF:
         raise ValueError(f"num_partitions must be between 1 and 2^31-1, got {num_partitions}")
@@ -54,10 +63,11 @@ def partition_for_key_py(key, num_partitions: int) -> int:
     return (murmur2_py(key) & 0x7FFFFFFF) % n
 
 
-def partitions_for_keys_py(keys, num_partitions: int) -> np.ndarray:
+def partitions_for_keys_py(keys, num_partitions: int) -> "numpy.ndarray":  # noqa: F821
     """Bulk twin: an int32 array, -1 where a key is None (Kafka picks a sticky partition for
     records without a key; that choice belongs to the producer)."""
     n = _check_partitions(num_partitions)
+    import numpy as np
     if hasattr(keys, "to_pylist"):  # pyarrow arrays
         keys = keys.to_pylist()
     out = np.empty(len(keys), dtype=np.int32)

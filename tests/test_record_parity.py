@@ -201,6 +201,35 @@ def test_extend_rejects_out_of_range_numpy_timestamps():
         b.extend([b"x"], timestamps_ms=np.array([2**64 - 1], dtype=np.uint64))
 
 
+def _unaligned_int64(values):
+    raw = bytearray(1 + 8 * len(values))
+    arr = np.frombuffer(raw, dtype=np.int64, count=len(values), offset=1)
+    arr[:] = values
+    assert not arr.flags.aligned
+    return arr
+
+
+@pytest.mark.parametrize("form", [
+    lambda ts: np.array(ts, dtype=np.int64),
+    lambda ts: np.array(ts, dtype=np.uint32),
+    lambda ts: np.array(ts, dtype=">i8"),                      # byte-swapped
+    lambda ts: np.array([t for t in ts for _ in (0, 1)], dtype=np.int64)[::2],  # strided
+    _unaligned_int64,                                          # contiguous but misaligned
+], ids=["int64", "uint32", "big-endian", "strided", "unaligned"])
+def test_extend_numpy_timestamps_in_any_layout(form):
+    # The native loop reads int64 memory: every other layout (and a misaligned array, which
+    # would be undefined behaviour to read as int64_t) must come out as the list form does.
+    ts = [4_000_000_000, 5, 1_700_000_123]  # fits every dtype below
+    values = [b"a", b"b", b"c"]
+
+    def build(timestamps):
+        b = RecordBatchBuilder()
+        b.extend(values, timestamps_ms=timestamps)
+        return b.build()
+
+    assert build(form(ts)) == build(ts)
+
+
 @pytest.mark.parametrize("form", [bytearray, memoryview, lambda v: np.frombuffer(v, dtype=np.uint8)])
 def test_bytes_like_values_keys_and_header_values(form):
     def build(conv):

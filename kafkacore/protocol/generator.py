@@ -29,7 +29,9 @@ import sys
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-DEFAULT_SCHEMA_ROOT = PACKAGE_DIR.parents[2] / "shared" / "kafka-protocol"
+# $KAFKACORE_PROTOCOL_SCHEMAS overrides (ci/python_sanitize.sh tests a copy of the tree elsewhere)
+DEFAULT_SCHEMA_ROOT = Path(os.environ.get("KAFKACORE_PROTOCOL_SCHEMAS")
+                           or PACKAGE_DIR.parents[2] / "shared" / "kafka-protocol")
 
 INT_TYPES = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8}
 SCALAR_MIN_SIZE = dict(INT_TYPES, bool=1, float64=8, uuid=16, string=1, bytes=1, records=1)

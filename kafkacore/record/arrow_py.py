@@ -1,13 +1,17 @@
 """Pure-Python twin of the native ``decode_to_arrow``: one Python object per record, then
-pyarrow builds the columns. Used to check the native decoder and when extensions are off."""
-import pyarrow as pa
+pyarrow builds the columns. Used to check the native decoder and when extensions are off.
 
-from .arrow_schema import HEADERS_TYPE, SPARK_KAFKA_SCHEMA, constant_columns
+pyarrow (and the schema module, which needs it) is imported on the first call, so importing
+kafkacore.record with the twins doesn't load it."""
 from .batch_py import iter_batches
 from .errors import CorruptRecordError
 
 
-def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True) -> pa.RecordBatch:
+def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True) -> "pyarrow.RecordBatch":  # noqa: F821
+    import pyarrow as pa
+
+    from .arrow_schema import HEADERS_TYPE, SPARK_KAFKA_SCHEMA, constant_columns
+
     keys, values, offsets, timestamps, ts_types, headers = [], [], [], [], [], []
     for batch in iter_batches(buf):
         if batch.count < 0:
