@@ -144,7 +144,7 @@ class Connection(asyncio.BufferedProtocol):
                 return
             if avail - 4 >= size:
                 s = self.start + 4
-                frame = bytes(self.view[s:s + size])
+                frame = bytearray(self.view[s:s + size])  # writable: records are appended from it in place
                 self.start = s + size
                 self._on_frame(frame)
                 continue
@@ -260,6 +260,11 @@ class Connection(asyncio.BufferedProtocol):
         if w.chunks is None:
             self.transport.write(w.buf)
             return
+        if w.size_before + len(w.buf) < SENDFILE_MIN_BYTES and not self.pending:
+            # a small fetch response: one write of header, records and tail together
+            self.transport.write(b"".join(p if isinstance(p, (bytes, bytearray, memoryview)) else p.read()
+                                          for p in w.parts()))
+            return
         self.pending.append([api_key, version, correlation_id, request, w, entry])
         if self.writer_task is None or self.writer_task.done():
             self.writer_task = asyncio.ensure_future(self._drain())
@@ -288,7 +293,10 @@ class Connection(asyncio.BufferedProtocol):
                         self.pending.popleft()
                         continue
                 w = self._encode(api_key, version, correlation_id, response)
-                for part in w.parts():
+                parts = w.parts()
+                if w.chunks is not None and len(w) < SENDFILE_MIN_BYTES:
+                    parts = [b"".join(p if isinstance(p, (bytes, bytearray, memoryview)) else p.read() for p in parts)]
+                for part in parts:
                     if not self.can_write.is_set():
                         await self.can_write.wait()
                     if self.closed:

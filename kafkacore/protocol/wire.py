@@ -160,19 +160,23 @@ class Reader:
         n = self.uvarint() - 1
         return None if n < 0 else bytes(self._bytes(n))
 
-    # Records stay a zero-copy view of the frame: the broker validates them natively and
-    # appends them as they are.
+    # Records stay a zero-copy view of the frame (writable when the frame is a bytearray, so
+    # the storage engine stamps offsets in place without a copy).
+    def _view(self, n: int):
+        p = self._need(n)
+        return memoryview(self.buf)[p:p + n]
+
     def records(self):
         n = self.int32()
         if n == -1:
             return None
         if n < 0:
             raise ProtocolDecodeError(f"records have length {n}")
-        return memoryview(self._bytes(n))
+        return self._view(n)
 
     def compact_records(self):
         n = self.uvarint() - 1
-        return None if n < 0 else memoryview(self._bytes(n))
+        return None if n < 0 else self._view(n)
 
     def array_length(self, min_element_size: int = 1) -> int:
         n = self.int32()
