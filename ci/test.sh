@@ -24,8 +24,11 @@ fi
 echo "== Cython layer under AddressSanitizer + UBSan"
 bash ci/python_sanitize.sh
 
-echo "== Python suite, native extension"
+echo "== System packages for the client compatibility suite (kcat)"
+bash ci/compat_deps.sh
+
+echo "== Python suite, native extension (with the client compatibility suite, tests/compat)"
 KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"
 
-echo "== Python suite, pure-Python twins"
-KAFKACORE_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"
+echo "== Python suite, pure-Python twins (the compatibility suite ran above; the clients are the same)"
+KAFKACORE_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests --ignore=tests/compat "$@"
