@@ -1,0 +1,37 @@
+"""DescribeGroups (API key 15), versions 0-5.
+
+Each group's state, protocol type and members (member id, v4+ group.instance.id, client id,
+client host). As in Kafka the selected protocol and each member's metadata and assignment are
+only given while the group is Stable. An unknown group is described as Dead with no error
+(v0-5 have no GROUP_ID_NOT_FOUND). v3+: with ``include_authorized_operations`` the group's
+operations (READ, DELETE, DESCRIBE: there are no ACLs here), otherwise the "not requested"
+value.
+"""
+from ...protocol.messages.describe_groups_response import (DescribedGroup, DescribedGroupMember,
+                                                            DescribeGroupsResponse)
+from ._group_common import coordinator
+
+API_KEY = 15
+VERSIONS = (0, 5)
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
+UNSET_OPERATIONS = -2147483648
+
+
+def handle(ctx, req):
+    v = ctx.api_version
+    gc = coordinator(ctx)
+    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else UNSET_OPERATIONS
+    groups = []
+    for group_id in req.groups:
+        s = gc.describe_group(group_id)
+        groups.append(DescribedGroup(
+            group_id=group_id, group_state=s.state, protocol_type=s.protocol_type, protocol_data=s.protocol,
+            authorized_operations=ops, members=[
+                DescribedGroupMember(member_id=mid, group_instance_id=iid, client_id=cid, client_host=host,
+                                     member_metadata=md, member_assignment=asg)
+                for mid, iid, cid, host, md, asg in s.members]))
+    return DescribeGroupsResponse(groups=groups)
+
+
+def error_response(req, version, code):
+    return DescribeGroupsResponse(groups=[DescribedGroup(error_code=code, group_id=gid) for gid in req.groups])

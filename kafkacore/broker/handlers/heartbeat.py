@@ -1,0 +1,23 @@
+"""Heartbeat (API key 12), versions 0-4.
+
+Keeps a member's session alive. Answers: NONE (Stable, or CompletingRebalance: the member
+gets its assignment from SyncGroup), REBALANCE_IN_PROGRESS (PreparingRebalance: rejoin),
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID (unknown group or member, or the group is Empty),
+FENCED_INSTANCE_ID (v3+: a static member known under another member id), INVALID_GROUP_ID.
+"""
+from ...protocol.messages.heartbeat_response import HeartbeatResponse
+from ._group_common import coordinator
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+
+def handle(ctx, req):
+    v = ctx.api_version
+    code = coordinator(ctx).heartbeat(req.group_id, req.member_id, req.group_instance_id if v >= 3 else None,
+                                      req.generation_id)
+    return HeartbeatResponse(error_code=code)
+
+
+def error_response(req, version, code):
+    return HeartbeatResponse(error_code=code)

@@ -1,0 +1,33 @@
+"""OffsetDelete (API key 47), version 0.
+
+Deletes a group's committed offsets of the partitions given (tombstones in
+__consumer_offsets). An Empty group may lose any of its offsets; a consumer group with members
+only those of topics none of its members subscribes to (the others: GROUP_SUBSCRIBED_TO_TOPIC
+per partition); any other group with members answers NON_EMPTY_GROUP. An unknown group is
+GROUP_ID_NOT_FOUND, an empty group id INVALID_GROUP_ID, a partition that does not exist
+UNKNOWN_TOPIC_OR_PARTITION. A group-level error answers with no topics. An Empty group left
+without offsets is removed, as Kafka does.
+"""
+from ...protocol.messages.offset_delete_response import (OffsetDeleteResponse, OffsetDeleteResponsePartition,
+                                                          OffsetDeleteResponseTopic)
+from ._group_common import coordinator
+
+API_KEY = 47
+VERSIONS = (0, 0)
+
+
+def handle(ctx, req):
+    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    error, results = coordinator(ctx).delete_offsets(req.group_id, partitions)
+    if error:
+        return OffsetDeleteResponse(error_code=error, topics=[])
+    return OffsetDeleteResponse(topics=[
+        OffsetDeleteResponseTopic(name=t.name, partitions=[
+            OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                          error_code=results.get((t.name, p.partition_index), 0))
+            for p in t.partitions])
+        for t in req.topics])
+
+
+def error_response(req, version, code):
+    return OffsetDeleteResponse(error_code=code, topics=[])

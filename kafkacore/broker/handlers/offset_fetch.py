@@ -1,0 +1,65 @@
+"""OffsetFetch (API key 9), versions 0-9.
+
+- The committed offset, leader epoch (v5+) and metadata of each partition asked for; a
+  partition without a committed offset (or an unknown group) answers offset -1, leader epoch
+  -1, metadata "" and no error, as Kafka. v0 (ZooKeeper storage in old Kafka) reads the same
+  store as the other versions.
+- v2+: a null topic list asks for every committed offset of the group; a top-level error code
+  (v2-7). v7+: ``require_stable`` is accepted; with no transactions here every offset is
+  stable. v8+: several groups per request, each with its own topics (null: all) and error.
+  v9's member id and epoch only apply to KIP-848 consumer groups and are ignored.
+"""
+from ...protocol.messages.offset_fetch_response import (OffsetFetchResponse, OffsetFetchResponseGroup,
+                                                         OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+                                                         OffsetFetchResponseTopic, OffsetFetchResponseTopics)
+from ._group_common import coordinator
+
+API_KEY = 9
+VERSIONS = (0, 9)
+
+
+def _fetch(gc, group_id, topics):
+    """(error, [(topic, [(partition, offset, epoch, metadata)])]) in request order."""
+    partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, rows = gc.fetch_offsets(group_id, partitions)
+    out = []
+    index = {}
+    for topic, partition, om in rows:
+        if topic not in index:
+            index[topic] = len(out)
+            out.append((topic, []))
+        entry = (partition, -1, -1, "") if om is None else (partition, om.offset, om.leader_epoch, om.metadata)
+        out[index[topic]][1].append(entry)
+    return error, out
+
+
+def handle(ctx, req):
+    v = ctx.api_version
+    gc = coordinator(ctx)
+    if v >= 8:
+        groups = []
+        for grp in req.groups:
+            error, topics = _fetch(gc, grp.group_id, grp.topics)
+            groups.append(OffsetFetchResponseGroup(group_id=grp.group_id, error_code=error, topics=[
+                OffsetFetchResponseTopics(name=name, partitions=[
+                    OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                                  metadata=md, error_code=0) for p, o, e, md in parts])
+                for name, parts in topics]))
+        return OffsetFetchResponse(groups=groups)
+    error, topics = _fetch(gc, req.group_id, req.topics)
+    part_error = error if v < 2 else 0
+    return OffsetFetchResponse(error_code=error, topics=[
+        OffsetFetchResponseTopic(name=name, partitions=[
+            OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md,
+                                         error_code=part_error) for p, o, e, md in parts])
+        for name, parts in topics])
+
+
+def error_response(req, version, code):
+    if version >= 8:
+        return OffsetFetchResponse(groups=[OffsetFetchResponseGroup(group_id=grp.group_id, error_code=code, topics=[])
+                                           for grp in req.groups])
+    topics = [OffsetFetchResponseTopic(name=t.name, partitions=[
+        OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="", error_code=code)
+        for p in t.partition_indexes]) for t in (req.topics or [])]
+    return OffsetFetchResponse(error_code=code, topics=topics)

@@ -1,0 +1,259 @@
+"""Persistence of committed offsets and group metadata in ``__consumer_offsets``, in Kafka's
+record format, so that Kafka's tools (and a restarted broker) read them back.
+
+- The topic is compacted (``cleanup.policy=compact``, ``segment.bytes`` from
+  ``offsets.topic.segment.bytes``) and created on first use with
+  ``offsets.topic.num.partitions`` partitions (an existing topic keeps its count).
+- A group lives in partition ``Utils.abs(groupId.hashCode()) % partitions`` (Java's
+  String.hashCode over UTF-16 code units in int32 arithmetic; Utils.abs maps MIN_VALUE to 0).
+- Keys: int16 version + OffsetCommitKey (version 1: group, topic, partition) or
+  GroupMetadataKey (version 2: group). Values: int16 version + OffsetCommitValue (version 3;
+  version 1 when the commit carries an expire timestamp, as Kafka writes it) or
+  GroupMetadataValue (version 3). A null value (tombstone) deletes the key.
+- Writes are one uncompressed v2 batch per request (producer id -1), appended to the log
+  before the response is sent.
+- ``read_partition`` replays a partition from its log start to its end: the caller keeps the
+  last value per key, tombstones delete.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import time
+
+from ..errors import (CoordinatorNotAvailableError, KafkaError, KafkaStorageError, MessageTooLargeError,
+                      NotCoordinatorError, NotLeaderOrFollowerError, RecordListTooLargeError,
+                      TopicAlreadyExistsError, UnknownServerError, UnknownTopicOrPartitionError)
+from ..protocol.coordinator.group_metadata_key import GroupMetadataKey
+from ..protocol.coordinator.group_metadata_value import GroupMetadataValue, MemberMetadata
+from ..protocol.coordinator.offset_commit_key import OffsetCommitKey
+from ..protocol.coordinator.offset_commit_value import OffsetCommitValue
+from ..protocol.wire import ProtocolDecodeError, Reader, Writer
+from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
+
+log = logging.getLogger("kafkacore.coordinator")
+
+TOPIC = "__consumer_offsets"
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_VALUE_VERSION = 3
+READ_CHUNK_BYTES = 1 << 20
+INVALID_COMMIT_OFFSET_SIZE = 28  # Kafka's INVALID_COMMIT_OFFSET_SIZE
+
+_i16 = struct.Struct(">h")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- partitioning --------------------------------------------------------------------------
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_abs(n: int) -> int:
+    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, not to itself."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    return java_abs(java_string_hash(group_id)) % partitions
+
+
+# -- records ---------------------------------------------------------------------------------
+class OffsetAndMetadata:
+    __slots__ = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
+
+    def __init__(self, offset, leader_epoch=-1, metadata="", commit_timestamp=-1, expire_timestamp=None):
+        self.offset = offset
+        self.leader_epoch = leader_epoch
+        self.metadata = "" if metadata is None else metadata
+        self.commit_timestamp = commit_timestamp
+        self.expire_timestamp = expire_timestamp  # None unless an old client asked for a retention time
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    def __repr__(self):
+        return (f"OffsetAndMetadata(offset={self.offset}, leader_epoch={self.leader_epoch}, "
+                f"metadata={self.metadata!r}, commit_timestamp={self.commit_timestamp}, "
+                f"expire_timestamp={self.expire_timestamp})")
+
+
+def _encode(version, obj) -> bytes:
+    w = Writer()
+    w.int16(version)
+    obj.write(w, version)
+    return w.getvalue()
+
+
+def offset_key(group, topic, partition) -> bytes:
+    return _encode(OFFSET_KEY_VERSION, OffsetCommitKey(group=group, topic=topic, partition=partition))
+
+
+def group_key(group) -> bytes:
+    return _encode(GROUP_KEY_VERSION, GroupMetadataKey(group=group))
+
+
+def offset_value(om: OffsetAndMetadata) -> bytes:
+    if om.expire_timestamp is not None:
+        return _encode(OFFSET_VALUE_VERSION_WITH_EXPIRY, OffsetCommitValue(
+            offset=om.offset, metadata=om.metadata, commit_timestamp=om.commit_timestamp,
+            expire_timestamp=om.expire_timestamp))
+    return _encode(OFFSET_VALUE_VERSION, OffsetCommitValue(
+        offset=om.offset, leader_epoch=om.leader_epoch, metadata=om.metadata, commit_timestamp=om.commit_timestamp))
+
+
+def group_value(group, assignments) -> bytes:
+    """The group's metadata as Kafka's storeGroup writes it: members with their subscription
+    for the selected protocol and the assignment given (by member id)."""
+    members = [MemberMetadata(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                              client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                              session_timeout=m.session_timeout_ms,
+                              subscription=m.metadata(group.protocol_name) if group.protocol_name else b"",
+                              assignment=assignments.get(m.member_id, b""))
+               for m in group.members.values()]
+    return _encode(GROUP_VALUE_VERSION, GroupMetadataValue(
+        protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol_name,
+        leader=group.leader_id, current_state_timestamp=group.current_state_timestamp, members=members))
+
+
+def decode_key(data):
+    """("offset", group, topic, partition), ("group", group), or None for another record type
+    (the KIP-848 consumer group records, versions 3+) or a key that does not parse."""
+    try:
+        r = Reader(bytes(data))
+        version = r.int16()
+        if version in (0, 1):
+            k = OffsetCommitKey.read(r, version)
+            return ("offset", k.group, k.topic, k.partition)
+        if version == 2:
+            return ("group", GroupMetadataKey.read(r, version).group)
+    except ProtocolDecodeError:
+        pass
+    return None
+
+
+def decode_offset_value(data) -> OffsetAndMetadata:
+    r = Reader(bytes(data))
+    version = r.int16()
+    v = OffsetCommitValue.read(r, min(version, OffsetCommitValue.MAX_VERSION))
+    return OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                             v.expire_timestamp if version == 1 and v.expire_timestamp >= 0 else None)
+
+
+def decode_group_value(data) -> GroupMetadataValue:
+    r = Reader(bytes(data))
+    version = r.int16()
+    return GroupMetadataValue.read(r, min(version, GroupMetadataValue.MAX_VERSION))
+
+
+# -- the log -------------------------------------------------------------------------------------
+_OFFSET_ERRORS = {  # Kafka's GroupMetadataManager.storeOffsets mapping of append errors
+    UnknownTopicOrPartitionError.code: CoordinatorNotAvailableError.code,
+    NotLeaderOrFollowerError.code: NotCoordinatorError.code,
+    KafkaStorageError.code: NotCoordinatorError.code,
+    MessageTooLargeError.code: INVALID_COMMIT_OFFSET_SIZE,
+    RecordListTooLargeError.code: INVALID_COMMIT_OFFSET_SIZE,
+}
+_GROUP_ERRORS = {  # ... and storeGroup's
+    UnknownTopicOrPartitionError.code: CoordinatorNotAvailableError.code,
+    NotLeaderOrFollowerError.code: NotCoordinatorError.code,
+    KafkaStorageError.code: NotCoordinatorError.code,
+    MessageTooLargeError.code: UnknownServerError.code,
+    RecordListTooLargeError.code: UnknownServerError.code,
+}
+
+
+class StoreError(Exception):
+    """An append to __consumer_offsets failed; ``code`` is the error for the client."""
+
+    def __init__(self, code, cause):
+        super().__init__(f"error {code}: {cause}")
+        self.code = code
+        self.cause = cause
+
+
+class OffsetStore:
+    def __init__(self, broker):
+        self.broker = broker
+        cfg = broker.config
+        self.configured_partitions = cfg["offsets.topic.num.partitions"]
+        self.segment_bytes = cfg["offsets.topic.segment.bytes"]
+
+    @property
+    def partitions(self) -> int:
+        info = self.broker.topic(TOPIC)
+        return info.partitions if info is not None else self.configured_partitions
+
+    def partition_for(self, group_id) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def exists(self) -> bool:
+        return self.broker.topic(TOPIC) is not None
+
+    def ensure_topic(self):
+        if self.broker.topic(TOPIC) is not None:
+            return
+        try:
+            self.broker.create_topic(TOPIC, self.configured_partitions, 1, configs={
+                "cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)})
+            log.info("created %s with %d partitions", TOPIC, self.configured_partitions)
+        except TopicAlreadyExistsError:
+            pass
+
+    def append(self, group_id, records, for_offsets=True):
+        """Appends [(key, value or None)] as one batch to the group's partition. Raises
+        StoreError with the code Kafka answers for the failure."""
+        if not records:
+            return
+        mapping = _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS
+        try:
+            self.ensure_topic()
+            partition = self.partition_for(group_id)
+            lg = self.broker.get_log(TOPIC, partition)
+            if lg is None:
+                raise UnknownTopicOrPartitionError(f"{TOPIC}-{partition} is not available")
+            builder = RecordBatchBuilder(compression="none")
+            ts = now_ms()
+            for key, value in records:
+                builder.append(value, key=key, timestamp_ms=ts)
+            lg.append(builder.build(), leader_epoch=0)
+        except KafkaError as e:
+            log.warning("writing %d record(s) of group %s to %s failed: %s", len(records), group_id, TOPIC, e)
+            raise StoreError(mapping.get(e.code, e.code), e) from None
+
+    def read_partition(self, partition):
+        """Yields (key, value) of every record of one partition, oldest first."""
+        lg = self.broker.get_log(TOPIC, partition)
+        if lg is None:
+            return
+        offset = lg.log_start_offset
+        end = lg.log_end_offset
+        while offset < end:
+            data = lg.read(offset, READ_CHUNK_BYTES).read()
+            if not data:
+                break
+            next_offset = offset
+            try:
+                for batch in iter_batches(data):
+                    if not batch.is_control:
+                        for rec in batch:
+                            if rec.offset >= offset and rec.key is not None:
+                                yield rec.key, rec.value
+                    next_offset = batch.next_offset
+            except CorruptRecordError as e:
+                log.error("%s-%d: unreadable batch after offset %d, the rest is skipped: %s",
+                          TOPIC, partition, next_offset, e)
+                return
+            if next_offset <= offset:
+                break
+            offset = next_offset
