@@ -366,3 +366,36 @@ def test_resume_after_broker_restart(client, broker, unique_name):
     ends = next_offsets([(p, o, None) for p, o in placed1 + placed2])
     assert client.committed_for(group, topic, range(n)) == {p: ends.get(p, 0) for p in range(n)}
     check_end_offsets(client, topic, {p: ends.get(p, 0) for p in range(n)})
+
+
+def test_the_readme_run_command_starts_a_broker_kcat_uses(tmp_path):
+    """README's quick start: ``ci/main.sh`` (here with a free port and a scratch data directory)
+    serves a broker that kcat lists, writes to and reads from; SIGTERM stops it cleanly."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(["bash", os.path.join(root, "ci", "main.sh"), "--port", str(port), "--data-dir",
+                             str(tmp_path / "data")], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        line = ""
+        while "listening on" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "ci/main.sh exited before listening"
+        assert f"127.0.0.1:{port}" in line and str(tmp_path / "data") in line
+        bootstrap = f"127.0.0.1:{port}"
+        listing = subprocess.run([KCAT, "-b", bootstrap, "-L"], capture_output=True, text=True, timeout=30)
+        assert f"broker 1 at 127.0.0.1:{port}" in listing.stdout, listing.stdout + listing.stderr
+        subprocess.run([KCAT, "-b", bootstrap, "-P", "-t", "readme", "-K", ":"], input="k1:v1\nk2:v2\n",
+                       text=True, check=True, timeout=30)
+        out = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "readme", "-e", "-f", "%k=%s\n"],
+                             capture_output=True, text=True, timeout=30)
+        assert sorted(out.stdout.split()) == ["k1=v1", "k2=v2"], out.stdout + out.stderr
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "stopped cleanly" in rest
