@@ -377,6 +377,8 @@ def test_the_readme_run_command_starts_a_broker_kcat_uses(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not os.path.exists(os.path.join(root, "ci", "main.sh")):
+        pytest.skip("a copy of kafkacore/ and tests/ without ci/ (ci/python_sanitize.sh)")
     proc = subprocess.Popen(["bash", os.path.join(root, "ci", "main.sh"), "--port", str(port), "--data-dir",
                              str(tmp_path / "data")], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
@@ -396,6 +398,7 @@ def test_the_readme_run_command_starts_a_broker_kcat_uses(tmp_path):
                              capture_output=True, text=True, timeout=30)
         assert sorted(out.stdout.split()) == ["k1=v1", "k2=v2"], out.stdout + out.stderr
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
         rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "stopped cleanly" in rest
