@@ -1,9 +1,11 @@
 """Builds the native extension modules kafkacore._ext.* from bindings/*.pyx and _native/*.c."""
+import copy
 import os
 
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 NATIVE = "_native"
 CFLAGS = ["-O3", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
@@ -28,6 +30,19 @@ def ext(name, c_sources):
     )
 
 
+class BuildExtension(build_ext):
+    """Gives every extension its own object directory.
+
+    Several extensions compile the same C file (kc_crc32c.c); under `build_ext -j` they are
+    built concurrently and would otherwise write and link the same object file at once.
+    """
+
+    def build_extension(self, ext):
+        own = copy.copy(self)
+        own.build_temp = os.path.join(self.build_temp, ext.name)
+        build_ext.build_extension(own, ext)
+
+
 extensions = [
     ext("crc", ["kc_crc32c.c"]),
     ext("murmur2", ["kc_murmur2.c"]),
@@ -36,6 +51,7 @@ extensions = [
 ]
 
 setup(
+    cmdclass={"build_ext": BuildExtension},
     ext_modules=cythonize(
         extensions,
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
