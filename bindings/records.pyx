@@ -288,6 +288,15 @@ cdef class RecordBatchBuilder:
         """Uncompressed size of the batch so far (header + records)."""
         return self.buf.len
 
+    def set_producer_state(self, long long producer_id, int producer_epoch, int base_sequence):
+        """Stamps the idempotent producer's id, epoch and first sequence (a producer assigns the
+        sequence when the batch is drained, after its records were appended)."""
+        if not -32768 <= producer_epoch <= 32767:
+            raise OverflowError("producer_epoch must fit in 16 bits")
+        self.header.producer_id = producer_id
+        self.header.producer_epoch = <int16_t>producer_epoch
+        self.header.base_sequence = base_sequence
+
     cdef int _add(self, const uint8_t *value, int32_t value_len, const uint8_t *key, int32_t key_len,
                   int64_t ts, const kc_header_in *headers, int32_t n_headers) except -1:
         cdef int64_t delta
@@ -1080,3 +1089,6 @@ cdef object _assemble(kc_columns *c, topic, partition, dict h):
     topic_col, part_col = constant_columns(topic, partition, n)
     return pa.RecordBatch.from_arrays([key, value, topic_col, part_col, offset, timestamp, ts_type, headers],
                                       schema=SPARK_KAFKA_SCHEMA)
+
+
+include "accumulator.pxi"

@@ -109,3 +109,51 @@ InconsistentTopicIdError = _error("INCONSISTENT_TOPIC_ID", 103, True)
 
 
 ERRORS_BY_CODE = {cls.code: cls for cls in KafkaError.__subclasses__()}
+
+
+def error_for_code(code: int, message: str | None = None) -> KafkaError:
+    """The exception for a Kafka error code from a response (a plain KafkaError carrying the
+    code for codes without a class here)."""
+    cls = ERRORS_BY_CODE.get(code)
+    if cls is None:
+        err = KafkaError(message or f"error code {code}")
+        err.code, err.name = code, f"ERROR_{code}"
+        return err
+    return cls(message or "")
+
+
+# -- raised by kafkacore's clients, not sent on the wire ---------------------------------------
+class KafkaConfigError(ValueError):
+    """A client config that is unknown, malformed or contradictory."""
+
+
+class KafkaTimeoutError(KafkaError):
+    """A client operation did not finish in time (the Java client's TimeoutException)."""
+
+    name, retriable = "TIMEOUT", True
+
+
+class RecordTooLargeError(KafkaError):
+    """A record larger than max.request.size or buffer.memory (the Java client's
+    RecordTooLargeException, which carries MESSAGE_TOO_LARGE)."""
+
+    code, name = 10, "MESSAGE_TOO_LARGE"
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """auto.offset.reset=none and the group has no committed offset for a partition."""
+
+    name = "NO_OFFSET_FOR_PARTITION"
+
+
+class ClientClosedError(KafkaError):
+    """The producer or consumer was closed."""
+
+    name = "CLIENT_CLOSED"
+
+
+class CorruptRecordBatchError(CorruptMessageError):
+    """A fetched batch failed its CRC or could not be decoded; names topic, partition and
+    offset. Not retried: the broker would serve the same bytes again."""
+
+    retriable = False

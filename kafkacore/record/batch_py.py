@@ -136,6 +136,15 @@ class RecordBatchBuilder:
         """Uncompressed size of the batch so far (header + records)."""
         return RECORD_BATCH_OVERHEAD + len(self._records)
 
+    def set_producer_state(self, producer_id, producer_epoch, base_sequence) -> None:
+        """Stamps the idempotent producer's id, epoch and first sequence (a producer assigns the
+        sequence when the batch is drained, after its records were appended)."""
+        try:
+            struct.pack(">qhi", producer_id, producer_epoch, base_sequence)
+        except struct.error as e:
+            raise OverflowError(f"producer state out of range: {e}") from None
+        self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+
     def append(self, value, key=None, timestamp_ms=None, headers=None) -> None:
         value = _as_bytes(value, "value")
         key = _as_bytes(key, "key")

@@ -1,0 +1,658 @@
+# The producer's record accumulator (included by records.pyx, so that it reaches the
+# builder's C-level append directly). Its pure-Python twin, and the description of the
+# design, is kafkacore/client/accumulator_py.py; the two keep the same API and behaviour.
+#
+# Thread safety: the producer's send() and the sender thread's drain() run here under the
+# GIL without calling Python code in between reading and updating the accumulator's state
+# (user partitioners and the sender's wake-up run before or after), so no lock is taken.
+
+import threading as _threading
+from collections import deque as _deque
+
+from kafkacore.errors import (ClientClosedError as _ClientClosedError, KafkaError as _KafkaError,
+                              KafkaTimeoutError as _KafkaTimeoutError,
+                              RecordTooLargeError as _RecordTooLargeError)
+
+NEED_METADATA = "need-metadata"
+NEED_MEMORY = "need-memory"
+cdef object _NEED_METADATA = NEED_METADATA
+cdef object _NEED_MEMORY = NEED_MEMORY
+cdef enum:
+    ACC_BATCH_OVERHEAD = 61
+    ACC_RECORD_OVERHEAD = 21   # a record's worst-case framing beyond key, value and headers
+
+cdef object _RecordMetadata = None
+cdef unsigned int _rand_state = 0x2545F491 ^ <unsigned int>(_now_ms() & 0xFFFFFFFF)
+
+
+cdef object _record_metadata(topic, int partition, long long offset, long long ts):
+    global _RecordMetadata
+    if _RecordMetadata is None:
+        from kafkacore.client.accumulator_py import RecordMetadata
+        _RecordMetadata = RecordMetadata
+    return _RecordMetadata(topic, partition, offset, ts)
+
+
+cdef int _random_below(int n) noexcept:
+    # xorshift32: the sticky partitioner needs a spread, not secrecy
+    global _rand_state
+    cdef unsigned int x = _rand_state
+    x ^= x << 13
+    x ^= x >> 17
+    x ^= x << 5
+    _rand_state = x
+    return <int>(x % <unsigned int>n)
+
+
+cdef class BatchResult:
+    """The outcome of one batch, shared by the handles of its records."""
+    cdef readonly object topic
+    cdef readonly int partition
+    cdef public long long base_offset, log_append_time
+    cdef public object error
+    cdef public list callbacks
+    cdef public int count
+    cdef object _event
+
+    def __cinit__(self, topic, int partition):
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = -1
+        self.log_append_time = -1
+        self._event = _threading.Event()
+
+    def done(self):
+        return self._event.is_set()
+
+    def wait(self, timeout=None):
+        return self._event.wait(timeout)
+
+    def complete(self, long long base_offset, long long log_append_time, error):
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = error
+        self._event.set()
+        if self.callbacks:
+            for index, ts, cb in self.callbacks:
+                _run_delivery_callback(cb, error, None if error is not None else self.metadata(index, ts))
+
+    def metadata(self, int index, long long timestamp_ms):
+        return _record_metadata(self.topic, self.partition,
+                                self.base_offset + index if self.base_offset >= 0 else -1,
+                                self.log_append_time if self.log_append_time >= 0 else timestamp_ms)
+
+
+cdef _run_delivery_callback(cb, err, md):
+    try:
+        cb(err, md)
+    except Exception:  # a user callback must not kill the sender
+        import logging
+        logging.getLogger("kafkacore.producer").exception("on_delivery callback raised")
+
+
+@cython.freelist(4096)
+cdef class RecordHandle:
+    """A future for one sent record: ``result(timeout)`` -> RecordMetadata."""
+    cdef readonly BatchResult batch
+    cdef readonly int index
+    cdef readonly long long timestamp_ms
+
+    def done(self):
+        return self.batch._event.is_set()
+
+    def result(self, timeout=None):
+        """The record's RecordMetadata once the broker acknowledged it; raises its error, or
+        KafkaTimeoutError when ``timeout`` (seconds) passes first."""
+        if not self.batch._event.wait(timeout):
+            raise _KafkaTimeoutError(f"record not acknowledged within {timeout} s")
+        if self.batch.error is not None:
+            raise self.batch.error
+        return self.batch.metadata(self.index, self.timestamp_ms)
+
+    def exception(self, timeout=None):
+        if not self.batch._event.wait(timeout):
+            raise _KafkaTimeoutError(f"record not acknowledged within {timeout} s")
+        return self.batch.error
+
+    def __repr__(self):
+        state = "pending" if not self.done() else ("failed" if self.batch.error is not None else "done")
+        return f"<RecordHandle {self.batch.topic}[{self.batch.partition}] #{self.index} {state}>"
+
+
+cdef class FailedHandle:
+    """The handle of a record refused before it reached a batch (too large, no metadata...)."""
+    cdef readonly object error
+
+    def __init__(self, error):
+        self.error = error
+
+    def done(self):
+        return True
+
+    def result(self, timeout=None):
+        raise self.error
+
+    def exception(self, timeout=None):
+        return self.error
+
+    def __repr__(self):
+        return f"<RecordHandle failed: {self.error}>"
+
+
+cdef class BulkHandle:
+    """The handle of a ``send_many``: the results of the batches its records went into."""
+    cdef readonly dict results
+    cdef public Py_ssize_t records
+    cdef BatchResult _last
+
+    def __cinit__(self):
+        self.results = {}
+
+    cdef inline void _add(self, BatchResult r):
+        if r is not self._last:
+            self.results[r] = None
+            self._last = r
+
+    def add(self, BatchResult r):
+        self._add(r)
+
+    def done(self):
+        return all(r.done() for r in self.results)
+
+    def result(self, timeout=None):
+        """Waits for every batch; the number of records written, or the first error."""
+        import time
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for r in self.results:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not (<BatchResult>r)._event.wait(left):
+                raise _KafkaTimeoutError(f"records not acknowledged within {timeout} s")
+        for r in self.results:
+            if (<BatchResult>r).error is not None:
+                raise (<BatchResult>r).error
+        return self.records
+
+    def __repr__(self):
+        return f"<BulkHandle {self.records} records in {len(self.results)} batches>"
+
+
+cdef class ProducerBatch:
+    """One batch on its way: the builder while open, then the built bytes, retries, outcome."""
+    cdef public object topic
+    cdef public int partition
+    cdef public object builder
+    cdef public BatchResult result
+    cdef public long long created_ms, retry_at
+    cdef public Py_ssize_t size, reserved
+    cdef public int count, attempts, base_sequence
+    cdef public object data
+
+    def __repr__(self):
+        return f"<ProducerBatch {self.topic}[{self.partition}] {self.count} records seq {self.base_sequence}>"
+
+
+cdef class _Column:
+    """Values (or keys) of send_many: a tuple of objects, fixed-width numpy bytes, or an Arrow
+    binary/string array read straight from its buffers."""
+    cdef int kind  # 0 tuple, 1 fixed width, 2 arrow int32 offsets, 3 arrow int64 offsets
+    cdef tuple items
+    cdef list keep  # buffer owners
+    cdef const uint8_t *data
+    cdef const int32_t *off32
+    cdef const int64_t *off64
+    cdef const uint8_t *validity
+    cdef Py_ssize_t offset, width, length
+
+    cdef int load(self, obj, str what) except -1:
+        cdef _BufferRef ref
+        self.keep = []
+        if isinstance(obj, (list, tuple)):
+            self.kind = 0
+            self.items = tuple(obj)
+            self.length = len(self.items)
+            return 0
+        mod = type(obj).__module__ or ""
+        if mod.startswith("pyarrow"):
+            if type(obj).__name__ == "ChunkedArray":
+                obj = obj.combine_chunks()
+            tname = str(obj.type)
+            if tname not in ("binary", "string", "large_binary", "large_string"):
+                raise TypeError(f"{what}: Arrow arrays of type {tname} are not supported (binary or string)")
+            bufs = obj.buffers()
+            self.kind = 3 if tname.startswith("large") else 2
+            self.offset = obj.offset
+            self.length = len(obj)
+            self.validity = NULL
+            if bufs[0] is not None and obj.null_count:
+                ref = _BufferRef(bufs[0])
+                self.keep.append(ref)
+                self.validity = <const uint8_t *>ref.data
+            ref = _BufferRef(bufs[1])
+            self.keep.append(ref)
+            if self.kind == 2:
+                self.off32 = <const int32_t *>ref.data
+            else:
+                self.off64 = <const int64_t *>ref.data
+            self.data = NULL
+            if bufs[2] is not None:
+                ref = _BufferRef(bufs[2])
+                self.keep.append(ref)
+                self.data = <const uint8_t *>ref.data
+            return 0
+        if _is_ndarray(obj):
+            if obj.ndim != 1:
+                raise ValueError(f"{what} must be one-dimensional")
+            if obj.dtype.kind == "S":
+                arr = _np.ascontiguousarray(obj)
+                ref = _BufferRef(arr.view(_np.uint8) if arr.size else _np.zeros(1, _np.uint8))
+                self.keep.append(arr)
+                self.keep.append(ref)
+                self.kind = 1
+                self.data = <const uint8_t *>ref.data
+                self.width = arr.dtype.itemsize
+                self.length = len(arr)
+                if self.width > INT32_MAX_:
+                    raise ValueError(f"{what} items are larger than 2 GiB")
+                return 0
+            if obj.dtype.kind == "O":
+                self.kind = 0
+                self.items = tuple(obj)
+                self.length = len(self.items)
+                return 0
+            raise TypeError(f"{what}: numpy arrays of dtype {obj.dtype} are not supported (bytes or object)")
+        self.kind = 0
+        self.items = tuple(obj)
+        self.length = len(self.items)
+        return 0
+
+    cdef int get(self, Py_ssize_t i, _Arg *out, str what) except -1:
+        """Item i as a borrowed view (release with _arg_release)."""
+        cdef Py_ssize_t j
+        cdef int64_t a, b
+        out.has_view = False
+        if self.kind == 0:
+            return _arg_get(out, <object>PyTuple_GET_ITEM(self.items, i), what)
+        if self.kind == 1:
+            out.ptr = self.data + i * self.width
+            out.length = <int32_t>self.width
+            return 0
+        j = self.offset + i
+        if self.validity != NULL and not (self.validity[j >> 3] >> (j & 7)) & 1:
+            out.ptr = NULL
+            out.length = -1
+            return 0
+        if self.kind == 2:
+            a = self.off32[j]
+            b = self.off32[j + 1]
+        else:
+            a = self.off64[j]
+            b = self.off64[j + 1]
+        if b < a or b - a > INT32_MAX_:
+            raise ValueError(f"{what}: malformed Arrow offsets at {i}")
+        out.ptr = self.data + a if self.data != NULL else <const uint8_t *>""
+        out.length = <int32_t>(b - a)
+        return 0
+
+
+cdef class RecordAccumulator:
+    cdef public str compression
+    cdef public Py_ssize_t batch_size, buffer_memory, max_request_size, buffered
+    cdef public long long linger_ms
+    cdef public object partitioner, wakeup, on_release, ready, lock, slow_path
+    cdef public bint ignore_keys, closed
+    cdef public dict partition_counts, batches, sticky
+    cdef bint _wake_pending
+
+    def __init__(self, compression="none", Py_ssize_t batch_size=16384, long long linger_ms=5,
+                 Py_ssize_t buffer_memory=33554432, Py_ssize_t max_request_size=1048576, partitioner=None,
+                 ignore_keys=False, wakeup=None):
+        codecs.codec_id(compression)  # refuses unknown codecs now, not at the first batch
+        self.compression = compression
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.buffer_memory = buffer_memory
+        self.max_request_size = max_request_size
+        self.partitioner = partitioner
+        self.ignore_keys = bool(ignore_keys)
+        self.wakeup = wakeup
+        self.partition_counts = {}
+        self.batches = {}
+        self.sticky = {}
+        self.ready = _deque()
+        self.buffered = 0
+        self.lock = _threading.RLock()  # API parity with the twin; the GIL protects this class
+
+    # -- partition choice -------------------------------------------------------------------
+    cdef int _explicit(self, partition, int n, topic) except -1:
+        if isinstance(partition, bool) or not isinstance(partition, int):
+            raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        if not 0 <= partition < n:
+            raise ValueError(f"partition {partition} is not in [0, {n}) for topic {topic!r}")
+        return partition
+
+    cdef int _custom(self, topic, key, int n) except -1:
+        p = self.partitioner(topic, key, n)
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
+            raise ValueError(f"partitioner returned {p!r} for topic {topic!r} with {n} partitions")
+        return p
+
+    cdef int _sticky_partition(self, topic, int n) except -1:
+        cdef object cur = self.sticky.get(topic)
+        cdef int p
+        if cur is None or <int>cur >= n:
+            p = _random_below(n)
+            self.sticky[topic] = p
+            return p
+        return <int>cur
+
+    cdef int _next_sticky(self, topic, int n, int current) except -1:
+        # KIP-480: a new batch for null-key records goes to another partition.
+        cdef int p
+        if n > 1:
+            p = _random_below(n - 1)
+            current = p if p < current else p + 1
+        self.sticky[topic] = current
+        return current
+
+    cdef int _check_size(self, Py_ssize_t est) except -1:
+        cdef Py_ssize_t limit
+        if est + ACC_BATCH_OVERHEAD > self.max_request_size or est + ACC_BATCH_OVERHEAD > self.buffer_memory:
+            limit = min(self.max_request_size, self.buffer_memory)
+            raise _RecordTooLargeError(
+                f"the record is {est + ACC_BATCH_OVERHEAD} bytes when serialised, larger than "
+                f"{'max.request.size' if limit == self.max_request_size else 'buffer.memory'} ({limit})")
+        return 0
+
+    # -- the user side --------------------------------------------------------------------
+    def send(self, topic, value, key=None, partition=None, headers=None, timestamp_ms=None, on_delivery=None):
+        """The producer's send: the record's RecordHandle. When the record has to wait for
+        metadata or memory, ``slow_path`` (the producer's) waits and sends it; a KafkaError
+        becomes a FailedHandle (and reaches ``on_delivery``)."""
+        try:
+            h = self.try_send(topic, value, key, partition, headers, timestamp_ms, on_delivery)
+            if h is _NEED_METADATA or h is _NEED_MEMORY:
+                if self.slow_path is None:
+                    return h
+                return self.slow_path(topic, value, key, partition, headers, timestamp_ms, on_delivery, h)
+            return h
+        except _KafkaError as e:
+            if on_delivery is not None:
+                on_delivery(e, None)
+            return FailedHandle(e)
+
+    def try_send(self, topic, value, key=None, partition=None, headers=None, timestamp_ms=None, on_delivery=None):
+        """Appends one record: its RecordHandle, or NEED_METADATA / NEED_MEMORY."""
+        cdef object n_obj = self.partition_counts.get(topic)
+        if n_obj is None:
+            return _NEED_METADATA
+        cdef int n = n_obj
+        cdef int p, index = 0
+        cdef bint sticky = False
+        cdef Py_ssize_t est
+        cdef int64_t ts
+        cdef _Arg v, k
+        cdef BatchResult result
+        cdef RecordHandle h
+        _arg_get(&v, value, "value")
+        try:
+            _arg_get(&k, key, "key")
+            try:
+                if partition is not None:
+                    p = self._explicit(partition, n, topic)
+                elif self.partitioner is not None:
+                    p = self._custom(topic, key, n)
+                elif k.length >= 0 and not self.ignore_keys:
+                    p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
+                else:
+                    p = self._sticky_partition(topic, n)
+                    sticky = True
+                est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
+                if headers:
+                    est += _headers_estimate(headers)
+                self._check_size(est)
+                ts = _now_ms() if timestamp_ms is None else _timestamp_arg(timestamp_ms)
+                result = self._append(topic, n, p, sticky, &v, &k, headers, ts, on_delivery, est, &index)
+            finally:
+                _arg_release(&k)
+        finally:
+            _arg_release(&v)
+        if result is None:
+            return _NEED_MEMORY
+        h = RecordHandle.__new__(RecordHandle)
+        h.batch = result
+        h.index = index
+        h.timestamp_ms = ts
+        if self._wake_pending:
+            self._wake()
+        return h
+
+    cdef void _wake(self):
+        self._wake_pending = False
+        if self.wakeup is not None:
+            try:
+                self.wakeup()
+            except Exception:
+                pass
+
+    cdef BatchResult _append(self, topic, int n, int p, bint sticky, _Arg *v, _Arg *k, object headers,
+                             int64_t ts, object on_delivery, Py_ssize_t est, int *index_out):
+        """Appends one record; its batch's result (index in *index_out), or None when
+        buffer.memory is used up. Calls no Python code except through headers."""
+        cdef list parts
+        cdef ProducerBatch batch
+        cdef RecordBatchBuilder builder
+        cdef BatchResult result
+        cdef Py_ssize_t i
+        if self.closed:
+            raise _ClientClosedError("the producer is closed")
+        parts = self.batches.get(topic)
+        if parts is None:
+            parts = [None] * n
+            self.batches[topic] = parts
+        elif len(parts) < n:
+            for i in range(n - len(parts)):
+                parts.append(None)
+        batch = <ProducerBatch>parts[p]
+        if batch is not None and batch.count and batch.size + est > self.batch_size:
+            self._seal(parts, p)
+            if sticky:
+                p = self._next_sticky(topic, n, p)
+            batch = <ProducerBatch>parts[p]
+        if batch is None:
+            if self.buffered and self.buffered + self.batch_size > self.buffer_memory:
+                return None
+            batch = ProducerBatch.__new__(ProducerBatch)
+            batch.topic = topic
+            batch.partition = p
+            batch.builder = RecordBatchBuilder(self.compression)
+            batch.result = BatchResult(topic, p)
+            batch.created_ms = _now_ms()
+            batch.base_sequence = -1
+            batch.size = ACC_BATCH_OVERHEAD
+            batch.reserved = max(self.batch_size, est + ACC_BATCH_OVERHEAD)
+            self.buffered += batch.reserved
+            parts[p] = batch
+        builder = <RecordBatchBuilder>batch.builder
+        if headers:
+            builder._add_with_headers(v, k, ts, headers)
+        else:
+            builder._add(v.ptr, v.length, k.ptr, k.length, ts, NULL, 0)
+        index_out[0] = batch.count
+        batch.count += 1
+        result = batch.result
+        result.count = batch.count
+        batch.size = <Py_ssize_t>builder.buf.len
+        if on_delivery is not None:
+            if result.callbacks is None:
+                result.callbacks = []
+            result.callbacks.append((index_out[0], ts, on_delivery))
+        if batch.size >= self.batch_size:
+            self._seal(parts, p)
+            if sticky:
+                self._next_sticky(topic, n, p)
+        return result
+
+    cdef inline void _seal(self, list parts, int p):
+        self.ready.append(parts[p])
+        parts[p] = None
+        self._wake_pending = True
+
+    def send_many(self, topic, values, keys=None, partition=None, timestamps_ms=None,
+                  Py_ssize_t start=0, BulkHandle handle=None, Py_ssize_t stop=-1):
+        """Appends records ``start``..``stop`` of the arrays in one loop; returns -1 when all
+        are queued, or the index to resume from (buffer.memory used up, or ``stop`` reached)."""
+        cdef object n_obj = self.partition_counts.get(topic)
+        if n_obj is None:
+            raise ValueError(f"no metadata for topic {topic!r}")
+        if handle is None:
+            raise TypeError("send_many needs a BulkHandle")
+        cdef int n = n_obj, p = 0, index = 0
+        cdef _Column vals = _Column(), ks = None
+        cdef Py_ssize_t i, end, count
+        cdef _Arg v, k
+        cdef int64_t ts, now = _now_ms()
+        cdef bint sticky
+        cdef Py_ssize_t est
+        cdef BatchResult result
+        cdef _BufferRef ts_ref = None
+        cdef const int64_t *ts_ptr = NULL
+        cdef tuple ts_items = None
+        vals.load(values, "values")
+        count = vals.length
+        if keys is not None:
+            ks = _Column()
+            ks.load(keys, "keys")
+            if ks.length != count:
+                raise ValueError(f"keys has {ks.length} items but values has {count}")
+        if partition is not None:
+            p = self._explicit(partition, n, topic)
+        if timestamps_ms is not None:
+            if len(timestamps_ms) != count:
+                raise ValueError(f"timestamps_ms has {len(timestamps_ms)} items but values has {count}")
+            if _is_ndarray(timestamps_ms):
+                if timestamps_ms.dtype.kind not in "iu":
+                    raise TypeError("timestamps_ms must hold integers")
+                ts_arr = _np.array(timestamps_ms, dtype=_np.int64, copy=True)  # aligned and owned
+                ts_ref = _BufferRef(ts_arr)
+                ts_ptr = <const int64_t *>ts_ref.data
+            else:
+                ts_items = tuple(timestamps_ms)
+        end = count if stop < 0 or stop > count else stop
+        i = start
+        try:
+            while i < end:
+                vals.get(i, &v, "value")
+                try:
+                    k.has_view = False
+                    k.ptr = NULL
+                    k.length = -1
+                    if ks is not None:
+                        ks.get(i, &k, "key")
+                    sticky = False
+                    if partition is None:
+                        if self.partitioner is not None:
+                            p = self._custom(topic, None if k.length < 0 else PyBytes_FromStringAndSize(
+                                <const char *>k.ptr, k.length), n)
+                        elif k.length >= 0 and not self.ignore_keys:
+                            p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
+                        else:
+                            p = self._sticky_partition(topic, n)
+                            sticky = True
+                    est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
+                    self._check_size(est)
+                    if ts_ptr != NULL:
+                        ts = ts_ptr[i]
+                    elif ts_items is not None:
+                        ts = _timestamp_arg(ts_items[i])
+                    else:
+                        ts = now
+                    result = self._append(topic, n, p, sticky, &v, &k, None, ts, None, est, &index)
+                finally:
+                    _arg_release(&k)
+                    _arg_release(&v)
+                if result is None:
+                    return i
+                handle._add(result)
+                handle.records += 1
+                i += 1
+        finally:
+            if self._wake_pending:
+                self._wake()
+        return -1 if end == count else end
+
+    # -- the sender side ------------------------------------------------------------------
+    def drain(self, long long now, force=False):
+        """Batches to send now: the sealed ones and those open for linger.ms (all when ``force``)."""
+        cdef list out = list(self.ready)
+        cdef list parts
+        cdef ProducerBatch b
+        cdef Py_ssize_t i
+        cdef bint f = bool(force)
+        self.ready.clear()
+        for parts in self.batches.values():
+            for i in range(len(parts)):
+                b = <ProducerBatch>parts[i]
+                if b is not None and (f or now - b.created_ms >= self.linger_ms):
+                    parts[i] = None
+                    out.append(b)
+        return out
+
+    def next_ready_ms(self):
+        """When the oldest open batch reaches linger.ms (None when nothing is open)."""
+        cdef list parts
+        cdef ProducerBatch b
+        cdef long long oldest = -1
+        if self.ready:
+            return 0
+        for parts in self.batches.values():
+            for b in parts:
+                if b is not None and (oldest < 0 or b.created_ms < oldest):
+                    oldest = b.created_ms
+        return None if oldest < 0 else oldest + self.linger_ms
+
+    def pending_results(self):
+        """The BatchResults of every batch still in the accumulator (for flush)."""
+        out = [(<ProducerBatch>b).result for b in self.ready]
+        for parts in self.batches.values():
+            for b in parts:
+                if b is not None:
+                    out.append((<ProducerBatch>b).result)
+        return out
+
+    def has_unsent(self):
+        if self.ready:
+            return True
+        for parts in self.batches.values():
+            for b in parts:
+                if b is not None:
+                    return True
+        return False
+
+    def close(self):
+        self.closed = True
+
+    def release(self, ProducerBatch batch):
+        """The batch is finished (acknowledged or failed): give its memory back."""
+        self.buffered -= batch.reserved
+        batch.reserved = 0
+        if self.on_release is not None:
+            self.on_release()
+
+    def abort_all(self, error):
+        """Fails every batch still in the accumulator (close without flush, fatal errors)."""
+        for b in self.drain(0, True):
+            self.release(b)
+            (<ProducerBatch>b).result.complete(-1, -1, error)
+
+
+cdef Py_ssize_t _headers_estimate(headers) except -1:
+    cdef Py_ssize_t total = 5
+    for item in headers:
+        try:
+            hk, hv = item
+        except (TypeError, ValueError):
+            raise TypeError("headers must be a list of (key, value) pairs") from None
+        total += 10 + (len(hk.encode()) if isinstance(hk, str) else (len(hk) if hk is not None else 0))
+        if hv is not None:
+            total += len(hv) if not isinstance(hv, memoryview) else hv.nbytes
+    return total

@@ -1,0 +1,5 @@
+"""kafkacore's own Kafka clients: Producer and Consumer (and the embedded Broker's views)."""
+from .accumulator_py import RecordMetadata
+from .producer import Producer
+
+__all__ = ["Producer", "RecordMetadata"]

@@ -1,0 +1,199 @@
+"""One TCP connection from a kafkacore client to one broker.
+
+Requests are framed with kafkacore's generated codecs. A connection negotiates API versions
+at connect (ApiVersions, falling back to v0 when the broker answers UNSUPPORTED_VERSION, as
+Kafka's clients do) and then picks, per request, the highest version both sides speak.
+
+A connection is used by one thread at a time; ``call`` is the synchronous round trip and
+``send`` + ``read_responses`` let the producer's sender and the consumer's fetcher keep several
+requests in flight and wait on many connections with one ``select``.
+"""
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import threading
+import time
+
+from ..errors import KafkaTimeoutError, UnsupportedVersionError
+from ..protocol.frames import RequestHeader, decode_response, encode_request, request_class
+from ..protocol.wire import ProtocolDecodeError
+
+API_VERSIONS = 18
+# The highest version kafkacore's clients send for each API they use, and the lowest they can
+# make sense of. Fetch stops at 12 and Produce at 11: later versions name topics by id.
+CLIENT_VERSIONS = {
+    0: (3, 11),   # Produce (v3: record batches v2)
+    1: (4, 12),   # Fetch (v4: isolation level, last stable offset)
+    2: (1, 8),    # ListOffsets
+    3: (1, 12),   # Metadata
+    8: (2, 9),    # OffsetCommit
+    9: (1, 9),    # OffsetFetch
+    10: (1, 4),   # FindCoordinator (v4: batched keys)
+    11: (2, 9),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 5),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    18: (0, 3),   # ApiVersions
+    19: (2, 7),   # CreateTopics
+    22: (0, 4),   # InitProducerId
+}
+_size = struct.Struct(">i")
+_cid = struct.Struct(">i")
+
+
+class ConnectionClosed(ConnectionError):
+    """The broker closed the connection, or it failed; requests in flight have no answer."""
+
+
+class BrokerConnection:
+    def __init__(self, host: str, port: int, client_id: str = "kafkacore", node_id: int = -1,
+                 timeout: float = 10.0, software_version: str = "0.1.0"):
+        self.host, self.port, self.node_id = host, port, node_id
+        self.client_id = client_id
+        self.lock = threading.Lock()  # held by ``call``; the owner of send/read holds it too
+        self.correlation_id = 0
+        self.in_flight: dict[int, tuple] = {}  # cid -> (api_key, version, context)
+        self._buf = bytearray()
+        self._chunk = bytearray(1 << 16)
+        self.versions: dict[int, tuple[int, int]] = {}
+        self.closed = False
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise ConnectionClosed(f"cannot connect to {host}:{port}: {e}") from e
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self._negotiate(software_version, timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self):
+        return f"<BrokerConnection node {self.node_id} {self.host}:{self.port}>"
+
+    # -- versions -------------------------------------------------------------------------
+    def _negotiate(self, software_version, timeout):
+        req_cls = request_class(API_VERSIONS)
+        body = req_cls(client_software_name="kafkacore-python", client_software_version=software_version)
+        resp = self.call(API_VERSIONS, body, version=3, timeout=timeout)
+        if resp.error_code == UnsupportedVersionError.code:
+            # The broker answered in v0 with its own range; ask again at its highest.
+            theirs = {k.api_key: k.max_version for k in resp.api_keys}
+            v = min(theirs.get(API_VERSIONS, 0), 3)
+            resp = self.call(API_VERSIONS, body, version=v, timeout=timeout)
+        if resp.error_code:
+            raise UnsupportedVersionError(f"ApiVersions failed at {self.host}:{self.port}: error {resp.error_code}")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version(self, api_key: int) -> int:
+        """The highest version of ``api_key`` both sides speak; UnsupportedVersionError if none."""
+        lo, hi = CLIENT_VERSIONS[api_key]
+        if api_key == API_VERSIONS and not self.versions:
+            return hi
+        theirs = self.versions.get(api_key)
+        if theirs is None or min(hi, theirs[1]) < max(lo, theirs[0]):
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not speak a version of API {api_key} in {lo}-{hi} "
+                f"(it offers {theirs})")
+        return min(hi, theirs[1])
+
+    # -- sending and receiving ------------------------------------------------------------
+    def send(self, api_key: int, body, version: int | None = None, expect_response: bool = True,
+             context=None) -> int:
+        """Writes one request; returns its correlation id. ``context`` comes back with the response."""
+        if self.closed:
+            raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
+        v = self.version(api_key) if version is None else version
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        cid = self.correlation_id
+        frame = encode_request(RequestHeader(api_key, v, cid, self.client_id), body)
+        if expect_response:
+            self.in_flight[cid] = (api_key, v, context)
+        try:
+            self.sock.sendall(frame)
+        except OSError as e:
+            self.close()
+            raise ConnectionClosed(f"send to {self.host}:{self.port} failed: {e}") from e
+        return cid
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def read_responses(self, timeout: float | None = None) -> list:
+        """Reads what the socket has (waiting up to ``timeout`` for the first bytes) and returns
+        the completed responses as [(context, api_key, version, response)] in arrival order."""
+        if self.closed:
+            raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
+        # The socket stays blocking (with a timeout) for sends; reads wait with select and
+        # then take what is there without blocking.
+        if timeout is None or timeout > 0:
+            readable, _, _ = select.select([self.sock], [], [], timeout)
+            if not readable:
+                return []
+        try:
+            n = self.sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError as e:
+            self.close()
+            raise ConnectionClosed(f"receive from {self.host}:{self.port} failed: {e}") from e
+        if n == 0:
+            self.close()
+            raise ConnectionClosed(f"{self.host}:{self.port} closed the connection")
+        buf = self._buf
+        buf += memoryview(self._chunk)[:n]
+        if n == len(self._chunk) and len(self._chunk) < (1 << 22):
+            self._chunk = bytearray(len(self._chunk) * 2)  # big responses: fewer, larger reads
+        out = []
+        pos = 0
+        while len(buf) - pos >= 4:
+            size = _size.unpack_from(buf, pos)[0]
+            if size < 4:
+                self.close()
+                raise ConnectionClosed(f"{self.host}:{self.port} sent a frame of {size} bytes")
+            if len(buf) - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            cid = _cid.unpack_from(frame, 0)[0]
+            entry = self.in_flight.pop(cid, None)
+            if entry is None:
+                self.close()
+                raise ConnectionClosed(f"{self.host}:{self.port} answered unknown correlation id {cid}")
+            api_key, v, context = entry
+            try:
+                _c, resp = decode_response(api_key, v, memoryview(frame))
+            except (ProtocolDecodeError, ValueError, struct.error) as e:
+                self.close()
+                raise ConnectionClosed(f"malformed response from {self.host}:{self.port}: {e}") from e
+            out.append((context, api_key, v, resp))
+        if pos:
+            del buf[:pos]
+        return out
+
+    def call(self, api_key: int, body, version: int | None = None, timeout: float = 30.0):
+        """Sends one request and waits for its response (other responses must not be pending)."""
+        with self.lock:
+            if self.in_flight:
+                raise RuntimeError("call() on a connection with requests in flight")
+            self.send(api_key, body, version=version)
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.close()
+                    raise KafkaTimeoutError(f"no answer from {self.host}:{self.port} in {timeout:.1f} s")
+                got = self.read_responses(left)
+                if got:
+                    return got[0][3]
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+

@@ -1,0 +1,417 @@
+"""The producer's sender: a background thread that turns ready batches into Produce requests.
+
+Each loop: refresh metadata when something needs it; drain batches that are full or past
+linger.ms; give each its producer id and sequence (idempotence) and build it (compression and
+CRC run here, off the caller's thread; compressors release the GIL); group the head batch of
+every partition by leader into Produce requests of at most max.request.size, with at most
+max.in.flight.requests.per.connection requests per broker; then wait on the sockets (and a
+wake-up pipe) until a response, a linger deadline or a retry is due.
+
+Retries keep a partition's batches in sequence order, so that with idempotence a retry is
+never written twice nor out of order: when a batch fails with a retriable error, the batches of
+the same partition sent after it come back as OUT_OF_ORDER_SEQUENCE_NUMBER and are queued again
+behind it. A lost connection (a broker restart) queues everything that was in flight on it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+
+from ..errors import (ClientClosedError, DuplicateSequenceNumberError, KafkaError, KafkaTimeoutError,
+                      OutOfOrderSequenceNumberError, error_for_code)
+from ..protocol.frames import request_class
+from .connection import ConnectionClosed
+
+log = logging.getLogger("kafkacore.producer")
+
+PRODUCE, INIT_PRODUCER_ID = 0, 22
+_ProduceRequest = request_class(PRODUCE)
+_InitProducerIdRequest = request_class(INIT_PRODUCER_ID)
+_pm = __import__("kafkacore.protocol.messages.produce_request", fromlist=["x"])
+_TopicProduceData, _PartitionProduceData = _pm.TopicProduceData, _pm.PartitionProduceData
+
+# Errors after which a batch is sent again (Kafka's RetriableException family).
+_LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}  # the cluster view is stale: refresh metadata first
+_RETRIABLE = _LEADER_ERRORS | {2, 7, 13, 14, 15, 19, 20, 56}  # + corrupt, timeouts, not enough replicas
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Sender(threading.Thread):
+    def __init__(self, config: dict, cluster, accumulator, name="kafkacore-producer-sender"):
+        super().__init__(name=name, daemon=True)
+        self.cluster = cluster
+        self.acc = accumulator
+        self.acks = config["acks"]
+        self.idempotent = config["enable.idempotence"]
+        self.retries = config["retries"]
+        self.retry_backoff_ms = config["retry.backoff.ms"]
+        self.retry_backoff_max_ms = config["retry.backoff.max.ms"]
+        self.delivery_timeout_ms = config["delivery.timeout.ms"]
+        self.request_timeout_ms = config["request.timeout.ms"]
+        self.max_in_flight = config["max.in.flight.requests.per.connection"]
+        self.max_request_size = config["max.request.size"]
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequences: dict[tuple, int] = {}  # (topic, partition) -> next sequence
+        self.queues: dict[tuple, deque] = {}  # (topic, partition) -> built batches awaiting send
+        self.connections: dict[int, object] = {}
+        self.sent_at: dict[tuple, float] = {}  # (node, cid) -> monotonic send time
+        self.in_flight_batches: set = set()  # batches sent and not answered
+        self.retrying: dict[tuple, int] = {}  # (topic, partition) -> lowest sequence queued for retry
+        self.need_metadata = False
+        self.wanted_topics: set = set()
+        self.running = True
+        self.force_flush = 0  # > 0: drain open batches regardless of linger.ms
+        self.fatal: KafkaError | None = None
+        self.lock = threading.Lock()  # guards the sets flush() reads
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.sleeping = False
+        self.idle = threading.Condition(threading.Lock())
+
+    # -- called from other threads --------------------------------------------------------
+    def wakeup(self):
+        if self.sleeping:
+            try:
+                os.write(self._wake_w, b"x")
+            except (BlockingIOError, OSError):
+                pass
+
+    def pending_results(self) -> list:
+        """The BatchResults of every batch the sender holds (for flush)."""
+        with self.lock:
+            out = [b.result for q in self.queues.values() for b in q]
+            out += [b.result for b in self.in_flight_batches]
+            return out
+
+    def stop(self):
+        self.running = False
+        self.wakeup()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self):
+        try:
+            while self.running:
+                self._run_once()
+        except BaseException as e:  # never die silently: fail what is pending
+            log.exception("producer sender stopped by an unexpected error")
+            self.fatal = e if isinstance(e, KafkaError) else KafkaError(f"sender failed: {e!r}")
+        finally:
+            err = self.fatal or ClientClosedError("the producer was closed before the record was sent")
+            self._fail_everything(err)
+            for conn in self.connections.values():
+                conn.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _run_once(self):
+        now = now_ms()
+        if self.idempotent and self.producer_id < 0:
+            if not self._init_producer_id():
+                self._sleep(self.retry_backoff_ms / 1000.0)
+                return
+        if self.need_metadata or self.wanted_topics or self.cluster.stale():
+            self._refresh_metadata()
+        force = self.force_flush > 0
+        for batch in self.acc.drain(now, force):
+            try:
+                self._enqueue_new(batch)
+            except Exception as e:  # e.g. a compressor failing: that batch fails, not the producer
+                log.exception("cannot build a batch for %s-%s", batch.topic, batch.partition)
+                self._complete(batch, -1, -1, KafkaError(f"cannot build the batch: {e!r}"))
+        self._expire(now)
+        self._send_requests(now)
+        self._wait_and_read(self._next_timeout(now))
+
+    def _init_producer_id(self) -> bool:
+        try:
+            resp = self.cluster.call_any(INIT_PRODUCER_ID, _InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=2147483647))
+        except (ConnectionClosed, KafkaError, OSError) as e:
+            log.warning("InitProducerId failed: %s", e)
+            return False
+        if resp.error_code:
+            err = error_for_code(resp.error_code, "InitProducerId")
+            if not err.retriable:
+                self.fatal = err
+                self.running = False
+            return False
+        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        return True
+
+    def _refresh_metadata(self):
+        topics = set(self.acc.partition_counts) | self.wanted_topics
+        try:
+            self.cluster.refresh(sorted(topics) if topics else [], allow_auto_create=False)
+        except (ConnectionClosed, KafkaError, OSError) as e:
+            log.warning("metadata refresh failed: %s", e)
+            self._sleep(self.retry_backoff_ms / 1000.0)
+            return
+        for t in topics:
+            n = self.cluster.partition_counts.get(t)
+            if n:
+                self.acc.partition_counts[t] = n
+        self.need_metadata = False
+        self.wanted_topics.clear()
+
+    def _enqueue_new(self, batch):
+        tp = (batch.topic, batch.partition)
+        if self.idempotent:
+            seq = self.sequences.get(tp, 0)
+            batch.base_sequence = seq
+            self.sequences[tp] = (seq + batch.count) & 0x7FFFFFFF
+            batch.builder.set_producer_state(self.producer_id, self.producer_epoch, seq)
+        batch.data = batch.builder.build()
+        batch.builder = None
+        with self.lock:
+            q = self.queues.get(tp)
+            if q is None:
+                q = self.queues[tp] = deque()
+            q.append(batch)
+
+    def _requeue(self, batch, now, refresh: bool):
+        """Puts a batch back in its partition's queue, in sequence order, for a retry."""
+        batch.attempts += 1
+        if batch.attempts > self.retries or now - batch.created_ms >= self.delivery_timeout_ms:
+            return False
+        backoff = min(self.retry_backoff_ms * (2 ** min(batch.attempts - 1, 10)), self.retry_backoff_max_ms)
+        batch.retry_at = now + backoff
+        tp = (batch.topic, batch.partition)
+        with self.lock:
+            q = self.queues.setdefault(tp, deque())
+            if not q or q[-1].base_sequence < 0 or batch.base_sequence < 0:
+                q.appendleft(batch)
+            else:
+                i = 0
+                while i < len(q) and q[i].base_sequence < batch.base_sequence:
+                    i += 1
+                q.insert(i, batch)
+        if refresh:
+            self.need_metadata = True
+        return True
+
+    def _expire(self, now):
+        """Fails batches that waited longer than delivery.timeout.ms without being sent."""
+        for tp, q in list(self.queues.items()):
+            while q and now - q[0].created_ms >= self.delivery_timeout_ms:
+                with self.lock:
+                    batch = q.popleft()
+                self._complete(batch, -1, -1, KafkaTimeoutError(
+                    f"expiring {batch.count} record(s) for {tp[0]}-{tp[1]}: {now - batch.created_ms} ms "
+                    f"has passed since batch creation (delivery.timeout.ms={self.delivery_timeout_ms})"))
+
+    def _connection(self, node):
+        conn = self.connections.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        try:
+            conn = self.cluster.connect(node)
+        except (ConnectionClosed, KafkaError, OSError) as e:
+            log.warning("cannot connect to broker %s: %s", node, e)
+            self.need_metadata = True
+            return None
+        self.connections[node] = conn
+        return conn
+
+    def _send_requests(self, now):
+        by_node: dict[int, list] = {}
+        for tp, q in self.queues.items():
+            if not q or q[0].retry_at > now:
+                continue
+            leader = self.cluster.leader(*tp)
+            if leader is None:
+                self.need_metadata = True
+                if tp[0] not in self.cluster.partition_counts:
+                    self.wanted_topics.add(tp[0])
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        for node, tps in by_node.items():
+            conn = self._connection(node)
+            if conn is None:
+                continue
+            while tps and len(conn.in_flight) < self.max_in_flight:
+                batches, size, rest = [], 0, []
+                for tp in tps:
+                    q = self.queues[tp]
+                    if not q or q[0].retry_at > now:
+                        continue
+                    b = q[0]
+                    if batches and size + len(b.data) > self.max_request_size:
+                        rest.append(tp)
+                        continue
+                    with self.lock:
+                        q.popleft()
+                    batches.append(b)
+                    size += len(b.data)
+                    if q:
+                        rest.append(tp)
+                if not batches:
+                    break
+                if not self._send_produce(conn, node, batches, now):
+                    break
+                tps = rest
+
+    def _send_produce(self, conn, node, batches, now) -> bool:
+        topics: dict[str, list] = {}
+        for b in batches:
+            topics.setdefault(b.topic, []).append(_PartitionProduceData(index=b.partition, records=b.data))
+        body = _ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                               topic_data=[_TopicProduceData(name=t, partition_data=p) for t, p in topics.items()])
+        with self.lock:
+            self.in_flight_batches.update(batches)
+        try:
+            cid = conn.send(PRODUCE, body, expect_response=self.acks != 0, context=batches)
+        except (ConnectionClosed, KafkaError) as e:
+            log.warning("produce to broker %s failed: %s", node, e)
+            self._connection_lost(node, conn, now, extra=batches)
+            return False
+        if self.acks == 0:
+            for b in batches:
+                self._complete(b, -1, -1, None)
+        else:
+            self.sent_at[(node, cid)] = time.monotonic()
+        return True
+
+    def _next_timeout(self, now) -> float:
+        t = 0.1  # upper bound: also how often stale metadata and request timeouts are checked
+        due = self.acc.next_ready_ms()
+        if self.force_flush > 0 and self.acc.has_unsent():
+            due = now
+        if due is not None:
+            t = min(t, max(0.0, (due - now) / 1000.0))
+        for q in self.queues.values():
+            if q:
+                t = min(t, max(0.0, (q[0].retry_at - now) / 1000.0))
+        return t
+
+    def _sleep(self, seconds):
+        self._wait_and_read(seconds)
+
+    def _wait_and_read(self, timeout):
+        conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
+        fds = [self._wake_r] + conns
+        self.sleeping = True
+        try:
+            readable, _, _ = select.select(fds, [], [], max(timeout, 0))
+        finally:
+            self.sleeping = False
+        if self._wake_r in readable:
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+        now = now_ms()
+        for conn in conns:
+            if conn in readable:
+                try:
+                    responses = conn.read_responses(0)
+                except ConnectionClosed as e:
+                    log.warning("connection to broker %s lost: %s", conn.node_id, e)
+                    self._connection_lost(conn.node_id, conn, now)
+                    continue
+                for batches, _api, _v, resp in responses:
+                    self._handle_response(conn.node_id, batches, resp, now)
+        # Request timeouts: the broker never answered; the outcome is unknown, so retry.
+        mono = time.monotonic()
+        for (node, cid), sent in list(self.sent_at.items()):
+            conn = self.connections.get(node)
+            if conn is None or cid not in conn.in_flight:
+                self.sent_at.pop((node, cid), None)
+            elif mono - sent > self.request_timeout_ms / 1000.0:
+                log.warning("produce request to broker %s timed out after %d ms", node, self.request_timeout_ms)
+                self._connection_lost(node, conn, now)
+
+    def _connection_lost(self, node, conn, now, extra=()):
+        pending = [ctx for (ctx, *_rest) in conn.in_flight.values()]
+        conn.close()
+        self.connections.pop(node, None)
+        for key in [k for k in self.sent_at if k[0] == node]:
+            del self.sent_at[key]
+        batches = [b for group in pending if group for b in group] + list(extra)
+        batches.sort(key=lambda b: b.base_sequence)
+        for b in batches:
+            with self.lock:
+                self.in_flight_batches.discard(b)
+            if not self._requeue(b, now, refresh=True):
+                self._complete(b, -1, -1, KafkaTimeoutError(
+                    f"{b.topic}-{b.partition}: connection to broker {node} lost and retries/delivery.timeout.ms "
+                    f"exhausted"))
+        self.need_metadata = True
+
+    def _handle_response(self, node, batches, resp, now):
+        by_tp = {(b.topic, b.partition): b for b in batches}
+        retry, out_of_order = [], []
+        for t in resp.responses:
+            for p in t.partition_responses:
+                b = by_tp.pop((t.name, p.index), None)
+                if b is None:
+                    continue
+                with self.lock:
+                    self.in_flight_batches.discard(b)
+                code = p.error_code
+                if code == 0 or code == DuplicateSequenceNumberError.code:
+                    self._complete(b, p.base_offset, p.log_append_time_ms, None)
+                elif code in _RETRIABLE:
+                    retry.append((b, code))
+                elif code == OutOfOrderSequenceNumberError.code:
+                    out_of_order.append(b)
+                else:
+                    msg = p.error_message or ""
+                    self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: {msg}".rstrip(": ")))
+        for b in by_tp.values():  # the broker did not answer for a partition it was sent
+            with self.lock:
+                self.in_flight_batches.discard(b)
+            retry.append((b, 2))
+        for b in out_of_order:
+            overtaken = any(r.topic == b.topic and r.partition == b.partition and r.base_sequence < b.base_sequence
+                            for r, _c in retry)
+            if overtaken or self._earlier_pending(b):
+                retry.append((b, OutOfOrderSequenceNumberError.code))
+            else:
+                self._complete(b, -1, -1, OutOfOrderSequenceNumberError(
+                    f"{b.topic}-{b.partition}: the broker expected another sequence than {b.base_sequence}"))
+        retry.sort(key=lambda x: x[0].base_sequence)
+        for b, code in retry:
+            if not self._requeue(b, now, refresh=code in _LEADER_ERRORS):
+                self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: retries exhausted"))
+
+    def _earlier_pending(self, batch) -> bool:
+        """An earlier batch of the partition is still on its way (in flight or queued for a
+        retry): OUT_OF_ORDER_SEQUENCE_NUMBER then only means this one overtook it."""
+        if batch.base_sequence < 0:
+            return False
+        tp = (batch.topic, batch.partition)
+        with self.lock:
+            for b in self.in_flight_batches:
+                if (b.topic, b.partition) == tp and b.base_sequence < batch.base_sequence:
+                    return True
+            q = self.queues.get(tp)
+            return bool(q) and q[0].base_sequence < batch.base_sequence
+
+    def _complete(self, batch, base_offset, log_append_time, error):
+        self.acc.release(batch)
+        batch.data = None
+        batch.result.complete(base_offset, log_append_time, error)
+
+    def _fail_everything(self, err):
+        with self.lock:
+            batches = [b for q in self.queues.values() for b in q] + list(self.in_flight_batches)
+            self.queues.clear()
+            self.in_flight_batches.clear()
+        for b in batches:
+            if not b.result.done():
+                self._complete(b, -1, -1, err)
+        self.acc.abort_all(err)
