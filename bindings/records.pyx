@@ -1092,3 +1092,4 @@ cdef object _assemble(kc_columns *c, topic, partition, dict h):
 
 
 include "accumulator.pxi"
+include "consumer_records.pxi"

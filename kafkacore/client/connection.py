@@ -29,8 +29,8 @@ CLIENT_VERSIONS = {
     2: (1, 8),    # ListOffsets
     3: (1, 12),   # Metadata
     8: (2, 9),    # OffsetCommit
-    9: (1, 9),    # OffsetFetch
-    10: (1, 4),   # FindCoordinator (v4: batched keys)
+    9: (1, 7),    # OffsetFetch (v8 batches groups)
+    10: (1, 3),   # FindCoordinator (v4 batches keys)
     11: (2, 9),   # JoinGroup
     12: (0, 4),   # Heartbeat
     13: (0, 5),   # LeaveGroup

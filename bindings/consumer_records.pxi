@@ -1,0 +1,130 @@
+# The consumer's record decoder (included by records.pyx). Its pure-Python twin is
+# kafkacore/client/records_py.py.
+
+
+@cython.freelist(4096)
+cdef class ConsumerRecord:
+    """One consumed record: topic, partition, offset, timestamp_ms, timestamp_type, key,
+    value, headers (a list of (str, bytes-or-None))."""
+    cdef readonly object topic
+    cdef readonly int partition
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp_ms
+    cdef readonly int timestamp_type
+    cdef readonly object key
+    cdef readonly object value
+    cdef object _headers
+
+    @property
+    def headers(self):
+        return [] if self._headers is None else self._headers
+
+    def __eq__(self, other):
+        if not isinstance(other, ConsumerRecord):
+            return NotImplemented
+        return (self.topic, self.partition, self.offset, self.timestamp_ms, self.key, self.value, self.headers) == (
+            other.topic, other.partition, other.offset, other.timestamp_ms, other.key, other.value, other.headers)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
+                f"timestamp_ms={self.timestamp_ms}, key={self.key!r}, value={self.value!r}, headers={self.headers!r})")
+
+
+def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs=True):
+    """decode_records(buf, topic, partition, min_offset=0, check_crcs=True) -> (records, next_offset)
+
+    Every record at ``min_offset`` or later in a fetched buffer of batches, as ConsumerRecord
+    objects in offset order. Control batches are skipped; a truncated final batch (a fetch
+    cut at max bytes) ends the input. ``next_offset`` is the offset after the last whole
+    batch (-1 when there was none). A bad CRC or a malformed record raises
+    CorruptRecordError naming the topic, partition and the batch's base offset."""
+    cdef _BufferRef ref = _BufferRef(buf)
+    cdef size_t pos = 0, total
+    cdef kc_batch_header h
+    cdef const char *err = NULL
+    cdef int st
+    cdef bint check = bool(check_crcs)
+    cdef uint32_t computed
+    cdef list out = []
+    cdef long long next_offset = -1
+    cdef bytes data
+    cdef const uint8_t *p
+    cdef const uint8_t *end
+    while pos < ref.length:
+        st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
+        if st == KC_TRUNCATED:
+            break
+        if st != KC_OK:
+            raise CorruptRecordError(f"{topic}-{partition}: malformed batch after offset {next_offset}: "
+                                     f"{err.decode()}", <Py_ssize_t>pos)
+        p = ref.data + pos
+        if _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1) <= min_offset:
+            pos += total  # wholly before the position (a seek, or a compressed batch's head)
+            next_offset = _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
+            continue
+        if check:
+            computed = _batch_crc(p, total)
+            if computed != h.crc:
+                raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: "
+                                         f"{_crc_mismatch(h.crc, computed)}", <Py_ssize_t>pos)
+        if not h.attributes & KC_ATTR_CONTROL and h.records_count > 0:
+            if h.attributes & 0x07:
+                if (h.attributes & 0x07) not in _CODEC_NAMES:
+                    raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: unknown compression "
+                                             f"codec id {h.attributes & 0x07}", <Py_ssize_t>pos)
+                data = codecs.decompress(h.attributes & 0x07,
+                                         ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total), <Py_ssize_t>pos)
+                _decode_into(out, topic, partition, &h, <const uint8_t *>PyBytes_AS_STRING(data),
+                             <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data), min_offset)
+            else:
+                _decode_into(out, topic, partition, &h, p + KC_RECORD_BATCH_OVERHEAD, p + total, min_offset)
+        next_offset = _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
+        pos += total
+    return out, next_offset
+
+
+cdef int _decode_into(list out, object topic, int partition, const kc_batch_header *h,
+                      const uint8_t *p, const uint8_t *end, long long min_offset) except -1:
+    cdef kc_record r
+    cdef const char *err = NULL
+    cdef const uint8_t *hp
+    cdef const uint8_t *hk
+    cdef const uint8_t *hv
+    cdef int32_t hkl, hvl, j, i
+    cdef ConsumerRecord rec
+    cdef list headers
+    cdef int64_t offset
+    cdef bint log_append = (h.attributes & KC_ATTR_TIMESTAMP_TYPE) != 0
+    for i in range(h.records_count):
+        if p >= end or kc_record_parse_inline(p, end, &r, &err) != KC_OK:
+            raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: "
+                                     f"{err.decode() if err != NULL else 'batch holds fewer records than its count'}",
+                                     -1)
+        offset = _wrap_add(h.base_offset, r.offset_delta)
+        p = r.end
+        if offset < min_offset:
+            continue
+        rec = ConsumerRecord.__new__(ConsumerRecord)
+        rec.topic = topic
+        rec.partition = partition
+        rec.offset = offset
+        rec.timestamp_type = 1 if log_append else 0
+        rec.timestamp_ms = h.max_timestamp if log_append else _wrap_add(h.base_timestamp, r.timestamp_delta)
+        rec.key = None if r.key == NULL else PyBytes_FromStringAndSize(<const char *>r.key, r.key_len)
+        rec.value = None if r.value == NULL else PyBytes_FromStringAndSize(<const char *>r.value, r.value_len)
+        if r.headers_count:
+            headers = []
+            hp = r.headers
+            for j in range(r.headers_count):
+                if kc_header_next_inline(&hp, r.end, &hk, &hkl, &hv, &hvl, &err) != KC_OK:
+                    raise CorruptRecordError(f"{topic}-{partition} offset {offset}: {err.decode()}", -1)
+                headers.append((PyUnicode_DecodeUTF8(<const char *>hk, hkl, "replace"),
+                                None if hv == NULL else PyBytes_FromStringAndSize(<const char *>hv, hvl)))
+            rec._headers = headers
+        out.append(rec)
+    if p != end:
+        raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: batch has bytes left after its "
+                                 f"last record", -1)
+    return 0

@@ -1,0 +1,527 @@
+"""kafkacore.Consumer: Kafka's consumer with the Java client's config names and defaults.
+
+    c = Consumer({"bootstrap.servers": "...", "group.id": "g", "auto.offset.reset": "earliest"})
+    c.subscribe(["topic"], on_assign=..., on_revoke=...)   # or a compiled regex / "^pattern"
+    c.assign([("topic", 0)])                                # a free consumer: no group membership
+    c.poll(timeout=1.0, max_records=500) -> [ConsumerRecord]
+    c.poll_arrow(timeout=1.0, max_records=100_000) -> pyarrow.RecordBatch (Spark's Kafka schema)
+    c.commit(); c.committed(...); c.position(...); c.seek(...); c.lag(); c.close()
+
+A background fetcher (kafkacore/client/fetcher.py) keeps fetches in flight and buffers the
+next responses (prefetch); poll() decodes them natively (decode_records / decode_to_arrow),
+checking every batch's CRC when check.crcs is on (the default). Group membership, heartbeats
+and commits are in kafkacore/client/group.py.
+
+Partitions are (topic, partition) tuples throughout; offsets are the next offset to read, as
+Kafka commits them.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+from .._loader import load_native
+from ..errors import (CorruptRecordBatchError, KafkaConfigError, KafkaError, KafkaTimeoutError,
+                      NoOffsetForPartitionError, OffsetOutOfRangeError, error_for_code)
+from ..protocol.frames import request_class
+from ..record import CorruptRecordError
+from . import records_py
+from .cluster import Cluster
+from .config import consumer_config
+from .connection import ConnectionClosed
+from .fetcher import Fetcher, PartitionState
+
+_native = load_native("records")
+if _native is not None:
+    decode_records = _native.decode_records
+    ConsumerRecord = _native.ConsumerRecord
+else:
+    decode_records = records_py.decode_records
+    ConsumerRecord = records_py.ConsumerRecord
+
+LIST_OFFSETS = 2
+_ListOffsetsRequest = request_class(LIST_OFFSETS)
+_lo = __import__("kafkacore.protocol.messages.list_offsets_request", fromlist=["x"])
+_LOTopic, _LOPartition = _lo.ListOffsetsTopic, _lo.ListOffsetsPartition
+EARLIEST, LATEST = -2, -1
+
+
+def _tp_list(partitions) -> list:
+    out = []
+    for item in partitions:
+        if len(item) not in (2, 3):
+            raise TypeError(f"partitions are (topic, partition) or (topic, partition, offset), got {item!r}")
+        out.append(tuple(item))
+    return out
+
+
+class Consumer:
+    def __init__(self, config: dict | None = None, *, _embedded=None):
+        self.config = c = consumer_config(config, bootstrap_required=_embedded is None)
+        self._check_crcs = c["check.crcs"]
+        self._max_poll_records = c["max.poll.records"]
+        self._reset = c["auto.offset.reset"]
+        self._isolation = 1 if c["isolation.level"] == "read_committed" else 0
+        self._lock = threading.Lock()
+        self._data_ready = threading.Condition(self._lock)
+        self._states: dict[tuple, PartitionState] = {}
+        self._round_robin = 0
+        self._closed = False
+        self._subscribed = None  # set of topics, or a compiled pattern
+        self._on_assign = self._on_revoke = self._on_lost = None
+        self._auto_commit = c["enable.auto.commit"] and c["group.id"] is not None
+        self._auto_commit_interval = c["auto.commit.interval.ms"] / 1000.0
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._last_metadata_check = 0.0
+        if _embedded is not None:
+            self._cluster = _embedded.cluster_view()
+        else:
+            self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-consumer",
+                                    c["request.timeout.ms"], c["metadata.max.age.ms"])
+        self._fetcher = Fetcher(c, self._cluster, self._states, self._lock, self._data_ready)
+        self._fetcher.start()
+        self._group = None
+        if c["group.id"] is not None:
+            from .group import ConsumerCoordinator
+            self._group = ConsumerCoordinator(c, self._cluster, self)
+
+    # -- subscription and assignment ------------------------------------------------------
+    def subscribe(self, topics, on_assign=None, on_revoke=None, on_lost=None):
+        """Joins the group for ``topics`` (a list of names, or a regex: a compiled pattern or a
+        string starting with ``^``). Callbacks get (consumer, [(topic, partition)])."""
+        if self._group is None:
+            raise KafkaConfigError("subscribe() needs a group.id (use assign() without one)")
+        if isinstance(topics, str) and topics.startswith("^") or isinstance(topics, re.Pattern):
+            self._subscribed = re.compile(topics) if isinstance(topics, str) else topics
+        else:
+            topics = [topics] if isinstance(topics, str) else list(topics)
+            if not topics or not all(isinstance(t, str) and t for t in topics):
+                raise ValueError(f"subscribe() needs topic names, got {topics!r}")
+            self._subscribed = set(topics)
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
+        self._group.set_subscription(self._subscription_topics())
+
+    def _subscription_topics(self) -> set:
+        if isinstance(self._subscribed, re.Pattern):
+            self._cluster.refresh(None)
+            return {t for t in self._cluster.partition_counts
+                    if self._subscribed.match(t) and t not in self._cluster.internal_topics}
+        return set(self._subscribed or ())
+
+    def unsubscribe(self):
+        if self._group is not None:
+            self._group.leave("the consumer unsubscribed")
+            if self._group.owned:
+                self._revoke(set(self._group.owned), lost=False)
+                self._group.owned = set()
+            self._group.subscription = set()
+        self._subscribed = None
+        self._set_assignment(set())
+
+    def assign(self, partitions):
+        """Reads exactly these partitions (no group membership); (topic, partition) or
+        (topic, partition, offset) items."""
+        if self._subscribed is not None:
+            raise KafkaConfigError("assign() after subscribe(): call unsubscribe() first")
+        items = _tp_list(partitions)
+        self._set_assignment({(i[0], i[1]) for i in items})
+        for i in items:
+            if len(i) == 3:
+                self.seek(i[0], i[1], i[2])
+
+    def assignment(self) -> set:
+        return set(self._states)
+
+    def _set_assignment(self, tps: set):
+        with self._lock:
+            for tp in list(self._states):
+                if tp not in tps:
+                    del self._states[tp]
+            for tp in tps:
+                if tp not in self._states:
+                    self._states[tp] = PartitionState()
+        self._fetcher.wakeup()
+
+    # called by the group coordinator, on this thread, inside poll()
+    def _assign_group(self, owned: set, added: set):
+        self._set_assignment(set(owned))
+        if self._on_assign is not None:
+            self._on_assign(self, sorted(added))
+
+    def _revoke(self, revoked: set, lost: bool):
+        if not lost and self._auto_commit:
+            try:
+                self._commit_positions({tp for tp in revoked if tp in self._states})
+            except KafkaError as e:
+                import logging
+                logging.getLogger("kafkacore.consumer").warning("commit on revoke failed: %s", e)
+        cb = self._on_lost if lost and self._on_lost is not None else self._on_revoke
+        if cb is not None:
+            cb(self, sorted(revoked))
+        self._set_assignment(set(self._states) - set(revoked))
+
+    # -- positions ------------------------------------------------------------------------
+    def seek(self, topic, partition, offset):
+        with self._lock:
+            st = self._states.get((topic, partition))
+            if st is None:
+                raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise TypeError("offset must be an int")
+            self._reposition(st, offset if offset >= 0 else None, reset=None if offset >= 0 else
+                             ("earliest" if offset == EARLIEST else "latest"))
+        self._fetcher.wakeup()
+
+    @staticmethod
+    def _reposition(st, offset, reset=None):
+        st.version += 1
+        st.buffered.clear()
+        st.in_flight = False
+        st.position = st.fetch_position = offset
+        st.reset_to = reset
+        st.error = None
+
+    def seek_to_beginning(self, partitions=None):
+        self._seek_all(partitions, "earliest")
+
+    def seek_to_end(self, partitions=None):
+        self._seek_all(partitions, "latest")
+
+    def _seek_all(self, partitions, where):
+        with self._lock:
+            tps = list(self._states) if partitions is None else [tuple(p) for p in partitions]
+            for tp in tps:
+                st = self._states.get(tp)
+                if st is None:
+                    raise ValueError(f"{tp[0]}-{tp[1]} is not assigned to this consumer")
+                self._reposition(st, None, reset=where)
+
+    def position(self, topic, partition, timeout=None) -> int:
+        """The offset of the next record poll() returns for the partition."""
+        self._update_positions(timeout)
+        st = self._states.get((topic, partition))
+        if st is None:
+            raise ValueError(f"{topic}-{partition} is not assigned to this consumer")
+        if st.position is None:
+            raise KafkaTimeoutError(f"no position for {topic}-{partition} yet")
+        return st.position
+
+    def _update_positions(self, timeout=None):
+        """Finds a position for every partition without one: the committed offset, else
+        auto.offset.reset (or the reset a seek_to_* or an out-of-range fetch asked for)."""
+        with self._lock:
+            need = {tp: st.reset_to for tp, st in self._states.items() if st.position is None or st.reset_to}
+        if not need:
+            return
+        committed = {}
+        fresh = [tp for tp, r in need.items() if r is None]
+        if fresh and self._group is not None:
+            committed = self._group.committed(fresh)
+        resets = {}
+        for tp, r in need.items():
+            if r is None and committed.get(tp) is not None:
+                continue
+            policy = r if r in ("earliest", "latest") else self._reset
+            if policy == "none":
+                why = "is out of range" if r == "out-of-range" else "has no committed offset"
+                err = (OffsetOutOfRangeError if r == "out-of-range" else NoOffsetForPartitionError)(
+                    f"{tp[0]}-{tp[1]} {why} and auto.offset.reset=none")
+                with self._lock:
+                    st = self._states.get(tp)
+                    if st is not None:
+                        st.error = err
+                        st.reset_to = None
+                continue
+            resets[tp] = EARLIEST if policy == "earliest" else LATEST
+        found = self._list_offsets(resets) if resets else {}
+        with self._lock:
+            for tp, off in list(committed.items()) + [(tp, o[0]) for tp, o in found.items()]:
+                st = self._states.get(tp)
+                if off is None or st is None or (tp in committed and need.get(tp) is not None):
+                    continue
+                if st.position is None or st.reset_to:
+                    self._reposition(st, off)
+        self._fetcher.wakeup()
+
+    def _list_offsets(self, targets: dict) -> dict:
+        """{(topic, partition): (offset, timestamp)} from the partitions' leaders."""
+        by_leader: dict = {}
+        for tp, ts in targets.items():
+            leader = self._cluster.leader(*tp)
+            if leader is None:
+                self._cluster.refresh(sorted({t for t, _p in targets}))
+                leader = self._cluster.leader(*tp)
+                if leader is None:
+                    raise error_for_code(5, f"no leader for {tp[0]}-{tp[1]}")
+            by_leader.setdefault(leader, {})[tp] = ts
+        out = {}
+        for leader, tps in by_leader.items():
+            topics: dict = {}
+            for (t, p), ts in tps.items():
+                topics.setdefault(t, []).append(_LOPartition(partition_index=p, current_leader_epoch=-1,
+                                                             timestamp=ts, max_num_offsets=1))
+            body = _ListOffsetsRequest(replica_id=-1, isolation_level=self._isolation, timeout_ms=30000,
+                                       topics=[_LOTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            conn = self._cluster.connect(leader)
+            try:
+                resp = conn.call(LIST_OFFSETS, body)
+            finally:
+                conn.close()
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        raise error_for_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+                    out[(t.name, p.partition_index)] = (p.offset, p.timestamp)
+        return out
+
+    def offsets_for_times(self, timestamps: dict) -> dict:
+        """{(topic, partition): timestamp_ms} -> {(topic, partition): (offset, timestamp) or
+        None}: the earliest offset whose timestamp is at or after the given one."""
+        found = self._list_offsets({tuple(tp): int(ts) for tp, ts in timestamps.items()})
+        return {tp: (None if off < 0 else (off, ts)) for tp, (off, ts) in found.items()}
+
+    def beginning_offsets(self, partitions) -> dict:
+        return {tp: o for tp, (o, _t) in self._list_offsets({tuple(tp): EARLIEST for tp in partitions}).items()}
+
+    def end_offsets(self, partitions) -> dict:
+        return {tp: o for tp, (o, _t) in self._list_offsets({tuple(tp): LATEST for tp in partitions}).items()}
+
+    def lag(self) -> dict:
+        """{(topic, partition): high watermark - position} from the latest fetch responses
+        (None until a fetch answered)."""
+        with self._lock:
+            return {tp: (st.high_watermark - st.position if st.high_watermark >= 0 and st.position is not None
+                         else None) for tp, st in self._states.items()}
+
+    # -- pause / resume -------------------------------------------------------------------
+    def pause(self, partitions):
+        with self._lock:
+            for tp in partitions:
+                st = self._states.get(tuple(tp))
+                if st is None:
+                    raise ValueError(f"{tp} is not assigned to this consumer")
+                st.paused = True
+
+    def resume(self, partitions):
+        with self._lock:
+            for tp in partitions:
+                st = self._states.get(tuple(tp))
+                if st is None:
+                    raise ValueError(f"{tp} is not assigned to this consumer")
+                st.paused = False
+        self._fetcher.wakeup()
+
+    def paused(self) -> set:
+        return {tp for tp, st in self._states.items() if st.paused}
+
+    # -- polling --------------------------------------------------------------------------
+    def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list:
+        """Up to ``max_records`` (max.poll.records) records, waiting up to ``timeout`` seconds
+        for the first; [] when none came."""
+        return self._poll(timeout, max_records or self._max_poll_records, arrow=False)
+
+    def poll_arrow(self, timeout: float = 1.0, max_records: int = 100_000):
+        """Like poll, as one pyarrow.RecordBatch in the schema of Spark's Kafka source (key,
+        value, topic, partition, offset, timestamp, timestampType, headers), decoded natively."""
+        return self._poll(timeout, max_records, arrow=True)
+
+    def _poll(self, timeout, max_records, arrow):
+        if self._closed:
+            raise KafkaError("the consumer is closed")
+        deadline = time.monotonic() + (timeout or 0)
+        while True:
+            self._maintain()
+            out = self._take(max_records, arrow)
+            if out is not None:
+                return out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._empty_arrow() if arrow else []
+            with self._lock:
+                if not any(st.buffered or st.error for st in self._states.values()):
+                    self._data_ready.wait(min(left, 0.1))
+
+    def _maintain(self):
+        if self._group is not None:
+            if isinstance(self._subscribed, re.Pattern) and time.monotonic() - self._last_metadata_check > max(
+                    1.0, self.config["metadata.max.age.ms"] / 1000.0):
+                self._last_metadata_check = time.monotonic()
+                self._group.set_subscription(self._subscription_topics())
+            self._group.poll()
+            if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+                self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+                try:
+                    self._commit_positions(None)
+                except KafkaError as e:
+                    import logging
+                    logging.getLogger("kafkacore.consumer").warning("auto-commit failed: %s", e)
+        self._update_positions()
+
+    def _take(self, max_records, arrow):
+        with self._lock:
+            items = list(self._states.items())
+        if not items:
+            return None
+        n = len(items)
+        start = self._round_robin % n
+        self._round_robin += 1
+        out, parts, total = [], [], 0
+        for k in range(n):
+            tp, st = items[(start + k) % n]
+            if st.error is not None:
+                err, st.error = st.error, None
+                raise err
+            while st.buffered and total < max_records:
+                data = st.buffered[0]
+                if st.position is None:
+                    break
+                got = self._decode(tp, st, data, max_records - total, arrow)
+                if got is None:  # the buffered data was stale (position moved): drop it
+                    with self._lock:
+                        if st.buffered and st.buffered[0] is data:
+                            st.buffered.popleft()
+                    continue
+                count, chunk, next_pos, exhausted = got
+                if count:
+                    if arrow:
+                        parts.append(chunk)
+                    else:
+                        out.extend(chunk)
+                    total += count
+                with self._lock:
+                    if st.buffered and st.buffered[0] is data:
+                        if next_pos is not None:
+                            st.position = next_pos
+                        if exhausted:
+                            st.buffered.popleft()
+                if exhausted:
+                    self._fetcher.wakeup()
+            if total >= max_records:
+                break
+        if total == 0:
+            return None
+        if arrow:
+            return parts[0] if len(parts) == 1 else _concat(parts)
+        return out
+
+    def _decode(self, tp, st, data, limit, arrow):
+        """(count, records or arrow batch, new position, whether the data is used up)."""
+        pos = st.position
+        if pos < data.fetch_offset or pos >= data.next_offset:
+            return None
+        try:
+            if arrow:
+                if data.arrow is None:
+                    data.arrow = _decode_arrow(data.records, tp, self._check_crcs)
+                    data.used = _first_at(data.arrow, pos)
+                batch = data.arrow
+                avail = batch.num_rows - data.used
+                take = min(avail, limit)
+                chunk = batch.slice(data.used, take)
+                data.used += take
+                exhausted = data.used >= batch.num_rows
+                if take:
+                    last = chunk.column(4)[take - 1].as_py()
+                    new_pos = last + 1
+                else:
+                    new_pos = data.next_offset
+                return take, chunk, data.next_offset if exhausted else new_pos, exhausted
+            if data.decoded is None:
+                data.decoded, _nxt = decode_records(data.records, tp[0], tp[1], pos, self._check_crcs)
+                data.used = 0
+            recs = data.decoded
+            take = min(len(recs) - data.used, limit)
+            chunk = recs[data.used:data.used + take] if (data.used or take < len(recs)) else recs
+            data.used += take
+            exhausted = data.used >= len(recs)
+            new_pos = data.next_offset if exhausted else chunk[-1].offset + 1
+            return take, chunk, new_pos, exhausted
+        except CorruptRecordError as e:
+            with self._lock:
+                st.buffered.clear()
+            raise CorruptRecordBatchError(str(e.reason if hasattr(e, "reason") else e)) from e
+
+    @staticmethod
+    def _empty_arrow():
+        from ..record import SPARK_KAFKA_SCHEMA
+        import pyarrow as pa
+        return pa.RecordBatch.from_pylist([], schema=SPARK_KAFKA_SCHEMA)
+
+    # -- commits --------------------------------------------------------------------------
+    def _commit_positions(self, tps):
+        with self._lock:
+            offsets = {tp: st.position for tp, st in self._states.items()
+                       if st.position is not None and (tps is None or tp in tps)}
+        if offsets:
+            self._group.commit(offsets)
+
+    def commit(self, offsets=None, asynchronous: bool = False, callback=None):
+        """Commits ``offsets`` ({(topic, partition): next offset} or [(topic, partition,
+        offset)]), or the current positions of every assigned partition."""
+        if self._group is None:
+            raise KafkaConfigError("commit() needs a group.id")
+        if offsets is None:
+            with self._lock:
+                offsets = {tp: st.position for tp, st in self._states.items() if st.position is not None}
+        elif not isinstance(offsets, dict):
+            offsets = {(t, p): o for t, p, o in offsets}
+        if asynchronous:
+            self._group.commit_async(dict(offsets), callback)
+            return None
+        self._group.commit(dict(offsets))
+        return dict(offsets)
+
+    def committed(self, partitions, timeout=None) -> dict:
+        if self._group is None:
+            raise KafkaConfigError("committed() needs a group.id")
+        return self._group.committed([tuple(tp) for tp in partitions])
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self, autocommit: bool = True):
+        if self._closed:
+            return
+        try:
+            if self._group is not None:
+                if autocommit and self._auto_commit:
+                    try:
+                        self._commit_positions(None)
+                    except (KafkaError, ConnectionClosed, OSError):
+                        pass
+                self._group.leave()
+                self._group.close()
+        finally:
+            self._closed = True
+            self._fetcher.stop()
+            self._fetcher.join(5)
+            self._cluster.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _decode_arrow(records, tp, check_crcs):
+    from ..record import decode_to_arrow
+    try:
+        return decode_to_arrow(records, tp[0], tp[1], check_crcs)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"{tp[0]}-{tp[1]}: {e.reason}", e.position) from None
+
+
+def _first_at(batch, position) -> int:
+    """Index of the first row at ``position`` or later (offsets ascend)."""
+    if batch.num_rows == 0:
+        return 0
+    import numpy as np
+    offsets = batch.column(4).to_numpy(zero_copy_only=False)
+    return int(np.searchsorted(offsets, position, side="left"))
+
+
+def _concat(parts):
+    import pyarrow as pa
+    if hasattr(pa, "concat_batches"):
+        return pa.concat_batches(parts)
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]

@@ -1,0 +1,257 @@
+"""The consumer's fetcher: a background thread that keeps a Fetch in flight to every leader of
+an assigned partition, so the next records are on their way while the application handles
+the current ones (prefetch).
+
+Per partition the fetcher keeps at most ``PREFETCH_DEPTH`` fetched responses buffered; the
+consumer's poll takes them in order. Every partition has a version, bumped by a seek, a
+reset or an assignment change: a response fetched under an older version is dropped, so a
+seek never sees records from before it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+from collections import deque
+
+from ..errors import CorruptRecordBatchError, KafkaError, OffsetOutOfRangeError
+from ..protocol.frames import request_class
+from .connection import ConnectionClosed
+
+log = logging.getLogger("kafkacore.consumer")
+
+FETCH = 1
+_FetchRequest = request_class(FETCH)
+_fm = __import__("kafkacore.protocol.messages.fetch_request", fromlist=["x"])
+_FetchTopic, _FetchPartition = _fm.FetchTopic, _fm.FetchPartition
+
+PREFETCH_DEPTH = 2
+_LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}
+
+
+class FetchedData:
+    """One partition's share of a fetch response, not yet handed to the application."""
+
+    __slots__ = ("records", "fetch_offset", "next_offset", "decoded", "arrow", "used")
+
+    def __init__(self, records, fetch_offset, next_offset):
+        self.records = records  # memoryview of the response frame
+        self.fetch_offset = fetch_offset
+        self.next_offset = next_offset  # after the last whole batch
+        self.decoded = None  # list of records once poll() decoded it
+        self.arrow = None  # pyarrow.RecordBatch once poll_arrow() decoded it
+        self.used = 0  # records of ``decoded``/``arrow`` already returned
+
+
+class PartitionState:
+    __slots__ = ("position", "fetch_position", "paused", "buffered", "in_flight", "version", "high_watermark",
+                 "last_stable_offset", "log_start_offset", "reset_to", "error")
+
+    def __init__(self):
+        self.position = None  # next offset to return to the application (None: to be found)
+        self.fetch_position = None  # next offset to fetch (ahead of position when prefetching)
+        self.paused = False
+        self.buffered: deque = deque()
+        self.in_flight = False
+        self.version = 0
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self.reset_to = None  # "earliest"/"latest" when the fetcher found the position out of range
+        self.error = None  # an error to raise from the next poll (corrupt data, no reset policy)
+
+    def fetchable(self) -> bool:
+        return (not self.paused and self.fetch_position is not None and not self.in_flight
+                and self.reset_to is None and self.error is None and len(self.buffered) < PREFETCH_DEPTH)
+
+
+class Fetcher(threading.Thread):
+    def __init__(self, config, cluster, states: dict, lock, data_ready, name="kafkacore-consumer-fetcher"):
+        super().__init__(name=name, daemon=True)
+        self.cluster = cluster
+        self.states = states  # (topic, partition) -> PartitionState, owned by the consumer
+        self.lock = lock
+        self.data_ready = data_ready  # Condition on lock: notified when data or errors arrive
+        self.max_wait_ms = config["fetch.max.wait.ms"]
+        self.min_bytes = config["fetch.min.bytes"]
+        self.max_bytes = config["fetch.max.bytes"]
+        self.partition_max_bytes = config["max.partition.fetch.bytes"]
+        self.isolation = 1 if config["isolation.level"] == "read_committed" else 0
+        self.retry_backoff = config["retry.backoff.ms"] / 1000.0
+        self.connections = {}
+        self.running = True
+        self.need_metadata = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+
+    def wakeup(self):
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def stop(self):
+        self.running = False
+        self.wakeup()
+
+    def run(self):
+        try:
+            while self.running:
+                self._run_once()
+        except BaseException:
+            log.exception("consumer fetcher stopped by an unexpected error")
+        finally:
+            for conn in self.connections.values():
+                conn.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _run_once(self):
+        if self.need_metadata:
+            try:
+                self.cluster.refresh(sorted({tp[0] for tp in list(self.states)}) or [])
+                self.need_metadata = False
+            except (ConnectionClosed, KafkaError, OSError) as e:
+                log.warning("metadata refresh failed: %s", e)
+                self._wait(self.retry_backoff)
+                return
+        by_node: dict[int, list] = {}
+        with self.lock:
+            for tp, st in self.states.items():
+                if not st.fetchable():
+                    continue
+                leader = self.cluster.leader(*tp)
+                if leader is None:
+                    self.need_metadata = True
+                    continue
+                by_node.setdefault(leader, []).append((tp, st))
+            busy = {n for n, c in self.connections.items() if c.in_flight}
+            requests = []
+            for node, items in by_node.items():
+                if node in busy:
+                    continue
+                for tp, st in items:
+                    st.in_flight = True
+                requests.append((node, [(tp, st.fetch_position, st.version) for tp, st in items]))
+        for node, items in requests:
+            self._send_fetch(node, items)
+        self._wait(0.5)
+
+    def _connection(self, node):
+        conn = self.connections.get(node)
+        if conn is not None and not conn.closed:
+            return conn
+        conn = self.cluster.connect(node)
+        self.connections[node] = conn
+        return conn
+
+    def _send_fetch(self, node, items):
+        topics: dict[str, list] = {}
+        for (topic, p), offset, _v in items:
+            topics.setdefault(topic, []).append(_FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=self.partition_max_bytes))
+        body = _FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+                             max_bytes=self.max_bytes, isolation_level=self.isolation, session_id=0,
+                             session_epoch=-1, topics=[_FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                             forgotten_topics_data=[], rack_id="")
+        try:
+            conn = self._connection(node)
+            conn.send(FETCH, body, context=items)
+        except (ConnectionClosed, KafkaError, OSError) as e:
+            log.warning("fetch from broker %s failed: %s", node, e)
+            self._release(items)
+            self.connections.pop(node, None)
+            self.need_metadata = True
+
+    def _release(self, items):
+        with self.lock:
+            for tp, _offset, version in items:
+                st = self.states.get(tp)
+                if st is not None and st.version == version:
+                    st.in_flight = False
+
+    def _wait(self, timeout):
+        conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
+        readable, _, _ = select.select([self._wake_r] + conns, [], [], timeout)
+        if self._wake_r in readable:
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass
+        for conn in conns:
+            if conn not in readable:
+                continue
+            try:
+                responses = conn.read_responses(0)
+            except ConnectionClosed as e:
+                log.warning("connection to broker %s lost: %s", conn.node_id, e)
+                for items, *_rest in list(conn.in_flight.values()):
+                    self._release(items)
+                conn.in_flight.clear()
+                self.connections.pop(conn.node_id, None)
+                self.need_metadata = True
+                continue
+            for items, _api, _v, resp in responses:
+                self._handle(items, resp)
+
+    def _handle(self, items, resp):
+        sent = {tp: (offset, version) for tp, offset, version in items}
+        got_data = False
+        with self.lock:
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = (t.topic, p.partition_index)
+                    offset, version = sent.pop(tp, (None, None))
+                    st = self.states.get(tp)
+                    if st is None or st.version != version:
+                        continue  # unassigned or sought since the fetch was sent
+                    st.in_flight = False
+                    code = p.error_code
+                    if code:
+                        if code == OffsetOutOfRangeError.code:
+                            st.reset_to = "out-of-range"
+                            got_data = True
+                        elif code in _LEADER_ERRORS:
+                            self.need_metadata = True
+                        else:
+                            log.warning("fetch %s-%s: error %s", tp[0], tp[1], code)
+                        continue
+                    st.high_watermark = p.high_watermark
+                    st.last_stable_offset = p.last_stable_offset
+                    st.log_start_offset = p.log_start_offset
+                    records = p.records
+                    if records is None or len(records) == 0:
+                        continue
+                    next_offset, problem = _next_offset(records)
+                    if next_offset < 0:
+                        if problem is not None:
+                            st.error = CorruptRecordBatchError(
+                                f"{tp[0]}-{tp[1]}: malformed record batch at offset {offset}: {problem}")
+                            got_data = True
+                        continue  # else only a partial batch (the broker sends the first whole, KIP-74)
+                    st.buffered.append(FetchedData(records, offset, next_offset))
+                    st.fetch_position = next_offset
+                    got_data = True
+            for tp, (_offset, version) in sent.items():  # partitions the broker left out
+                st = self.states.get(tp)
+                if st is not None and st.version == version:
+                    st.in_flight = False
+            if got_data:
+                self.data_ready.notify_all()
+
+
+def _next_offset(records):
+    """(offset after the last whole batch or -1, the framing problem that stopped the scan)."""
+    from ..record import iter_batches
+    nxt = -1
+    try:
+        for b in iter_batches(records):
+            nxt = b.next_offset
+    except ValueError as e:
+        # A malformed batch: stop before it; if it is not the first, poll() reaches it later.
+        return nxt, e
+    return nxt, None
