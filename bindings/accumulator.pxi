@@ -369,7 +369,7 @@ cdef class RecordAccumulator:
         metadata or memory, ``slow_path`` (the producer's) waits and sends it; a KafkaError
         becomes a FailedHandle (and reaches ``on_delivery``)."""
         try:
-            h = self.try_send(topic, value, key, partition, headers, timestamp_ms, on_delivery)
+            h = self._try_send(topic, value, key, partition, headers, timestamp_ms, on_delivery)
             if h is _NEED_METADATA or h is _NEED_MEMORY:
                 if self.slow_path is None:
                     return h
@@ -382,6 +382,9 @@ cdef class RecordAccumulator:
 
     def try_send(self, topic, value, key=None, partition=None, headers=None, timestamp_ms=None, on_delivery=None):
         """Appends one record: its RecordHandle, or NEED_METADATA / NEED_MEMORY."""
+        return self._try_send(topic, value, key, partition, headers, timestamp_ms, on_delivery)
+
+    cdef object _try_send(self, topic, value, key, partition, headers, timestamp_ms, on_delivery):
         cdef object n_obj = self.partition_counts.get(topic)
         if n_obj is None:
             return _NEED_METADATA

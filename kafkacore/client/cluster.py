@@ -52,6 +52,10 @@ class Cluster:
                 raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster metadata")
         return BrokerConnection(addr[0], addr[1], self.client_id, node_id=node_id, timeout=self.timeout)
 
+    def connect_to(self, host: str, port: int, node_id: int) -> BrokerConnection:
+        """A new connection to a broker named by address (e.g. a group coordinator)."""
+        return BrokerConnection(host, port, self.client_id, node_id=node_id, timeout=self.timeout)
+
     def _any_connection(self) -> BrokerConnection:
         if self._conn is not None and not self._conn.closed:
             return self._conn

@@ -43,6 +43,16 @@ _size = struct.Struct(">i")
 _cid = struct.Struct(">i")
 
 
+def pick_version(versions: dict, api_key: int, who: str) -> int:
+    """The highest version of ``api_key`` in both CLIENT_VERSIONS and the broker's ``versions``."""
+    lo, hi = CLIENT_VERSIONS[api_key]
+    theirs = versions.get(api_key)
+    if theirs is None or min(hi, theirs[1]) < max(lo, theirs[0]):
+        raise UnsupportedVersionError(f"{who} does not speak a version of API {api_key} in {lo}-{hi} "
+                                      f"(it offers {theirs})")
+    return min(hi, theirs[1])
+
+
 class ConnectionClosed(ConnectionError):
     """The broker closed the connection, or it failed; requests in flight have no answer."""
 
@@ -89,15 +99,9 @@ class BrokerConnection:
 
     def version(self, api_key: int) -> int:
         """The highest version of ``api_key`` both sides speak; UnsupportedVersionError if none."""
-        lo, hi = CLIENT_VERSIONS[api_key]
         if api_key == API_VERSIONS and not self.versions:
-            return hi
-        theirs = self.versions.get(api_key)
-        if theirs is None or min(hi, theirs[1]) < max(lo, theirs[0]):
-            raise UnsupportedVersionError(
-                f"broker {self.host}:{self.port} does not speak a version of API {api_key} in {lo}-{hi} "
-                f"(it offers {theirs})")
-        return min(hi, theirs[1])
+            return CLIENT_VERSIONS[API_VERSIONS][1]
+        return pick_version(self.versions, api_key, f"broker {self.host}:{self.port}")
 
     # -- sending and receiving ------------------------------------------------------------
     def send(self, api_key: int, body, version: int | None = None, expect_response: bool = True,

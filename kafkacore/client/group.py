@@ -22,7 +22,7 @@ from ..errors import (CoordinatorLoadInProgressError, CoordinatorNotAvailableErr
                       NotCoordinatorError, RebalanceInProgressError, UnknownMemberIdError, error_for_code)
 from ..protocol.frames import request_class
 from . import assignors as _assignors
-from .connection import BrokerConnection, ConnectionClosed
+from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.consumer")
 
@@ -67,8 +67,8 @@ class ConsumerCoordinator:
         self.need_rejoin = True
         self.subscription: set[str] = set()
         self.owned: set[tuple] = set()
-        self.coordinator: BrokerConnection | None = None
-        self.hb_conn: BrokerConnection | None = None
+        self.coordinator = None  # a BrokerConnection (or EmbeddedConnection)
+        self.hb_conn = None
         self.lock = threading.RLock()  # one group request at a time on the coordinator connection
         self.last_poll = time.monotonic()
         self.left_for_poll_timeout = False
@@ -85,9 +85,7 @@ class ConsumerCoordinator:
             try:
                 resp = self.cluster.call_any(FIND_COORDINATOR, _FindCoordinatorRequest(key=self.group_id, key_type=0))
                 if resp.error_code == 0:
-                    conn = BrokerConnection(resp.host, resp.port, self.cluster.client_id, node_id=resp.node_id,
-                                            timeout=self.request_timeout)
-                    return conn
+                    return self.cluster.connect_to(resp.host, resp.port, resp.node_id)
                 err = error_for_code(resp.error_code, resp.error_message or "FindCoordinator")
                 if not err.retriable and resp.error_code not in _COORDINATOR_ERRORS:
                     raise err

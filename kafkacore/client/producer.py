@@ -55,14 +55,12 @@ class Producer:
             compression=c["compression.type"], batch_size=c["batch.size"], linger_ms=c["linger.ms"],
             buffer_memory=c["buffer.memory"], max_request_size=c["max.request.size"],
             partitioner=partitioner, ignore_keys=c["partitioner.ignore.keys"])
-        if _embedded is not None:
-            from ..embedded import EmbeddedSender
+        if _embedded is not None:  # kafkacore.Broker: requests go straight to its handlers
             self._cluster = _embedded.cluster_view()
-            self._sender = EmbeddedSender(c, _embedded, self._acc)
         else:
             self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-producer",
                                     c["request.timeout.ms"], c["metadata.max.age.ms"])
-            self._sender = Sender(c, self._cluster, self._acc)
+        self._sender = Sender(c, self._cluster, self._acc)
         self._acc.wakeup = self._sender.wakeup
         self._acc.on_release = self._memory_released
         self._acc.slow_path = self._send_slow

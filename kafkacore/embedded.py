@@ -1,0 +1,290 @@
+"""kafkacore.Broker: the broker in-process, with producers and consumers that need no socket.
+
+    with Broker("/path/to/data", config={"num.partitions": 3}) as broker:
+        broker.create_topic("events", partitions=6)
+        p = broker.producer({"linger.ms": 5})       # kafkacore.Producer, appending directly
+        c = broker.consumer({"group.id": "g"})      # kafkacore.Consumer, reading directly
+        broker.serve("127.0.0.1", 9092)             # optional: network clients too
+
+The broker core (storage, group coordinator, producer ids) runs on an asyncio loop in a
+background thread, exactly as ``kafkacore serve`` runs it. Embedded clients are the same
+Producer and Consumer classes; instead of a TCP connection they hold an EmbeddedConnection,
+which hands request objects straight to the broker's handlers on that loop and gets response
+objects back: no encoding, no socket, no copy of the record batches. Because they go through
+the same handlers, storage and group coordinator as network requests, an external kcat sees
+what an embedded producer wrote, embedded and network consumers share groups and committed
+offsets, and idempotence and every broker check apply to both.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import select
+import threading
+import time
+from collections import deque
+
+from .broker.handlers import HANDLERS
+from .broker.request import RequestContext
+from .client.cluster import Cluster
+from .client.connection import ConnectionClosed, pick_version
+from .errors import KafkaError, KafkaTimeoutError
+from .protocol.frames import RequestHeader
+
+FETCH = 1
+_connection_ids = itertools.count(1 << 20)
+
+
+class Broker:
+    def __init__(self, path=None, config: dict | None = None):
+        from .broker.broker import Broker as CoreBroker
+        from .broker.main import build_config
+
+        sets = [f"{k}={v}" for k, v in (config or {}).items()]
+        self.config = build_config(sets=sets, data_dir=None if path is None else str(path))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kafkacore-embedded-broker",
+                                        daemon=True)
+        self._thread.start()
+        self._server = None
+        self._closed = False
+        try:
+            self.core = self.call(CoreBroker, self.config)
+            self.call(self.core.attach_loop, self._loop)
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.data_dir = self.core.data_dir
+
+    # -- running things on the broker's loop ------------------------------------------------
+    def call(self, fn, *args, **kwargs):
+        """Runs ``fn`` on the broker's thread and returns its result (or raises its error)."""
+        if threading.get_ident() == self._thread.ident:
+            return fn(*args, **kwargs)
+        fut = concurrent.futures.Future()
+
+        def run():
+            try:
+                fut.set_result(fn(*args, **kwargs))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                fut.set_exception(e)
+        self._loop.call_soon_threadsafe(run)
+        return fut.result()
+
+    def submit(self, fn, *args):
+        self._loop.call_soon_threadsafe(fn, *args)
+
+    # -- the public API -------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = -1, config: dict | None = None) -> int:
+        """Creates a topic (``partitions`` -1: num.partitions); returns its partition count.
+        TopicAlreadyExistsError, InvalidTopicError, ... as CreateTopics reports them."""
+        info = self.call(self.core.create_topic, name, partitions, -1, config)
+        return info.partitions
+
+    def delete_topic(self, name: str) -> None:
+        self.call(self.core.delete_topic, name)
+
+    def topics(self) -> dict:
+        """{topic: partition count} (internal topics included)."""
+        return self.call(lambda: {n: t.partitions for n, t in self.core.topics.items()})
+
+    def producer(self, config: dict | None = None):
+        from .client.producer import Producer
+        return Producer(config, _embedded=self)
+
+    def consumer(self, config: dict | None = None):
+        from .client.consumer import Consumer
+        return Consumer(config, _embedded=self)
+
+    def serve(self, host: str = "127.0.0.1", port: int = 9092) -> tuple[str, int]:
+        """Also serves network clients on host:port (0: any free port); returns the address."""
+        from .broker.server import KafkaServer
+        if self._server is not None:
+            raise RuntimeError("the broker is already serving")
+        server = KafkaServer(self.core)
+        bound = asyncio.run_coroutine_threadsafe(server.start(host, port), self._loop).result()
+        self._server = server
+
+        def advertise():
+            self.config.host, self.config.port = bound[0], bound[1]
+            self.config.advertised_host = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
+            self.config.advertised_port = bound[1]
+        self.call(advertise)
+        return bound[0], bound[1]
+
+    def cluster_view(self) -> "EmbeddedCluster":
+        return EmbeddedCluster(self)
+
+    def close(self) -> None:
+        """Stops serving, then shuts the broker down cleanly (clean-shutdown marker written)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._server is not None:
+                asyncio.run_coroutine_threadsafe(self._server.stop(), self._loop).result(30)
+            self.call(self.core.shutdown)
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._loop.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class EmbeddedCluster(Cluster):
+    """The client's cluster view for embedded clients: every connection is in-process."""
+
+    def __init__(self, embedded: Broker):
+        super().__init__([("embedded", 0)], client_id="kafkacore-embedded")
+        self.embedded = embedded
+
+    def _any_connection(self):
+        if self._conn is None or self._conn.closed:
+            self._conn = EmbeddedConnection(self.embedded, self.embedded.core.node_id, self.client_id)
+        return self._conn
+
+    def connect(self, node_id: int):
+        return EmbeddedConnection(self.embedded, node_id, self.client_id)
+
+    def connect_to(self, host, port, node_id):
+        return EmbeddedConnection(self.embedded, node_id, self.client_id)
+
+
+class EmbeddedConnection:
+    """The BrokerConnection interface over direct handler calls on the broker's loop."""
+
+    def __init__(self, embedded: Broker, node_id: int, client_id: str):
+        if embedded._closed:
+            raise ConnectionClosed("the embedded broker is closed")
+        self.embedded = embedded
+        self.node_id = node_id
+        self.client_id = client_id
+        self.host, self.port = "embedded", 0
+        self.lock = threading.Lock()
+        self.correlation_id = 0
+        self.in_flight: dict[int, tuple] = {}
+        self.closed = False
+        self.connection_id = next(_connection_ids)
+        self.versions = {k: (e.advertised_min, e.max_version) for k, e in HANDLERS.items()}
+        self._done: deque = deque()
+        self._r, self._w = os.pipe()  # readable when a response is ready: works with select()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+
+    def __repr__(self):
+        return f"<EmbeddedConnection node {self.node_id}>"
+
+    def version(self, api_key: int) -> int:
+        return pick_version(self.versions, api_key, "the embedded broker")
+
+    def fileno(self) -> int:
+        return self._r
+
+    def send(self, api_key: int, body, version: int | None = None, expect_response: bool = True,
+             context=None) -> int:
+        if self.closed or self.embedded._closed:
+            raise ConnectionClosed("the embedded connection is closed")
+        v = self.version(api_key) if version is None else version
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        cid = self.correlation_id
+        if expect_response:
+            self.in_flight[cid] = (api_key, v, context)
+        header = RequestHeader(api_key, v, cid, self.client_id)
+        self.embedded.submit(self._dispatch, header, body, expect_response)
+        return cid
+
+    # on the broker's loop thread
+    def _dispatch(self, header, body, expect_response):
+        entry = HANDLERS.get(header.api_key)
+        ctx = RequestContext(self.embedded.core, header, "embedded", self.connection_id)
+        try:
+            if entry is None or not entry.min_version <= header.api_version <= entry.max_version:
+                raise KafkaError(f"api key {header.api_key} v{header.api_version} is not served")
+            resp = entry.handle(ctx, body)
+        except Exception as e:  # noqa: BLE001 - answered like the server answers a failed handler
+            code = e.code if isinstance(e, KafkaError) else -1
+            resp = entry.error_response(body, header.api_version, code) if entry and entry.error_response else None
+            if resp is None:
+                self._complete(header.correlation_id, e)
+                return
+        if not expect_response or resp is None:
+            return
+        if asyncio.isfuture(resp) or asyncio.iscoroutine(resp):
+            fut = asyncio.ensure_future(resp)
+            fut.add_done_callback(lambda f, cid=header.correlation_id: self._complete(
+                cid, f.exception() if f.exception() is not None else f.result()))
+            return
+        self._complete(header.correlation_id, resp)
+
+    def _complete(self, cid, resp):
+        self._done.append((cid, resp))
+        try:
+            os.write(self._w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def read_responses(self, timeout: float | None = None) -> list:
+        if self.closed:
+            raise ConnectionClosed("the embedded connection is closed")
+        if not self._done and (timeout is None or timeout > 0):
+            select.select([self._r], [], [], timeout)
+        try:
+            while os.read(self._r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        out = []
+        while self._done:
+            cid, resp = self._done.popleft()
+            entry = self.in_flight.pop(cid, None)
+            if entry is None:
+                continue
+            api_key, v, context = entry
+            if isinstance(resp, BaseException):
+                self.close()
+                raise ConnectionClosed(f"the embedded broker failed a request: {resp!r}")
+            if api_key == FETCH:
+                _materialise_records(resp)
+            out.append((context, api_key, v, resp))
+        return out
+
+    def call(self, api_key: int, body, version: int | None = None, timeout: float = 30.0):
+        with self.lock:
+            self.send(api_key, body, version=version)
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError(f"the embedded broker did not answer in {timeout:.1f} s")
+                got = self.read_responses(left)
+                if got:
+                    return got[0][3]
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            for fd in (self._r, self._w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def _materialise_records(resp):
+    """Fetch responses hold file slices (sent with sendfile on a socket): read them here, on
+    the consumer's thread, so the broker's loop never waits on the disk for an embedded read."""
+    for t in resp.responses:
+        for p in t.partitions:
+            r = p.records
+            if r is not None and hasattr(r, "sendfile"):
+                p.records = memoryview(r.read())
