@@ -33,56 +33,72 @@ cdef class ConsumerRecord:
 
 
 def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs=True):
-    """decode_records(buf, topic, partition, min_offset=0, check_crcs=True) -> (records, next_offset)
+    """decode_records(buf, topic, partition, min_offset=0, check_crcs=True) -> (records, next_offset, error)
 
     Every record at ``min_offset`` or later in a fetched buffer of batches, as ConsumerRecord
     objects in offset order. Control batches are skipped; a truncated final batch (a fetch
     cut at max bytes) ends the input. ``next_offset`` is the offset after the last whole
-    batch (-1 when there was none). A bad CRC or a malformed record raises
-    CorruptRecordError naming the topic, partition and the batch's base offset."""
+    batch (-1 when there was none). A bad CRC or a malformed record is a CorruptRecordError
+    naming the topic, partition and the batch's base offset: raised when it is in the first
+    batch, else returned as ``error`` with the records of the batches before it (as Kafka's
+    consumer hands out the good records first and fails at the bad one)."""
     cdef _BufferRef ref = _BufferRef(buf)
-    cdef size_t pos = 0, total
+    cdef Py_ssize_t pos = 0
+    cdef bint check = bool(check_crcs)
+    cdef list out = []
+    cdef long long next_offset = -1
+    cdef Py_ssize_t good = 0
+    try:
+        while pos < <Py_ssize_t>ref.length:
+            good = len(out)
+            pos, next_offset = _decode_one_batch(ref, pos, out, topic, partition, min_offset, check, next_offset)
+            if pos < 0:
+                break
+    except CorruptRecordError as e:
+        if good == 0:
+            raise
+        del out[good:]  # the bad batch's records, if it got that far
+        return out, next_offset, e
+    return out, next_offset, None
+
+
+cdef tuple _decode_one_batch(_BufferRef ref, Py_ssize_t pos, list out, topic, int partition, long long min_offset,
+                             bint check, long long next_offset):
+    """Decodes the batch at pos into out; (position after it or -1 at a truncated tail, next offset)."""
+    cdef size_t total
     cdef kc_batch_header h
     cdef const char *err = NULL
     cdef int st
-    cdef bint check = bool(check_crcs)
     cdef uint32_t computed
-    cdef list out = []
-    cdef long long next_offset = -1
     cdef bytes data
     cdef const uint8_t *p
-    cdef const uint8_t *end
-    while pos < ref.length:
-        st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
-        if st == KC_TRUNCATED:
-            break
-        if st != KC_OK:
-            raise CorruptRecordError(f"{topic}-{partition}: malformed batch after offset {next_offset}: "
-                                     f"{err.decode()}", <Py_ssize_t>pos)
-        p = ref.data + pos
-        if _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1) <= min_offset:
-            pos += total  # wholly before the position (a seek, or a compressed batch's head)
-            next_offset = _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
-            continue
-        if check:
-            computed = _batch_crc(p, total)
-            if computed != h.crc:
-                raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: "
-                                         f"{_crc_mismatch(h.crc, computed)}", <Py_ssize_t>pos)
-        if not h.attributes & KC_ATTR_CONTROL and h.records_count > 0:
-            if h.attributes & 0x07:
-                if (h.attributes & 0x07) not in _CODEC_NAMES:
-                    raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: unknown compression "
-                                             f"codec id {h.attributes & 0x07}", <Py_ssize_t>pos)
-                data = codecs.decompress(h.attributes & 0x07,
-                                         ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total), <Py_ssize_t>pos)
-                _decode_into(out, topic, partition, &h, <const uint8_t *>PyBytes_AS_STRING(data),
-                             <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data), min_offset)
-            else:
-                _decode_into(out, topic, partition, &h, p + KC_RECORD_BATCH_OVERHEAD, p + total, min_offset)
-        next_offset = _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
-        pos += total
-    return out, next_offset
+    st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
+    if st == KC_TRUNCATED:
+        return -1, next_offset
+    if st != KC_OK:
+        raise CorruptRecordError(f"{topic}-{partition}: malformed batch after offset {next_offset}: "
+                                 f"{err.decode()}", <Py_ssize_t>pos)
+    p = ref.data + pos
+    if _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1) <= min_offset:
+        # wholly before the position (a seek, or a compressed batch's head)
+        return pos + <Py_ssize_t>total, _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
+    if check:
+        computed = _batch_crc(p, total)
+        if computed != h.crc:
+            raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: "
+                                     f"{_crc_mismatch(h.crc, computed)}", <Py_ssize_t>pos)
+    if not h.attributes & KC_ATTR_CONTROL and h.records_count > 0:
+        if h.attributes & 0x07:
+            if (h.attributes & 0x07) not in _CODEC_NAMES:
+                raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: unknown compression "
+                                         f"codec id {h.attributes & 0x07}", <Py_ssize_t>pos)
+            data = codecs.decompress(h.attributes & 0x07,
+                                     ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total), <Py_ssize_t>pos)
+            _decode_into(out, topic, partition, &h, <const uint8_t *>PyBytes_AS_STRING(data),
+                         <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data), min_offset)
+        else:
+            _decode_into(out, topic, partition, &h, p + KC_RECORD_BATCH_OVERHEAD, p + total, min_offset)
+    return pos + <Py_ssize_t>total, _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
 
 
 cdef int _decode_into(list out, object topic, int partition, const kc_batch_header *h,

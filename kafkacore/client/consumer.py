@@ -428,7 +428,10 @@ class Consumer:
                     new_pos = data.next_offset
                 return take, chunk, data.next_offset if exhausted else new_pos, exhausted
             if data.decoded is None:
-                data.decoded, _nxt = decode_records(data.records, tp[0], tp[1], pos, self._check_crcs)
+                data.decoded, good_end, data.error = decode_records(data.records, tp[0], tp[1], pos,
+                                                                    self._check_crcs)
+                if data.error is not None:
+                    data.next_offset = good_end  # the records before the bad batch come first
                 data.used = 0
             recs = data.decoded
             take = min(len(recs) - data.used, limit)
@@ -436,6 +439,8 @@ class Consumer:
             data.used += take
             exhausted = data.used >= len(recs)
             new_pos = data.next_offset if exhausted else chunk[-1].offset + 1
+            if exhausted and data.error is not None:
+                st.error = CorruptRecordBatchError(str(data.error.reason))
             return take, chunk, new_pos, exhausted
         except CorruptRecordError as e:
             with self._lock:

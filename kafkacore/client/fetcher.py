@@ -33,7 +33,7 @@ _LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}
 class FetchedData:
     """One partition's share of a fetch response, not yet handed to the application."""
 
-    __slots__ = ("records", "fetch_offset", "next_offset", "decoded", "arrow", "used")
+    __slots__ = ("records", "fetch_offset", "next_offset", "decoded", "arrow", "used", "error")
 
     def __init__(self, records, fetch_offset, next_offset):
         self.records = records  # memoryview of the response frame
@@ -42,6 +42,7 @@ class FetchedData:
         self.decoded = None  # list of records once poll() decoded it
         self.arrow = None  # pyarrow.RecordBatch once poll_arrow() decoded it
         self.used = 0  # records of ``decoded``/``arrow`` already returned
+        self.error = None  # a corrupt batch after the decoded records: raised once they are used
 
 
 class PartitionState:

@@ -29,14 +29,28 @@ class ConsumerRecord:
 
 
 def decode_records(buf, topic, partition, min_offset=0, check_crcs=True):
-    """(records at min_offset or later, offset after the last whole batch or -1)."""
+    """(records at min_offset or later, offset after the last whole batch or -1, error): a
+    corrupt batch raises CorruptRecordError when it is the first, else ends the records and
+    comes back as ``error``."""
     out = []
+    try:
+        return _decode(buf, topic, partition, min_offset, check_crcs, out)
+    except _Partial as p:
+        return p.args
+
+
+class _Partial(Exception):
+    pass
+
+
+def _decode(buf, topic, partition, min_offset, check_crcs, out):
     next_offset = -1
     try:
         for batch in iter_batches(buf):
             if batch.next_offset <= min_offset:
                 next_offset = batch.next_offset
                 continue
+            good = len(out)
             try:
                 batch.validate(records=False) if check_crcs else None
                 if not batch.is_control:
@@ -46,12 +60,18 @@ def decode_records(buf, topic, partition, min_offset=0, check_crcs=True):
                             out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp_ms, ts_type, r.key,
                                                       r.value, list(r.headers)))
             except CorruptRecordError as e:
-                raise CorruptRecordError(f"{topic}-{partition} offset {batch.base_offset}: {e.reason}",
-                                         e.position) from None
+                err = CorruptRecordError(f"{topic}-{partition} offset {batch.base_offset}: {e.reason}", e.position)
+                if good:
+                    del out[good:]
+                    raise _Partial(out, next_offset, err) from None
+                raise err from None
             next_offset = batch.next_offset
     except CorruptRecordError as e:
         if e.reason.startswith(f"{topic}-{partition}"):
             raise
-        raise CorruptRecordError(f"{topic}-{partition}: malformed batch after offset {next_offset}: {e.reason}",
-                                 e.position) from None
-    return out, next_offset
+        err = CorruptRecordError(f"{topic}-{partition}: malformed batch after offset {next_offset}: {e.reason}",
+                                 e.position)
+        if out:
+            raise _Partial(out, next_offset, err) from None
+        raise err from None
+    return out, next_offset, None
