@@ -130,6 +130,15 @@ class Broker:
             self._stop_loop()
 
     def _stop_loop(self):
+        async def cancel_pending():  # long-poll fetches and group waits still parked
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_pending(), self._loop).result(10)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(30)
         self._loop.close()
@@ -177,6 +186,9 @@ class EmbeddedConnection:
         self.connection_id = next(_connection_ids)
         self.versions = {k: (e.advertised_min, e.max_version) for k, e in HANDLERS.items()}
         self._done: deque = deque()
+        # Guards the pipe against a late answer (a long-poll fetch finishing after close()):
+        # writing to a closed descriptor number could hit whatever socket reuses it.
+        self._pipe_lock = threading.Lock()
         self._r, self._w = os.pipe()  # readable when a response is ready: works with select()
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
@@ -221,28 +233,33 @@ class EmbeddedConnection:
             return
         if asyncio.isfuture(resp) or asyncio.iscoroutine(resp):
             fut = asyncio.ensure_future(resp)
-            fut.add_done_callback(lambda f, cid=header.correlation_id: self._complete(
+            fut.add_done_callback(lambda f, cid=header.correlation_id: None if f.cancelled() else self._complete(
                 cid, f.exception() if f.exception() is not None else f.result()))
             return
         self._complete(header.correlation_id, resp)
 
     def _complete(self, cid, resp):
-        self._done.append((cid, resp))
-        try:
-            os.write(self._w, b"x")
-        except (BlockingIOError, OSError):
-            pass
+        with self._pipe_lock:
+            if self.closed:
+                return
+            self._done.append((cid, resp))
+            try:
+                os.write(self._w, b"x")
+            except (BlockingIOError, OSError):
+                pass
 
     def read_responses(self, timeout: float | None = None) -> list:
         if self.closed:
             raise ConnectionClosed("the embedded connection is closed")
-        if not self._done and (timeout is None or timeout > 0):
-            select.select([self._r], [], [], timeout)
         try:
+            if not self._done and (timeout is None or timeout > 0):
+                select.select([self._r], [], [], timeout)
             while os.read(self._r, 4096):
                 pass
-        except (BlockingIOError, OSError):
+        except BlockingIOError:
             pass
+        except (OSError, ValueError):  # closed by another thread meanwhile
+            raise ConnectionClosed("the embedded connection is closed") from None
         out = []
         while self._done:
             cid, resp = self._done.popleft()
@@ -271,7 +288,9 @@ class EmbeddedConnection:
                     return got[0][3]
 
     def close(self):
-        if not self.closed:
+        with self._pipe_lock:
+            if self.closed:
+                return
             self.closed = True
             for fd in (self._r, self._w):
                 try:

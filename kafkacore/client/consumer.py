@@ -348,7 +348,8 @@ class Consumer:
                     1.0, self.config["metadata.max.age.ms"] / 1000.0):
                 self._last_metadata_check = time.monotonic()
                 self._group.set_subscription(self._subscription_topics())
-            self._group.poll()
+            if self._subscribed is not None:  # assign() with a group.id: offsets only, no membership
+                self._group.poll()
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._next_auto_commit = time.monotonic() + self._auto_commit_interval
                 try:

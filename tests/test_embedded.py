@@ -1,0 +1,132 @@
+"""kafkacore.Broker (embedded): in-process broker, producers and consumers without a socket,
+and the same storage and group coordinator seen by network clients (kcat, confluent-kafka)."""
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from kafkacore import Broker
+from kafkacore.errors import InvalidPartitionsError, TopicAlreadyExistsError
+
+
+def _poll_all(c, n, timeout=15.0):
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out.extend(c.poll(0.3))
+    return out
+
+
+def test_embedded_produce_and_consume(tmp_path):
+    with Broker(tmp_path / "data", config={"num.partitions": 2}) as b:
+        assert b.create_topic("events", partitions=3) == 3
+        with pytest.raises(TopicAlreadyExistsError):
+            b.create_topic("events", partitions=3)
+        with pytest.raises(InvalidPartitionsError):
+            b.create_topic("bad", partitions=0)
+        p = b.producer({"linger.ms": 1, "compression.type": "lz4"})
+        mds = [p.send("events", b"v%d" % i, key=b"k%d" % i, headers=[("i", b"%d" % i)]).result(10)
+               for i in range(60)]
+        assert p.send_many("events", [b"bulk"] * 1000).result(10) == 1000
+        p.close()
+        c = b.consumer({"auto.offset.reset": "earliest"})
+        c.assign([("events", i) for i in range(3)])
+        got = _poll_all(c, 1060)
+        c.close()
+        assert len(got) == 1060
+        by_pos = {(r.partition, r.offset): r for r in got}
+        for i, md in enumerate(mds):
+            r = by_pos[(md.partition, md.offset)]
+            assert (r.key, r.value, r.headers) == (b"k%d" % i, b"v%d" % i, [("i", b"%d" % i)])
+        assert b.topics()["events"] == 3
+        # auto-created by metadata on first send, with num.partitions
+        p = b.producer()
+        p.send("auto", b"x").result(10)
+        p.close()
+        assert b.topics()["auto"] == 2
+    # the files are Kafka's layout and survive a restart
+    assert os.path.exists(tmp_path / "data" / "events-0" / "00000000000000000000.log")
+    assert os.path.exists(tmp_path / "data" / ".kafka_cleanshutdown")
+    with Broker(tmp_path / "data") as b:
+        c = b.consumer({"auto.offset.reset": "earliest"})
+        c.assign([("events", i) for i in range(3)])
+        assert len(_poll_all(c, 1060)) == 1060
+        c.close()
+
+
+def test_kcat_sees_embedded_writes_and_embedded_sees_kcat_writes(tmp_path):
+    if shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed (ci/compat_deps.sh installs it)")
+    with Broker(tmp_path / "data") as b:
+        b.create_topic("shared", partitions=1)
+        host, port = b.serve("127.0.0.1", 0)
+        p = b.producer({"linger.ms": 0})
+        for i in range(5):
+            p.send("shared", b"embedded-%d" % i, key=b"k").result(10)
+        p.close()
+        out = subprocess.run(["kcat", "-b", f"{host}:{port}", "-C", "-t", "shared", "-e", "-q", "-f", "%k=%s\n"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.stdout.split() == [f"k=embedded-{i}" for i in range(5)], out.stderr
+        subprocess.run(["kcat", "-b", f"{host}:{port}", "-P", "-t", "shared", "-K", ":"],
+                       input="a:from-kcat-1\nb:from-kcat-2\n", text=True, check=True, timeout=30)
+        c = b.consumer({"auto.offset.reset": "earliest"})
+        c.assign([("shared", 0)])
+        got = _poll_all(c, 7)
+        c.close()
+        assert [r.value for r in got[5:]] == [b"from-kcat-1", b"from-kcat-2"]
+        assert [r.key for r in got[5:]] == [b"a", b"b"]
+
+
+def test_groups_and_offsets_are_shared_with_network_clients(tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    with Broker(tmp_path / "data", config={"group.initial.rebalance.delay.ms": 0}) as b:
+        b.create_topic("t", partitions=1)
+        host, port = b.serve("127.0.0.1", 0)
+        p = b.producer()
+        p.send_many("t", [b"%d" % i for i in range(10)], partition=0).result(10)
+        p.close()
+        c = b.consumer({"group.id": "shared-group", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.assign([("t", 0)])
+        assert len(_poll_all(c, 10)) == 10
+        c.commit({("t", 0): 7})
+        assert c.committed([("t", 0)]) == {("t", 0): 7}
+        c.close()
+        # a network client in the same group resumes from the embedded consumer's commit
+        nc = ck.Consumer({"bootstrap.servers": f"{host}:{port}", "group.id": "shared-group",
+                          "enable.auto.commit": False})
+        try:
+            committed = nc.committed([ck.TopicPartition("t", 0)], timeout=10)
+            assert committed[0].offset == 7
+            nc.assign([ck.TopicPartition("t", 0, 7)])
+            msgs = []
+            deadline = time.monotonic() + 10
+            while len(msgs) < 3 and time.monotonic() < deadline:
+                m = nc.poll(0.5)
+                if m is not None and m.error() is None:
+                    msgs.append(m.value())
+            assert msgs == [b"7", b"8", b"9"]
+            nc.commit(offsets=[ck.TopicPartition("t", 0, 9)], asynchronous=False)
+        finally:
+            nc.close()
+        c = b.consumer({"group.id": "shared-group"})
+        assert c.committed([("t", 0)]) == {("t", 0): 9}
+        c.close()
+
+
+def test_embedded_idempotent_producer_writes_each_record_once(tmp_path):
+    with Broker(tmp_path / "data") as b:
+        b.create_topic("idem", partitions=1)
+        p = b.producer({"enable.idempotence": True, "acks": "all", "linger.ms": 2})
+        hs = [p.send("idem", b"%d" % i) for i in range(2000)]
+        assert p.flush(20) == 0
+        assert [h.result().offset for h in hs] == list(range(2000))
+        p.close()
+        c = b.consumer({"auto.offset.reset": "earliest"})
+        c.assign([("idem", 0)])
+        got = _poll_all(c, 2000)
+        c.close()
+        assert [r.value for r in got] == [b"%d" % i for i in range(2000)]
+        lg = b.core.get_log("idem", 0)
+        assert lg.producer_state is not None
