@@ -171,7 +171,7 @@ def test_auto_offset_reset_none_in_a_group(broker):
                 c.poll(0.2)
 
 
-@pytest.mark.skip(reason="hangs in the static-member restart (found 2026-11-24, issue 4 open): re-enabled once fixed")
+
 def test_static_member_restart_keeps_its_partitions_without_rebalance(broker):
     topic, group = _topic("static"), _topic("g")
     _fill(broker, topic, 4, 5)
@@ -196,7 +196,7 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(broker):
         b.close()
 
 
-@pytest.mark.skip(reason="hangs in the static-member restart (found 2026-11-24, issue 4 open): re-enabled once fixed")
+
 def test_member_that_stops_polling_leaves_the_group(broker):
     topic, group = _topic("maxpoll"), _topic("g")
     _fill(broker, topic, 2, 5)
@@ -216,7 +216,7 @@ def test_member_that_stops_polling_leaves_the_group(broker):
         b.close()
 
 
-@pytest.mark.skip(reason="hangs in the static-member restart (found 2026-11-24, issue 4 open): re-enabled once fixed")
+
 def test_pattern_subscription_picks_up_new_topics(broker):
     prefix = _topic("pat")
     _fill(broker, prefix + "-a", 1, 2)

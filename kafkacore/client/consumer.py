@@ -331,7 +331,7 @@ class Consumer:
             raise KafkaError("the consumer is closed")
         deadline = time.monotonic() + (timeout or 0)
         while True:
-            self._maintain()
+            self._maintain(deadline)
             out = self._take(max_records, arrow)
             if out is not None:
                 return out
@@ -342,14 +342,14 @@ class Consumer:
                 if not any(st.buffered or st.error for st in self._states.values()):
                     self._data_ready.wait(min(left, 0.1))
 
-    def _maintain(self):
+    def _maintain(self, deadline):
         if self._group is not None:
             if isinstance(self._subscribed, re.Pattern) and time.monotonic() - self._last_metadata_check > max(
                     1.0, self.config["metadata.max.age.ms"] / 1000.0):
                 self._last_metadata_check = time.monotonic()
                 self._group.set_subscription(self._subscription_topics())
             if self._subscribed is not None:  # assign() with a group.id: offsets only, no membership
-                self._group.poll()
+                self._group.poll(deadline - time.monotonic())
             if self._auto_commit and time.monotonic() >= self._next_auto_commit:
                 self._next_auto_commit = time.monotonic() + self._auto_commit_interval
                 try:

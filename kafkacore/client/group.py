@@ -67,9 +67,11 @@ class ConsumerCoordinator:
         self.need_rejoin = True
         self.subscription: set[str] = set()
         self.owned: set[tuple] = set()
-        self.coordinator = None  # a BrokerConnection (or EmbeddedConnection)
+        self._conns: dict = {"main": None, "join": None}  # BrokerConnections (or EmbeddedConnections)
+        self._slot_locks = {"main": threading.RLock(), "join": threading.RLock()}
+        self._pending: dict | None = None  # the join round running on a worker thread
+        self._pending_done = threading.Event()
         self.hb_conn = None
-        self.lock = threading.RLock()  # one group request at a time on the coordinator connection
         self.last_poll = time.monotonic()
         self.left_for_poll_timeout = False
         self.closed = False
@@ -96,24 +98,30 @@ class ConsumerCoordinator:
                                         f"{self.request_timeout:.0f} s")
             time.sleep(self.retry_backoff)
 
-    def call(self, api_key, body, timeout=None):
-        """A request to the coordinator (finding it first); one retry on a lost coordinator."""
-        with self.lock:
+    def call(self, api_key, body, timeout=None, slot="main"):
+        """A request to the coordinator (finding it first); retried on a lost coordinator.
+        The join round has its own connection ("join" slot), so commits and offset fetches on
+        the application's thread never queue behind a JoinGroup that waits for other members."""
+        with self._slot_locks[slot]:
+            resp = None
             for attempt in range(3):
-                if self.coordinator is None or self.coordinator.closed:
-                    self.coordinator = self._find_coordinator()
+                conn = self._conns.get(slot)
+                if conn is None or conn.closed:
+                    if self.closed and slot == "join":
+                        raise ConnectionClosed("the consumer is closed")
+                    conn = self._conns[slot] = self._find_coordinator()
                 try:
-                    resp = self.coordinator.call(api_key, body, timeout=timeout or self.request_timeout)
+                    resp = conn.call(api_key, body, timeout=timeout or self.request_timeout)
                 except (ConnectionClosed, KafkaTimeoutError):
-                    self.coordinator.close()
-                    self.coordinator = None
-                    if attempt == 2:
+                    conn.close()
+                    self._conns[slot] = None
+                    if attempt == 2 or self.closed:
                         raise
                     continue
                 code = getattr(resp, "error_code", 0)
                 if code in _COORDINATOR_ERRORS or code == CoordinatorLoadInProgressError.code:
-                    self.coordinator.close()
-                    self.coordinator = None
+                    conn.close()
+                    self._conns[slot] = None
                     time.sleep(self.retry_backoff)
                     continue
                 return resp
@@ -125,75 +133,111 @@ class ConsumerCoordinator:
             self.subscription = set(topics)
             self.need_rejoin = True
 
-    def poll(self):
-        """Called by Consumer.poll: rejoins when needed (runs the callbacks)."""
+    def poll(self, timeout: float = 0.0):
+        """Called by Consumer.poll: (re)joins when needed, running the rebalance callbacks on
+        this thread. JoinGroup waits for every member, so the round trips run on a worker
+        thread and poll() waits for them at most ``timeout`` seconds, as Java's poll(timeout)
+        does: members polled one after another from one thread can still form a group."""
         self.last_poll = time.monotonic()
         if self.left_for_poll_timeout:
             self.left_for_poll_timeout = False
             self.need_rejoin = True
+        deadline = time.monotonic() + max(timeout, 0.0)
         while self.need_rejoin and not self.closed:
-            self._join_and_sync()
+            if self._pending is None:
+                self._start_join()
+            if not self._pending_done.wait(max(0.0, deadline - time.monotonic())):
+                return
+            result, self._pending = self._pending, None
+            self._finish_join(result)
 
-    def _join_and_sync(self):
+    def _start_join(self):
+        """Application thread: eager revocation, then the join round on a worker thread."""
         eager = self._protocol_kind() == "EAGER"
         if eager and self.owned:
             self.consumer._revoke(set(self.owned), lost=False)
             self.owned = set()
         topics = sorted(self.subscription)
+        owned = sorted(self.owned)
+        result: dict = {}
+        self._pending = result
+        self._pending_done.clear()
+
+        def run():
+            try:
+                result.update(self._join_round(topics, owned))
+            except BaseException as e:  # handed to the application thread
+                result["error"] = e
+            finally:
+                self._pending_done.set()
+        threading.Thread(target=run, name="kafkacore-consumer-join", daemon=True).start()
+
+    def _join_round(self, topics, owned) -> dict:
+        """Worker thread: JoinGroup (again with the broker's member id if it asks, KIP-394),
+        the leader's assignment, SyncGroup. Returns what the application thread applies."""
         if topics:
             try:
                 self.cluster.refresh(topics, allow_auto_create=False)
             except (ConnectionClosed, KafkaError, OSError) as e:
                 log.warning("metadata refresh before join failed: %s", e)
-        owned = sorted(self.owned)
-        protocols = [_JoinProtocol(name=a.name, metadata=_assignors.encode_subscription(_assignors.Subscription(
-            topics=topics, user_data=a.subscription_user_data(topics, owned, self.generation),
-            owned_partitions=owned, generation_id=self.generation))) for a in self.assignors]
-        body = _JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-                                 rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-                                 group_instance_id=self.instance_id, protocol_type="consumer",
-                                 protocols=protocols, reason=None)
-        resp = self.call(JOIN_GROUP, body, timeout=self.rebalance_timeout_ms / 1000.0 + 5)
+        while True:
+            protocols = [_JoinProtocol(name=a.name, metadata=_assignors.encode_subscription(_assignors.Subscription(
+                topics=topics, user_data=a.subscription_user_data(topics, owned, self.generation),
+                owned_partitions=owned, generation_id=self.generation))) for a in self.assignors]
+            body = _JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+                                     rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+                                     group_instance_id=self.instance_id, protocol_type="consumer",
+                                     protocols=protocols, reason=None)
+            resp = self.call(JOIN_GROUP, body, timeout=self.rebalance_timeout_ms / 1000.0 + 5, slot="join")
+            if resp.error_code != MemberIdRequiredError.code or self.closed:
+                break
+            self.member_id = resp.member_id
         code = resp.error_code
-        if code == MemberIdRequiredError.code:
-            self.member_id = resp.member_id  # KIP-394: join again with the id the broker gave
-            return
         if code in (UnknownMemberIdError.code, IllegalGenerationError.code):
-            self._reset_member()
-            return
+            return {"reset": True}
         if code == RebalanceInProgressError.code:
             time.sleep(self.retry_backoff)
-            return
+            return {}
         if code == FencedInstanceIdError.code:
             raise FencedInstanceIdError(f"group.instance.id {self.instance_id!r} is used by another member")
         if code:
             err = error_for_code(code, f"JoinGroup {self.group_id!r}")
             if err.retriable:
                 time.sleep(self.retry_backoff)
-                return
+                return {}
             raise err
         self.member_id = resp.member_id
-        generation = resp.generation_id
-        self.protocol = resp.protocol_name
         assignments = []
         if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
             assignments = self._assign(resp.protocol_name, resp.members)
-        sync = _SyncGroupRequest(group_id=self.group_id, generation_id=generation, member_id=self.member_id,
+        sync = _SyncGroupRequest(group_id=self.group_id, generation_id=resp.generation_id, member_id=self.member_id,
                                  group_instance_id=self.instance_id, protocol_type="consumer",
                                  protocol_name=resp.protocol_name, assignments=assignments)
-        sresp = self.call(SYNC_GROUP, sync, timeout=self.rebalance_timeout_ms / 1000.0 + 5)
+        sresp = self.call(SYNC_GROUP, sync, timeout=self.rebalance_timeout_ms / 1000.0 + 5, slot="join")
         if sresp.error_code:
             if sresp.error_code in (UnknownMemberIdError.code, IllegalGenerationError.code):
-                self._reset_member()
-            elif sresp.error_code != RebalanceInProgressError.code:
+                return {"reset": True}
+            if sresp.error_code != RebalanceInProgressError.code:
                 err = error_for_code(sresp.error_code, f"SyncGroup {self.group_id!r}")
                 if not err.retriable:
                     raise err
             time.sleep(self.retry_backoff)
+            return {}
+        return {"generation": resp.generation_id, "protocol": resp.protocol_name,
+                "assignment": _assignors.decode_assignment(bytes(sresp.assignment or b""))}
+
+    def _finish_join(self, result: dict):
+        """Application thread: applies a finished join round (callbacks run here)."""
+        if "error" in result:
+            raise result["error"]
+        if result.get("reset"):
+            self._reset_member()
             return
-        self.generation = generation
-        assignment = _assignors.decode_assignment(bytes(sresp.assignment or b""))
-        new = {(t, p) for t, p in assignment.partitions}
+        if "generation" not in result:
+            return  # retry: the loop in poll() starts another round
+        self.generation = result["generation"]
+        self.protocol = result["protocol"]
+        new = {(t, p) for t, p in result["assignment"].partitions}
         self.need_rejoin = False
         if self._protocol_kind() == "COOPERATIVE":
             revoked = self.owned - new
@@ -346,7 +390,7 @@ class ConsumerCoordinator:
     def leave(self, reason="the consumer is being closed"):
         """LeaveGroup (dynamic members only: a static member keeps its place until
         session.timeout.ms, so that a restart does not rebalance)."""
-        if self.generation >= 0 and self.instance_id is None and self.member_id:
+        if self.instance_id is None and self.member_id:  # also a member whose join is still pending
             try:
                 self.call(LEAVE_GROUP, _LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
                                                           members=[_MemberIdentity(member_id=self.member_id,
@@ -363,7 +407,9 @@ class ConsumerCoordinator:
         self._hb_wake.set()
         self._hb.join(5)
         self._run_async_commits()
-        with self.lock:
-            for c in (self.coordinator, self.hb_conn):
-                if c is not None:
-                    c.close()
+        # closing the join connection ends a join round still waiting on the broker
+        for c in (*self._conns.values(), self.hb_conn):
+            if c is not None:
+                c.close()
+        if self._pending is not None:
+            self._pending_done.wait(5)
