@@ -167,10 +167,11 @@ class Producer:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not r.wait(left):
                     break
-            # Batches drained between the two snapshots are in the sender's list by now.
-            results += self._sender.pending_results()
+            # Batches drained between the two snapshots are in the sender's list by now; a
+            # batch seen in both snapshots is counted once.
+            unique = {id(r): r for r in results + self._sender.pending_results()}
             pending = 0
-            for r in results:
+            for r in unique.values():
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not r.wait(left):
                     pending += r.count

@@ -335,7 +335,7 @@ class Sender(threading.Thread):
                 self._connection_lost(node, conn, now)
 
     def _connection_lost(self, node, conn, now, extra=()):
-        pending = [ctx for (ctx, *_rest) in conn.in_flight.values()]
+        pending = [context for (_api_key, _version, context) in conn.in_flight.values()]
         conn.close()
         self.connections.pop(node, None)
         for key in [k for k in self.sent_at if k[0] == node]:

@@ -1,0 +1,359 @@
+"""kafkacore.Producer against a real ``kafkacore serve`` process: delivery results and
+callbacks, every codec (checked in the broker's segment files), partitioning (murmur2 as
+Kafka's Java client places keys, checked against librdkafka's murmur2 partitioner; sticky;
+custom), send_many inputs, errors through handles, buffer.memory backpressure, flush
+timeouts, config validation, and idempotent delivery across broker restarts.
+"""
+import os
+import signal
+import struct
+import threading
+import time
+
+import pytest
+
+from broker_client import BrokerProcess
+from kafkacore import Consumer, Producer
+from kafkacore.errors import KafkaConfigError, KafkaTimeoutError, RecordTooLargeError
+from kafkacore.partitioner import murmur2
+
+CODEC_BITS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    # auto-creation off, so that an unknown topic stays unknown; topics are made explicitly
+    with BrokerProcess(tmp_path_factory.mktemp("producer-broker"),
+                       {"auto.create.topics.enable": "false"}) as b:
+        yield b
+
+
+def _topic(name):
+    return f"{name}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+
+
+def _create(broker, topic, partitions=3):
+    from broker_client import request
+    from kafkacore.protocol.messages.create_topics_request import CreatableTopic
+    with broker.client() as conn:
+        resp = conn.call(19, 5, request(19, topics=[CreatableTopic(name=topic, num_partitions=partitions,
+                                                                   replication_factor=1)], timeout_ms=10000))
+        assert resp.topics[0].error_code == 0, resp
+    return topic
+
+
+def _producer(broker, **conf):
+    return Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1, **conf})
+
+
+def _read_all(broker, topic, partitions, n, timeout=30.0):
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([(topic, p) for p in range(partitions)])
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < n and time.monotonic() < deadline:
+            out.extend(c.poll(0.5, max_records=100_000))
+        # nothing beyond n: a short extra poll finds no more
+        out.extend(c.poll(0.3))
+    return out
+
+
+def _segment_batches(broker, topic, partition):
+    """(base offset, record count, codec bits) of every batch in the partition's first segment,
+    read straight from the broker's .log file (Kafka's record batch v2 header layout)."""
+    path = os.path.join(broker.data_dir, f"{topic}-{partition}", "0" * 20 + ".log")
+    with open(path, "rb") as f:
+        data = f.read()
+    out, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        attributes = struct.unpack_from(">h", data, pos + 21)[0]
+        count = struct.unpack_from(">i", data, pos + 57)[0]
+        out.append((base, count, attributes & 0x7))
+        pos += 12 + length
+    return out
+
+
+def _java_partition(key, n):
+    return (murmur2(key) & 0x7FFFFFFF) % n
+
+
+# -- delivery ---------------------------------------------------------------------------------
+def test_send_result_and_callback(broker):
+    t = _create(broker, _topic("send"))
+    calls = []
+    done = threading.Event()
+
+    def on_delivery(err, md):
+        calls.append((err, md))
+        done.set()
+
+    with _producer(broker) as p:
+        h = p.send(t, b"v0", key=b"alpha", headers=[("h", b"1")], timestamp_ms=1_700_000_000_123,
+                   on_delivery=on_delivery)
+        md = h.result(10)
+        assert (md.topic, md.partition, md.offset, md.timestamp_ms) == (
+            t, _java_partition(b"alpha", 3), 0, 1_700_000_000_123)
+        assert done.wait(10) and calls == [(None, md)]
+        # offsets of one batch: base offset + index, resolved on demand
+        hs = [p.send(t, b"x%d" % i, partition=1) for i in range(50)]
+        offsets = [x.result(10).offset for x in hs]
+    assert offsets == list(range(offsets[0], offsets[0] + 50))
+    got = _read_all(broker, t, 3, 51)
+    assert len(got) == 51
+    r = next(r for r in got if r.value == b"v0")
+    assert (r.key, r.headers, r.timestamp_ms, r.partition) == (b"alpha", [("h", b"1")], 1_700_000_000_123,
+                                                               md.partition)
+
+
+@pytest.mark.parametrize("codec", sorted(CODEC_BITS))
+def test_every_codec_is_written_and_read_back(broker, codec):
+    t = _create(broker, _topic("codec-" + codec), partitions=1)
+    values = [(b"record %d " % i) * (1 + i % 9) for i in range(2000)]
+    with _producer(broker, **{"compression.type": codec, "linger.ms": 20}) as p:
+        for i, v in enumerate(values):
+            p.send(t, v, key=b"k%d" % (i % 13))
+        assert p.flush(30) == 0
+    batches = _segment_batches(broker, t, 0)
+    assert sum(b[1] for b in batches) == 2000
+    assert {b[2] for b in batches} == {CODEC_BITS[codec]}, batches
+    assert len(batches) < 2000 / 10, "records were not batched"
+    got = _read_all(broker, t, 1, 2000)
+    assert [r.value for r in got] == values
+    assert [r.offset for r in got] == list(range(2000))
+
+
+# -- partitioning -----------------------------------------------------------------------------
+def test_keyed_records_land_where_javas_murmur2_puts_them(broker):
+    """Against librdkafka's murmur2_random partitioner (the Java client's algorithm): the same
+    keys, produced by both clients, land on the same partitions."""
+    ck = pytest.importorskip("confluent_kafka")
+    ours, theirs = _create(broker, _topic("m2-ours"), 7), _create(broker, _topic("m2-theirs"), 7)
+    keys = [b"key-%d" % i for i in range(300)] + [b"", b"\x00\xff" * 9, "ключ".encode()]
+    with _producer(broker) as p:
+        placed = {k: p.send(ours, b"v", key=k).result(10).partition for k in keys}
+    cp = ck.Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random",
+                      "linger.ms": 1})
+    for k in keys:
+        cp.produce(theirs, b"v", key=k)
+    assert cp.flush(20) == 0
+    got = _read_all(broker, theirs, 7, len(keys))
+    assert {r.key: r.partition for r in got} == placed
+    assert all(placed[k] == _java_partition(k, 7) for k in keys)
+    assert len(set(placed.values())) == 7
+
+
+def test_null_keys_are_sticky_per_batch(broker):
+    t = _create(broker, _topic("sticky"), 4)
+    # small batches: the sticky partition changes as each batch fills
+    with _producer(broker, **{"batch.size": 2048, "linger.ms": 50}) as p:
+        hs = [p.send(t, b"%060d" % i) for i in range(2000)]
+        parts = [h.result(20).partition for h in hs]
+    runs = 1 + sum(1 for a, b in zip(parts, parts[1:]) if a != b)
+    assert runs < len(parts) / 10, "null-key records were spread record by record, not batch by batch"
+    assert len(set(parts)) > 1, "null-key records never moved to another partition"
+    for p_ in range(4):
+        for base, count, _codec in _segment_batches(broker, t, p_):
+            assert count > 10
+
+
+def test_custom_partitioner_and_explicit_partition(broker):
+    t = _create(broker, _topic("custom"), 5)
+    seen = []
+
+    def last_byte(topic, key, n):
+        seen.append((topic, key, n))
+        return key[-1] % n
+
+    with _producer(broker, partitioner=last_byte) as p:
+        parts = [p.send(t, b"v", key=bytes([i])).result(10).partition for i in range(10)]
+        assert p.send(t, b"v", key=b"\x03", partition=0).result(10).partition == 0  # explicit wins
+        with pytest.raises((ValueError, KafkaConfigError)):
+            p.send(t, b"v", partition=5)
+    assert parts == [i % 5 for i in range(10)]
+    assert seen[0] == (t, b"\x00", 5) and len(seen) == 10
+
+
+# -- send_many --------------------------------------------------------------------------------
+def _inputs(kind, values, keys):
+    if kind == "list":
+        return values, keys
+    if kind == "numpy":
+        np = pytest.importorskip("numpy")
+        return np.array(values, dtype=object), np.array(keys, dtype=object)
+    if kind == "numpy-fixed":
+        np = pytest.importorskip("numpy")
+        return np.array(values, dtype="S12"), np.array(keys, dtype="S6")
+    pa = pytest.importorskip("pyarrow")
+    return pa.array(values, pa.binary()), pa.array(keys, pa.binary())
+
+
+@pytest.mark.parametrize("kind", ["list", "numpy", "numpy-fixed", "arrow"])
+def test_send_many_inputs(broker, kind):
+    t = _create(broker, _topic("many-" + kind), 3)
+    n = 20_000
+    values = [b"value-%06d" % i for i in range(n)]  # 12 bytes: the full width of S12
+    keys = [b"k%05d" % (i % 1000) for i in range(n)]  # 6 bytes
+    if kind == "arrow":
+        values[5] = None  # Arrow nulls are null values / keys
+        keys[7] = None
+    v_in, k_in = _inputs(kind, values, keys)
+    with _producer(broker, **{"compression.type": "lz4"}) as p:
+        assert p.send_many(t, v_in, keys=k_in).result(30) == n
+    got = _read_all(broker, t, 3, n)
+    assert len(got) == n
+    assert sorted((r.key or b"", r.value or b"") for r in got) == sorted((k or b"", v or b"") for k, v in
+                                                                         zip(keys, values))
+    for r in got:
+        if r.key is not None:
+            assert r.partition == _java_partition(r.key, 3)
+    # per key, the order of sending is kept
+    by_key = {}
+    for r in sorted(got, key=lambda r: (r.partition, r.offset)):
+        by_key.setdefault(r.key, []).append(r.value)
+    assert by_key[b"k00001"] == [v for k, v in zip(keys, values) if k == b"k00001"]
+
+
+def test_send_many_to_one_partition_keeps_order(broker):
+    t = _create(broker, _topic("many-part"), 3)
+    values = [b"%d" % i for i in range(50_000)]
+    with _producer(broker) as p:
+        assert p.send_many(t, values, partition=2).result(30) == 50_000
+    got = _read_all(broker, t, 3, 50_000)
+    assert [r.value for r in got] == values and {r.partition for r in got} == {2}
+
+
+# -- errors -----------------------------------------------------------------------------------
+def test_record_larger_than_max_request_size_fails_through_handle_and_callback(broker):
+    t = _create(broker, _topic("large"), 1)
+    errs = []
+    with _producer(broker, **{"max.request.size": 10_000}) as p:
+        h = p.send(t, b"x" * 20_000, on_delivery=lambda err, md: errs.append((err, md)))
+        with pytest.raises(RecordTooLargeError, match="max.request.size"):
+            h.result(5)
+        assert len(errs) == 1 and isinstance(errs[0][0], RecordTooLargeError) and errs[0][1] is None
+        # the producer carries on
+        assert p.send(t, b"small").result(10).offset == 0
+
+
+def test_unknown_topic_with_auto_creation_off_times_out_after_max_block_ms(broker):
+    errs = []
+    with _producer(broker, **{"max.block.ms": 800}) as p:
+        t0 = time.monotonic()
+        h = p.send("no-such-topic-" + _topic("x"), b"v", on_delivery=lambda err, md: errs.append(err))
+        with pytest.raises(KafkaTimeoutError, match="not present in metadata after 800 ms"):
+            h.result(10)
+        assert 0.7 < time.monotonic() - t0 < 5
+    assert len(errs) == 1 and isinstance(errs[0], KafkaTimeoutError)
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    """A broker of the test's own, to pause (SIGSTOP) and restart."""
+    b = BrokerProcess(tmp_path / "data", {"num.partitions": "3"})
+    with b:
+        yield b
+        if b.proc is not None:
+            os.kill(b.proc.pid, signal.SIGCONT)
+
+
+def test_flush_never_waits_past_its_timeout_and_delivery_timeout_fails_records(own_broker):
+    t = _create(own_broker, "paused", 1)
+    conf = {"request.timeout.ms": 1000, "delivery.timeout.ms": 2500, "linger.ms": 0}
+    with _producer(own_broker, **conf) as p:
+        assert p.send(t, b"first").result(10).offset == 0
+        os.kill(own_broker.proc.pid, signal.SIGSTOP)  # the broker stops answering
+        try:
+            hs = [p.send(t, b"v%d" % i) for i in range(100)]
+            t0 = time.monotonic()
+            assert p.flush(0.5) == 100
+            assert time.monotonic() - t0 < 1.5
+            with pytest.raises(KafkaTimeoutError):
+                hs[0].result(10)  # delivery.timeout.ms ran out
+            assert p.flush(10) == 0  # every record has its answer (a failure)
+        finally:
+            os.kill(own_broker.proc.pid, signal.SIGCONT)
+        # the producer recovers: new records go through
+        assert p.send(t, b"after").result(20).offset >= 1
+
+
+def test_buffer_memory_backpressure_blocks_for_max_block_ms(own_broker):
+    t = _create(own_broker, "backpressure", 1)
+    conf = {"buffer.memory": 64 * 1024, "batch.size": 16 * 1024, "max.block.ms": 700, "linger.ms": 0,
+            "request.timeout.ms": 20000, "delivery.timeout.ms": 60000}
+    with _producer(own_broker, **conf) as p:
+        p.send(t, b"warm-up").result(10)
+        os.kill(own_broker.proc.pid, signal.SIGSTOP)
+        try:
+            value = b"x" * 1000
+            handles = []
+            t0 = time.monotonic()
+            for _ in range(200):  # 200 KB > buffer.memory: send() must block, then fail
+                handles.append(p.send(t, value))
+                if handles[-1].done() and time.monotonic() - t0 > 0.5:
+                    break
+            blocked = time.monotonic() - t0
+            failed = [h for h in handles if h.done() and h.exception() is not None]
+            assert failed, "send() never ran out of buffer.memory"
+            assert isinstance(failed[0].exception(), KafkaTimeoutError)
+            assert "buffer.memory" in str(failed[0].exception())
+            assert blocked >= 0.6, f"send() did not block for max.block.ms (only {blocked:.2f} s)"
+            with pytest.raises(KafkaTimeoutError, match="max.block.ms"):
+                p.send_many(t, [value] * 500)
+        finally:
+            os.kill(own_broker.proc.pid, signal.SIGCONT)
+        # the memory comes back as the queued batches are acknowledged
+        assert p.flush(30) == 0
+        ok = [h for h in handles if h.exception() is None]
+        assert len(ok) >= 40
+        assert p.send(t, value).result(10).offset > 0
+
+
+def test_config_validation_names_key_and_value():
+    cases = [
+        ({"linger.ms": -1}, "linger.ms"),
+        ({"acks": "2"}, "acks"),
+        ({"compression.type": "brotli"}, "compression.type"),
+        ({"no.such.setting": 1}, "no.such.setting"),
+        ({"enable.idempotence": True, "acks": 1}, "enable.idempotence"),
+        ({"batch.size": "many"}, "batch.size"),
+        ({"delivery.timeout.ms": 1000}, "delivery.timeout.ms"),
+        ({"transactional.id": "tx"}, "transactional.id"),
+    ]
+    for conf, key in cases:
+        with pytest.raises(KafkaConfigError, match=key.replace(".", r"\.")):
+            Producer({"bootstrap.servers": "127.0.0.1:1", **conf})
+    with pytest.raises(KafkaConfigError, match="bootstrap.servers"):
+        Producer({})
+
+
+def test_idempotent_producer_across_broker_restarts_loses_and_duplicates_nothing(own_broker):
+    """acks=all + idempotence while the broker is restarted twice (once with SIGTERM, once
+    with SIGKILL) mid-stream: every acknowledged record is there exactly once, in order."""
+    t = _create(own_broker, "idem", 3)
+    n = 30_000
+    stop_at = {8_000: "term", 18_000: "kill"}
+    errors = []
+    with _producer(own_broker, **{"linger.ms": 2, "batch.size": 4096, "retry.backoff.ms": 50,
+                                  "request.timeout.ms": 5000}) as p:
+        handles = []
+        for i in range(n):
+            handles.append(p.send(t, b"%08d" % i, key=b"k%d" % (i % 30)))
+            how = stop_at.get(i)
+            if how:
+                if how == "term":
+                    own_broker.restart()
+                else:
+                    own_broker.kill()
+                    own_broker.start()
+        assert p.flush(120) == 0
+        for h in handles:
+            if h.exception() is not None:
+                errors.append(h.exception())
+    assert not errors, errors[:3]
+    got = _read_all(own_broker, t, 3, n, timeout=60)
+    values = [r.value for r in got]
+    assert len(values) == len(set(values)) == n, f"{len(values)} read, {len(set(values))} distinct, {n} sent"
+    for part in range(3):
+        in_part = [int(r.value) for r in sorted(got, key=lambda r: r.offset) if r.partition == part]
+        assert in_part == sorted(in_part), f"partition {part} out of order"
