@@ -236,3 +236,31 @@ def test_consumer_config_is_checked():
         Consumer({"group.id": "g"})
     with pytest.raises(KafkaConfigError, match="heartbeat.interval.ms"):
         Consumer({"bootstrap.servers": "127.0.0.1:1", "session.timeout.ms": 3000, "heartbeat.interval.ms": 3000})
+
+
+def test_fetch_min_bytes_makes_the_broker_wait_up_to_fetch_max_wait_ms(broker):
+    t = _topic("minbytes")
+    with _producer(broker) as p:
+        p.send(t, b"one small record", partition=0).result(10)
+    # 1 MiB minimum: the broker holds each Fetch for fetch.max.wait.ms before answering with
+    # the little there is, so the record cannot arrive sooner than that after assignment
+    with _consumer(broker, **{"fetch.min.bytes": 1 << 20, "fetch.max.wait.ms": 600}) as c:
+        t0 = time.monotonic()
+        c.assign([(t, 0)])
+        got = _poll_all(c, 1)
+        waited = time.monotonic() - t0
+    assert [r.value for r in got] == [b"one small record"]
+    assert waited >= 0.5, f"the record came after {waited:.3f} s, before fetch.max.wait.ms"
+
+
+def test_tiny_fetch_limits_still_make_progress_and_read_committed_reads_everything(broker):
+    t = _topic("limits")
+    values = [b"%05d" % i + b"x" * 2000 for i in range(300)]
+    with _producer(broker, **{"batch.size": 16384}) as p:
+        p.send_many(t, values, partition=0).result(20)
+    # limits below one batch: Kafka still returns the first batch whole, so reading never stalls
+    conf = {"max.partition.fetch.bytes": 1024, "fetch.max.bytes": 1024, "isolation.level": "read_committed"}
+    with _consumer(broker, **conf) as c:
+        c.assign([(t, 0)])
+        got = _poll_all(c, 300, timeout=60)
+    assert [r.value for r in got] == values
