@@ -475,6 +475,9 @@ cdef class RecordAccumulator:
             batch.reserved = max(self.batch_size, est + ACC_BATCH_OVERHEAD)
             self.buffered += batch.reserved
             parts[p] = batch
+            # A new batch has a linger deadline the sleeping sender does not know of yet
+            # (Java's accumulator wakes the sender on newBatchCreated too).
+            self._wake_pending = True
         builder = <RecordBatchBuilder>batch.builder
         if headers:
             builder._add_with_headers(v, k, ts, headers)
@@ -584,8 +587,11 @@ cdef class RecordAccumulator:
         return -1 if end == count else end
 
     # -- the sender side ------------------------------------------------------------------
-    def drain(self, long long now, force=False):
-        """Batches to send now: the sealed ones and those open for linger.ms (all when ``force``)."""
+    def drain(self, long long now, force=False, hold=None):
+        """Batches to send now: the sealed ones and those open for linger.ms (all when
+        ``force``). Open batches of the (topic, partition)s in ``hold`` stay open: the sender
+        still has a batch of theirs waiting, so they keep filling (as Java's accumulator does
+        while a node cannot take another request)."""
         cdef list out = list(self.ready)
         cdef list parts
         cdef ProducerBatch b
@@ -596,6 +602,8 @@ cdef class RecordAccumulator:
             for i in range(len(parts)):
                 b = <ProducerBatch>parts[i]
                 if b is not None and (f or now - b.created_ms >= self.linger_ms):
+                    if hold and (b.topic, b.partition) in hold:
+                        continue
                     parts[i] = None
                     out.append(b)
         return out

@@ -264,3 +264,22 @@ def test_tiny_fetch_limits_still_make_progress_and_read_committed_reads_everythi
         c.assign([(t, 0)])
         got = _poll_all(c, 300, timeout=60)
     assert [r.value for r in got] == values
+
+
+def test_consumer_carries_on_across_a_broker_restart(tmp_path):
+    """The fetch in flight when the broker goes away is released, so the consumer fetches
+    again from the restarted broker (a lost connection once left its partitions stuck)."""
+    with BrokerProcess(tmp_path / "data", {"num.partitions": "2"}) as b:
+        t = _topic("restart")
+        with _producer(b) as p:
+            p.send_many(t, [b"a%d" % i for i in range(100)], partition=0).result(10)
+        with _consumer(b, **{"fetch.max.wait.ms": 200}) as c:
+            c.assign([(t, 0), (t, 1)])
+            first = _poll_all(c, 100)
+            assert [r.value for r in first] == [b"a%d" % i for i in range(100)]
+            c.poll(0.3)  # a long-poll Fetch is now in flight
+            b.restart()
+            with _producer(b) as p:
+                p.send_many(t, [b"b%d" % i for i in range(50)], partition=1).result(20)
+            again = _poll_all(c, 50, timeout=30)
+    assert [r.value for r in again] == [b"b%d" % i for i in range(50)]

@@ -294,6 +294,8 @@ class RecordAccumulator:
             parts[partition] = batch
             batch.reserved = max(self.batch_size, est + RECORD_BATCH_OVERHEAD)
             self.buffered += batch.reserved
+            if self.wakeup is not None:  # its linger deadline is news to a sleeping sender
+                self.wakeup()
         ts = now_ms() if timestamp_ms is None else timestamp_ms
         batch.builder.append(value, key, ts, headers)
         index = batch.count
@@ -360,14 +362,17 @@ class RecordAccumulator:
             self.wakeup()
 
     # -- the sender side ------------------------------------------------------------------
-    def drain(self, now: int, force: bool = False) -> list:
-        """Batches to send now: the sealed ones and those open for linger.ms (all when ``force``)."""
+    def drain(self, now: int, force: bool = False, hold=None) -> list:
+        """Batches to send now: the sealed ones and those open for linger.ms (all when
+        ``force``); open batches of the (topic, partition)s in ``hold`` stay open."""
         with self.lock:
             out = list(self.ready)
             self.ready.clear()
             for topic, parts in self.batches.items():
                 for p, batch in enumerate(parts):
                     if batch is not None and (force or now - batch.created_ms >= self.linger_ms):
+                        if hold and (topic, p) in hold:
+                            continue
                         parts[p] = None
                         out.append(batch)
             return out

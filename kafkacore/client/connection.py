@@ -53,6 +53,22 @@ def pick_version(versions: dict, api_key: int, who: str) -> int:
     return min(hi, theirs[1])
 
 
+def _decode(api_key, version, frame):
+    """A response body, read as Kafka's Java client reads it: bytes after the response are
+    ignored, and an ApiVersions response that does not parse at the version asked for is
+    read at v0 (a broker that does not know that version answers UNSUPPORTED_VERSION in v0,
+    or in a layout of its own; the v0 error code and ranges are what the fallback needs)."""
+    try:
+        return decode_response(api_key, version, memoryview(frame), strict=False)[1]
+    except (ProtocolDecodeError, ValueError, struct.error):
+        if api_key != API_VERSIONS or version == 0:
+            raise
+        resp = decode_response(api_key, 0, memoryview(frame), strict=False)[1]
+        if not resp.error_code:
+            raise
+        return resp
+
+
 class ConnectionClosed(ConnectionError):
     """The broker closed the connection, or it failed; requests in flight have no answer."""
 
@@ -168,7 +184,7 @@ class BrokerConnection:
                 raise ConnectionClosed(f"{self.host}:{self.port} answered unknown correlation id {cid}")
             api_key, v, context = entry
             try:
-                _c, resp = decode_response(api_key, v, memoryview(frame))
+                resp = _decode(api_key, v, frame)
             except (ProtocolDecodeError, ValueError, struct.error) as e:
                 self.close()
                 raise ConnectionClosed(f"malformed response from {self.host}:{self.port}: {e}") from e

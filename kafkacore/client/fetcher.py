@@ -119,15 +119,24 @@ class Fetcher(threading.Thread):
                 self._wait(self.retry_backoff)
                 return
         by_node: dict[int, list] = {}
+        waiting_for_app: set = set()
         with self.lock:
             for tp, st in self.states.items():
                 if not st.fetchable():
+                    if len(st.buffered) >= PREFETCH_DEPTH and not st.paused:
+                        waiting_for_app.add(tp)
                     continue
                 leader = self.cluster.leader(*tp)
                 if leader is None:
                     self.need_metadata = True
                     continue
                 by_node.setdefault(leader, []).append((tp, st))
+            # A node with a partition whose prefetch buffer is full waits for the application
+            # to take from it (poll wakes us) instead of long-polling for its other partitions:
+            # that Fetch could hold the connection for fetch.max.wait.ms while the busy
+            # partition's next records sit at the broker.
+            for tp in waiting_for_app:
+                by_node.pop(self.cluster.leader(*tp), None)
             busy = {n for n, c in self.connections.items() if c.in_flight}
             requests = []
             for node, items in by_node.items():
@@ -190,7 +199,7 @@ class Fetcher(threading.Thread):
                 responses = conn.read_responses(0)
             except ConnectionClosed as e:
                 log.warning("connection to broker %s lost: %s", conn.node_id, e)
-                for items, *_rest in list(conn.in_flight.values()):
+                for _api_key, _version, items in list(conn.in_flight.values()):
                     self._release(items)
                 conn.in_flight.clear()
                 self.connections.pop(conn.node_id, None)

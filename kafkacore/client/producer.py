@@ -136,6 +136,11 @@ class Producer:
         written, or raises the first error."""
         if self._acc.partition_counts.get(topic) is None:
             self._await_metadata(topic, self._max_block)
+        # The accumulator reads lists as tuples; convert once here, not once per chunk.
+        if isinstance(values, list):
+            values = tuple(values)
+        if isinstance(keys, list):
+            keys = tuple(keys)
         deadline = time.monotonic() + self._max_block
         handle = BulkHandle()
         start = 0

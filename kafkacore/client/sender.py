@@ -75,11 +75,15 @@ class Sender(threading.Thread):
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self.sleeping = False
+        self.held: set = set()  # partitions whose open batch waits behind a queued one
         self.idle = threading.Condition(threading.Lock())
 
     # -- called from other threads --------------------------------------------------------
     def wakeup(self):
+        # One byte per sleep is enough; "sleeping" is raised before the sender looks at the
+        # accumulator, so a record queued while it decides how long to sleep is not missed.
         if self.sleeping:
+            self.sleeping = False
             try:
                 os.write(self._wake_w, b"x")
             except (BlockingIOError, OSError):
@@ -125,7 +129,12 @@ class Sender(threading.Thread):
         if self.need_metadata or self.wanted_topics or self.cluster.stale():
             self._refresh_metadata()
         force = self.force_flush > 0
-        for batch in self.acc.drain(now, force):
+        self.sleeping = True  # from here on, a wakeup() writes to the pipe
+        # A partition with a batch still waiting here keeps its open batch in the accumulator,
+        # where it goes on filling: under load, linger.ms 0 then makes bigger batches instead
+        # of a queue of one-record ones.
+        self.held = {tp for tp, q in self.queues.items() if q}
+        for batch in self.acc.drain(now, force, self.held):
             try:
                 self._enqueue_new(batch)
             except Exception as e:  # e.g. a compressor failing: that batch fails, not the producer
@@ -287,13 +296,19 @@ class Sender(threading.Thread):
     def _next_timeout(self, now) -> float:
         t = 0.1  # upper bound: also how often stale metadata and request timeouts are checked
         due = self.acc.next_ready_ms()
+        if due is not None and due <= now and self.held and all(self.queues.get(tp) for tp in self.held):
+            # what is due is held behind queued batches: a response (or a retry time, or a
+            # wakeup for a new batch) ends the wait, not the linger deadline
+            due = None
         if self.force_flush > 0 and self.acc.has_unsent():
             due = now
         if due is not None:
             t = min(t, max(0.0, (due - now) / 1000.0))
         for q in self.queues.values():
-            if q:
-                t = min(t, max(0.0, (q[0].retry_at - now) / 1000.0))
+            # a batch still queued after _send_requests waits for a retry time (counted here)
+            # or for a free in-flight slot (a response wakes the select), never for nothing
+            if q and q[0].retry_at > now:
+                t = min(t, (q[0].retry_at - now) / 1000.0)
         return t
 
     def _sleep(self, seconds):
@@ -302,7 +317,6 @@ class Sender(threading.Thread):
     def _wait_and_read(self, timeout):
         conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
         fds = [self._wake_r] + conns
-        self.sleeping = True
         try:
             readable, _, _ = select.select(fds, [], [], max(timeout, 0))
         finally:

@@ -155,13 +155,15 @@ def encode_request(header: RequestHeader, body) -> bytes:
     return struct.pack(">i", len(out) - 4) + out[4:]
 
 
-def decode_response(api_key: int, api_version: int, frame):
-    """(correlation id, response object) of a response frame without its size prefix."""
+def decode_response(api_key: int, api_version: int, frame, strict: bool = True):
+    """(correlation id, response object) of a response frame without its size prefix.
+    ``strict=False`` ignores bytes after the response, as Kafka's Java client and librdkafka
+    do (librdkafka's mock cluster, for one, ends some responses with a stray byte)."""
     r = Reader(frame)
     correlation_id = r.int32()
     if response_header_version(api_key, api_version) >= 1:
         r.skip_tagged_fields()
     body = response_class(api_key).read(r, api_version)
-    if r.remaining():
+    if strict and r.remaining():
         raise ProtocolDecodeError(f"{r.remaining()} bytes left over after a response")
     return correlation_id, body
