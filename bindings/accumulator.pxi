@@ -73,7 +73,8 @@ cdef class BatchResult:
         self.error = error
         self._event.set()
         if self.callbacks:
-            for index, ts, cb in self.callbacks:
+            callbacks, self.callbacks = self.callbacks, None  # each runs once; no cycle outlives delivery
+            for index, ts, cb in callbacks:
                 _run_delivery_callback(cb, error, None if error is not None else self.metadata(index, ts))
 
     def metadata(self, int index, long long timestamp_ms):
@@ -90,6 +91,10 @@ cdef _run_delivery_callback(cb, err, md):
         logging.getLogger("kafkacore.producer").exception("on_delivery callback raised")
 
 
+# Not tracked by the cyclic GC (one per send(): tracking would make a send loop trigger
+# collections of the whole application heap). Its only reference is its batch's result, whose
+# callbacks, the one way back to a handle, are dropped once they have run.
+@cython.no_gc
 @cython.freelist(4096)
 cdef class RecordHandle:
     """A future for one sent record: ``result(timeout)`` -> RecordMetadata."""

@@ -357,3 +357,34 @@ def test_idempotent_producer_across_broker_restarts_loses_and_duplicates_nothing
     for part in range(3):
         in_part = [int(r.value) for r in sorted(got, key=lambda r: r.offset) if r.partition == part]
         assert in_part == sorted(in_part), f"partition {part} out of order"
+
+
+def test_handles_and_records_stay_out_of_the_cyclic_gc(broker):
+    """Per-record objects are not GC-tracked (a send or poll loop must not trigger collections
+    of the whole heap), and a delivery callback that refers to its own handle leaks nothing:
+    the callbacks are dropped once they ran."""
+    import gc
+    from kafkacore._loader import load_native
+    if load_native("records") is None:
+        pytest.skip("the pure-Python twins are ordinary (tracked) objects")
+    t = _create(broker, _topic("gc"), 1)
+    with _producer(broker) as p:
+        h = p.send(t, b"v")
+        assert not gc.is_tracked(h)
+        h.result(10)
+        holder = {}
+        h2 = p.send(t, b"w", on_delivery=lambda err, md: holder.setdefault("h", h2))
+        h2.result(10)
+        deadline = time.monotonic() + 10
+        while "h" not in holder and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert holder["h"] is h2
+        # the cycle handle -> result -> callbacks -> closure -> handle is cut after delivery
+        assert h2.batch.callbacks is None
+    with Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"}) as c:
+        c.assign([(t, 0)])
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(c.poll(0.5))
+    assert [r.value for r in got] == [b"v", b"w"] and not any(gc.is_tracked(r) for r in got)

@@ -77,7 +77,8 @@ class BatchResult:
         self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
         self._event.set()
         if self.callbacks:
-            for index, ts, cb in self.callbacks:
+            callbacks, self.callbacks = self.callbacks, None  # each runs once
+            for index, ts, cb in callbacks:
                 _run_callback(cb, error, None if error is not None else self.metadata(index, ts))
 
     def metadata(self, index, timestamp_ms):
