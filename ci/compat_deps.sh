@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# System packages the client compatibility suite (tests/compat) needs beyond the Python ones in
-# pyproject's "test" extra: kcat (Debian's package, librdkafka built in). Idempotent and quiet:
-# does nothing when kcat is already on PATH; runs `apt-get update` only when the install cannot
-# find the package in the current lists. Meant to be called from ci/test.sh.
+# System packages the tests need beyond the Python ones in pyproject's extras: kcat (Debian's
+# package, librdkafka built in) for the client compatibility suite (tests/compat), and a Java 17
+# runtime for real local Spark (tests/spark). Idempotent and quiet: installs only what is not
+# already on PATH; runs `apt-get update` only when the install cannot find a package in the
+# current lists. Meant to be called from ci/test.sh.
 set -euo pipefail
 
-if command -v kcat >/dev/null 2>&1; then
+PACKAGES=()
+command -v kcat >/dev/null 2>&1 || PACKAGES+=(kcat)
+command -v java >/dev/null 2>&1 || PACKAGES+=(openjdk-17-jre-headless)
+if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
 
@@ -14,28 +18,30 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
     SUDO=(sudo -n)
 else
-    echo "compat_deps: kcat is missing and neither root nor sudo is available to install it" >&2
+    echo "compat_deps: ${PACKAGES[*]} missing and neither root nor sudo is available to install them" >&2
     exit 1
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "compat_deps: kcat is missing and there is no apt-get to install it with" >&2
+    echo "compat_deps: ${PACKAGES[*]} missing and there is no apt-get to install them with" >&2
     exit 1
 fi
 
 log="$(mktemp "${TMPDIR:-/tmp}/compat_deps.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 apt_install() {
-    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends kcat >>"$log" 2>&1
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >>"$log" 2>&1
 }
 
-echo "[compat_deps] installing kcat"
+echo "[compat_deps] installing ${PACKAGES[*]}"
 if ! apt_install; then
     # package lists missing or stale: refresh them once and retry
     if ! { "${SUDO[@]}" apt-get update -qq >>"$log" 2>&1 && apt_install; }; then
         cat "$log" >&2
-        echo "compat_deps: could not install kcat" >&2
+        echo "compat_deps: could not install ${PACKAGES[*]}" >&2
         exit 1
     fi
 fi
-command -v kcat >/dev/null 2>&1 || { cat "$log" >&2; echo "compat_deps: kcat not on PATH after install" >&2; exit 1; }
-echo "[compat_deps] $(kcat -V 2>&1 | grep -m1 '^Version' || echo 'kcat installed')"
+for tool in kcat java; do
+    command -v "$tool" >/dev/null 2>&1 || { cat "$log" >&2; echo "compat_deps: $tool not on PATH after install" >&2; exit 1; }
+done
+echo "[compat_deps] installed ${PACKAGES[*]}"

@@ -20,7 +20,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "[env] installing dependencies"
     "$PY" -m pip install -q --disable-pip-version-check --upgrade pip
     "$PY" -m pip install -q --disable-pip-version-check "setuptools>=68" wheel "cython>=3.0,<4" "numpy>=1.26,<3"
-    "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test,bench]"
+    "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test,bench,spark]"
     echo "$want" > "$stamp"
 fi
 

@@ -37,8 +37,10 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 echo "== tests: native extension under ASan/UBSan"
 # Run from the scratch copy so that it, not the checkout, is the kafkacore imported.
+# tests/spark is left out: the JVM that pyspark starts would inherit the preloaded ASan
+# runtime; the Spark extension's native calls are the decoder's, which every other test runs.
 (cd "$work" && LD_PRELOAD="$libasan" KAFKACORE_REQUIRE_EXTENSIONS=1 PYTHONPATH="$work" \
-    "$PY" -m pytest -q -p no:cacheprovider tests)
+    "$PY" -m pytest -q -p no:cacheprovider tests --ignore=tests/spark)
 
 echo "== fuzz: decoders under ASan/UBSan"
 (cd "$work" && LD_PRELOAD="$libasan" KAFKACORE_REQUIRE_EXTENSIONS=1 PYTHONPATH="$work" \

@@ -27,8 +27,8 @@ bash ci/python_sanitize.sh
 echo "== System packages for the client compatibility suite (kcat)"
 bash ci/compat_deps.sh
 
-echo "== Python suite, native extension (with the client compatibility suite, tests/compat)"
+echo "== Python suite, native extension (with the client compatibility suite, tests/compat, and real local Spark, tests/spark)"
 KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"
 
-echo "== Python suite, pure-Python twins (the compatibility suite ran above; the clients are the same)"
-KAFKACORE_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests --ignore=tests/compat "$@"
+echo "== Python suite, pure-Python twins (the compatibility suite and the Spark tests ran above; the clients and Spark are the same)"
+KAFKACORE_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests --ignore=tests/compat --ignore=tests/spark "$@"

@@ -294,6 +294,14 @@ class Consumer:
             return {tp: (st.high_watermark - st.position if st.high_watermark >= 0 and st.position is not None
                          else None) for tp, st in self._states.items()}
 
+    def list_topics(self) -> dict:
+        """{topic: partition count} of every topic the cluster has, internal ones left out
+        (fresh metadata)."""
+        self._cluster.refresh()
+        with self._cluster._lock:
+            return {t: n for t, n in self._cluster.partition_counts.items()
+                    if t not in self._cluster.internal_topics}
+
     # -- pause / resume -------------------------------------------------------------------
     def pause(self, partitions):
         with self._lock:

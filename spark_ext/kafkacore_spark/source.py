@@ -1,0 +1,214 @@
+"""The "kafkacore" data source: batch and streaming reads, batch and streaming writes.
+
+Its output is the schema of Spark's Kafka source; ``read()`` yields the Arrow record batches of
+kafkacore's native decoder, so no Python object is made per record. Stream offsets have the
+JSON shape of Spark's Kafka source offsets: ``{"topic": {"0": 42}}`` (the next offset to read)."""
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
+                               StructType, TimestampType)
+
+from .backends import backend_for, check_ranges, read_split, resolve
+from .options import parse_sink_options, parse_source_options
+
+try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+except ImportError:  # Spark 4.0 / 4.1
+    ReadAllAvailable = ReadMaxRows = None
+
+    class SupportsTriggerAvailableNow:  # a stand-in base so the class below still defines
+        pass
+
+SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+])
+HEADERS_FIELD = StructField("headers", ArrayType(StructType([
+    StructField("key", StringType()), StructField("value", BinaryType())])))
+
+
+def output_schema(include_headers: bool) -> StructType:
+    return StructType(SCHEMA.fields + [HEADERS_FIELD]) if include_headers else SCHEMA
+
+
+def _to_spark(batch, include_headers: bool):
+    """The decoder's batch in the columns Spark expects: timestamps as UTC microseconds
+    (Spark's TimestampType), headers dropped unless asked for."""
+    import pyarrow as pa
+
+    ts = batch.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
+    cols = [batch.column(0), batch.column(1), batch.column(2), batch.column(3), batch.column(4), ts,
+            batch.column(6)]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    if include_headers:
+        cols.append(batch.column(7))
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+class KafkacoreDataSource(DataSource):
+    """spark.read / readStream / write / writeStream .format("kafkacore")."""
+
+    @classmethod
+    def name(cls):
+        return "kafkacore"
+
+    def schema(self):
+        include = str({k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")).lower() == "true"
+        return output_schema(include)
+
+    def reader(self, schema):
+        return KafkacoreBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema):
+        return KafkacoreStreamReader(parse_source_options(self.options, streaming=True))
+
+    def writer(self, schema, overwrite):
+        from .sink import KafkacoreBatchWriter
+
+        return KafkacoreBatchWriter(parse_sink_options(self.options), schema)
+
+    def streamWriter(self, schema, overwrite):
+        from .sink import KafkacoreStreamWriter
+
+        return KafkacoreStreamWriter(parse_sink_options(self.options), schema)
+
+
+class KafkacoreBatchReader(DataSourceReader):
+    def __init__(self, opts):
+        self.opts = opts
+        # Plan now, on the driver: bad offsets, missing partitions and data loss are reported
+        # before any task runs.
+        backend = backend_for(opts)
+        try:
+            tps = backend.topic_partitions()
+            earliest = backend.earliest(tps)
+            starts = resolve(backend, opts.starting, tps, "starting", opts.timestamp_strategy)
+            ends = resolve(backend, opts.ending, tps, "ending")
+            self.ranges = check_ranges(starts, ends, earliest, opts.fail_on_data_loss)
+            self._splits = backend.plan(self.ranges)
+        finally:
+            close = getattr(backend, "close", None)
+            if close:
+                close()
+
+    def partitions(self):
+        return self._splits
+
+    def read(self, partition):
+        for batch in read_split(partition, self.opts):
+            yield _to_spark(batch, self.opts.include_headers)
+
+
+def _offset_json(offsets: dict) -> dict:
+    out: dict = {}
+    for (t, p), o in sorted(offsets.items()):
+        out.setdefault(t, {})[str(p)] = int(o)
+    return out
+
+
+def _offset_map(js: dict) -> dict:
+    return {(t, int(p)): int(o) for t, ps in (js or {}).items() for p, o in ps.items()}
+
+
+class KafkacoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over offset ranges. ``maxOffsetsPerTrigger`` caps each batch (split over
+    the partitions in proportion to what each has waiting, as Spark's Kafka source does);
+    partitions that appear later are read from their earliest offset."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self._backend = backend_for(opts)
+        self._target = None  # the latest offsets when Trigger.AvailableNow began
+        self._last = None  # for Spark 4.0/4.1, whose latestOffset() has no start argument
+
+    def initialOffset(self):
+        tps = self._backend.topic_partitions()
+        start = resolve(self._backend, self.opts.starting, tps, "starting", self.opts.timestamp_strategy)
+        return _offset_json(start)
+
+    def getDefaultReadLimit(self):
+        if self.opts.max_offsets_per_trigger and ReadMaxRows is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable() if ReadAllAvailable is not None else None
+
+    def prepareForTriggerAvailableNow(self):
+        tps = self._backend.topic_partitions()
+        self._target = self._backend.latest(tps)
+
+    def _available(self) -> dict:
+        if self._target is not None:
+            return dict(self._target)
+        tps = self._backend.topic_partitions()
+        return self._backend.latest(tps)
+
+    def reportLatestOffset(self):
+        return _offset_json(self._available())
+
+    def latestOffset(self, start=None, limit=None):
+        if start is None:  # Spark 4.0/4.1: no arguments; the source applies its own limit
+            start = self._last if self._last is not None else self.initialOffset()
+            limit = self.getDefaultReadLimit()
+        begin = _offset_map(start)
+        latest = self._available()
+        new = [tp for tp in latest if tp not in begin]
+        if new:
+            begin.update(self._backend.earliest(new))
+        end = {tp: max(latest[tp], begin[tp]) for tp in latest}
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is None and limit is None and self.opts.max_offsets_per_trigger:
+            max_rows = self.opts.max_offsets_per_trigger
+        if max_rows is not None:
+            end = _rate_limit(begin, end, max_rows)
+        # partitions that vanished (topic deleted) keep their last offset, so the JSON stays stable
+        for tp, o in _offset_map(start).items():
+            end.setdefault(tp, o)
+        self._last = _offset_json(end)
+        return self._last
+
+    def partitions(self, start, end):
+        begin, stop = _offset_map(start), _offset_map(end)
+        new = [tp for tp in stop if tp not in begin]
+        earliest = self._backend.earliest(list(stop)) if stop else {}
+        for tp in new:
+            begin[tp] = earliest[tp]
+        ranges = check_ranges(begin, stop, earliest, self.opts.fail_on_data_loss)
+        return self._backend.plan(ranges)
+
+    def read(self, partition):
+        for batch in read_split(partition, self.opts):
+            yield _to_spark(batch, self.opts.include_headers)
+
+    def commit(self, end):
+        pass  # Spark's checkpoint holds the offsets; nothing is committed to the broker
+
+    def stop(self):
+        close = getattr(self._backend, "close", None)
+        if close:
+            close()
+
+
+def _rate_limit(begin: dict, end: dict, max_rows: int) -> dict:
+    """At most max_rows offsets in all, shared in proportion to each partition's backlog."""
+    lag = {tp: end[tp] - begin[tp] for tp in end}
+    total = sum(lag.values())
+    if total <= max_rows:
+        return end
+    out = {}
+    left = max_rows
+    for tp in sorted(end):
+        share = min(lag[tp], (lag[tp] * max_rows) // total)
+        out[tp] = begin[tp] + share
+        left -= share
+    # hand the rounding remainder to partitions that still have data, so progress never stalls
+    for tp in sorted(end):
+        if left <= 0:
+            break
+        extra = min(left, end[tp] - out[tp])
+        out[tp] += extra
+        left -= extra
+    return out
