@@ -207,3 +207,50 @@ def test_register_twice_and_read_while_broker_appends(spark, broker, data):
     more = produce(broker.bootstrap, "read-gzip", 100, "gzip", start=1500)
     data.update(more)
     assert _path_read(spark, broker, subscribe="read-gzip").count() == 1600
+
+
+def test_broker_read_after_delete_records(spark, broker):
+    """DeleteRecords moves partition 0's log start offset to 40 on the broker: a read from 0 is
+    data loss (an error naming the range), or with failOnDataLoss=false starts at 40."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = "read-deleted"
+    expected = produce(broker.bootstrap, topic, 300, "none", partition=0)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, 40)])
+    for f in futures.values():
+        assert f.result(30).low_watermark == 40
+    starting = json.dumps({topic: {"0": 0, "1": 0, "2": 0}})
+    reader = (spark.read.format("kafkacore").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic).option("startingOffsets", starting))
+    with pytest.raises(Exception) as e:
+        reader.load().collect()
+    assert f"offsets 0..39 of {topic}-0 are gone" in str(e.value)
+    got = collect(reader.option("failOnDataLoss", "false").load(), False)
+    assert got == without_headers({pos: v for pos, v in expected.items() if pos[2] >= 40})
+
+
+def test_stream_reader_without_admission_control_arguments(broker, data):
+    """Spark 4.0/4.1 call latestOffset() with no arguments: the reader then applies
+    maxOffsetsPerTrigger itself, from the end of the previous batch."""
+    from kafkacore_spark.options import parse_source_options
+    from kafkacore_spark.source import KafkacoreStreamReader
+
+    topic = "read-none"
+    reader = KafkacoreStreamReader(parse_source_options(
+        {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, "startingOffsets": "earliest",
+         "maxOffsetsPerTrigger": "400"}, streaming=True))
+    try:
+        start = reader.initialOffset()
+        assert start == {topic: {"0": 0, "1": 0, "2": 0}}
+        seen, prev = 0, start
+        for _ in range(10):
+            end = reader.latestOffset()
+            step = sum(end[topic][p] - prev[topic][p] for p in end[topic])
+            assert 0 <= step <= 400
+            seen += step
+            prev = end
+        assert seen == 1500 and reader.latestOffset() == prev  # then nothing more
+    finally:
+        reader.stop()
