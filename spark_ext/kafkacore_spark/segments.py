@@ -246,21 +246,38 @@ def index_position_at_or_below(seg: Segment, position: int) -> int:
 
 
 # -- reading (in the tasks) -----------------------------------------------------------------
-def complete_prefix(buf, end_offset: int | None = None) -> tuple[int, bool]:
-    """(bytes of the complete batches at the start of buf, stopped): stops before a batch whose
-    base offset is at or past end_offset (stopped=True then)."""
-    pos, n = 0, len(buf)
-    while pos + _LOG_OVERHEAD <= n:
-        base, length = struct.unpack_from(">qi", buf, pos)
-        if end_offset is not None and base >= end_offset:
-            return pos, True
-        if length < _HEADER - _LOG_OVERHEAD:
-            # a corrupt length: hand it to the decoder, whose error names the position
-            return n, False
-        if pos + _LOG_OVERHEAD + length > n:
-            break
-        pos += _LOG_OVERHEAD + length
-    return pos, False
+class _BatchWalk:
+    """Frames the batches at the start of a buffer and checks their base offsets, which the CRC
+    does not cover: each at or above the segment's base offset and past the previous batch's
+    last offset (compaction leaves gaps, never steps back)."""
+
+    def __init__(self, min_base: int, end_offset: int, where: str):
+        self.min_base = min_base
+        self.end_offset = end_offset
+        self.where = where  # "topic-partition (file" for errors
+
+    def prefix(self, buf, at: int) -> tuple[int, bool]:
+        """(bytes of the complete batches at the start of buf, stopped): stops before a batch
+        whose base offset is at or past end_offset (stopped=True then). ``at`` is buf's file
+        position, for errors."""
+        pos, n = 0, len(buf)
+        while pos + 27 <= n:
+            base, length = struct.unpack_from(">qi", buf, pos)
+            if length < _HEADER - _LOG_OVERHEAD:
+                return n, False  # a corrupt length: the decoder's error names the position
+            delta = struct.unpack_from(">i", buf, pos + 23)[0]
+            if base < self.min_base or delta < 0:
+                raise CorruptRecordError(
+                    f"corrupt data in {self.where}, file position {at + pos}): batch base offset {base} "
+                    f"(last offset delta {delta}) is below {self.min_base}, the first offset it may have there",
+                    at + pos)
+            if base >= self.end_offset:
+                return pos, True
+            if pos + _LOG_OVERHEAD + length > n:
+                break
+            self.min_base = base + delta + 1
+            pos += _LOG_OVERHEAD + length
+        return pos, False
 
 
 def read_range(topic, partition, log_path, first, stop, start_offset, end_offset):
@@ -269,6 +286,7 @@ def read_range(topic, partition, log_path, first, stop, start_offset, end_offset
     import pyarrow.compute as pc
 
     fd = os.open(log_path, os.O_RDONLY)  # FileNotFoundError: retention deleted it
+    walk = _BatchWalk(int(os.path.basename(log_path)[:20]), end_offset, f"{topic}-{partition} ({log_path}")
     try:
         pos = first
         while pos < stop:
@@ -276,16 +294,20 @@ def read_range(topic, partition, log_path, first, stop, start_offset, end_offset
             buf = os.pread(fd, want, pos)
             if not buf:
                 raise DataLossError(f"{log_path} ends at {pos}, before {stop}: it was truncated or replaced")
-            used, stopped = complete_prefix(buf, end_offset)
+            used, stopped = walk.prefix(buf, pos)
             if used == 0 and not stopped:
-                # one batch bigger than the chunk: read exactly that batch
-                if len(buf) < _LOG_OVERHEAD:
-                    break
+                # The batch at pos does not fit in buf. Planning saw every batch below the end
+                # offset complete before stop, so one reaching past stop is corrupt: its
+                # records would otherwise be skipped without a word.
+                if len(buf) < 27:
+                    break  # the start of a batch still being written when the query was planned
                 length = struct.unpack_from(">i", buf, 8)[0]
-                buf = os.pread(fd, _LOG_OVERHEAD + length, pos)
-                used, stopped = complete_prefix(buf, end_offset)
-                if used == 0 and not stopped:
-                    break  # a partial batch at the end
+                if pos + _LOG_OVERHEAD + length > stop:
+                    raise CorruptRecordError(
+                        f"corrupt data in {topic}-{partition} ({log_path}, file position {pos}): the batch "
+                        f"claims {length} bytes, past the end of the data ({stop})", pos)
+                buf = os.pread(fd, _LOG_OVERHEAD + length, pos)  # one batch bigger than the chunk
+                used, stopped = walk.prefix(buf, pos)
             if used:
                 try:
                     batch = decode_to_arrow(memoryview(buf)[:used], topic, partition)

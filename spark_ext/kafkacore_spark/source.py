@@ -89,6 +89,11 @@ class KafkacoreBatchReader(DataSourceReader):
             earliest = backend.earliest(tps)
             starts = resolve(backend, opts.starting, tps, "starting", opts.timestamp_strategy)
             ends = resolve(backend, opts.ending, tps, "ending")
+            if opts.ending.kind != "latest":
+                # an ending offset past the end of the log reads up to the end: tasks must not
+                # wait for records that may never come
+                latest = backend.latest(tps)
+                ends = {tp: min(o, latest[tp]) for tp, o in ends.items()}
             self.ranges = check_ranges(starts, ends, earliest, opts.fail_on_data_loss)
             self._splits = backend.plan(self.ranges)
         finally:
