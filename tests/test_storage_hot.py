@@ -208,12 +208,15 @@ def test_segment_scanner_parity(stream, interval, check_crc, chunks, data):
                 twin.SegmentScanner(seg_base, interval, check_crc)]
     assert scanner_state(scanners[0]) == scanner_state(scanners[1])
     if data.draw(st.booleans()):  # resume from a state, as a segment load does
+        # A state a segment load can produce: a max timestamp comes with the offset holding
+        # it, inside the segment; no timestamp (-1) with offset -1.
+        max_ts = data.draw(st.one_of(st.just(-1), st.integers(0, 1 << 42)))
         state = dict(
             position=data.draw(st.one_of(st.integers(0, 5000), st.integers(INT32_MAX - 200, INT32_MAX + 200))),
             last_index_position=data.draw(st.integers(0, 5000)),
-            max_timestamp=data.draw(st.one_of(st.just(-1), st.integers(0, 1 << 42))),
+            max_timestamp=max_ts,
             last_time_index_timestamp=data.draw(st.one_of(st.just(-1), st.integers(0, 1 << 42))),
-            offset_of_max_timestamp=data.draw(st.one_of(st.just(-1), st.integers(seg_base, seg_base + 5000))),
+            offset_of_max_timestamp=-1 if max_ts == -1 else data.draw(st.integers(seg_base, seg_base + 5000)),
         )
         for sc in scanners:
             for k, v in state.items():
