@@ -212,7 +212,12 @@ class EmbeddedConnection:
         if expect_response:
             self.in_flight[cid] = (api_key, v, context)
         header = RequestHeader(api_key, v, cid, self.client_id)
-        self.embedded.submit(self._dispatch, header, body, expect_response)
+        try:
+            self.embedded.submit(self._dispatch, header, body, expect_response)
+        except RuntimeError as e:  # the broker's loop closed under us: as a failed socket send
+            self.in_flight.pop(cid, None)
+            self.close()
+            raise ConnectionClosed(f"the embedded broker is gone: {e}") from e
         return cid
 
     # on the broker's loop thread

@@ -359,6 +359,30 @@ def test_idempotent_producer_across_broker_restarts_loses_and_duplicates_nothing
         assert in_part == sorted(in_part), f"partition {part} out of order"
 
 
+def test_a_failed_send_leaves_nothing_in_flight(broker):
+    """A request whose bytes never left (the socket broke under sendall) is not in flight: the
+    caller gets ConnectionClosed and owns the request's context again. It once stayed
+    registered, so the producer retried the same batch twice after a broker restart (once as
+    the failed send, once as a lost in-flight request), acked one copy and crashed on the
+    other (found by the fresh-clone CI in the restart test below)."""
+    import socket
+    from kafkacore.client.connection import BrokerConnection, ConnectionClosed
+    from kafkacore.protocol.messages.metadata_request import MetadataRequest
+    host, port = broker.bootstrap.split(":")
+    conn = BrokerConnection(host, int(port), "failed-send-test")
+    try:
+        conn.sock.shutdown(socket.SHUT_WR)  # the next write fails with EPIPE, as to a dead peer
+        context = object()
+        with pytest.raises(ConnectionClosed, match="send to .* failed"):
+            conn.send(3, MetadataRequest(topics=[], allow_auto_topic_creation=False,
+                                         include_cluster_authorized_operations=False,
+                                         include_topic_authorized_operations=False), context=context)
+        assert conn.in_flight == {}
+        assert conn.closed
+    finally:
+        conn.close()
+
+
 def test_handles_and_records_stay_out_of_the_cyclic_gc(broker):
     """Per-record objects are not GC-tracked (a send or poll loop must not trigger collections
     of the whole heap), and a delivery callback that refers to its own handle leaks nothing:

@@ -134,6 +134,10 @@ class BrokerConnection:
         try:
             self.sock.sendall(frame)
         except OSError as e:
+            # the request never fully left: it is not in flight, and the caller (which gets the
+            # exception) owns its context again; leaving it registered would hand the same
+            # context back a second time when the lost connection's in-flight requests are retried
+            self.in_flight.pop(cid, None)
             self.close()
             raise ConnectionClosed(f"send to {self.host}:{self.port} failed: {e}") from e
         return cid

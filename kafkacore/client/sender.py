@@ -354,7 +354,9 @@ class Sender(threading.Thread):
         self.connections.pop(node, None)
         for key in [k for k in self.sent_at if k[0] == node]:
             del self.sent_at[key]
-        batches = [b for group in pending if group for b in group] + list(extra)
+        # one batch is retried once, however many ways it came back (by identity: a batch that
+        # was both in flight and handed back by a failed send must not be queued twice)
+        batches = list({id(b): b for group in (*pending, extra) if group for b in group}.values())
         batches.sort(key=lambda b: b.base_sequence)
         for b in batches:
             with self.lock:
