@@ -158,16 +158,21 @@ def _offset_spec(o, which: str, streaming: bool) -> OffsetSpec:
     return OffsetSpec("offsets", offsets=offsets)
 
 
-def parse_source_options(options, streaming: bool) -> SourceOptions:
-    o = _lower(options)
+def _kafka_options(o, known, what, known_desc) -> dict:
+    """The ``kafka.*`` options (prefix dropped), once the rest are known and none is forbidden."""
     kafka = {k[6:]: str(v) for k, v in o.items() if k.startswith("kafka.")}
-    unknown = sorted(k for k in o if not k.startswith("kafka.") and k not in _READ_OPTIONS)
+    unknown = sorted(k for k in o if not k.startswith("kafka.") and k not in known)
     if unknown:
-        raise OptionError(f"unknown option(s) for format('kafkacore'): {', '.join(unknown)}; "
-                          f"known: {', '.join(sorted(_READ_OPTIONS))} and kafka.*")
+        raise OptionError(f"unknown option(s) for {what}: {', '.join(unknown)}; known: {known_desc}")
     for k, why in _FORBIDDEN_KAFKA.items():
         if k in kafka:
             raise OptionError(f"kafka.{k} is not supported: {why}")
+    return kafka
+
+
+def parse_source_options(options, streaming: bool) -> SourceOptions:
+    o = _lower(options)
+    kafka = _kafka_options(o, _READ_OPTIONS, "format('kafkacore')", f"{', '.join(sorted(_READ_OPTIONS))} and kafka.*")
     path = o.get("path")
     servers = kafka.get("bootstrap.servers")
     if path and servers:
@@ -252,14 +257,7 @@ class SinkOptions:
 
 def parse_sink_options(options) -> SinkOptions:
     o = _lower(options)
-    kafka = {k[6:]: str(v) for k, v in o.items() if k.startswith("kafka.")}
-    unknown = sorted(k for k in o if not k.startswith("kafka.") and k not in _WRITE_OPTIONS)
-    if unknown:
-        raise OptionError(f"unknown option(s) for writing format('kafkacore'): {', '.join(unknown)}; "
-                          f"known: topic, kafka.*")
-    for k, why in _FORBIDDEN_KAFKA.items():
-        if k in kafka:
-            raise OptionError(f"kafka.{k} is not supported: {why}")
+    kafka = _kafka_options(o, _WRITE_OPTIONS, "writing format('kafkacore')", "topic, kafka.*")
     if "bootstrap.servers" not in kafka:
         raise OptionError("writing needs option 'kafka.bootstrap.servers'")
     topic = o.get("topic")

@@ -162,26 +162,25 @@ def _arrow_input(iterator, schema):
     return _rows_to_arrow(it, schema)
 
 
-class KafkacoreBatchWriter(DataSourceArrowWriter):
+class _SendsPartition:
+    """What both writers do with one task's partition: send it all, then return."""
+
     def __init__(self, opts, schema):
         check_schema(schema, opts.topic)
         self.opts, self.schema = opts, schema
 
     def write(self, iterator):
         return WriteResult(write_batches(_arrow_input(iterator, self.schema), self.opts))
+
+
+class KafkacoreBatchWriter(_SendsPartition, DataSourceArrowWriter):
+    pass
 
 
 _StreamBase = DataSourceStreamArrowWriter or DataSourceStreamWriter
 
 
-class KafkacoreStreamWriter(_StreamBase):
-    def __init__(self, opts, schema):
-        check_schema(schema, opts.topic)
-        self.opts, self.schema = opts, schema
-
-    def write(self, iterator):
-        return WriteResult(write_batches(_arrow_input(iterator, self.schema), self.opts))
-
+class KafkacoreStreamWriter(_SendsPartition, _StreamBase):
     def commit(self, messages, batchId):
         pass  # each record was acknowledged (acks=all) before its task returned
 
