@@ -3,6 +3,7 @@ and the same storage and group coordinator seen by network clients (kcat, conflu
 import os
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -130,3 +131,22 @@ def test_embedded_idempotent_producer_writes_each_record_once(tmp_path):
         assert [r.value for r in got] == [b"%d" % i for i in range(2000)]
         lg = b.core.get_log("idem", 0)
         assert lg.producer_state is not None
+
+
+def test_an_embedded_broker_locks_its_data_directory(tmp_path):
+    """Two embedded brokers (or an embedded one and `kafkacore serve`) on one directory would
+    write at the same offsets; the second is refused, naming the directory and this process."""
+    from kafkacore.errors import KafkaStorageError
+
+    with Broker(tmp_path / "data") as b:
+        b.create_topic("t", partitions=1)
+        with pytest.raises(KafkaStorageError, match=f"data directory {tmp_path / 'data'} is in use by process {os.getpid()}"):
+            Broker(tmp_path / "data")
+        out = subprocess.run([sys.executable, "-m", "kafkacore", "serve", "--port", "0", "--data-dir",
+                              str(tmp_path / "data")], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and f"in use by process {os.getpid()}" in out.stderr, out.stderr
+        b.producer({}).send("t", b"still mine").result(10)
+    with Broker(tmp_path / "data") as again:  # closed: free again
+        c = again.consumer({"auto.offset.reset": "earliest"})
+        c.assign([("t", 0)])
+        assert [r.value for r in _poll_all(c, 1)] == [b"still mine"]

@@ -12,6 +12,8 @@ import os
 import random
 import re
 import struct
+import subprocess
+import sys
 
 import kafka.codec
 import pytest
@@ -378,6 +380,7 @@ def test_data_directory_files_and_clean_shutdown(tmp_path):
         # a crash: the files are closed, but there is no clean shutdown
         for lg in mgr2.logs.values():
             lg.close()
+        mgr2._dir_lock.release()  # as the kernel drops a dead process's flock
     assert not marker.exists()
     mgr3 = manager(d)
     try:
@@ -389,6 +392,42 @@ def test_data_directory_files_and_clean_shutdown(tmp_path):
     finally:
         mgr3.shutdown()
     assert marker.exists()
+
+
+def test_a_data_directory_in_use_is_refused(tmp_path):
+    """Kafka's .lock: a second LogManager on an open directory, in this process or another, is
+    refused with the directory and the holder named, and touches nothing; the lock goes with
+    a clean shutdown and with the death of the holding process."""
+    d = tmp_path / "data"
+    mgr = manager(d)
+    mgr.create_log("alpha", 0).append(build([(b"v", b"k", BASE_TS, [])]))
+    before = top_files(d)
+    with pytest.raises(KafkaStorageError) as e:
+        manager(d)
+    msg = str(e.value)
+    assert str(d) in msg and f"process {os.getpid()}" in msg and ".lock" in msg, msg
+    code = ("import sys; from kafkacore.storage import LogManager\n"
+            "try:\n    LogManager(sys.argv[1], background=False)\n"
+            "except Exception as e:\n    print(e); sys.exit(3)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3 and "is in use by process" in out.stdout, out.stdout + out.stderr
+    assert top_files(d) == before
+    mgr.shutdown()
+    manager(d).shutdown()  # released by the clean shutdown
+    # a holder that dies holds nothing
+    hold = ("import sys, time; from kafkacore.storage import LogManager\n"
+            "m = LogManager(sys.argv[1], background=False, node_id=3); print('held', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", hold, str(d)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(KafkaStorageError, match=f"in use by process {proc.pid}"):
+            manager(d)
+    finally:
+        proc.kill()
+        proc.wait()
+    again = manager(d)
+    assert again.get_log("alpha", 0).log_end_offset == 1
+    again.shutdown()
 
 
 def test_generated_cluster_id(tmp_path):

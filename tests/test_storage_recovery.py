@@ -44,8 +44,11 @@ RETAINED_BYTES = 16 << 20  # the kill loop moves the log start past older data b
 
 def abandon(manager_or_log):
     """Drops a LogManager or Log as a crash would: no flush, no trim of the active indexes, no
-    checkpoints, no clean-shutdown marker; only this process's file descriptors are closed."""
+    checkpoints, no clean-shutdown marker; only this process's file descriptors are closed (the
+    data directory's lock too: the kernel drops a dead process's flock)."""
     logs = manager_or_log.logs.values() if isinstance(manager_or_log, LogManager) else [manager_or_log]
+    if isinstance(manager_or_log, LogManager):
+        manager_or_log._dir_lock.release()
     for lg in logs:
         lg.closed = True
         for seg in lg.segments:

@@ -18,6 +18,7 @@ from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
                           load_or_create_meta_properties, take_clean_shutdown, write_atomically,
                           write_clean_shutdown)
 from .config import LogConfig
+from .dir_lock import DataDirLock
 from .log import Log, parse_partition_dir
 from .log_cleaner import LogCleaner
 from .scheduler import InlineScheduler, Scheduler
@@ -47,6 +48,19 @@ class LogManager:
                  cleaner_dedupe_buffer_size=128 << 20):
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
+        self.closed = True  # until opened: shutdown() of a half-built manager only drops the lock
+        self._dir_lock = DataDirLock(self.data_dir)  # before anything in the directory is read or written
+        try:
+            self._open(node_id, cluster_id, default_config, background, retention_check_interval_ms,
+                       flush_check_interval_ms, checkpoint_interval_ms, cleaner_enable, cleaner_backoff_ms,
+                       cleaner_dedupe_buffer_size)
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    def _open(self, node_id, cluster_id, default_config, background, retention_check_interval_ms,
+              flush_check_interval_ms, checkpoint_interval_ms, cleaner_enable, cleaner_backoff_ms,
+              cleaner_dedupe_buffer_size):
         self.meta = load_or_create_meta_properties(self.data_dir, node_id, cluster_id)
         self.cluster_id = self.meta["cluster.id"]
         self.default_config = default_config or LogConfig()
@@ -198,6 +212,22 @@ class LogManager:
         self._recovery_checkpoint.write({k: lg.log_end_offset for k, lg in logs.items()})
         self._start_checkpoint.write({k: lg.log_start_offset for k, lg in logs.items()})
         write_clean_shutdown(self.data_dir)
+        self._dir_lock.release()
+
+    def abandon(self):
+        """Closes the files and drops the directory lock without checkpoints or the
+        clean-shutdown marker: what a failed start does, so the next start recovers as after
+        a crash."""
+        if self.closed:
+            self._dir_lock.release()
+            return
+        self.closed = True
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
+        self.scheduler.shutdown(run_pending=False)
+        for lg in list(self.logs.values()):
+            lg.close()
+        self._dir_lock.release()
 
     def __enter__(self):
         return self
