@@ -5,9 +5,12 @@ import sys
 
 
 def _info() -> int:
+    import os
+
     import kafkacore
 
     print(f"kafkacore {kafkacore.__version__}")
+    print(f"loaded from: {os.path.dirname(os.path.abspath(kafkacore.__file__))}")
     print(f"native extensions: {'on' if kafkacore.native_extensions() else 'off (pure-Python twins)'}")
     if kafkacore.native_extensions():
         from kafkacore._ext import crc
@@ -22,21 +25,40 @@ def _info() -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block): ``kafkacore serve: error: ...``,
+    exit code 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _port(text):
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535; 0 picks a free one)")
+    return port
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="kafkacore", description=__doc__)
+    parser = _Parser(prog="kafkacore", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     sub.add_parser("info", help="show the version and which native paths are in use")
     serve = sub.add_parser("serve", help="run the broker (127.0.0.1:9092 and the default data directory "
                                          "unless told otherwise)")
     serve.add_argument("--host", help="listen address (default: from listeners, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="listen port (default: from listeners, 9092)")
+    serve.add_argument("--port", type=_port, help="listen port (default: from listeners, 9092)")
     serve.add_argument("--data-dir", help="data directory (log.dirs; default $KAFKACORE_DATA_DIR or "
                                           "~/.local/share/kafkacore/data)")
     serve.add_argument("--config", help="a server.properties file with Kafka broker property names")
     serve.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="a broker property (repeatable), e.g. --set num.partitions=3")
-    serve.add_argument("--log-level", default="info", help="debug, info, warning or error (default info)")
+    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                       help="debug, info, warning or error (default info)")
     args = parser.parse_args(argv)
     if args.version:
         import kafkacore

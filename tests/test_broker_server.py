@@ -386,6 +386,56 @@ def test_a_bad_config_value_stops_start_up_naming_key_and_value(tmp_path, args, 
     assert needle in proc.stderr and "bad configuration" in proc.stderr
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--port", "99999"], "argument --port: 99999 is not a port number"),
+    (["--port", "-1"], "argument --port: -1 is not a port number"),
+    (["--port", "ninety"], "argument --port: 'ninety' is not a port number"),
+    (["--log-level", "loud"], "argument --log-level"),
+    (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+    (["--data-dir", "{file}"], "--data-dir {file}: is not a directory"),
+    (["--data-dir", "{file}/under/it"], "--data-dir {file}/under/it: {file} is a file, not a directory"),
+])
+def test_a_bad_argument_is_one_line_naming_it_and_exit_code_2(tmp_path, args, needle):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    args = [a.format(file=a_file) for a in args]
+    proc = _serve(args if "--port" in args else ["--port", str(free_port()), *args])
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle.format(file=a_file) in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert a_file.read_text() == "not a directory"
+
+
+def test_a_port_in_use_fails_before_the_data_directory_is_touched(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        data = tmp_path / "never-created"
+        proc = _serve(["--port", str(port), "--data-dir", str(data)])
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [f"kafkacore: cannot listen on 127.0.0.1:{port}: Address already in use"]
+    assert not data.exists()
+
+
+def test_a_second_broker_on_a_data_directory_in_use_refuses_to_start(broker):
+    """Kafka's .lock: the second broker names the directory and the holder and stops; the first
+    keeps every acknowledged record (before the lock both acked writes at the same offsets)."""
+    with broker.client() as c:
+        create(c, "locked")
+        produce(c, "locked", 0, batch([b"first"]))
+    proc = _serve(["--port", str(free_port()), "--data-dir", broker.data_dir])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"kafkacore: cannot start: data directory {os.path.abspath(broker.data_dir)} is in use by process "
+        f"{broker.proc.pid} on {socket.gethostname()} ({os.path.abspath(broker.data_dir)}/.lock is locked); "
+        "stop that broker or choose another data directory"]
+    with broker.client() as c:
+        produce(c, "locked", 0, batch([b"second"]))
+        assert values_of(fetch(c, "locked", 0, 0).records) == [b"first", b"second"]
+
+
 def test_config_file_uses_kafka_property_names(tmp_path):
     port = free_port()
     props = tmp_path / "server.properties"
@@ -442,3 +492,27 @@ def test_random_request_bodies_never_take_the_broker_down(broker, api_key, versi
 def test_the_broker_still_serves_after_the_fuzzing(broker):
     assert alive(broker)
     assert "Traceback" not in broker.output(), broker.output()[-3000:]
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("broker/handlers/list_groups.py", "kafkacore.broker.handlers.list_groups failed to import"),
+    ("coordinator/group_coordinator.py", "group_coordinator.py"),
+])
+def test_a_broken_install_stops_the_broker_loudly(tmp_path, damage, needle):
+    """A handler or coordinator module that fails to import must stop the broker: skipping it
+    silently dropped an API from ApiVersions (or the group coordinator) while serving."""
+    import shutil
+
+    import kafkacore
+
+    copy = tmp_path / "site"
+    shutil.copytree(os.path.dirname(kafkacore.__file__), copy / "kafkacore",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "kafkacore" / damage, "a") as f:
+        f.write("\nthis line is a typo\n")
+    env = dict(os.environ, PYTHONPATH=str(copy))
+    proc = subprocess.run([sys.executable, "-m", "kafkacore", "serve", "--port", "0", "--data-dir",
+                           str(tmp_path / "data")], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+                          env=env)
+    assert proc.returncode != 0 and "listening on" not in proc.stdout, proc.stdout
+    assert needle in proc.stderr and "SyntaxError" in proc.stderr, proc.stderr[-2000:]

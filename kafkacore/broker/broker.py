@@ -97,10 +97,14 @@ class Broker:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[bytes, TopicInfo] = {}
         self._waiters: dict[object, set] = {}
-        self._load_topics()
         self.group_coordinator = None
         self.producer_ids = None
-        self._start_coordinators()
+        try:
+            self._load_topics()
+            self._start_coordinators()
+        except BaseException:
+            self.log_manager.abandon()  # a failed start leaves the directory as it found it, unlocked
+            raise
 
     # -- start-up -----------------------------------------------------------------------------
     def _load_topics(self):
@@ -129,25 +133,19 @@ class Broker:
             self.topics_by_id[topic_id] = info
 
     def _start_coordinators(self):
-        try:
-            from ..coordinator.producer_id_manager import ProducerIdManager
-        except ImportError:  # pragma: no cover - during bring-up
-            ProducerIdManager = None
-        if ProducerIdManager is not None:
-            self.producer_ids = ProducerIdManager(self.data_dir)
-        try:
-            from ..coordinator.group_coordinator import GroupCoordinator
-        except ImportError:  # pragma: no cover
-            GroupCoordinator = None
-        if GroupCoordinator is not None:
-            self.group_coordinator = GroupCoordinator(self)
+        # Imported here, not at the top: the coordinators import the handlers' shared code. A
+        # failure to import is a broken install and must stop the broker, never be skipped.
+        from ..coordinator.group_coordinator import GroupCoordinator
+        from ..coordinator.producer_id_manager import ProducerIdManager
+
+        self.producer_ids = ProducerIdManager(self.data_dir)
+        self.group_coordinator = GroupCoordinator(self)
 
     def attach_loop(self, loop):
         """Called by the server once the event loop runs: timers and wake-ups use it."""
         self.loop = loop
         self.loop_thread = threading.get_ident()
-        if self.group_coordinator is not None and hasattr(self.group_coordinator, "start"):
-            self.group_coordinator.start(loop)
+        self.group_coordinator.start(loop)
 
     # -- topics -------------------------------------------------------------------------------
     def get_log(self, topic, partition):
@@ -228,7 +226,7 @@ class Broker:
                     self._wake(lg)
                     self._waiters.pop(lg, None)
                 self.log_manager.delete_log(name, p)
-        if self.group_coordinator is not None and hasattr(self.group_coordinator, "on_topic_deleted"):
+        if self.group_coordinator is not None:
             self.group_coordinator.on_topic_deleted(name, info.partitions)
         log.info("deleted topic %s", name)
 
@@ -297,7 +295,7 @@ class Broker:
     def shutdown(self):
         """Coordinators first (their state is written to logs), then the logs: flushed,
         checkpointed, and the clean-shutdown marker written."""
-        if self.group_coordinator is not None and hasattr(self.group_coordinator, "shutdown"):
+        if self.group_coordinator is not None:
             try:
                 self.group_coordinator.shutdown()
             except Exception:  # noqa: BLE001 - the logs must still close cleanly

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -29,11 +30,33 @@ def build_config(config_file=None, sets=(), host=None, port=None, data_dir=None)
     return config
 
 
+def check_data_dir(path, source) -> None:
+    """A data directory that cannot be one fails here, in one line naming the option: a path
+    that is a file, or lies under a file."""
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InvalidConfigurationError(f"{source} {path}: is not a directory")
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        raise InvalidConfigurationError(f"{source} {path}: {parent} is a file, not a directory")
+
+
 async def run(config: BrokerConfig, ready=None) -> None:
     from .broker import Broker
-    from .server import KafkaServer
+    from .server import KafkaServer, bind_listener
 
-    broker = Broker(config)
+    # The port first: a port in use must fail before the data directory is created or locked.
+    try:
+        sock = bind_listener(config.host, config.port)
+    except OSError as e:
+        raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
+    try:
+        broker = Broker(config)
+    except BaseException:
+        sock.close()
+        raise
     loop = asyncio.get_running_loop()
     broker.attach_loop(loop)
     server = KafkaServer(broker)
@@ -44,10 +67,10 @@ async def run(config: BrokerConfig, ready=None) -> None:
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
     try:
-        host, port = await server.start(config.host, config.port)
+        host, port = await server.start(sock=sock)
     except OSError as e:
         broker.shutdown()
-        raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror}") from None
+        raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
     print(f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {host}:{port}, "
           f"advertised as {config.advertised_host}:{config.advertised_port}; data directory {broker.data_dir}",
           flush=True)
@@ -69,12 +92,17 @@ def serve(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         config = build_config(args.config, args.set or (), args.host, args.port, args.data_dir)
+        check_data_dir(config.data_dir, "--data-dir" if args.data_dir is not None else "log.dirs")
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2
     try:
         asyncio.run(run(config))
     except KafkaError as e:
-        print(f"kafkacore: cannot start: {e}", file=sys.stderr)
+        print(f"kafkacore: cannot start: {e.message}", file=sys.stderr)
+        return 1
+    except OSError as e:  # e.g. the data directory cannot be created: no permission, disk full
+        where = f": {e.filename}" if e.filename else ""
+        print(f"kafkacore: cannot start: {e.strerror or e}{where}", file=sys.stderr)
         return 1
     return 0

@@ -24,6 +24,7 @@ import collections
 import errno
 import itertools
 import logging
+import socket
 import struct
 
 from ..errors import KafkaError, UnsupportedVersionError
@@ -346,6 +347,22 @@ class Connection(asyncio.BufferedProtocol):
                                 fallback=True)
 
 
+def bind_listener(host, port):
+    """A socket bound to host:port (SO_REUSEADDR, as create_server sets it), not yet listening:
+    `kafkacore serve` binds before it opens the data directory, so a port in use touches no
+    file. Raises OSError."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _name, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class KafkaServer:
     """Listens on host:port and serves the broker's handlers."""
 
@@ -354,10 +371,14 @@ class KafkaServer:
         self.connections = set()
         self.server = None
 
-    async def start(self, host, port):
+    async def start(self, host=None, port=None, sock=None):
+        """Serves on host:port, or on ``sock`` already bound by bind_listener."""
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True,
-                                               backlog=1024)
+        if sock is not None:
+            self.server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
+        else:
+            self.server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True,
+                                                   backlog=1024)
         sock = self.server.sockets[0]
         return sock.getsockname()[:2]
 

@@ -37,14 +37,15 @@ class HandlerEntry(NamedTuple):
 
 
 def _load():
+    # Every module listed must import: one that fails (a typo, a missing file in a wheel) would
+    # silently drop its API from ApiVersions, so the error stops the broker instead.
     table = {}
     for name in MODULES:
         try:
             mod = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"{__name__}.{name}":
-                continue  # not written yet
-            raise
+        except Exception as e:
+            raise ImportError(f"the broker's handler module {__name__}.{name} failed to import "
+                              f"({type(e).__name__}: {e}); the broker cannot serve its API") from e
         lo, hi = mod.VERSIONS
         table[mod.API_KEY] = HandlerEntry(api_name(mod.API_KEY), mod.API_KEY, lo, hi,
                                           getattr(mod, "ADVERTISED_MIN", lo), mod.handle,
