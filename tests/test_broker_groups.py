@@ -833,6 +833,56 @@ def _decode_key_by_hand(data):
     return ("group", string())
 
 
+def _decode_group_value_v2_by_hand(data):
+    """GroupMetadataValue version 2 as a ZooKeeper-era reader walks it: protocol type,
+    generation, protocol, leader, current state timestamp, then members of member id, client
+    id, client host, rebalance timeout, session timeout, subscription, assignment. The value
+    must end exactly there."""
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        out = struct.unpack_from(fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return out[0]
+
+    def string():
+        nonlocal pos
+        n = take(">h")
+        s = data[pos:pos + n].decode() if n >= 0 else None
+        pos += max(n, 0)
+        return s
+
+    def blob():
+        nonlocal pos
+        n = take(">i")
+        b = bytes(data[pos:pos + n])
+        pos += n
+        return b
+
+    assert take(">h") == 2
+    protocol_type, generation, protocol, leader = string(), take(">i"), string(), string()
+    take(">q")
+    members = [(string(), string(), string(), take(">i"), take(">i"), blob(), blob()) for _ in range(take(">i"))]
+    assert pos == len(data)
+    return protocol_type, generation, protocol, leader, members
+
+
+def test_a_static_member_makes_the_group_record_version_3(broker):
+    group = "format-static"
+    m = Member(broker, group, "fmt-static", protocols=[("range", SUB)], instance="instance-7")
+    stabilize(m, assignments={})
+    records = _read_offsets_topic(broker.bootstrap, partition_for(group, 50))
+    values = [v for k, v in records if _decode_key_by_hand(k) == ("group", group) and v is not None]
+    assert values
+    for value in values:
+        assert struct.unpack_from(">h", value)[0] == 3
+        [mm] = GroupMetadataValue.read(Reader(value, 2), 3).members
+        assert (mm.member_id, mm.group_instance_id, mm.client_id) == (m.member_id, "instance-7", "fmt-static")
+    m.leave()
+    m.close()
+
+
 def test_offsets_topic_records_are_kafkas_format(broker):
     group = "format-check"
     m = Member(broker, group, "fmt", protocols=[("range", SUB)], session=7000, rebalance=9000)
@@ -859,13 +909,18 @@ def test_offsets_topic_records_are_kafkas_format(broker):
             assert (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp) == (42, 3, "meta", ts)
         else:
             assert GroupMetadataKey.read(Reader(key, 2), 2).group == group
-            assert version == 3
-            v = GroupMetadataValue.read(Reader(value, 2), 3)
+            # no static member: version 2, the lowest that carries the data (older readers such
+            # as Burrow 1.2 misread version 3's members)
+            assert version == 2
+            v = GroupMetadataValue.read(Reader(value, 2), 2)
             assert (v.protocol_type, v.protocol, v.leader) == ("consumer", "range", m.member_id)
             assert v.generation == m.generation
             [mm] = v.members
             assert (mm.member_id, mm.client_id, mm.client_host, mm.rebalance_timeout, mm.session_timeout,
                     mm.subscription, mm.assignment) == (m.member_id, "fmt", "/127.0.0.1", 9000, 7000, SUB, b"")
+            assert _decode_group_value_v2_by_hand(value) == (
+                "consumer", m.generation, "range", m.member_id,
+                [(m.member_id, "fmt", "/127.0.0.1", 9000, 7000, SUB, b"")])
     # no other partition holds this group's records
     other = (partition + 1) % 50
     assert all(_decode_key_by_hand(k)[1] != group for k, _v in _read_offsets_topic(broker.bootstrap, other))

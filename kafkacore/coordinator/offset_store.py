@@ -9,7 +9,10 @@ record format, so that Kafka's tools (and a restarted broker) read them back.
 - Keys: int16 version + OffsetCommitKey (version 1: group, topic, partition) or
   GroupMetadataKey (version 2: group). Values: int16 version + OffsetCommitValue (version 3;
   version 1 when the commit carries an expire timestamp, as Kafka writes it) or
-  GroupMetadataValue (version 3). A null value (tombstone) deletes the key.
+  GroupMetadataValue (the lowest version that carries the group's data: version 2, or 3 when a
+  member has a group.instance.id, the only field version 3 adds; ZooKeeper-era readers of
+  __consumer_offsets such as Burrow 1.2 misread version 3 members). A null value (tombstone)
+  deletes the key.
 - Writes are one uncompressed v2 batch per request (producer id -1), appended to the log
   before the response is sent.
 - ``read_partition`` replays a partition from its log start to its end: the caller keeps the
@@ -38,7 +41,8 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
-GROUP_VALUE_VERSION = 3
+GROUP_VALUE_VERSION = 2  # current_state_timestamp (v2) is always known
+GROUP_VALUE_VERSION_STATIC = 3  # v3 adds each member's group_instance_id (KIP-345)
 READ_CHUNK_BYTES = 1 << 20
 INVALID_COMMIT_OFFSET_SIZE = 28  # Kafka's INVALID_COMMIT_OFFSET_SIZE
 
@@ -121,7 +125,8 @@ def group_value(group, assignments) -> bytes:
                               subscription=m.metadata(group.protocol_name) if group.protocol_name else b"",
                               assignment=assignments.get(m.member_id, b""))
                for m in group.members.values()]
-    return _encode(GROUP_VALUE_VERSION, GroupMetadataValue(
+    static = any(m.group_instance_id is not None for m in members)
+    return _encode(GROUP_VALUE_VERSION_STATIC if static else GROUP_VALUE_VERSION, GroupMetadataValue(
         protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol_name,
         leader=group.leader_id, current_state_timestamp=group.current_state_timestamp, members=members))
 
