@@ -95,6 +95,8 @@ InvalidTxnStateError = _error("INVALID_TXN_STATE", 48)
 UnknownProducerIdError = _error("UNKNOWN_PRODUCER_ID", 59)
 NonEmptyGroupError = _error("NON_EMPTY_GROUP", 68)
 GroupIdNotFoundError = _error("GROUP_ID_NOT_FOUND", 69)
+FetchSessionIdNotFoundError = _error("FETCH_SESSION_ID_NOT_FOUND", 70, True)
+InvalidFetchSessionEpochError = _error("INVALID_FETCH_SESSION_EPOCH", 71, True)
 TopicDeletionDisabledError = _error("TOPIC_DELETION_DISABLED", 73)
 FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH", 74, True)
 UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH", 75, True)
@@ -106,6 +108,10 @@ GroupSubscribedToTopicError = _error("GROUP_SUBSCRIBED_TO_TOPIC", 86)
 ProducerFencedError = _error("PRODUCER_FENCED", 90)
 UnknownTopicIdError = _error("UNKNOWN_TOPIC_ID", 100, True)
 InconsistentTopicIdError = _error("INCONSISTENT_TOPIC_ID", 103, True)
+
+
+class FetchSessionTopicIdError(KafkaError):  # a class statement: _error would name it ...ErrorError
+    code, name, retriable = 106, "FETCH_SESSION_TOPIC_ID_ERROR", True
 
 
 ERRORS_BY_CODE = {cls.code: cls for cls in KafkaError.__subclasses__()}

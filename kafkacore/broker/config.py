@@ -75,6 +75,7 @@ BROKER_CONFIGS = {
     "cluster.id": (_string, None),
     "replica.fetch.max.bytes": (_int(0, INT_MAX), 1048576),
     "fetch.max.bytes": (_int(1024, INT_MAX), 57671680),
+    "max.incremental.fetch.session.cache.slots": (_int(0, INT_MAX), 1000),  # KIP-227 sessions; 0: none
 }
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real

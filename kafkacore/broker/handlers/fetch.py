@@ -12,20 +12,34 @@
 - Long poll: with less than ``min_bytes`` available, the response waits up to ``max_wait_ms``
   and is built again as soon as an append lands in one of the fetched partitions (the log's
   append listener wakes it; there is no polling).
-- Fetch sessions (KIP-227, v7+): this broker declines to create sessions. A full fetch asking
-  for one (epoch 0) gets session id 0, which tells the client to keep sending full fetches;
-  a request naming a session id gets FETCH_SESSION_ID_NOT_FOUND, after which clients start over.
+- Fetch sessions (KIP-227, v7+), as Kafka's FetchManager.newContext (state in
+  broker/fetch_session.py):
+  - epoch -1 (FINAL_EPOCH): a full fetch without a session (session id 0 in the response); a
+    session the request names is closed first (session ids 0 and -1 name none). librdkafka,
+    aiokafka and kafkacore's client send session 0 / epoch -1, kafka-go -1 / -1: the plain path;
+  - epoch 0 (INITIAL_EPOCH): a full fetch; a named session is closed, and a new one holding every
+    requested partition is created if the cache has (or can evict for) room: its id is in the
+    response, else 0 and the client keeps sending full fetches;
+  - any other epoch: an incremental fetch of session X. Unknown X (0 included):
+    FETCH_SESSION_ID_NOT_FOUND; epoch not the session's next: INVALID_FETCH_SESSION_EPOCH; v13+
+    on a session made by names or v12- on one made by topic ids: FETCH_SESSION_TOPIC_ID_ERROR.
+    These errors answer with session id 0 and no partitions. Else the request's partitions are
+    added or updated, ``forgotten_topics_data`` leaves, the epoch advances and every partition of
+    the session is read (and waited on, and counted for min_bytes), but the response carries only
+    the ones with records, a new high watermark or log start offset, or an error. A session left
+    without partitions is closed and the request answered without one.
 - ``current_leader_epoch`` (v9+) above this broker's leader epoch (0) is UNKNOWN_LEADER_EPOCH.
 """
 import time
 
-from ...errors import KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, \
-    UnknownTopicOrPartitionError
+from ...errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
+    KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, new_partitions, \
+    next_epoch
 
 API_KEY = 1
 VERSIONS = (4, 17)
-FETCH_SESSION_ID_NOT_FOUND = 70
 LEADER_EPOCH = 0
 _EMPTY = b""
 
@@ -89,28 +103,38 @@ def _read(broker, resolved, max_bytes, v):
     return topics, total, logs
 
 
-def _response(topics, v, session_id=0):
-    return FetchResponse(session_id=session_id, responses=topics)
+def _sessionless(topics):
+    return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
 
 
 def handle(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    if v >= 7 and req.session_id != 0:
-        return FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+    if req.session_id or req.session_epoch != FINAL_EPOCH:
+        return _session_fetch(broker, req, v)  # v7+ only: older versions decode as 0 / -1
+    # without a session (librdkafka, aiokafka, ...): _serve's body inline, this is the hot path
     resolved = _resolve(broker, req, v)
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
     topics, total, logs = _read(broker, resolved, max_bytes, v)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
-        return _response(topics, v)
-    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs)
+        return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
+    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless)
+
+
+def _serve(broker, resolved, req, v, finish):
+    """Read now, or long-poll; ``finish(topics)`` makes the response."""
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0
+    topics, total, logs = _read(broker, resolved, max_bytes, v)
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
+        return finish(topics)
+    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish)
 
 
 def _has_error(topics):
     return any(p.error_code for t in topics for p in t.partitions)
 
 
-async def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs):
+async def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish):
     deadline = time.monotonic() + max_wait_ms / 1000.0
     while True:
         remaining = deadline - time.monotonic()
@@ -119,9 +143,67 @@ async def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, log
         await broker.wait_for_data(logs, remaining)
         topics, total, logs = _read(broker, resolved, max_bytes, v)
         if total >= min_bytes or _has_error(topics):
-            return _response(topics, v)
+            return finish(topics)
     topics, _total, _logs = _read(broker, resolved, max_bytes, v)
-    return _response(topics, v)
+    return finish(topics)
+
+
+# -- fetch sessions (KIP-227) -------------------------------------------------------------------
+def _now_ms():
+    return int(time.monotonic() * 1000)
+
+
+def _session_error(code):
+    return FetchResponse(error_code=code, session_id=INVALID_SESSION_ID, responses=[])
+
+
+def _session_fetch(broker, req, v):
+    cache = FetchSessionCache.for_broker(broker)
+    session_id, epoch = req.session_id, req.session_epoch
+    if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)  # a full fetch closes the session it names
+        resolved = _resolve(broker, req, v)
+        if epoch == FINAL_EPOCH:
+            return _serve(broker, resolved, req, v, _sessionless)
+        # a follower's (replica id >= 0) session is privileged in the cache, as in Kafka
+        replica = req.replica_state.replica_id if v >= 15 and req.replica_state is not None else req.replica_id
+        uses_ids = v >= 13
+
+        def create(topics):
+            session = cache.maybe_create(_now_ms(), replica >= 0, uses_ids, sum(len(t.partitions) for t in topics),
+                                         lambda: new_partitions(resolved, topics, uses_ids))
+            return FetchResponse(session_id=session.id if session else INVALID_SESSION_ID, responses=topics)
+        return _serve(broker, resolved, req, v, create)
+
+    session = cache.get(session_id)
+    if session is None:
+        return _session_error(FetchSessionIdNotFoundError.code)
+    if session.epoch != epoch:
+        return _session_error(InvalidFetchSessionEpochError.code)
+    if session.uses_topic_ids != (v >= 13):
+        return _session_error(FetchSessionTopicIdError.code)
+    requested = _resolve(broker, req, v)
+    session.update(requested, req.forgotten_topics_data)
+    if not session.partitions:
+        cache.remove(session_id)  # as Kafka: nothing left to remember, answer without a session
+        return _serve(broker, requested, req, v, _sessionless)
+    cache.touch(session, _now_ms())
+    session.epoch = expected = next_epoch(session.epoch)
+    groups = session.groups()
+    if session.uses_topic_ids:  # names looked up at each fetch: a topic id may become known later
+        by_id = broker.topics_by_id
+        resolved = [((by_id[g.topic_id].name if g.topic_id in by_id else None), g) for g in groups]
+    else:
+        resolved = [(g.topic, g) for g in groups]
+
+    def incremental(topics):
+        if session.epoch != expected:
+            # another request of this session (a duplicate, or a pipelined next epoch) got in
+            # while this one waited: Kafka answers so, naming the session
+            return FetchResponse(error_code=InvalidFetchSessionEpochError.code, session_id=session.id, responses=[])
+        return FetchResponse(session_id=session.id, responses=session.select(groups, topics))
+    return _serve(broker, resolved, req, v, incremental)
 
 
 def error_response(req, version, code):
