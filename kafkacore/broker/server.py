@@ -214,30 +214,36 @@ class Connection(asyncio.BufferedProtocol):
             return None
 
     def _unsupported(self, frame, api_key, version, correlation_id, entry):
-        """ApiVersions above what we speak: a v0 response with UNSUPPORTED_VERSION and our
-        ranges (clients then retry with a version we have). Other APIs: the response at that
-        version with UNSUPPORTED_VERSION when the schema knows the version, else the error
-        code alone after the header."""
-        log.info("connection %d from %s: api key %d version %d is not supported", self.id, self.peer,
-                 api_key, version)
+        """A request this broker does not serve, answered as Kafka answers it:
+        - ApiVersions above what we speak: a v0 response with UNSUPPORTED_VERSION and our ranges
+          (KIP-511: clients then retry with a version we have);
+        - a version we advertise but refuse (Produce v0-2, see handlers/produce.py): that
+          version's response with UNSUPPORTED_VERSION;
+        - any other API key or version (not in ApiVersions): Kafka's SocketServer rejects the
+          header as an invalid request and closes the connection; so do we. (A bare error code
+          after the correlation id, as this broker once sent, is no response any client can
+          parse.)"""
         if api_key == api_versions.API_KEY:
+            log.info("connection %d from %s: ApiVersions v%d is not supported, answering v0", self.id, self.peer,
+                     version)
             body = api_versions.response(UnsupportedVersionError.code, 0)
             self._write(encode_response(api_key, 0, correlation_id, body, header_version=0).parts())
             return
         table = API_TABLE.get(api_key)
-        if entry is not None and entry.error_response is not None and table and table[4] <= version <= table[5]:
+        if (entry is not None and entry.error_response is not None and entry.advertised_min <= version
+                and table and table[4] <= version <= table[5]):
             try:
                 _header, request = decode_request(frame)
                 body = entry.error_response(request, version, UnsupportedVersionError.code)
                 self._queue_or_write(api_key, version, correlation_id, request, body, entry)
                 return
-            except (ProtocolDecodeError, KeyError):
-                pass
-        w = Writer()
-        w.buf += b"\x00\x00\x00\x06"
-        w.int32(correlation_id)
-        w.int16(UnsupportedVersionError.code)
-        self._queue_or_write(api_key, version, correlation_id, None, w, None)
+            except (ProtocolDecodeError, KeyError) as e:
+                self.close(f"malformed request (api key {api_key}, version {version}): {e}")
+                return
+        name = table[0] if table else "unknown"
+        served = f"versions {entry.advertised_min}-{entry.max_version}" if entry else "not served"
+        self.close(f"api key {api_key} ({name}) version {version} is not enabled on this broker ({served}; "
+                   "see ApiVersions)")
 
     def _queue_or_write(self, api_key, version, correlation_id, request, response, entry):
         if not self.pending:
