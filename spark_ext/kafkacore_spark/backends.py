@@ -231,6 +231,12 @@ def check_ranges(starts: dict, ends: dict, earliest: dict, fail_on_data_loss: bo
 
 # -- reading a split (in a task) ------------------------------------------------------------
 def read_split(split, opts: SourceOptions):
+    if not isinstance(split, (SegmentSplit, BrokerSplit)):
+        # A plan without splits (no partitions, or only empty ranges): Spark then runs one task
+        # with its own placeholder, InputPartition(None), which has nothing to read.
+        if type(split) is InputPartition and split.value is None:
+            return
+        raise TypeError(f"kafkacore cannot read {split!r}: not a split planned by this source")
     if isinstance(split, SegmentSplit):
         try:
             yield from read_range(split.topic, split.partition, split.log_path, split.first, split.stop,
