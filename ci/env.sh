@@ -14,14 +14,28 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 
+# KAFKACORE_EXTRAS picks the optional dependencies: ci/main.sh asks for none (the broker needs
+# only the package's own dependencies), the test scripts "test" (the default), ci/dev.sh
+# everything (tests, benchmarks, Spark).
+EXTRAS="${KAFKACORE_EXTRAS-test}"
 stamp="$VENV/.kafkacore-deps"
 want="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "[env] installing dependencies"
+have_hash="" have_extras=""
+if [ -f "$stamp" ]; then
+    read -r have_hash have_extras <"$stamp" || true
+fi
+missing_extras=""
+for e in ${EXTRAS//,/ }; do
+    case ",$have_extras," in *",$e,"*) ;; *) missing_extras+="$e,";; esac
+done
+if [ "$have_hash" != "$want" ] || [ -n "$missing_extras" ]; then
+    # an installed superset is kept: ci/main.sh after ci/test.sh installs nothing more
+    if [ "$have_hash" = "$want" ]; then EXTRAS="${have_extras:+$have_extras,}${missing_extras%,}"; fi
+    echo "[env] installing kafkacore${EXTRAS:+[$EXTRAS]} and its dependencies"
     "$PY" -m pip install -q --disable-pip-version-check --upgrade pip
-    "$PY" -m pip install -q --disable-pip-version-check "setuptools>=68" wheel "cython>=3.0,<4" "numpy>=1.26,<3"
-    "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test,bench,spark]"
-    echo "$want" > "$stamp"
+    "$PY" -m pip install -q --disable-pip-version-check "setuptools>=77" wheel "cython>=3.0,<4" "numpy>=1.26,<3"
+    "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".${EXTRAS:+[$EXTRAS]}"
+    echo "$want ${EXTRAS:-none}" > "$stamp"
 fi
 
 echo "[env] building native extension"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: the C core under AddressSanitizer + UBSan, a bounded fuzz of the
-# decoders, the Python suite against an ASan/UBSan build of the extension, then the Python
-# suite twice: with the native extension and with the pure-Python twins
-# (KAFKACORE_NO_EXTENSIONS=1).
+# decoders, the Python suite against an ASan/UBSan build of the extension, then the package
+# users install (ci/installed_test.sh): the sdist and the wheel are built, each installed into
+# a fresh virtualenv, and the suite runs against them from outside the checkout - the wheel
+# with the native extension (client compatibility suite and real local Spark included), the
+# sdist on the pure-Python twins (KAFKACORE_NO_EXTENSIONS=1).
 # Extra arguments go to pytest (e.g. ci/test.sh -k crc).
+export KAFKACORE_EXTRAS="test"
 source "$(dirname "$0")/env.sh"
 
 echo "== C core under AddressSanitizer + UBSan"
@@ -27,8 +30,5 @@ bash ci/python_sanitize.sh
 echo "== System packages for the client compatibility suite (kcat)"
 bash ci/compat_deps.sh
 
-echo "== Python suite, native extension (with the client compatibility suite, tests/compat, and real local Spark, tests/spark)"
-KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests "$@"
-
-echo "== Python suite, pure-Python twins (the compatibility suite and the Spark tests ran above; the clients and Spark are the same)"
-KAFKACORE_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider tests --ignore=tests/compat --ignore=tests/spark "$@"
+echo "== The installed package: wheel and sdist in fresh virtualenvs"
+bash ci/installed_test.sh "$@"

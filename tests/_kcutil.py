@@ -19,6 +19,10 @@ from kafkacore.checksum import crc32c_py
 from kafkacore.record import batch_py
 
 NATIVE = kafkacore.native_extensions()
+# The checkout (README, ci/): beside tests/ normally; named by $KAFKACORE_SOURCE_ROOT when the
+# suite runs as a copy against an installed package (ci/installed_test.sh).
+SOURCE_ROOT = os.path.abspath(os.environ.get("KAFKACORE_SOURCE_ROOT")
+                              or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -5,6 +5,9 @@ Environment:
   KAFKACORE_REQUIRE_EXTENSIONS=1  test the compiled extensions (a missing build is an error)
   CI=...                          use the deterministic "ci" Hypothesis profile
   HYPOTHESIS_PROFILE=name         pick a profile explicitly ("dev", "ci", "thorough")
+  KAFKACORE_TEST_INSTALLED=1      test an installed kafkacore (ci/installed_test.sh): importing it
+                                  from a source checkout is an error
+  KAFKACORE_SOURCE_ROOT=dir       the checkout, for tests that read its files (README, ci/)
 """
 import os
 
@@ -44,7 +47,7 @@ def _describe():
 
 def pytest_report_header(config):
     _, line = _describe()
-    return [line, f"hypothesis profile: {settings.get_current_profile_name()}"]
+    return [line, f"kafkacore loaded from {os.path.dirname(os.path.abspath(kafkacore.__file__))}", f"hypothesis profile: {settings.get_current_profile_name()}"]
 
 
 def pytest_configure(config):
@@ -52,6 +55,11 @@ def pytest_configure(config):
     for msg in ("read_text is deprecated", "open_text is deprecated"):
         config.addinivalue_line("filterwarnings", f"ignore:{msg}:DeprecationWarning")
     active, line = _describe()
+    if _flag("KAFKACORE_TEST_INSTALLED"):
+        where = os.path.dirname(os.path.abspath(kafkacore.__file__))
+        if "site-packages" not in where.split(os.sep):
+            raise pytest.UsageError(f"KAFKACORE_TEST_INSTALLED=1 but kafkacore was imported from {where}, "
+                                    "not from an installed package")
     if _flag("KAFKACORE_REQUIRE_EXTENSIONS") and not active:
         raise pytest.UsageError(f"KAFKACORE_REQUIRE_EXTENSIONS=1 but {line}")
     if _flag("KAFKACORE_NO_EXTENSIONS") and active:

@@ -26,6 +26,7 @@ from _compat import (
     group_rebalance_scenario, make_records, next_offsets,
 )
 from _broker import AUTO_CREATE_PARTITIONS, BROKER_KIND
+from _kcutil import SOURCE_ROOT
 from kafkacore.partitioner import partition_for_key
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
@@ -376,7 +377,7 @@ def test_the_readme_run_command_starts_a_broker_kcat_uses(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = SOURCE_ROOT
     if not os.path.exists(os.path.join(root, "ci", "main.sh")):
         pytest.skip("a copy of kafkacore/ and tests/ without ci/ (ci/python_sanitize.sh)")
     proc = subprocess.Popen(["bash", os.path.join(root, "ci", "main.sh"), "--port", str(port), "--data-dir",

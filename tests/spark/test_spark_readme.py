@@ -6,9 +6,11 @@ from pathlib import Path
 
 from test_spark_stream import _consume_all
 
+from _kcutil import SOURCE_ROOT
+
 from kafkacore import Producer
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(SOURCE_ROOT) / "README.md"
 
 
 def _pipeline_code() -> str:
