@@ -1,0 +1,78 @@
+"""The README's snippets run as written: the Python blocks in order in one fresh interpreter
+(the Spark pipeline has its own test, tests/spark/test_spark_readme.py), and the `kafkacore
+serve` line starts a broker. The only change made is the broker address: the blocks name
+127.0.0.1:9092, the test's broker listens on a free port."""
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _kcutil import SOURCE_ROOT
+from broker_client import BrokerProcess, free_port
+
+README = Path(SOURCE_ROOT) / "README.md"
+
+
+def _blocks(lang):
+    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), re.S)
+
+
+def test_the_python_snippets_run_as_written(tmp_path):
+    blocks = [b for b in _blocks("python") if "kafkacore_spark" not in b]
+    assert len(blocks) >= 4, "the README's overview, storage, client and embedded snippets"
+    # Kafka's default join delay, which the README's poll loop must live with (the suite's
+    # brokers set it to 0)
+    with BrokerProcess(tmp_path / "broker", settings={"group.initial.rebalance.delay.ms": "3000"}) as broker:
+        code = "\n".join(blocks).replace("127.0.0.1:9092", broker.bootstrap)
+        script = tmp_path / "readme_snippets.py"
+        script.write_text(code)
+        work = tmp_path / "cwd"
+        work.mkdir()
+        out = subprocess.run([sys.executable, str(script)], cwd=work, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    # iter_batches printed the three records of the batch: offset, timestamp, key, value, headers
+    assert re.fullmatch(r"0 \d{13} b'k' b'value' \[\('trace', b'1'\)\]", lines[0]), lines[0]
+    assert re.fullmatch(r"1 \d{13} None b'v1' \[\]", lines[1]), lines[1]
+    assert re.fullmatch(r"2 \d{13} None b'v2' \[\]", lines[2]), lines[2]
+    # the consumer got the four records the producer sent, as a list of ConsumerRecord
+    consumed = eval(lines[3])  # noqa: S307 - our own printout of tuples of ints and bytes
+    assert sorted(v for _p, _o, _k, v in consumed) == [b"v1", b"v2", b"v3", b"value"]
+    assert lines[4].startswith("kcat -b 127.0.0.1:") and lines[4].endswith(" -L works while the with block runs")
+    # each snippet kept to its own data directory
+    assert (work / "storage-demo" / "events-0").is_dir() and (work / "embedded-demo" / "events-5").is_dir()
+    assert (work / "embedded-demo" / ".kafka_cleanshutdown").exists()
+
+
+def test_the_serve_line_starts_a_broker(tmp_path):
+    [line] = [ln for b in _blocks("sh") for ln in b.splitlines() if ln.startswith("kafkacore serve")]
+    args = line.split("#", 1)[0].split()[2:]
+    port = free_port()
+    args[args.index("--port") + 1] = str(port)
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "serve", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        first = proc.stdout.readline()
+        assert f"listening on 127.0.0.1:{port}" in first and str(tmp_path / "broker-data") in first, first
+        assert time.monotonic() < deadline
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert proc.returncode == 0
+    props = (tmp_path / "broker-data" / "meta.properties").read_text()
+    assert "cluster.id=" in props
+
+
+@pytest.mark.parametrize("command", ["ci/main.sh", "ci/test.sh"])
+def test_the_quick_start_names_two_commands_that_exist(command):
+    text = README.read_text()
+    quick = text[text.index("## Quick start"):text.index("## What is here")]
+    [block] = re.findall(r"```sh\n(.*?)```", quick, re.S)
+    assert [ln.split()[0] for ln in block.strip().splitlines()] == ["ci/main.sh", "ci/test.sh"]
+    assert os.access(Path(SOURCE_ROOT) / command, os.R_OK)
