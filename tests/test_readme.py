@@ -15,6 +15,8 @@ from _kcutil import SOURCE_ROOT
 from broker_client import BrokerProcess, free_port
 
 README = Path(SOURCE_ROOT) / "README.md"
+pytestmark = pytest.mark.skipif(not README.is_file(), reason="a copy of tests/ without the checkout beside it "
+                                "(ci/python_sanitize.sh); ci/installed_test.sh names it in KAFKACORE_SOURCE_ROOT")
 
 
 def _blocks(lang):
