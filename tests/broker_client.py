@@ -98,6 +98,26 @@ def request(api_key, **fields):
     return request_class(api_key)(**fields)
 
 
+METADATA_API = 3
+LEADER_NOT_AVAILABLE = 5
+
+
+def auto_create(conn, topic, version=12, timeout=10.0):
+    """The topic's metadata, creating it through Metadata's auto-creation as a client does: the
+    response that creates it says LEADER_NOT_AVAILABLE (as Kafka's), the retry finds it."""
+    from kafkacore.protocol.messages.metadata_request import MetadataRequestTopic
+
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = conn.call(METADATA_API, version, request(METADATA_API, topics=[MetadataRequestTopic(name=topic)],
+                                                        allow_auto_topic_creation=True))
+        t = resp.topics[0]
+        if t.error_code != LEADER_NOT_AVAILABLE or time.monotonic() > deadline:
+            assert t.error_code == 0, t
+            return t
+        time.sleep(0.01)
+
+
 class BrokerProcess:
     """``python -m kafkacore serve`` on 127.0.0.1:<free port> with data_dir; ``restart()``
     stops it with SIGTERM and starts it again on the same port and directory."""

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from broker_client import BrokerProcess, request
+from broker_client import BrokerProcess, auto_create, request
 from kafkacore.broker.fetch_session import CachedPartition, FetchSessionCache
 from kafkacore.errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     UnknownTopicIdError
@@ -40,10 +40,7 @@ _names = iter(range(1_000_000))
 def topic(conn):
     """A fresh 3-partition topic: (name, topic id)."""
     name = f"sess-{next(_names)}-{time.monotonic_ns()}"
-    resp = conn.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name=name)],
-                                           allow_auto_topic_creation=True))
-    assert resp.topics[0].error_code == 0
-    return name, resp.topics[0].topic_id
+    return name, auto_create(conn, name).topic_id
 
 
 def produce(conn, topic, partition, values):
@@ -301,8 +298,7 @@ def test_topic_id_sessions(conn, topic):
 def test_a_full_cache_answers_session_id_zero_and_still_serves_the_fetch(tmp_path):
     with BrokerProcess(tmp_path / "data", settings={"max.incremental.fetch.session.cache.slots": "1"}) as b, \
             b.client() as c:
-        c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name="full")],
-                                     allow_auto_topic_creation=True))
+        auto_create(c, "full")
         produce(c, "full", 0, [b"q"])
         first = call(c, parts=[("full", 0, 0)], session_id=0, epoch=0)
         assert first.session_id > 0
@@ -318,8 +314,7 @@ def test_a_full_cache_answers_session_id_zero_and_still_serves_the_fetch(tmp_pat
 def test_zero_slots_never_create_sessions(tmp_path):
     with BrokerProcess(tmp_path / "data", settings={"max.incremental.fetch.session.cache.slots": "0"}) as b, \
             b.client() as c:
-        c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name="none")],
-                                     allow_auto_topic_creation=True))
+        auto_create(c, "none")
         resp = call(c, parts=[("none", 0, 0)], session_id=0, epoch=0)
         assert (resp.error_code, resp.session_id, len(parts_of(resp))) == (0, 0, 1)
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from broker_client import BrokerProcess, request
+from broker_client import BrokerProcess, auto_create, request
 from kafkacore.coordinator.offset_store import java_string_hash, partition_for
 from kafkacore.protocol.coordinator.group_metadata_key import GroupMetadataKey
 from kafkacore.protocol.coordinator.group_metadata_value import GroupMetadataValue
@@ -55,9 +55,7 @@ def broker(tmp_path_factory):
     with BrokerProcess(tmp_path_factory.mktemp("groups") / "data", settings=SETTINGS) as b:
         with b.client() as c:
             for topic in ("t1", "t2", "t3"):
-                resp = c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name=topic)],
-                                                    allow_auto_topic_creation=True))
-                assert resp.topics[0].error_code == 0
+                auto_create(c, topic)
         yield b
 
 
@@ -759,8 +757,7 @@ def test_list_describe_and_delete_groups(broker):
 
 def test_deleting_a_topic_removes_its_committed_offsets(broker):
     with broker.client() as c:
-        c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name="doomed")],
-                                     allow_auto_topic_creation=True))
+        auto_create(c, "doomed")
         assert commit(c, "doomed-group", {("doomed", 0): 7, ("t1", 0): 8}) == {("doomed", 0): NONE, ("t1", 0): NONE}
         resp = c.call(DELETE_TOPICS, 4, request(DELETE_TOPICS, topic_names=["doomed"], timeout_ms=5000))
         assert resp.responses[0].error_code == NONE
@@ -940,8 +937,7 @@ def test_offsets_topic_records_are_kafkas_format(broker):
 def test_restart_keeps_offsets_groups_and_generations(tmp_path):
     with BrokerProcess(tmp_path / "data", settings=SETTINGS) as b:
         with b.client() as c:
-            c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name="t1")],
-                                         allow_auto_topic_creation=True))
+            auto_create(c, "t1")
         m = Member(b, "durable", "m", session=30000)
         stabilize(m)
         m.send_join()  # generation 2
@@ -983,8 +979,7 @@ def test_initial_rebalance_delay_and_offset_expiry(tmp_path):
     settings = {**SETTINGS, "group.initial.rebalance.delay.ms": "500", "offsets.retention.check.interval.ms": "200"}
     with BrokerProcess(tmp_path / "data", settings=settings) as b:
         with b.client() as c:
-            c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name="t1")],
-                                         allow_auto_topic_creation=True))
+            auto_create(c, "t1")
             # creates the offsets topic
             c.call(FIND_COORDINATOR, 3, request(FIND_COORDINATOR, key="delayed", key_type=0))
         a, bb = Member(b, "delayed", "a"), Member(b, "delayed", "b")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker_client import ROOT, BrokerProcess, KafkaConnection, free_port, request
+from broker_client import ROOT, BrokerProcess, KafkaConnection, auto_create, free_port, request
 from kafkacore.protocol.frames import RequestHeader, encode_request
 from kafkacore.protocol.messages.api_versions_response import ApiVersionsResponse
 from kafkacore.protocol.messages.fetch_request import FetchPartition, FetchTopic
@@ -41,10 +41,7 @@ def batch(values, key=None, ts=1_700_000_000_000, compression="none", pid=-1, ep
 
 
 def create(conn, topic, version=12):
-    resp = conn.call(METADATA, version, request(METADATA, topics=[MetadataRequestTopic(name=topic)],
-                                                allow_auto_topic_creation=True))
-    assert resp.topics[0].error_code == 0, resp
-    return resp.topics[0]
+    return auto_create(conn, topic, version)
 
 
 def produce(conn, topic, partition, records, acks=-1, version=9):
@@ -522,3 +519,24 @@ def test_a_broken_install_stops_the_broker_loudly(tmp_path, damage, needle):
                           env=env)
     assert proc.returncode != 0 and "listening on" not in proc.stdout, proc.stdout
     assert needle in proc.stderr and "SyntaxError" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_auto_creation_answers_leader_not_available_first_as_kafka_does(broker):
+    """Kafka's Metadata answers the request that auto-creates a topic with LEADER_NOT_AVAILABLE
+    and no partitions; the retry sees it. kafka-go's TestConn deletes a topic and expects
+    exactly this from the next auto-creating Metadata request (kafkacore used to return the
+    new partitions at once)."""
+    with broker.client() as c:
+        def meta(name):
+            return c.call(METADATA, 12, request(METADATA, topics=[MetadataRequestTopic(name=name)],
+                                                allow_auto_topic_creation=True)).topics[0]
+
+        first = meta("lazy")
+        assert (first.error_code, first.partitions) == (5, [])
+        again = meta("lazy")
+        assert again.error_code == 0 and len(again.partitions) == 2
+        resp = c.call(20, 4, request(20, topic_names=["lazy"], timeout_ms=5000))  # DeleteTopics
+        assert resp.responses[0].error_code == 0
+        recreated = meta("lazy")
+        assert (recreated.error_code, recreated.partitions) == (5, [])
+        assert meta("lazy").error_code == 0

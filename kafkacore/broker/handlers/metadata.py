@@ -4,12 +4,13 @@ One broker (this node) leads every partition, with itself as the only replica an
 epoch 0. Topics are asked by name, or by id from v10 (unknown id: UNKNOWN_TOPIC_ID). A null
 topic list (v1+), or an empty one in v0, means every topic, internal ones included (clients
 filter them). An unknown name is created with ``num.partitions`` when
-``auto.create.topics.enable`` is on and the request allows it (v4+; always before v4), and
-answered in the same response (Kafka answers LEADER_NOT_AVAILABLE first because its creation
-is asynchronous; here it is done when the response is built). Internal topics are never
+``auto.create.topics.enable`` is on and the request allows it (v4+; always before v4). As in
+Kafka, the response that creates a topic answers it LEADER_NOT_AVAILABLE with no partitions
+(Kafka's creation goes through the controller; clients retry the metadata request); here the
+topic exists when that response leaves, so the retry finds it. Internal topics are never
 auto-created this way. Bad names: INVALID_TOPIC_EXCEPTION.
 """
-from ...errors import InvalidTopicError, KafkaError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...errors import KafkaError, LeaderNotAvailableError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.messages.metadata_response import (MetadataResponse, MetadataResponseBroker,
                                                     MetadataResponsePartition, MetadataResponseTopic)
 from ...protocol.wire import ZERO_UUID
@@ -61,11 +62,12 @@ def handle(ctx, req):
                     validate_topic_name(name)
                     if not allow_create or name in INTERNAL_TOPICS:
                         raise UnknownTopicOrPartitionError(name)
-                    info = broker.create_topic(name)
+                    broker.create_topic(name)
+                    code = LeaderNotAvailableError.code
                 except KafkaError as e:
-                    code = e.code if isinstance(e, (InvalidTopicError, UnknownTopicOrPartitionError)) else e.code
-                    topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
-                    continue
+                    code = e.code
+                topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
+                continue
             topics.append(topic_metadata(broker, info, v, include_ops))
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=broker.node_id, host=cfg.advertised_host, port=cfg.advertised_port)],
