@@ -53,7 +53,15 @@ class KafkaStorageError(KafkaError):
 
 
 class InvalidRecordError(KafkaError):
+    """``record_errors``: [(batch index, message)] of the records that made the batch invalid
+    (Kafka's RecordValidationException, KIP-467), for Produce v8+; empty when the batch as a
+    whole is invalid."""
+
     code, name = 87, "INVALID_RECORD"
+
+    def __init__(self, message: str = "", record_errors=()):
+        super().__init__(message)
+        self.record_errors = list(record_errors)
 
 
 class InvalidTimestampError(KafkaError):

@@ -42,6 +42,16 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 
+def _record_validation_error(record_errors):
+    """INVALID_RECORD for [(batch index, message)], with the summary Kafka's
+    LogValidator.processRecordErrors sends as the partition's error_message: the count and the
+    first three errors as Java prints its RecordErrors (clients and logs may match on it)."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3])
+    return InvalidRecordError(
+        f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]", record_errors)
+
+
 def parse_partition_dir(name):
     """(topic, partition) from ``<topic>-<partition>``; None when the name is not one."""
     topic, sep, partition = name.rpartition("-")
@@ -261,8 +271,10 @@ class Log:
             offset = nxt
 
     def _check_keys(self, records):
-        """A compacted topic takes only keyed records (Kafka's INVALID_RECORD otherwise). This
-        reads inside compressed batches: bytes that do not decompress are CORRUPT_MESSAGE,
+        """A compacted topic takes only keyed records. As in Kafka's LogValidator, a batch
+        holding keyless records is refused whole with INVALID_RECORD naming each of them by its
+        index in the batch (KIP-467 record errors); with several batches, the first such batch.
+        This reads inside compressed batches: bytes that do not decompress are CORRUPT_MESSAGE,
         records that do not parse INVALID_RECORD."""
         for batch in iter_batches(records):
             if batch.is_control:
@@ -277,7 +289,11 @@ class Log:
                 raise InvalidRecordError(f"malformed record in a compressed batch: {e}") from None
             for rec in spans:
                 if rec[2] is None:
-                    raise InvalidRecordError("compacted topic cannot accept a record without a key")
+                    # only now, with the batch already refused, name every keyless record (a
+                    # plain loop keeps the keyed batches' check as cheap as before)
+                    message = ("Compacted topic cannot accept message without key in topic partition "
+                               f"{self.topic}-{self.partition}")
+                    raise _record_validation_error([(i, message) for i, r in enumerate(spans) if r[2] is None])
 
     def _should_roll(self, segment, nbytes, last_offset, batches, message_ts, now):
         """Kafka's LogSegment.shouldRoll: size, time (segment.ms from the first batch's

@@ -8,6 +8,9 @@
 - Each partition's records must be exactly one v2 batch (Kafka's rule for v3+), validated
   natively (CRC, sizes, counts) and appended by the storage engine without being decompressed;
   ``max.message.bytes`` applies per batch (MESSAGE_TOO_LARGE).
+- Records that make a batch invalid (keyless records for a compacted topic) fail it whole with
+  INVALID_RECORD; v8+ also names them in ``record_errors`` (index in the batch, KIP-467) with
+  Kafka's summary as ``error_message``, so a client fails exactly those and the rest as innocent.
 - Idempotent producers: sequences and epochs are checked by the log's producer state; a retry
   of a recent batch gets the original's offset without a second write.
 - Transactional batches (and a transactional id) are refused: transactions are not supported.
@@ -18,7 +21,8 @@ import struct
 
 from ...errors import (InvalidRecordError, InvalidRequiredAcksError, InvalidTopicError, InvalidTxnStateError,
                        KafkaError, UnknownTopicOrPartitionError)
-from ...protocol.messages.produce_response import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
+from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
+                                                   TopicProduceResponse)
 from ..broker import INTERNAL_TOPICS
 
 _LENGTH = struct.Struct(">i")
@@ -73,6 +77,9 @@ def handle(ctx, req):
                     resp.error_code = e.code
                     if v >= 8:
                         resp.error_message = e.message
+                        if isinstance(e, InvalidRecordError):
+                            resp.record_errors = [BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                                  for i, m in e.record_errors]
             parts.append(resp)
         responses.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if acks == 0:
