@@ -69,3 +69,55 @@ def test_the_installed_package_is_not_the_checkout():
     where = Path(kafkacore.__file__).resolve()
     assert Path(SOURCE_ROOT).resolve() not in where.parents
     assert "site-packages" in where.parts
+
+
+@pytest.mark.skipif(not (Path(SOURCE_ROOT) / ".git").exists() or not (Path(SOURCE_ROOT) / "ci" / "main.sh").exists(),
+                    reason="needs the git checkout beside the tests")
+@pytest.mark.skipif(bool(os.environ.get("KAFKACORE_NO_EXTENSIONS")), reason="runs once, in the native pass")
+def test_the_main_job_on_a_fresh_checkout_installs_only_what_the_broker_needs(tmp_path):
+    """README's first command on a fresh copy of the checkout: ci/main.sh creates its own
+    .venv, builds the extension and serves; the virtualenv holds the package's dependencies
+    only (it held the test, benchmark and Spark extras, 1.1 GB, before)."""
+    import signal
+    import tomllib
+
+    files = subprocess.run(["git", "-C", SOURCE_ROOT, "ls-files", "-z"], capture_output=True, check=True).stdout
+    checkout = tmp_path / "checkout"
+    for name in filter(None, files.decode().split("\0")):
+        src = Path(SOURCE_ROOT) / name
+        if src.is_file():
+            dst = checkout / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKACORE_", "VIRTUAL_ENV"))}
+    proc = subprocess.Popen(["bash", "ci/main.sh", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+                            cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    out = []
+    try:
+        for line in proc.stdout:
+            out.append(line)
+            if "listening on" in line:
+                break
+        assert any(f"listening on 127.0.0.1:{port}" in ln for ln in out), "".join(out)[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    listed = subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=freeze",
+                             "--disable-pip-version-check"], capture_output=True, text=True, check=True).stdout
+    installed = {ln.split("==")[0].lower().replace("_", "-") for ln in listed.split()}
+    extras = tomllib.loads((Path(SOURCE_ROOT) / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    only_extras = {dep.split(">")[0].split("<")[0].split("=")[0].strip().lower() for deps in extras.values()
+                   for dep in deps}
+    only_extras -= {"numpy", "pyarrow"}  # dependencies of the package too
+    assert installed & only_extras == set()
+    assert {"kafkacore", "numpy", "lz4", "zstandard", "xxhash", "cramjam"} <= installed
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
