@@ -76,6 +76,28 @@ BROKER_CONFIGS = {
     "replica.fetch.max.bytes": (_int(0, INT_MAX), 1048576),
     "fetch.max.bytes": (_int(1024, INT_MAX), 57671680),
     "max.incremental.fetch.session.cache.slots": (_int(0, INT_MAX), 1000),  # KIP-227 sessions; 0: none
+    # the replicated cluster (docs/cluster.md): on only with zookeeper.connect
+    "zookeeper.connect": (_string, None),
+    "zookeeper.session.timeout.ms": (_int(1, INT_MAX), 18000),
+    "zookeeper.connection.timeout.ms": (_int(1, INT_MAX), None),  # default: the session timeout
+    "broker.rack": (_string, None),
+    "replica.lag.time.max.ms": (_int(1), 30000),
+    "replica.fetch.min.bytes": (_int(1, INT_MAX), 1),
+    "replica.fetch.wait.max.ms": (_int(0, INT_MAX), 500),
+    "replica.fetch.backoff.ms": (_int(0, INT_MAX), 1000),
+    "replica.fetch.response.max.bytes": (_int(0, INT_MAX), 10485760),
+    "replica.socket.timeout.ms": (_int(1, INT_MAX), 30000),
+    "replica.high.watermark.checkpoint.interval.ms": (_int(1), 5000),
+    "num.replica.fetchers": (_int(1, INT_MAX), 1),
+    "controlled.shutdown.enable": (_bool, True),
+    "controlled.shutdown.max.retries": (_int(0, INT_MAX), 3),
+    "controlled.shutdown.retry.backoff.ms": (_int(0), 5000),
+    "controller.socket.timeout.ms": (_int(1, INT_MAX), 30000),
+    "auto.leader.rebalance.enable": (_bool, True),
+    "leader.imbalance.check.interval.seconds": (_int(1), 300),
+    "leader.imbalance.per.broker.percentage": (_int(0, 100), 10),
+    "transaction.state.log.replication.factor": (_int(1, 32767), 3),
+    "transaction.state.log.min.isr": (_int(1, INT_MAX), 2),
 }
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real
@@ -84,11 +106,8 @@ IGNORED = frozenset({
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
     "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr", "min.insync.replicas", "num.replica.fetchers",
-    "unclean.leader.election.enable", "zookeeper.connect", "zookeeper.connection.timeout.ms",
-    "metadata.log.dir", "auto.leader.rebalance.enable", "queued.max.requests",
+    "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr", "metadata.log.dir", "queued.max.requests",
 })
 
 

@@ -79,6 +79,9 @@ TOPIC_CONFIGS = {
     "flush.ms": ("flush_ms", _int(0), LONG_MAX),
     "file.delete.delay.ms": ("file_delete_delay_ms", _int(0), 60000),
     "preallocate": ("preallocate", _bool, False),
+    # replication (read by the Partition layer, not by the log itself)
+    "min.insync.replicas": ("min_insync_replicas", _int(1, INT_MAX), 1),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, False),
 }
 
 # Broker-level names that set a topic default (Kafka's KafkaConfig "log.*" properties).
@@ -102,6 +105,8 @@ BROKER_DEFAULTS = {
     "log.flush.interval.ms": "flush.ms",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.preallocate": "preallocate",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 

@@ -36,7 +36,7 @@ TOPIC_TYPES = {
     "delete.retention.ms": T_LONG, "min.compaction.lag.ms": T_LONG, "max.compaction.lag.ms": T_LONG,
     "min.cleanable.dirty.ratio": T_DOUBLE, "max.message.bytes": T_INT, "message.timestamp.type": T_STRING,
     "compression.type": T_STRING, "flush.messages": T_LONG, "flush.ms": T_LONG, "file.delete.delay.ms": T_LONG,
-    "preallocate": T_BOOLEAN,
+    "preallocate": T_BOOLEAN, "min.insync.replicas": T_INT, "unclean.leader.election.enable": T_BOOLEAN,
 }
 LIST_CONFIGS = frozenset(k for k, t in TOPIC_TYPES.items() if t == T_LIST)
 
@@ -65,6 +65,9 @@ TOPIC_DOCS = {
     "flush.ms": "Time after which appended data is fsynced.",
     "file.delete.delay.ms": "Delay before the files of a deleted segment are removed from disk.",
     "preallocate": "Whether segment files are preallocated at their full size when created.",
+    "min.insync.replicas": "The fewest in-sync replicas an acks=all write needs (NOT_ENOUGH_REPLICAS below it).",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader when no ISR member is "
+                                      "live, losing what only the ISR had.",
 }
 
 # topic config -> broker names that set its default, in Kafka's synonym order
