@@ -61,8 +61,9 @@ def segment_bytes(lg):
 
 
 def files(directory):
-    """Segment and index files (producer-state .snapshot files have their own tests)."""
-    return sorted(n for n in os.listdir(directory) if not n.endswith(".snapshot"))
+    """Segment and index files (producer-state .snapshot files and the leader-epoch-checkpoint
+    have their own tests)."""
+    return sorted(n for n in os.listdir(directory) if not n.endswith(".snapshot") and n != "leader-epoch-checkpoint")
 
 
 def seg_files(directory, base, suffix=""):

@@ -2,8 +2,11 @@
 rename, fsync of the directory) so a crash leaves the old or the new version, never a mix.
 
 - OffsetCheckpointFile: ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
-  ``cleaner-offset-checkpoint``: a version line ``0``, a count line, ``topic partition offset``
-  lines (Kafka's CheckpointFile with OffsetCheckpointFile's formatter).
+  ``cleaner-offset-checkpoint``, ``replication-offset-checkpoint`` (the high watermarks): a
+  version line ``0``, a count line, ``topic partition offset`` lines (Kafka's CheckpointFile
+  with OffsetCheckpointFile's formatter).
+- LeaderEpochCheckpointFile: ``leader-epoch-checkpoint`` in a partition directory: ``0``, a
+  count line, ``epoch startOffset`` lines (Kafka's LeaderEpochCheckpointFile).
 - meta.properties: ``version``, ``cluster.id``, ``node.id``, ``directory.id`` (KRaft form).
 - PartitionMetadataFile: ``partition.metadata`` in a partition directory, the topic id.
 - The clean-shutdown marker ``.kafka_cleanshutdown``."""
@@ -18,6 +21,8 @@ from ..errors import KafkaStorageError
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 PARTITION_METADATA = "partition.metadata"
@@ -78,6 +83,67 @@ class OffsetCheckpointFile:
             return out
         except (ValueError, IndexError) as e:
             raise KafkaStorageError(f"malformed checkpoint file {self.path}: {e}") from e
+
+
+class LeaderEpochCheckpointFile:
+    """[(epoch, start offset)] in Kafka's CheckpointFile text format with the leader epoch
+    formatter: ``0``, the count, then ``epoch startOffset`` lines."""
+
+    VERSION = 0
+
+    def __init__(self, path):
+        self.path = path
+
+    def exists(self):
+        return os.path.exists(self.path)
+
+    def write(self, entries):
+        lines = [str(self.VERSION), str(len(entries))] + [f"{epoch} {start}" for epoch, start in entries]
+        write_atomically(self.path, "\n".join(lines) + "\n")
+
+    def read(self):
+        """The entries in file order; [] when the file is missing or empty (Kafka creates it
+        empty). A malformed file raises KafkaStorageError naming the line, as Kafka's
+        CheckpointReadBuffer refuses it."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise KafkaStorageError(f"reading {self.path} failed: {e}") from e
+        if not lines:
+            return []
+        try:
+            if int(lines[0]) != self.VERSION:
+                raise ValueError(f"unknown version {lines[0]!r}, expected {self.VERSION}")
+            if len(lines) == 1:
+                return []
+            count = int(lines[1])
+            out = []
+            for line in lines[2:]:
+                fields = line.split()
+                if len(fields) != 2:
+                    raise ValueError(f"malformed line {line!r}")
+                out.append((int(fields[0]), int(fields[1])))
+            if len(out) != count:
+                raise ValueError(f"expected {count} entries, found {len(out)}")
+            return out
+        except ValueError as e:
+            raise KafkaStorageError(f"malformed checkpoint file {self.path}: {e}") from e
+
+    def delete(self):
+        """Removes the file, durably (the directory is fsynced)."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise KafkaStorageError(f"removing {self.path} failed: {e}") from e
+        try:
+            fsync_dir(os.path.dirname(self.path) or ".")
+        except OSError as e:
+            raise KafkaStorageError(f"fsync of the directory of {self.path} failed: {e}") from e
 
 
 def _read_properties(path):

@@ -10,6 +10,17 @@ last one active.
   means the leader wrote it), recovery point; ``offset_for_timestamp`` (ListOffsets).
 - Retention (``delete_old_segments``) and DeleteRecords (``delete_records``).
 
+Replication (Kafka's UnifiedLog, ZooKeeper-mode broker):
+
+- ``leader_epoch_cache``: the partition's LeaderEpochFileCache (``leader-epoch-checkpoint``).
+  A leader's ``append(records, leader_epoch=E)`` assigns E at the first offset when E is above
+  the latest epoch; ``append_as_follower(records)`` writes the leader's batches as they are
+  (offsets and epochs kept) and assigns each new epoch at its batch's base offset.
+- ``high_watermark``: = log end offset after every append while ``replicated`` is False (a
+  single node); once ``make_replicated()``, only ``update_high_watermark`` moves it.
+- ``truncate_to(offset)`` (a follower cutting what the leader does not have) and
+  ``truncate_fully_and_start_at(offset)`` (a follower behind the leader's log start).
+
 Readers take a snapshot of the segment list without a lock; appends, rolls, retention and the
 cleaner's swaps take the log's lock briefly. The cleaner does its work outside the lock."""
 import bisect
@@ -20,21 +31,29 @@ import struct
 import threading
 import uuid
 
+from ..checksum import crc32c
 from ..errors import (CorruptMessageError, DuplicateSequenceNumberError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
                       RecordListTooLargeError)
 from ..record import CorruptRecordError, codecs, iter_batches
 from ._hot import hot
 from .batch_rewrite import records_section, recompress
-from .checkpoints import PartitionMetadataFile
+from .checkpoints import LEADER_EPOCH_CHECKPOINT, PartitionMetadataFile, fsync_dir
 from .file_slice import FileSlice
+from .leader_epoch_cache import LeaderEpochFileCache
 from .log_loader import load_segments
-from .log_segment import DELETED_SUFFIX, LogSegment, now_ms
-from .producer_state import ProducerStateManager, producer_batches
+from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment, now_ms
+from .producer_state import ProducerBatch, ProducerStateManager, list_snapshots, producer_batches
 from .scheduler import InlineScheduler
+from .time_index import NO_TIMESTAMP
 
 _PID = struct.Struct(">q")
 _BASE_LEN = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
+_BASE_LEN_EPOCH = struct.Struct(">qii")
+# a v2 batch header from baseOffset to recordsCount (Kafka's DefaultRecordBatch)
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BATCH_OVERHEAD = 61
+_HEADER_WALK_CHUNK = 1 << 16
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -50,6 +69,21 @@ def _record_validation_error(record_errors):
     return InvalidRecordError(
         f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
         f"and only showing the first three errors at most: [{shown}]", record_errors)
+
+
+class UnexpectedAppendOffsetError(OffsetOutOfRangeError):
+    """A follower append whose first offset is below the log end offset (Kafka's
+    UnexpectedAppendOffsetException); first_offset and last_offset are the append's."""
+
+    def __init__(self, message, first_offset, last_offset):
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class OffsetsOutOfOrderError(CorruptMessageError):
+    """A follower append whose batches' offsets do not increase (Kafka's
+    OffsetsOutOfOrderException)."""
 
 
 def parse_partition_dir(name):
@@ -83,7 +117,7 @@ class LogAppendInfo:
 
 class Log:
     def __init__(self, directory, config, *, recovery_point=0, log_start_offset=0, clean_shutdown=True,
-                 scheduler=None, topic_id=None):
+                 scheduler=None, topic_id=None, checkpointed_high_watermark=None, replicated=False):
         self.dir = directory
         self.name = os.path.basename(directory)
         parsed = parse_partition_dir(self.name)
@@ -92,6 +126,9 @@ class Log:
         self.scheduler = scheduler or InlineScheduler()
         self.lock = threading.RLock()
         self.closed = False
+        # bumped by every truncation: a flush that began before one must not move the recovery
+        # point past the new end
+        self._truncations = 0
         os.makedirs(directory, exist_ok=True)
         self._metadata = PartitionMetadataFile(directory)
         self.topic_id = self._metadata.read()
@@ -110,11 +147,19 @@ class Log:
             self.recovery_point = min(self.recovery_point, loaded.first_repaired_offset)
             self.flush()
         self.high_watermark = self.log_end_offset
+        self.replicated = False  # until make_replicated(): appends move the high watermark
+        self.checkpointed_high_watermark = checkpointed_high_watermark  # replication-offset-checkpoint
         self._unflushed = 0
         self.last_flush_ms = now_ms()
         self.append_listeners = []  # fn(log) after every append (the broker's fetch wake-up)
+        # fn(log) after truncate_to / truncate_fully_and_start_at, under the log's lock (the
+        # LogManager writes its checkpoints, so a stale recovery point cannot outlive the cut)
+        self.truncation_listeners = []
+        self.leader_epoch_cache = self._load_leader_epoch_cache()
         self.producer_state = ProducerStateManager(directory)
         self.producer_state.load(self.log_end_offset, self._replay_producers)
+        if replicated:
+            self.make_replicated()
 
     @property
     def config(self):
@@ -150,6 +195,79 @@ class Log:
     @property
     def size_in_bytes(self):
         return sum(s.size for s in self._view[0])
+
+    # -- leader epochs --------------------------------------------------------------------------
+    def _load_leader_epoch_cache(self):
+        """The cache from leader-epoch-checkpoint; without the file, rebuilt from the batches'
+        partitionLeaderEpoch (a log written before the file existed, or a crash inside
+        truncate_fully_and_start_at, which removes the file first). Then cut to the log, as
+        Kafka's loader does: a crash may leave entries past the end (they are written before
+        the records) or below the log start."""
+        cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT))
+        if not cache.file_existed and any(seg.size for seg in self._view[0]):
+            cache.assign_all(self._epoch_starts())
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        return cache
+
+    def _epoch_starts(self):
+        """(epoch, base offset) of every batch that starts a higher epoch (negative epochs,
+        from clients that never had one, are skipped as Kafka's recovery skips them)."""
+        latest = -1
+        for segment in self._view[0]:
+            for base, epoch in _batch_epochs(segment):
+                if epoch > latest:
+                    latest = epoch
+                    yield epoch, base
+
+    @property
+    def latest_epoch(self):
+        """The latest leader epoch in the cache, -1 when none."""
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch):
+        """Kafka's UnifiedLog.endOffsetForEpoch: (epoch, end offset), or None when the cache
+        cannot place leader_epoch."""
+        epoch, end = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        return None if end < 0 else (epoch, end)
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch, start_offset):
+        """Kafka's name for assign on this log's cache (a new leader assigns its epoch at the
+        log end offset)."""
+        with self.lock:
+            return self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    # -- high watermark -------------------------------------------------------------------------
+    def make_replicated(self):
+        """Switches the log to replication: appends no longer move the high watermark;
+        update_high_watermark does. The high watermark becomes the checkpointed one (0 when
+        none), bounded by the log start and end offsets, as Kafka initialises it. A log already
+        replicated keeps its high watermark. Returns it."""
+        with self.lock:
+            if not self.replicated:
+                self.replicated = True
+                checkpointed = self.checkpointed_high_watermark
+                self.high_watermark = self._bounded(0 if checkpointed is None else checkpointed)
+            return self.high_watermark
+
+    def update_high_watermark(self, offset):
+        """Sets the high watermark to offset bounded by [log start offset, log end offset]
+        (Kafka's updateHighWatermark; it may move down, as a follower taking the leader's
+        does). A change wakes the append listeners (long-polling fetches read up to it).
+        Returns the new high watermark."""
+        with self.lock:
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
+            hw = self._bounded(offset)
+            changed = hw != self.high_watermark
+            self.high_watermark = hw
+        if changed:
+            for listener in self.append_listeners:
+                listener(self)
+        return hw
+
+    def _bounded(self, offset):
+        return min(max(offset, self.log_start_offset), self.log_end_offset)
 
     # -- append -----------------------------------------------------------------------------
     def append(self, records, leader_epoch=0, allow_control=False):
@@ -198,8 +316,13 @@ class Log:
             message_ts = log_append_time if log_append_time >= 0 else info.max_timestamp
             if self._should_roll(segment, len(buf), last, info.batches, message_ts, now):
                 segment = self._roll(now)
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                # before the records, as Kafka does: a crash then leaves an entry past the end,
+                # which the next load cuts, never records without their epoch's entry
+                self.leader_epoch_cache.assign(leader_epoch, first)
             segment.append(buf, log_append_time if log_append_time >= 0 else info.max_timestamp)
-            self.high_watermark = segment.next_offset
+            if not self.replicated:
+                self.high_watermark = segment.next_offset
             if pbatches:
                 self._update_producers(buf, pbatches, first, log_append_time)
             self._unflushed += info.records
@@ -214,6 +337,97 @@ class Log:
             max_ts, max_ts_offset = info.max_timestamp, first + info.max_timestamp_delta
         return LogAppendInfo(first, last, log_append_time, max_ts, max_ts_offset, info.records, len(buf),
                              self.log_start_offset)
+
+    def append_as_follower(self, records):
+        """Appends the leader's batches as they are (Kafka's appendAsFollower): offsets, leader
+        epochs and timestamps kept, nothing stamped. Checked as Kafka checks a follower's
+        append: whole batches of magic 2 with their CRC, a known codec, offsets increasing, the
+        first batch not below the log end offset (UnexpectedAppendOffsetError, else nothing is
+        written; a gap above it is fine: a compacted leader has them). Record-level checks
+        and max.message.bytes are the leader's business (a cleaned batch holds fewer records
+        than its offset range, which a produce would refuse).
+
+        Each batch starting a new leader epoch is assigned in the leader epoch cache; the
+        producers' state follows the batches without sequence checks (the leader decided), so
+        this replica can lead with it. Segments roll by the append rules, decided per batch, so
+        a follower fed the leader's appends rolls where the leader did. The high watermark does
+        not move. On a failed write the log keeps the batches written before it."""
+        batches = _follower_batches(records)
+        config = self.config
+        for b in batches:
+            if b.size > config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"a {b.size}-byte batch at offset {b.base} exceeds segment.bytes={config.segment_bytes}")
+        first, last = batches[0].base, batches[-1].last
+        with self.lock:
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
+            end = self.log_end_offset
+            if first < end:
+                raise UnexpectedAppendOffsetError(
+                    f"unexpected offset in a follower append to {self.name}: first offset {first} is below the "
+                    f"log end offset {end} (last offset in the append {last}, log start offset "
+                    f"{self.log_start_offset})", first, last)
+            cache = self.leader_epoch_cache
+            latest = cache.latest_epoch
+            epochs = []
+            for b in batches:
+                if b.epoch >= 0 and b.epoch != latest:
+                    epochs.append((b.epoch, b.base))
+                    latest = b.epoch
+            if epochs:
+                cache.assign_all(epochs)  # before the records (see append)
+            try:
+                self._write_as_follower(records, batches)
+            except BaseException:
+                if epochs:  # entries for batches that were not written
+                    cache.truncate_from_end(self.log_end_offset)
+                raise
+            records_count = sum(max(b.count, 0) for b in batches)
+            self._unflushed += records_count
+            flush_now = self._unflushed >= config.flush_messages
+        if flush_now:
+            self.flush()
+        for listener in self.append_listeners:
+            listener(self)
+        top = max(batches, key=lambda b: b.max_ts)  # the first batch with the largest maxTimestamp
+        return LogAppendInfo(first, last, -1, top.max_ts, top.last, records_count, len(memoryview(records).cast("B")),
+                             self.log_start_offset)
+
+    def _write_as_follower(self, records, batches):
+        """Writes batches (already checked) into segments: the rest of them at once when they
+        need no roll, else one batch (rolling first if it needs one) and look again."""
+        config = self.config
+        mv = memoryview(records).cast("B")
+        index_slots = min(config.segment_index_bytes // 8, config.segment_index_bytes // 12 - 1)
+        n = len(batches)
+        suffix_max_ts = [0] * n
+        running = NO_TIMESTAMP
+        for k in range(n - 1, -1, -1):
+            running = max(running, batches[k].max_ts)
+            suffix_max_ts[k] = running
+        now = now_ms()
+        i = 0
+        while i < n:
+            segment = self.active_segment
+            start = batches[i].pos
+            nbytes = batches[-1].pos + batches[-1].size - start
+            j = n
+            if (nbytes > config.segment_bytes or n - i > index_slots
+                    or self._should_roll(segment, nbytes, batches[-1].last, n - i, suffix_max_ts[i], now)):
+                j = i + 1
+                one = batches[i]
+                if self._should_roll(segment, one.size, one.last, 1, one.max_ts, now):
+                    segment = self._roll(now)
+            stop = batches[j - 1].pos + batches[j - 1].size
+            segment.append(mv[start:stop], batches[i].max_ts)
+            state = self.producer_state
+            for b in batches[i:j]:
+                if b.producer_id >= 0:
+                    pb = ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
+                                       bool(b.attributes & 0x10))
+                    state.update(pb, b.base, b.last, b.max_ts)
+            i = j
 
     def _check_producers(self, pbatches):
         """Sequence and epoch checks of every producer batch, in order (a second batch of the
@@ -332,15 +546,17 @@ class Log:
         self._set_segments(self._view[0] + (new,))
         # Kafka flushes the rolled segment in the background; the recovery point moves past it
         # once that is done.
-        self.scheduler.schedule(0, lambda: self._flush_rolled(old, new_base))
+        truncations = self._truncations
+        self.scheduler.schedule(0, lambda: self._flush_rolled(old, new_base, truncations))
         return new
 
-    def _flush_rolled(self, segment, new_base):
+    def _flush_rolled(self, segment, new_base, truncations):
         if segment.deleted or self.closed:
             return
         segment.flush()
         with self.lock:
-            if new_base > self.recovery_point:
+            # a truncation since the roll may have cut below new_base
+            if new_base > self.recovery_point and truncations == self._truncations:
                 self.recovery_point = new_base
 
     def flush(self):
@@ -349,11 +565,13 @@ class Log:
             if self.closed:
                 return
             end = self.log_end_offset
+            truncations = self._truncations
             segments = [s for s in self._view[0] if s.next_offset > self.recovery_point or s.mutable]
             self._unflushed = 0
         self._fsync(segments)
         with self.lock:
-            self.recovery_point = max(self.recovery_point, end)
+            if truncations == self._truncations:  # else end may be past the truncated log's end
+                self.recovery_point = max(self.recovery_point, end)
             self.last_flush_ms = now_ms()
 
     @staticmethod
@@ -492,6 +710,7 @@ class Log:
             if offset > self.log_start_offset:
                 self.log_start_offset = offset
                 self.producer_state.truncate_head(offset)
+                self.leader_epoch_cache.truncate_from_start(offset)
         self._delete_segments(lambda seg, next_base: next_base is not None and next_base <= self.log_start_offset)
         return self.log_start_offset
 
@@ -542,6 +761,7 @@ class Log:
             for seg in doomed:
                 self._retire(seg)
             self.producer_state.truncate_head(self.log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return len(doomed)
 
     def _retire(self, segment):
@@ -553,6 +773,212 @@ class Log:
         except OSError as e:
             raise KafkaStorageError(f"renaming {segment.log_path} for deletion failed: {e}") from e
         self.scheduler.schedule(self.config.file_delete_delay_ms, segment.delete_files)
+
+    # -- truncation (replication) --------------------------------------------------------------
+    def truncate_to(self, offset):
+        """Removes every record at offset and after (Kafka's UnifiedLog.truncateTo, a follower
+        cutting what the leader does not have). Segments above offset are deleted; the one
+        holding offset is cut at the start of the batch holding it, as Kafka's
+        LogSegment.truncateTo cuts, so the log end offset becomes that batch's base offset
+        (offset itself on a batch boundary; Kafka would claim offset even when the cut batch
+        started below it, which a restart would not confirm). Below the first segment's base
+        it is truncate_fully_and_start_at(offset). The producers' state is rebuilt for the new
+        end, leader epochs from it on go, and the high watermark, recovery point and log start
+        offset come down to it. A segment left empty goes too (unless it is the first): the
+        log is then the one that never rolled there. Nothing happens for offset >= the log end
+        offset, except that a leader epoch entry at the end goes (Kafka's rule too). Returns
+        True when records went.
+
+        Crash safety: the segments above go newest first, each rename made durable before the
+        next, then the cut (fsynced), then the producer snapshots past the end, then the epoch
+        cache: a crash anywhere leaves a prefix of the log, which the next load reconciles
+        (epoch entries and snapshots past its end are dropped there). A failure part way
+        closes the log (KAFKA_STORAGE_ERROR on every call) and raises; reopening recovers it."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to a negative offset ({offset})")
+        with self.lock:
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
+            end = self.log_end_offset
+            if offset >= end:
+                self.leader_epoch_cache.truncate_from_end(end)
+                return False
+            if offset < self._view[0][0].base_offset:
+                self._guarded(self._truncate_fully, offset)
+            else:
+                self._guarded(self._truncate, offset)
+            for listener in self.truncation_listeners:
+                listener(self)
+        return True
+
+    def truncate_fully_and_start_at(self, offset):
+        """Deletes every segment and starts empty at offset: log start offset = log end offset
+        = high watermark = recovery point = offset, no leader epochs, no producers (Kafka's
+        truncateFullyAndStartAt, for a follower whose fetch offset is below the leader's log
+        start). Crash safety: the producer snapshots and the epoch file go first (a crash then
+        rebuilds both from whatever segments remain), then the segments newest first, then the
+        new segment is made."""
+        if offset < 0:
+            raise ValueError(f"cannot start {self.name} at a negative offset ({offset})")
+        with self.lock:
+            if self.closed:
+                raise KafkaStorageError(f"log {self.name} is closed")
+            self._guarded(self._truncate_fully, offset)
+            for listener in self.truncation_listeners:
+                listener(self)
+
+    def _guarded(self, fn, offset):
+        try:
+            fn(offset)
+        except BaseException as e:
+            # the files and this object may disagree now: refuse everything until a reopen,
+            # whose load reconciles whatever state the files are in
+            self.closed = True
+            for seg in self._view[0]:  # close() will not run on a closed log
+                seg.offset_index.close()
+                seg.time_index.close()
+            if isinstance(e, KafkaStorageError):
+                raise
+            if isinstance(e, OSError):
+                raise KafkaStorageError(f"truncating {self.name} to {offset} failed: {e}") from e
+            raise
+
+    def _truncate(self, offset):
+        segments = list(self._view[0])
+        k = max(bisect.bisect_left(self._view[1], offset) - 1, 0)  # the last segment with base < offset
+        if k > 0:
+            found = segments[k].translate_offset(offset)
+            if found is not None and found[0] == 0:
+                # nothing of segment k stays: it goes, and the one before ends the log, as in a
+                # log that never rolled there
+                k -= 1
+        keep, doomed = segments[k], segments[k + 1:]
+        self._truncations += 1
+        for i in range(len(segments) - 1, k, -1):
+            self._retire(segments[i])
+            self._set_segments(segments[:i])  # the view keeps every segment not retired
+            fsync_dir(self.dir)
+        if keep is segments[-1]:
+            active = keep
+        else:
+            # A new object for the files: the cleaner may be copying this segment as it was, and
+            # its swap must find the old object gone (replace_segment then drops the copy).
+            active = LogSegment(self.dir, keep.base_offset, self.config, created_ms=keep.created_ms)
+            active.first_batch_timestamp = keep.first_batch_timestamp
+        try:
+            self._cut(active, offset)
+        except BaseException:
+            if active is not keep:
+                active.offset_index.close()
+                active.time_index.close()
+            raise
+        self._set_segments(segments[:k] + [active])
+        if active is not keep:
+            keep.deleted = True  # readers holding the old list read again
+            keep.offset_index.close()
+            keep.time_index.close()
+        new_end = active.next_offset
+        doomed_bases = {seg.base_offset for seg in doomed}
+        for snap_offset, path in list_snapshots(self.dir):
+            if snap_offset > new_end or snap_offset in doomed_bases:
+                os.unlink(path)
+        fsync_dir(self.dir)
+        self.leader_epoch_cache.truncate_from_end(new_end)
+        self.log_start_offset = min(self.log_start_offset, new_end)
+        self.high_watermark = min(self.high_watermark, new_end)
+        self.recovery_point = min(self.recovery_point, new_end)
+        self.producer_state.last_snapshot_offset = -1
+        self.producer_state.load(new_end, self._replay_producers)
+
+    def _cut(self, seg, offset):
+        """Cuts seg (made the active segment) before the first batch whose last offset is >=
+        offset. The indexes keep their entries for the batches before the cut, except a final
+        time entry the segment got when it became inactive; the scan state resumes from the
+        last offset entry kept. So the segment, its indexes and the appends that follow are
+        byte for byte those of a segment only ever written up to the cut."""
+        found = seg.translate_offset(offset)
+        pos = seg.size if found is None else found[0]
+        oi, ti = seg.offset_index, seg.time_index
+        for index in (oi, ti):
+            if not index.mutable:
+                if index.entries <= index.max_entries:
+                    index.make_mutable()
+                else:  # segment.index.bytes shrank since: full, so the next append rolls first
+                    index.mutable = True
+        kept = 0
+        if oi.entries and pos > 0:
+            kept = hot.offset_index_lookup_position(oi.buffer(oi.entries), oi.entries, pos - 1) + 1
+        oi.truncate_to_entries(kept)
+        if kept:
+            # the time entries written along with the offset entries kept; a final entry of an
+            # inactive segment is for a batch after its last offset entry, so it goes
+            last_indexed, resume = oi.entry(kept - 1)
+            ti.truncate_to_offset(last_indexed + 1)
+        else:
+            resume = 0
+            ti.truncate_to_entries(0)
+        ts, ts_offset = ti.last_entry()
+        scanner = hot.SegmentScanner(seg.base_offset, self.config.index_interval_bytes, False)
+        scanner.position = resume
+        scanner.last_index_position = resume
+        scanner.max_timestamp = ts
+        scanner.offset_of_max_timestamp = ts_offset if ts != NO_TIMESTAMP else -1
+        scanner.last_time_index_timestamp = ts
+        self._scan_to(seg, scanner, pos)
+        try:
+            os.ftruncate(seg.file.fd, pos)
+        except OSError as e:
+            raise KafkaStorageError(f"truncating {seg.log_path} failed: {e}") from e
+        seg.size = pos
+        seg.next_offset = max(scanner.next_offset, seg.base_offset)
+        seg.max_timestamp_so_far = scanner.max_timestamp
+        seg.offset_of_max_timestamp_so_far = scanner.offset_of_max_timestamp
+        seg.scanner = scanner
+        if pos == 0:  # as Kafka resets an emptied segment's roll clock
+            seg.first_batch_timestamp = None
+            seg.created_ms = now_ms()
+        seg.flush()  # the cut is durable before the epoch cache forgets what was cut
+
+    @staticmethod
+    def _scan_to(seg, scanner, end):
+        """Feeds seg's batches from scanner.position to end through scanner (no CRC check: they
+        were checked when written or recovered)."""
+        fd = seg.file.fd
+        while scanner.position < end:
+            pos = scanner.position
+            data = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+            status, _consumed, offsets, times = scanner.scan(data)
+            if status == hot.SCAN_TRUNCATED and scanner.position == pos:
+                head = os.pread(fd, 12, pos)  # one batch longer than the read: read it whole
+                need = int.from_bytes(head[8:12], "big", signed=True) + 12 if len(head) == 12 else 0
+                if need < _BATCH_OVERHEAD or pos + need > end:
+                    raise KafkaStorageError(f"{seg.log_path}: no whole batch at byte {pos}")
+                status, _consumed, offsets, times = scanner.scan(os.pread(fd, need, pos))
+            if status not in (hot.SCAN_OK, hot.SCAN_TRUNCATED) or scanner.position == pos:
+                raise KafkaStorageError(f"{seg.log_path}: cannot rescan at byte {pos}: {scanner.error}")
+            # entries only when index.interval.bytes changed since the segment was written
+            seg.offset_index.append_entries(offsets)
+            seg.time_index.append_entries(times)
+
+    def _truncate_fully(self, offset):
+        self._truncations += 1
+        for _snap_offset, path in list_snapshots(self.dir):
+            os.unlink(path)
+        fsync_dir(self.dir)
+        self.leader_epoch_cache.checkpoint.delete()
+        for seg in reversed(self._view[0]):
+            self._retire(seg)
+            fsync_dir(self.dir)
+        new = LogSegment.create(self.dir, offset, self.config, now_ms())
+        self._set_segments([new])
+        fsync_dir(self.dir)
+        self.leader_epoch_cache.clear()
+        self.producer_state.producers = {}
+        self.producer_state.last_snapshot_offset = -1
+        self.log_start_offset = offset
+        self.high_watermark = offset
+        self.recovery_point = offset
+        self._unflushed = 0
 
     # -- the cleaner's swap ------------------------------------------------------------------
     def replace_segment(self, old, cleaned):
@@ -604,3 +1030,87 @@ class Log:
     def __repr__(self):
         return (f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
                 f"segments={len(self._view[0])})")
+
+
+class _FollowerBatch:
+    __slots__ = ("pos", "size", "base", "last", "epoch", "max_ts", "count", "producer_id", "producer_epoch",
+                 "base_sequence", "attributes")
+
+    def __init__(self, pos, size, base, last, epoch, max_ts, count, producer_id, producer_epoch, base_sequence,
+                 attributes):
+        self.pos = pos
+        self.size = size
+        self.base = base
+        self.last = last
+        self.epoch = epoch
+        self.max_ts = max_ts
+        self.count = count
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.attributes = attributes
+
+
+def _follower_batches(records):
+    """The batches of a follower append, checked as Kafka's analyzeAndValidateRecords checks
+    them for a follower: size, magic, CRC-32C (ensureValid), a known codec, offsets
+    increasing. CorruptMessageError / OffsetsOutOfOrderError / InvalidRecordError name the
+    byte where the problem is."""
+    mv = memoryview(records).cast("B")
+    n = mv.nbytes
+    if n == 0:
+        raise InvalidRecordError("no record batches (at byte 0)")
+    out = []
+    pos = 0
+    prev_last = None
+    while pos < n:
+        if n - pos < _BATCH_OVERHEAD:
+            raise CorruptMessageError(f"records end inside a batch header (truncated) (at byte {pos})")
+        (base, blen, epoch, magic, crc, attrs, delta, _base_ts, max_ts, pid, pepoch, bseq,
+         count) = _HEADER.unpack_from(mv, pos)
+        if blen < _BATCH_OVERHEAD - 12:
+            raise CorruptMessageError(f"batch length is less than the record batch v2 overhead (at byte {pos})")
+        if magic != 2:
+            raise CorruptMessageError(f"unsupported magic {magic} (only record batch v2 is supported) (at byte {pos})")
+        size = blen + 12
+        if n - pos < size:
+            raise CorruptMessageError(f"records end inside a batch (truncated) (at byte {pos})")
+        if crc32c(mv[pos + 21:pos + size]) != crc:
+            raise CorruptMessageError(f"CRC-32C of the batch does not match its contents (at byte {pos})")
+        if attrs & 0x07 > 4:
+            raise CorruptMessageError(f"unknown compression codec (Kafka defines ids 0 to 4) (at byte {pos})")
+        if delta < 0:
+            raise CorruptMessageError(f"negative last offset delta (at byte {pos})")
+        if prev_last is not None and base <= prev_last:
+            raise OffsetsOutOfOrderError(
+                f"out of order offsets in a follower append: batch at offset {base} follows offset {prev_last} "
+                f"(at byte {pos})")
+        prev_last = base + delta
+        out.append(_FollowerBatch(pos, size, base, prev_last, epoch, max_ts, count, pid, pepoch, bseq, attrs))
+        pos += size
+    return out
+
+
+def _batch_epochs(segment):
+    """(base offset, partitionLeaderEpoch) of each batch of a segment: a header walk in reads of
+    64 KiB (a batch larger than that costs one read of its header)."""
+    fd = segment.file.fd
+    size = segment.size
+    pos = 0
+    buf = b""
+    buf_at = 0
+    while pos < size:
+        rel = pos - buf_at
+        if rel + 16 > len(buf):
+            try:
+                buf = os.pread(fd, min(_HEADER_WALK_CHUNK, size - pos), pos)
+            except OSError as e:
+                raise KafkaStorageError(f"reading {segment.log_path} failed: {e}") from e
+            buf_at, rel = pos, 0
+            if len(buf) < 16:
+                raise KafkaStorageError(f"{segment.log_path}: a batch header is cut short at byte {pos}")
+        base, blen, epoch = _BASE_LEN_EPOCH.unpack_from(buf, rel)
+        if blen < _BATCH_OVERHEAD - 12:
+            raise KafkaStorageError(f"{segment.log_path}: bad batch length at byte {pos}")
+        yield base, epoch
+        pos += blen + 12

@@ -6,17 +6,24 @@ checkpoint files and opens every ``<topic>-<partition>`` directory. While runnin
 thread runs retention (``log.retention.check.interval.ms``), ``flush.ms`` flushes, checkpoint
 writes and delayed file deletions, and the cleaner thread compacts. ``shutdown()`` flushes and
 closes every log, writes the checkpoints with recovery points at the log ends, and writes the
-clean-shutdown marker."""
+clean-shutdown marker.
+
+Replication: ``replication-offset-checkpoint`` holds the high watermarks (written with the other
+checkpoints and by ``checkpoint_high_watermarks()``); each log gets its value as
+``checkpointed_high_watermark`` at start, which ``Log.make_replicated()`` applies. A truncation
+of a log writes the recovery-point and log-start checkpoints at once (Kafka's
+LogManager.truncateTo does), so a stale recovery point never hides appends made after it."""
 import json
 import os
 import re
 import shutil
 import threading
+import weakref
 
 from ..errors import InvalidTopicError, KafkaStorageError, TopicAlreadyExistsError
-from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile,
-                          load_or_create_meta_properties, take_clean_shutdown, write_atomically,
-                          write_clean_shutdown)
+from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                          OffsetCheckpointFile, load_or_create_meta_properties, take_clean_shutdown,
+                          write_atomically, write_clean_shutdown)
 from .config import LogConfig
 from .dir_lock import DataDirLock
 from .log import Log, parse_partition_dir
@@ -45,7 +52,10 @@ class LogManager:
     def __init__(self, data_dir, default_config=None, *, node_id=1, cluster_id=None, background=True,
                  retention_check_interval_ms=300000, flush_check_interval_ms=1000,
                  checkpoint_interval_ms=60000, cleaner_enable=True, cleaner_backoff_ms=15000,
-                 cleaner_dedupe_buffer_size=128 << 20):
+                 cleaner_dedupe_buffer_size=128 << 20, replicated=False):
+        """replicated: every log is opened (and created) replicated, its high watermark the
+        checkpointed one; otherwise a caller switches logs with Log.make_replicated()."""
+        self.replicated = replicated
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
         self.closed = True  # until opened: shutdown() of a half-built manager only drops the lock
@@ -69,11 +79,17 @@ class LogManager:
         self.had_clean_shutdown = take_clean_shutdown(self.data_dir)
         self._recovery_checkpoint = OffsetCheckpointFile(os.path.join(self.data_dir, RECOVERY_POINT_CHECKPOINT))
         self._start_checkpoint = OffsetCheckpointFile(os.path.join(self.data_dir, LOG_START_OFFSET_CHECKPOINT))
+        self._hw_checkpoint = OffsetCheckpointFile(os.path.join(self.data_dir, REPLICATION_OFFSET_CHECKPOINT))
         self.scheduler = Scheduler() if background else InlineScheduler()
         self._lock = threading.RLock()
+        # one writer of the checkpoint files at a time, each writing values read under it, so
+        # an older value never overwrites a newer one (a truncation's against the periodic job)
+        self._checkpoint_lock = threading.Lock()
+        self.cleaner = None
         self.logs = {}
         recovery_points = self._recovery_checkpoint.read()
         start_offsets = self._start_checkpoint.read()
+        high_watermarks = self._hw_checkpoint.read()
         for name in sorted(os.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
             if not os.path.isdir(path):
@@ -84,11 +100,11 @@ class LogManager:
             parsed = parse_partition_dir(name)
             if parsed is None:
                 continue
-            self.logs[parsed] = Log(path, self.config_for(parsed[0]),
-                                    recovery_point=recovery_points.get(parsed, 0),
-                                    log_start_offset=start_offsets.get(parsed, 0),
-                                    clean_shutdown=self.had_clean_shutdown, scheduler=self.scheduler)
-        self.cleaner = None
+            self.logs[parsed] = self._watched(Log(
+                path, self.config_for(parsed[0]), recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=start_offsets.get(parsed, 0), clean_shutdown=self.had_clean_shutdown,
+                scheduler=self.scheduler, checkpointed_high_watermark=high_watermarks.get(parsed),
+                replicated=self.replicated))
         if cleaner_enable:
             self.cleaner = LogCleaner(self.data_dir, lambda: dict(self.logs), backoff_ms=cleaner_backoff_ms,
                                       dedupe_buffer_size=cleaner_dedupe_buffer_size, background=background)
@@ -133,9 +149,20 @@ class LogManager:
                 self._write_topic_configs()
             config = self.config_for(topic)
             path = os.path.join(self.data_dir, f"{topic}-{partition}")
-            lg = Log(path, config, scheduler=self.scheduler, topic_id=topic_id)
+            lg = self._watched(Log(path, config, scheduler=self.scheduler, topic_id=topic_id,
+                                   replicated=self.replicated))
             self.logs[(topic, partition)] = lg
             return lg
+
+    def _watched(self, lg):
+        manager = weakref.ref(self)  # no cycle: a closed manager's logs (and fds) go with it
+
+        def after_truncation(log):
+            m = manager()
+            if m is not None:
+                m._after_truncation(log)
+        lg.truncation_listeners.append(after_truncation)
+        return lg
 
     def get_or_create_log(self, topic, partition, overrides=None, topic_id=None):
         with self._lock:
@@ -192,10 +219,56 @@ class LogManager:
                 lg.maybe_flush(now)
 
     def checkpoint(self):
+        """The recovery-point, log-start and high-watermark checkpoints of the open logs."""
+        with self._checkpoint_lock:
+            logs = self._open_logs()
+            self._recovery_checkpoint.write({k: lg.recovery_point for k, lg in logs.items()})
+            self._start_checkpoint.write({k: lg.log_start_offset for k, lg in logs.items()})
+            self._hw_checkpoint.write(_high_watermarks(logs))
+
+    def checkpoint_high_watermarks(self):
+        """``replication-offset-checkpoint`` alone (Kafka's ReplicaManager writes it every
+        replica.high.watermark.checkpoint.interval.ms)."""
+        with self._checkpoint_lock:
+            self._hw_checkpoint.write(_high_watermarks(self._open_logs()))
+
+    def _open_logs(self):
         with self._lock:
-            logs = {k: lg for k, lg in self.logs.items() if not lg.closed}
-        self._recovery_checkpoint.write({k: lg.recovery_point for k, lg in logs.items()})
-        self._start_checkpoint.write({k: lg.log_start_offset for k, lg in logs.items()})
+            return {k: lg for k, lg in self.logs.items() if not lg.closed}
+
+    def _after_truncation(self, lg):
+        """A log was truncated (called under its lock): its recovery point went down, so the
+        checkpoint must say so before any append lands above the cut (else a crash would skip
+        their recovery). The cleaner's first dirty offset comes down too."""
+        self.checkpoint()
+        if self.cleaner is not None:
+            self._truncate_cleaner_checkpoint(lg, lg.log_end_offset)
+
+    def _truncate_cleaner_checkpoint(self, lg, end):
+        self._try_lower_first_dirty((lg.topic, lg.partition), end)
+
+    def _try_lower_first_dirty(self, key, end):
+        # Kafka's maybeTruncateCheckpoint. The cleaner holds its lock through a whole pass and
+        # takes the log's lock to swap segments, so this (under the log's lock) must not wait for
+        # it; while a pass runs, a scheduler job tries again every 100 ms (the pass would
+        # otherwise write its own, older first dirty offset after ours).
+        cleaner = self.cleaner
+        if cleaner is None:
+            return
+        if not cleaner._lock.acquire(blocking=False):
+            if isinstance(self.scheduler, Scheduler) and not self.closed:
+                self.scheduler.schedule(100, lambda: self._try_lower_first_dirty(key, end))
+            return
+        try:
+            self._lower_first_dirty(key, end)
+        finally:
+            cleaner._lock.release()
+
+    def _lower_first_dirty(self, key, end):
+        first_dirty = self.cleaner.first_dirty
+        if key in first_dirty and first_dirty[key] > end:
+            first_dirty[key] = end
+            self.cleaner._write_checkpoint()
 
     def shutdown(self):
         """Clean stop: threads stopped, logs flushed and closed, checkpoints written with the
@@ -209,8 +282,10 @@ class LogManager:
         logs = dict(self.logs)
         for lg in logs.values():
             lg.close()
-        self._recovery_checkpoint.write({k: lg.log_end_offset for k, lg in logs.items()})
-        self._start_checkpoint.write({k: lg.log_start_offset for k, lg in logs.items()})
+        with self._checkpoint_lock:
+            self._recovery_checkpoint.write({k: lg.log_end_offset for k, lg in logs.items()})
+            self._start_checkpoint.write({k: lg.log_start_offset for k, lg in logs.items()})
+            self._hw_checkpoint.write(_high_watermarks(logs))
         write_clean_shutdown(self.data_dir)
         self._dir_lock.release()
 
@@ -234,3 +309,18 @@ class LogManager:
 
     def __exit__(self, *exc):
         self.shutdown()
+
+
+def _high_watermarks(logs):
+    """What replication-offset-checkpoint says for each log. A log not (yet) replicated has
+    HW = log end offset, which is not a replicated high watermark: until make_replicated()
+    applies it, the one checkpointed at start stays (bounded by the log end), so a restart
+    before the ReplicaManager takes the log over does not lose it."""
+    out = {}
+    for key, lg in logs.items():
+        checkpointed = lg.checkpointed_high_watermark
+        if lg.replicated or checkpointed is None:
+            out[key] = lg.high_watermark
+        else:
+            out[key] = min(checkpointed, lg.high_watermark)
+    return out

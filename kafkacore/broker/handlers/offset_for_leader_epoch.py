@@ -1,48 +1,69 @@
 """OffsetForLeaderEpoch (API key 23), versions 0-4.
 
-Consumers use it (KIP-320) to detect log truncation after a leader change. This node has led
-every partition since it was created, with one leader epoch, 0, starting at offset 0; so per
-partition, as Kafka's leader-epoch cache answers:
+Followers use it to find where their log diverges from the leader's; consumers (KIP-320) to
+detect log truncation after a leader change. The answer comes from the partition's leader epoch
+cache (Log.leader_epoch_cache, Kafka's LeaderEpochFileCache.endOffsetFor):
 
-- ``leader_epoch`` 0: end offset = the log end offset, leader epoch 0;
-- any other epoch (a later one it never had, or -1): leader epoch -1 and end offset -1
-  (UNDEFINED, no error), as Kafka answers for an epoch it cannot place;
-- ``current_leader_epoch`` (v2+): -1 skips the check; above 0 is UNKNOWN_LEADER_EPOCH, below
-  -1 FENCED_LEADER_EPOCH (older than the current 0);
-- an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+- the latest epoch: that epoch and the log end offset;
+- an older epoch: the largest cached epoch at or below it, and the start offset of the next
+  cached epoch (where the requested one ended);
+- -1, or an epoch above the latest: leader epoch -1 and end offset -1 (UNDEFINED, no error);
+- ``current_leader_epoch`` (v2+): -1 skips the check; above the partition's current leader
+  epoch is UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH;
+- an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (on a cluster, a partition this
+  broker does not lead: NOT_LEADER_OR_FOLLOWER, as Kafka answers).
 
-Errors answer leader epoch -1 and end offset -1. ``replica_id`` (v3+) is not checked: there
-are no followers.
+A single node leads every partition from its creation with leader epoch 0, so the cache holds
+epoch 0 from the first offset it wrote; a log it has not written to yet answers epoch 0 with the
+log end offset, as Kafka's leader (which assigns its epoch at the log end when it becomes leader)
+would. Errors answer leader epoch -1 and end offset -1. ``replica_id`` (v3+) is not checked.
 
 Version notes: the response carries leader_epoch from v1 (v0: end offset only);
 current_leader_epoch from v2; replica_id from v3; v4 is the flexible encoding.
 """
-from ...errors import FencedLeaderEpochError, UnknownLeaderEpochError, UnknownTopicOrPartitionError
+from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError, UnknownTopicOrPartitionError
 from ...protocol.messages.offset_for_leader_epoch_response import (EpochEndOffset, OffsetForLeaderEpochResponse,
                                                                    OffsetForLeaderTopicResult)
 
 API_KEY = 23
 VERSIONS = (0, 4)
-LEADER_EPOCH = 0
+LEADER_EPOCH = 0  # a single node's
 NO_EPOCH = -1
+NO_OFFSET = -1
+
+
+def _leader_log(broker, topic, partition):
+    """(log, current leader epoch) of a partition this broker leads; raises KafkaError."""
+    leader_log = getattr(broker, "leader_log", None)
+    if leader_log is not None:
+        return leader_log(topic, partition), broker.leader_epoch_of(topic, partition)
+    lg = broker.get_log(topic, partition)
+    if lg is None:
+        raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+    return lg, LEADER_EPOCH
 
 
 def _end_offset(broker, topic, p, v):
-    out = EpochEndOffset(partition=p.partition, leader_epoch=-1, end_offset=-1)
-    lg = broker.get_log(topic, p.partition)
-    if lg is None:
-        out.error_code = UnknownTopicOrPartitionError.code
+    out = EpochEndOffset(partition=p.partition, leader_epoch=NO_EPOCH, end_offset=NO_OFFSET)
+    try:
+        lg, current = _leader_log(broker, topic, p.partition)
+    except KafkaError as e:
+        out.error_code = e.code
         return out
     if v >= 2 and p.current_leader_epoch != NO_EPOCH:
-        if p.current_leader_epoch > LEADER_EPOCH:
+        if p.current_leader_epoch > current:
             out.error_code = UnknownLeaderEpochError.code
             return out
-        if p.current_leader_epoch < LEADER_EPOCH:
+        if p.current_leader_epoch < current:
             out.error_code = FencedLeaderEpochError.code
             return out
-    if p.leader_epoch == LEADER_EPOCH:
-        out.leader_epoch = LEADER_EPOCH
-        out.end_offset = lg.log_end_offset
+    cache = lg.leader_epoch_cache
+    end = lg.log_end_offset
+    if not lg.replicated and cache.latest_epoch == NO_EPOCH and p.leader_epoch == LEADER_EPOCH:
+        # nothing written yet on a single node: its epoch 0 starts at the log end
+        out.leader_epoch, out.end_offset = LEADER_EPOCH, end
+        return out
+    out.leader_epoch, out.end_offset = cache.end_offset_for(p.leader_epoch, end)
     return out
 
 
