@@ -2,7 +2,7 @@
 # Tests what users install. Builds the sdist and, from it, the wheel (`python -m build`, in an
 # isolated build environment as pip would), then:
 #   1. installs the wheel into a fresh virtualenv and runs the whole suite (native extension,
-#      with the client compatibility suite and real local Spark) against it;
+#      with the client compatibility suite, real local Spark and the ZooKeeper cluster) against it;
 #   2. installs the sdist (compiled from source) into another fresh virtualenv and runs the
 #      suite on the pure-Python twins (KAFKACORE_NO_EXTENSIONS=1).
 # Both run a copy of tests/ from a scratch directory, so the checkout cannot shadow the
@@ -62,9 +62,10 @@ for pass in $passes; do
         (cd "$work/suite" && KAFKACORE_REQUIRE_EXTENSIONS=1 "$VPY" -c \
             "import kafkacore, sys; sys.exit(not kafkacore.native_extensions())") \
             || { echo "the sdist's build has no native extensions" >&2; exit 1; }
-        echo "== Python suite against the installed sdist, pure-Python twins (compat and Spark ran above)"
+        echo "== Python suite against the installed sdist, pure-Python twins (compat, Spark and the cluster ran above)"
         (cd "$work/suite" && KAFKACORE_NO_EXTENSIONS=1 PATH="$work/venv-sdist/bin:$PATH" \
-            "$VPY" -m pytest -q -p no:cacheprovider tests --ignore=tests/compat --ignore=tests/spark "$@")
+            "$VPY" -m pytest -q -p no:cacheprovider tests --ignore=tests/compat --ignore=tests/spark \
+            --ignore=tests/cluster "$@")
         rm -rf "$work/venv-sdist"
         ;;
     *) echo "installed_test: unknown pass $pass (wheel, sdist)" >&2; exit 2;;

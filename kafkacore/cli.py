@@ -43,6 +43,16 @@ def _port(text):
     return port
 
 
+def _count(text):
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"{n} is not between 1 and 64")
+    return n
+
+
 def main(argv=None) -> int:
     parser = _Parser(prog="kafkacore", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -59,6 +69,15 @@ def main(argv=None) -> int:
                        help="a broker property (repeatable), e.g. --set num.partitions=3")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                        help="debug, info, warning or error (default info)")
+    cluster = sub.add_parser("cluster", help="a local cluster for development: ZooKeeper and brokers")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", parser_class=_Parser)
+    up = cluster_sub.add_parser("up", help="start ZooKeeper (the system's) and N brokers on 127.0.0.1 until Ctrl-C")
+    up.add_argument("--brokers", type=_count, default=3, help="how many brokers (default 3)")
+    up.add_argument("--data-dir", default="kafkacore-cluster", help="root of every broker's data directory and the "
+                                                                   "logs (default ./kafkacore-cluster)")
+    up.add_argument("--base-port", type=_port, help="broker i listens on base-port + i - 1 (default: free ports)")
+    up.add_argument("--zookeeper-port", type=_port, help="ZooKeeper's client port (default: a free port)")
+    up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
     args = parser.parse_args(argv)
     if args.version:
         import kafkacore
@@ -67,6 +86,16 @@ def main(argv=None) -> int:
         return 0
     if args.command == "info":
         return _info()
+    if args.command == "cluster":
+        if args.cluster_command != "up":
+            cluster.print_help()
+            return 2
+        for item in args.set or ():
+            if "=" not in item:
+                parser.exit(2, f"kafkacore cluster up: error: argument --set: {item!r} is not key=value\n")
+        from .cluster.local_cluster import cluster_up
+
+        return cluster_up(args)
     if args.command == "serve":
         from .broker.main import serve as run_serve
 

@@ -99,8 +99,15 @@ class Broker:
         self._waiters: dict[object, set] = {}
         self.group_coordinator = None
         self.producer_ids = None
+        # the ZooKeeper cluster this broker belongs to (kafkacore/cluster), attached by
+        # attach_cluster; None on a single node
+        self.cluster = None
         try:
-            self._load_topics()
+            if cfg["zookeeper.connect"]:
+                for lg in self.log_manager.logs.values():  # topics come from the controller
+                    self._watch(lg)
+            else:
+                self._load_topics()
             self._start_coordinators()
         except BaseException:
             self.log_manager.abandon()  # a failed start leaves the directory as it found it, unlocked
@@ -147,6 +154,47 @@ class Broker:
         self.loop_thread = threading.get_ident()
         self.group_coordinator.start(loop)
 
+    # -- the cluster ----------------------------------------------------------------------------
+    def attach_cluster(self, cluster):
+        self.cluster = cluster
+
+    def refresh_topics(self, cache, deleted=()):
+        """The topic table from the controller's metadata (a broker of a cluster)."""
+        with self._lock:
+            topics, by_id = {}, {}
+            for name, count in cache.topics().items():
+                old = self.topics.get(name)
+                topic_id = cache.topic_ids.get(name) or (old.topic_id if old else b"\x00" * 16)
+                info = TopicInfo(name, topic_id, count)
+                topics[name] = info
+                by_id[topic_id] = info
+            gone = [(name, info.partitions) for name, info in self.topics.items() if name not in topics]
+            self.topics, self.topics_by_id = topics, by_id
+        for name, count in gone:
+            if self.group_coordinator is not None:
+                self.group_coordinator.on_topic_deleted(name, count)
+
+    def leader_log(self, topic, partition):
+        """The log of a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION, or on a
+        cluster NOT_LEADER_OR_FOLLOWER when another broker leads it."""
+        if self.cluster is not None:
+            return self.cluster.replica_manager.leader_partition(topic, partition).log
+        lg = self.log_manager.logs.get((topic, partition))
+        if lg is None:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        return lg
+
+    def leader_epoch_of(self, topic, partition):
+        """The partition's current leader epoch (0 on a single node, which leads everything
+        from the start)."""
+        if self.cluster is None:
+            return 0
+        partition_ = self.cluster.replica_manager.partitions.get((topic, partition))
+        return partition_.leader_epoch if partition_ is not None else -1
+
+    def topic_config_overrides(self, topic):
+        return dict(self.log_manager.topic_overrides.get(topic, {}))
+
     # -- topics -------------------------------------------------------------------------------
     def get_log(self, topic, partition):
         return self.log_manager.logs.get((topic, partition))
@@ -157,8 +205,13 @@ class Broker:
     def create_topic(self, name, num_partitions=-1, replication_factor=-1, configs=None,
                      validate_only=False, assignments=None) -> TopicInfo:
         """Kafka's CreateTopics rules: -1 means the broker default; a replication factor above
-        the number of brokers (1) is INVALID_REPLICATION_FACTOR."""
+        the number of brokers is INVALID_REPLICATION_FACTOR. On a cluster the topic is written to
+        ZooKeeper and the controller creates its partitions (the returned TopicInfo is what was
+        asked; the metadata follows)."""
         validate_topic_name(name)
+        if self.cluster is not None:
+            return self._create_topic_in_cluster(name, num_partitions, replication_factor, configs, validate_only,
+                                                 assignments)
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise InvalidRequestError("both a replica assignment and a partition count or replication factor")
@@ -212,9 +265,39 @@ class Broker:
                  f" and configs {configs}" if configs else "")
         return info
 
+    def _create_topic_in_cluster(self, name, num_partitions, replication_factor, configs, validate_only, assignments):
+        if num_partitions == -1 and not assignments:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1 and not assignments:
+            replication_factor = self.config["default.replication.factor"]
+        if name == CONSUMER_OFFSETS_TOPIC:
+            replication_factor = min(self.config["offsets.topic.replication.factor"],
+                                     max(1, len(self.cluster.metadata_cache.brokers)))
+        if not assignments and (num_partitions <= 0 or num_partitions > MAX_PARTITIONS):
+            raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
+        configs = {k: v for k, v in (configs or {}).items()}
+        self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is written
+        if name in self.topics:
+            raise TopicAlreadyExistsError(f"topic '{name}' already exists")
+        collide = _collision_name(name)
+        for other in self.topics:
+            if _collision_name(other) == collide:
+                raise InvalidTopicError(
+                    f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
+        topic_id = new_topic_id()
+        assignment = self.cluster.create_topic(name, num_partitions, replication_factor, configs, assignments, topic_id,
+                                               validate_only=validate_only)
+        if not validate_only:
+            log.info("created topic %s in ZooKeeper: assignment %s%s", name, assignment,
+                     f", configs {configs}" if configs else "")
+        return TopicInfo(name, topic_id, len(assignment))
+
     def delete_topic(self, name):
         if not self.config["delete.topic.enable"]:
             raise TopicDeletionDisabledError("delete.topic.enable is false")
+        if self.cluster is not None:
+            self.cluster.delete_topic(name)
+            return
         with self._lock:
             info = self.topics.pop(name, None)
             if info is None:
@@ -231,6 +314,8 @@ class Broker:
         log.info("deleted topic %s", name)
 
     def create_partitions(self, name, count, validate_only=False):
+        if self.cluster is not None:
+            return self.cluster.create_partitions(name, count, validate_only)
         with self._lock:
             info = self.topics.get(name)
             if info is None:
@@ -253,6 +338,16 @@ class Broker:
     # -- waiting for data (fetch long-poll) -------------------------------------------------------
     def _watch(self, lg):
         lg.append_listeners.append(self._on_append)
+
+    def watch_log(self, lg):
+        """Fetches waiting on this log wake at its appends (and high watermark moves)."""
+        self._watch(lg)
+
+    def unwatch_log(self, topic, partition):
+        lg = self.get_log(topic, partition)
+        if lg is not None:
+            self._wake(lg)
+            self._waiters.pop(lg, None)
 
     def _on_append(self, lg):
         if not self._waiters.get(lg):
@@ -293,8 +388,8 @@ class Broker:
 
     # -- shutdown -------------------------------------------------------------------------------
     def shutdown(self):
-        """Coordinators first (their state is written to logs), then the logs: flushed,
-        checkpointed, and the clean-shutdown marker written."""
+        """Coordinators first (their state is written to logs), then the cluster node, then the
+        logs: flushed, checkpointed, and the clean-shutdown marker written."""
         if self.group_coordinator is not None:
             try:
                 self.group_coordinator.shutdown()
@@ -302,6 +397,8 @@ class Broker:
                 log.exception("group coordinator shutdown failed")
         if self.producer_ids is not None:
             self.producer_ids.close()
+        if self.cluster is not None:
+            self.cluster.shutdown()
         self.log_manager.shutdown()
         log.info("broker stopped; data in %s", self.data_dir)
 

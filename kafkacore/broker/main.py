@@ -52,12 +52,20 @@ async def run(config: BrokerConfig, ready=None) -> None:
         sock = bind_listener(config.host, config.port)
     except OSError as e:
         raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
+    loop = asyncio.get_running_loop()
+    zk = None
     try:
+        if config["zookeeper.connect"]:
+            zk = await loop.run_in_executor(None, _connect_zookeeper, config)
         broker = Broker(config)
+        if zk is not None:
+            from ..cluster.cluster_node import ClusterNode
+            broker.attach_cluster(ClusterNode(broker, zk))
     except BaseException:
         sock.close()
+        if zk is not None:
+            zk.close()
         raise
-    loop = asyncio.get_running_loop()
     broker.attach_loop(loop)
     server = KafkaServer(broker)
     stop = asyncio.Event()
@@ -76,15 +84,40 @@ async def run(config: BrokerConfig, ready=None) -> None:
           flush=True)
     if config.ignored_keys:
         log.info("accepted but not used on a single plaintext node: %s", ", ".join(config.ignored_keys))
-    if ready is not None:
-        ready(broker, host, port)
     try:
+        if broker.cluster is not None:
+            await broker.cluster.start(loop, config.advertised_host, config.advertised_port)
+        if ready is not None:
+            ready(broker, host, port)
         await stop.wait()
     finally:
         print("kafkacore: shutting down", flush=True)
+        if broker.cluster is not None:
+            try:
+                await broker.cluster.controlled_shutdown()
+            except Exception:  # noqa: BLE001 - stop anyway; the controller sees the session end
+                log.exception("controlled shutdown failed")
         await server.stop()
         broker.shutdown()
         print("kafkacore: stopped cleanly", flush=True)
+
+
+def _connect_zookeeper(config):
+    """The ZooKeeper session and the cluster id (ZooKeeper's /cluster/id is the truth; the data
+    directory's meta.properties must agree). Raises KafkaError with a one-line message."""
+    from ..cluster.zk_client import KafkaZkClient
+    from ..storage.checkpoints import new_uuid_base64 as new_cluster_id
+
+    zk = KafkaZkClient(config["zookeeper.connect"], session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+    zk.start()
+    try:
+        zk.create_top_level_paths()
+        config.values["cluster.id"] = zk.get_or_create_cluster_id(config["cluster.id"] or new_cluster_id())
+    except BaseException:
+        zk.close()
+        raise
+    return zk
 
 
 def serve(args) -> int:
@@ -93,6 +126,8 @@ def serve(args) -> int:
     try:
         config = build_config(args.config, args.set or (), args.host, args.port, args.data_dir)
         check_data_dir(config.data_dir, "--data-dir" if args.data_dir is not None else "log.dirs")
+        if config["zookeeper.connect"] and not ({"broker.id", "node.id"} & set(config.props)):
+            raise InvalidConfigurationError("zookeeper.connect is set: every broker of a cluster needs its own broker.id")
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2

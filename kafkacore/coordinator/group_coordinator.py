@@ -39,7 +39,7 @@ import logging
 import threading
 import uuid
 
-from ..errors import (CoordinatorNotAvailableError, FencedInstanceIdError, GroupIdNotFoundError,
+from ..errors import (CoordinatorNotAvailableError, NotCoordinatorError, FencedInstanceIdError, GroupIdNotFoundError,
                       GroupMaxSizeReachedError, GroupSubscribedToTopicError, IllegalGenerationError,
                       InconsistentGroupProtocolError, InvalidGroupIdError, InvalidSessionTimeoutError,
                       MemberIdRequiredError, NonEmptyGroupError, OffsetMetadataTooLargeError,
@@ -119,16 +119,24 @@ class GroupCoordinator:
         self._expiry_timer = None
         self._started = False
         self._closed = False
+        # On a cluster, the __consumer_offsets partitions this broker leads and has loaded: it
+        # coordinates exactly their groups. None on a single node, which coordinates every group.
+        self.owned_partitions = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self, loop):
-        """Reads __consumer_offsets back and starts the timers (on the event loop thread)."""
+        """Reads __consumer_offsets back and starts the timers (on the event loop thread). On a
+        cluster nothing is read here: partitions are loaded as their leadership arrives."""
         if self._started:
             return
         self.loop = loop
         self.loop_thread = threading.get_ident()
         self._started = True
-        self._load()
+        if self.broker.cluster is not None:
+            self.owned_partitions = set()
+            self.broker.cluster.replica_manager.on_leadership_change.append(self.on_leadership_change)
+        else:
+            self._load()
         self._expiry_timer = loop.call_later(self.retention_check_interval_ms / 1000, self._expire_offsets_tick)
 
     def _ensure_started(self):
@@ -160,13 +168,13 @@ class GroupCoordinator:
         return self.loop.time()
 
     # -- loading --------------------------------------------------------------------------------
-    def _load(self):
+    def _load(self, partitions=None):
         if not self.store.exists():
             return
         metadata: dict[str, object] = {}
         offsets: dict[str, dict] = {}
         records = 0
-        for partition in range(self.store.partitions):
+        for partition in (range(self.store.partitions) if partitions is None else partitions):
             for key, value in self.store.read_partition(partition):
                 records += 1
                 kind = decode_key(key)
@@ -196,8 +204,40 @@ class GroupCoordinator:
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
-        log.info("loaded %d groups and %d committed offsets from %d records of %s", len(self.groups),
-                 sum(len(gr.offsets) for gr in self.groups.values()), records, TOPIC)
+        log.info("loaded %d groups and %d committed offsets from %d records of %s%s", len(self.groups),
+                 sum(len(gr.offsets) for gr in self.groups.values()), records, TOPIC,
+                 "" if partitions is None else f" partitions {sorted(partitions)}")
+
+    # -- coordinator failover (a cluster) ------------------------------------------------------------
+    def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
+        """The ReplicaManager's word: this broker now leads (load the partition's groups) or no
+        longer leads (unload them) a partition of __consumer_offsets (Kafka's
+        onElection/onResignation)."""
+        if topic != TOPIC or self.owned_partitions is None:
+            return
+        if is_leader:
+            if partition not in self.owned_partitions:
+                self._load([partition])
+                self.owned_partitions.add(partition)
+            return
+        if partition in self.owned_partitions:
+            self.owned_partitions.discard(partition)
+            gone = [gid for gid in self.groups if self.store.partition_for(gid) == partition]
+            for gid in gone:
+                group = self.groups.pop(gid)
+                self._cancel_group_timers(group)
+                for member in group.members.values():
+                    self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
+                    self._complete_sync(member, SyncResult(NotCoordinatorError.code))
+            log.info("unloaded %d groups of %s-%d: another broker coordinates them now", len(gone), TOPIC, partition)
+
+    def _not_coordinator(self, group_id):
+        """NOT_COORDINATOR for a group whose partition this broker does not lead, else None."""
+        if self.owned_partitions is None or not group_id:
+            return None
+        if self.store.partition_for(group_id) in self.owned_partitions:
+            return None
+        return NotCoordinatorError.code
 
     @staticmethod
     def _restore_metadata(group, value):
@@ -436,6 +476,10 @@ class GroupCoordinator:
         self._ensure_started()
         fut = self.loop.create_future()
         protocols = [(name, bytes(md)) for name, md in protocols]
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            fut.set_result(JoinResult(not_coordinator, member_id))
+            return fut
         if not group_id:
             fut.set_result(JoinResult(InvalidGroupIdError.code, member_id))
             return fut
@@ -606,6 +650,10 @@ class GroupCoordinator:
         """Returns a future of a SyncResult. ``assignments``: {member id: bytes} (the leader's)."""
         self._ensure_started()
         fut = self.loop.create_future()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            fut.set_result(SyncResult(not_coordinator))
+            return fut
         result = self._sync(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments,
                             fut)
         if result is not None:
@@ -667,6 +715,9 @@ class GroupCoordinator:
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------------------
     def heartbeat(self, group_id, member_id, instance_id, generation):
         self._ensure_started()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            return not_coordinator
         if not group_id:
             return InvalidGroupIdError.code
         group = self.groups.get(group_id)
@@ -689,6 +740,9 @@ class GroupCoordinator:
     def leave_group(self, group_id, leaving):
         """``leaving``: [(member id, instance id)]. Returns (top-level error, [error per member])."""
         self._ensure_started()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            return not_coordinator, []
         if not group_id:
             return InvalidGroupIdError.code, []
         group = self.groups.get(group_id)
@@ -726,6 +780,9 @@ class GroupCoordinator:
     def commit_offsets(self, group_id, member_id, instance_id, generation, offsets, api_version=8):
         """``offsets``: {(topic, partition): OffsetAndMetadata}. Returns {(topic, partition): error}."""
         self._ensure_started()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            return dict.fromkeys(offsets, not_coordinator)
         results = {}
         valid = {}
         for tp, om in offsets.items():
@@ -746,14 +803,31 @@ class GroupCoordinator:
                 store[tp] = om
         if store:
             try:
-                self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
-                                             for (t, p), om in store.items()])
+                info = self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
+                                                    for (t, p), om in store.items()])
             except StoreError as e:
                 results.update(dict.fromkeys(store, e.code))
                 return results
+            replicated = self.store.replicated(group_id, info)
+            if replicated is not None:
+                return self._after_replication(replicated, group, store, results)
             group.offsets.update(store)
         results.update(dict.fromkeys(store, NONE))
         return results
+
+    def _after_replication(self, replicated, group, store, results):
+        """A future of the commit's results: the offsets count once the ISR has them."""
+        out = self.loop.create_future()
+
+        def done(f):
+            if f.exception() is None:
+                group.offsets.update(store)
+                results.update(dict.fromkeys(store, NONE))
+            else:
+                results.update(dict.fromkeys(store, f.exception().code))
+            out.set_result(results)
+        replicated.add_done_callback(done)
+        return out
 
     def _check_commit(self, group_id, member_id, instance_id, generation, api_version):
         """None when the commit may be stored, else the error for every partition."""
@@ -784,6 +858,9 @@ class GroupCoordinator:
         """``partitions``: [(topic, partition)] or None for all. Returns (error, [(topic,
         partition, OffsetAndMetadata or None)])."""
         self._ensure_started()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            return not_coordinator, []
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None and group.state != g.DEAD else {}
         if partitions is None:
@@ -793,6 +870,9 @@ class GroupCoordinator:
     def delete_offsets(self, group_id, partitions):
         """OffsetDelete. Returns (group error, {(topic, partition): error})."""
         self._ensure_started()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            return not_coordinator, {}
         if not group_id:
             return InvalidGroupIdError.code, {}
         group = self.groups.get(group_id)
@@ -874,7 +954,10 @@ class GroupCoordinator:
         results = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None or group.state == g.DEAD:
+            not_coordinator = self._not_coordinator(group_id)
+            if not_coordinator is not None:
+                results[group_id] = not_coordinator
+            elif group is None or group.state == g.DEAD:
                 results[group_id] = GroupIdNotFoundError.code
             elif group.state != g.EMPTY:
                 results[group_id] = NonEmptyGroupError.code
@@ -960,10 +1043,17 @@ class GroupCoordinator:
 
     # -- FindCoordinator ------------------------------------------------------------------------------------
     def coordinator_for_group(self, group_id):
-        """Creates __consumer_offsets on first use; the coordinator is this node."""
+        """Creates __consumer_offsets on first use; the coordinator is this node on a single
+        node, the leader of the group's partition on a cluster (COORDINATOR_NOT_AVAILABLE while
+        it has none)."""
         self._ensure_started()
         self.store.ensure_topic()
-        return self.broker.node_id
+        if self.broker.cluster is None:
+            return self.broker.node_id
+        leader = self.broker.cluster.metadata_cache.leader(TOPIC, self.store.partition_for(group_id))
+        if leader < 0:
+            raise CoordinatorNotAvailableError(f"the partition of group {group_id} in {TOPIC} has no leader yet")
+        return leader
 
 
 def make_offset(offset, leader_epoch=-1, metadata="", commit_timestamp=None, expire_timestamp=None):

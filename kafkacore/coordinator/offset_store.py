@@ -20,6 +20,7 @@ record format, so that Kafka's tools (and a restarted broker) read them back.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import time
@@ -216,25 +217,51 @@ class OffsetStore:
             pass
 
     def append(self, group_id, records, for_offsets=True):
-        """Appends [(key, value or None)] as one batch to the group's partition. Raises
-        StoreError with the code Kafka answers for the failure."""
+        """Appends [(key, value or None)] as one batch to the group's partition; the
+        LogAppendInfo (None for no records). Raises StoreError with the code Kafka answers for
+        the failure."""
         if not records:
-            return
+            return None
         mapping = _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS
         try:
             self.ensure_topic()
             partition = self.partition_for(group_id)
-            lg = self.broker.get_log(TOPIC, partition)
-            if lg is None:
-                raise UnknownTopicOrPartitionError(f"{TOPIC}-{partition} is not available")
+            if self.broker.cluster is not None and self.broker.cluster.metadata_cache.leader(TOPIC, partition) < 0:
+                raise UnknownTopicOrPartitionError(f"{TOPIC}-{partition} has no leader yet")
+            lg = self.broker.leader_log(TOPIC, partition)
             builder = RecordBatchBuilder(compression="none")
             ts = now_ms()
             for key, value in records:
                 builder.append(value, key=key, timestamp_ms=ts)
-            lg.append(builder.build(), leader_epoch=0)
+            return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(TOPIC, partition))
         except KafkaError as e:
             log.warning("writing %d record(s) of group %s to %s failed: %s", len(records), group_id, TOPIC, e)
             raise StoreError(mapping.get(e.code, e.code), e) from None
+
+    def replicated(self, group_id, info, for_offsets=True):
+        """On a cluster, a future resolved when the append reached the ISR (Kafka writes
+        coordinator records with acks=-1), failing with StoreError; None on a single node."""
+        if self.broker.cluster is None or info is None:
+            return None
+        partition = self.broker.cluster.replica_manager.partitions.get((TOPIC, self.partition_for(group_id)))
+        if partition is None:
+            return None
+        partition.maybe_increment_high_watermark()
+        wait = partition.wait_for_commit(info.last_offset + 1, partition.log.config.min_insync_replicas)
+        mapping = _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS
+        out = asyncio.get_running_loop().create_future()
+
+        def done(f):
+            if out.done():
+                return
+            e = f.exception() if not f.cancelled() else None
+            if e is None:
+                out.set_result(None)
+            else:
+                code = e.code if isinstance(e, KafkaError) else UnknownServerError.code
+                out.set_exception(StoreError(mapping.get(code, code), e))
+        wait.add_done_callback(done)
+        return out
 
     def read_partition(self, partition):
         """Yields (key, value) of every record of one partition, oldest first."""

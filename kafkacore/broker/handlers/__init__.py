@@ -23,6 +23,7 @@ MODULES = (
     "offset_for_leader_epoch", "init_producer_id",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
+    "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown",
 )
 
 
@@ -34,6 +35,7 @@ class HandlerEntry(NamedTuple):
     advertised_min: int
     handle: object
     error_response: object
+    cluster_only: bool
 
 
 def _load():
@@ -49,7 +51,7 @@ def _load():
         lo, hi = mod.VERSIONS
         table[mod.API_KEY] = HandlerEntry(api_name(mod.API_KEY), mod.API_KEY, lo, hi,
                                           getattr(mod, "ADVERTISED_MIN", lo), mod.handle,
-                                          getattr(mod, "error_response", None))
+                                          getattr(mod, "error_response", None), getattr(mod, "CLUSTER_ONLY", False))
     return table
 
 

@@ -1,7 +1,7 @@
 """ApiVersions (API key 18), versions 0-4.
 
 Lists every API in the handler table with the versions served (Produce from 0: see
-handlers/produce.py). A request for a version above 4 is answered by the network layer in v0
+handlers/produce.py); the inter-broker APIs only on a broker of a ZooKeeper cluster. A request for a version above 4 is answered by the network layer in v0
 with UNSUPPORTED_VERSION and this same list, as Kafka does; the client retries at a version it
 finds there. v3+ requests carry the client's software name and version, which Kafka validates
 (letters, digits, '.', '-', starting and ending alphanumeric): INVALID_REQUEST otherwise.
@@ -15,19 +15,20 @@ VERSIONS = (0, 4)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def response(error_code=0, throttle_time_ms=0):
+def response(error_code=0, throttle_time_ms=0, clustered=False):
     from . import HANDLERS
 
     keys = [ApiVersion(api_key=e.api_key, min_version=e.advertised_min, max_version=e.max_version)
-            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key)]
+            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key) if clustered or not e.cluster_only]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=throttle_time_ms)
 
 
 def handle(ctx, req):
+    clustered = ctx.broker.cluster is not None
     if ctx.api_version >= 3 and not (_SOFTWARE.match(req.client_software_name)
                                      and _SOFTWARE.match(req.client_software_version)):
-        return response(error_code=42)  # INVALID_REQUEST
-    return response()
+        return response(error_code=42, clustered=clustered)  # INVALID_REQUEST
+    return response(clustered=clustered)
 
 
 def error_response(req, version, code):

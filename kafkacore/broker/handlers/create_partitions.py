@@ -49,7 +49,7 @@ def _create(broker, topic, validate_only):
                 f"Attempted to add {additional} additional partition(s), but only {len(topic.assignments)} "
                 f"assignment(s) were specified.")
         for a in topic.assignments:
-            check_manual_replicas(broker.node_id, a.broker_ids)
+            check_manual_replicas({broker.node_id}, a.broker_ids)
     broker.create_partitions(topic.name, topic.count, validate_only=validate_only)
 
 

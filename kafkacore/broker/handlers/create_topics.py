@@ -17,9 +17,13 @@ Each topic is checked in Kafka's (KRaft controller's) order and answered on its 
   ``default.replication.factor`` / ``num.partitions`` (clients send -1 from v4; accepted in
   every version, as Kafka does).
 
-``validate_only`` (v1+) runs every check and creates nothing. Creation is synchronous: when the
-response is sent the topic exists and its partitions are led by this node, so ``timeout_ms``
-has nothing to wait for (a timeout of 0 or less still creates, as Kafka's "don't wait").
+``validate_only`` (v1+) runs every check and creates nothing. On a single node creation is
+synchronous: when the response is sent the topic exists and its partitions are led by this node,
+so ``timeout_ms`` has nothing to wait for (a timeout of 0 or less still creates, as Kafka's
+"don't wait"). On a cluster the registered brokers are the metadata's live brokers, the
+replicas are spread by Kafka's assignment (rack-aware with ``broker.rack``), the topic is
+written to ZooKeeper, and the response waits up to ``timeout_ms`` for every partition to have
+a leader in this broker's metadata (REQUEST_TIMED_OUT after that; the creation goes on).
 
 Version notes: error_message from v1; throttle_time_ms from v2; v5+ results carry
 num_partitions, replication_factor and every topic config (value, read_only false,
@@ -27,11 +31,12 @@ config_source DYNAMIC_TOPIC_CONFIG for the request's configs, STATIC_BROKER_CONF
 set in the broker's configuration, DEFAULT_CONFIG otherwise; is_sensitive false), for
 validate-only requests too; v7 carries the topic id (the zero uuid for validate_only).
 """
+import asyncio
 import logging
 
 from ...errors import (InvalidConfigurationError, InvalidPartitionsError, InvalidReplicaAssignmentError,
                        InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, KafkaError,
-                       TopicAlreadyExistsError)
+                       RequestTimedOutError, TopicAlreadyExistsError)
 from ...protocol.messages.create_topics_response import (CreatableTopicConfigs, CreatableTopicResult,
                                                          CreateTopicsResponse)
 from ...storage.log_manager import validate_topic_name
@@ -69,7 +74,7 @@ def _check(broker, topic):
         raise InvalidConfigurationError(f"Null value not supported for topic configs: {','.join(nulls)}")
     configs = {c.name: c.value for c in topic.configs}
     broker.log_manager.default_config.with_overrides(configs)  # INVALID_CONFIG
-    node = broker.node_id
+    registered = _registered_brokers(broker)
     if topic.assignments:
         if topic.replication_factor != -1:
             raise InvalidRequestError(
@@ -83,10 +88,10 @@ def _check(broker, topic):
                 raise InvalidReplicaAssignmentError(
                     f"Found multiple manual partition assignments for partition {a.partition_index}")
             seen.add(a.partition_index)
-            check_manual_replicas(node, a.broker_ids)
+            check_manual_replicas(registered, a.broker_ids)
         if seen != set(range(len(seen))):
             raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
-        return len(seen), 1, configs
+        return len(seen), len(topic.assignments[0].broker_ids), configs
     rf = topic.replication_factor
     if rf < -1 or rf == 0:
         raise InvalidReplicationFactorError(
@@ -95,20 +100,26 @@ def _check(broker, topic):
         raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
     partitions = broker.config["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
     rf = broker.config["default.replication.factor"] if rf == -1 else rf
-    if rf > 1:
+    if rf > len(registered):
         raise InvalidReplicationFactorError(
             f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be "
-            f"reached because only 1 broker(s) are registered.")
+            f"reached because only {len(registered)} broker(s) are registered.")
     return partitions, rf, configs
 
 
-def check_manual_replicas(node, replicas):
-    """Kafka's validateManualPartitionAssignment on a one-broker cluster."""
+def _registered_brokers(broker):
+    if broker.cluster is None:
+        return {broker.node_id}
+    return set(broker.cluster.metadata_cache.brokers)
+
+
+def check_manual_replicas(registered, replicas):
+    """Kafka's validateManualPartitionAssignment."""
     if not replicas:
         raise InvalidReplicaAssignmentError("The manual partition assignment includes an empty replica list.")
     prev = None
     for b in sorted(replicas):
-        if b != node:
+        if b not in registered:
             raise InvalidReplicaAssignmentError(
                 f"The manual partition assignment includes broker {b}, but no such broker is registered.")
         if b == prev:
@@ -118,6 +129,7 @@ def check_manual_replicas(node, replicas):
 
 
 def _result(broker, topic, v, validate_only):
+    """(result, replication factor or None when refused)."""
     result = CreatableTopicResult(name=topic.name, error_message=None)
     try:
         partitions, rf, configs = _check(broker, topic)
@@ -130,15 +142,15 @@ def _result(broker, topic, v, validate_only):
     except KafkaError as e:
         result.error_code = e.code
         result.error_message = e.message
-        return result
+        return result, None
     result.topic_id = info.topic_id
     if v >= 5:
         result.num_partitions = info.partitions
-        result.replication_factor = 1
+        result.replication_factor = rf
         result.configs = [CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                                 config_source=e.source, is_sensitive=False)
                           for e in topic_entries(broker, configs)]
-    return result
+    return result, rf
 
 
 def handle(ctx, req):
@@ -149,13 +161,27 @@ def handle(ctx, req):
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     dupes = [name for name, n in counts.items() if n > 1]
-    results = [_result(broker, t, v, validate_only) for t in req.topics if counts[t.name] == 1]
+    made = [_result(broker, t, v, validate_only) for t in req.topics if counts[t.name] == 1]
+    results = [r for r, _rf in made]
     results += [CreatableTopicResult(name=name, error_code=InvalidRequestError.code,
                                      error_message="Duplicate topic name.") for name in dupes]
     if validate_only:
         log.info("validate-only CreateTopics from %s: %s", ctx.client_id,
                  ", ".join(f"{r.name}: {r.error_code}" for r in results))
+    created = [r for r, rf in made if rf is not None]
+    if broker.cluster is not None and created and not validate_only and req.timeout_ms > 0:
+        return _await_leaders(broker.cluster, CreateTopicsResponse(topics=results), created, req.timeout_ms)
     return CreateTopicsResponse(topics=results)
+
+
+async def _await_leaders(cluster, response, created, timeout_ms):
+    """Kafka's DelayedCreatePartitions: answered once every partition has a leader."""
+    waits = [cluster.wait_for_topic(r.name, timeout_ms / 1000) for r in created]
+    for r, ready in zip(created, await asyncio.gather(*waits)):
+        if not ready:
+            r.error_code = RequestTimedOutError.code
+            r.error_message = f"the topic was created, but not every partition had a leader within {timeout_ms} ms"
+    return response
 
 
 def error_response(req, version, code):

@@ -11,8 +11,7 @@ so ``timeout_ms`` has nothing to wait for.
 
 Version notes: v2 is the flexible encoding; the fields are the same in every version.
 """
-from ...errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError, \
-    UnknownTopicOrPartitionError
+from ...errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError
 from ...protocol.messages.delete_records_response import (DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                                           DeleteRecordsTopicResult)
 from ..broker import INTERNAL_TOPICS
@@ -23,9 +22,7 @@ HIGH_WATERMARK = -1
 
 
 def _delete(broker, topic, partition, offset):
-    lg = broker.get_log(topic, partition)
-    if lg is None:
-        raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+    lg = broker.leader_log(topic, partition)
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
     if not lg.config.delete:

@@ -32,7 +32,7 @@
 """
 import time
 
-from ...errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
+from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, new_partitions, \
@@ -56,8 +56,10 @@ def _resolve(broker, req, v):
     return out
 
 
-def _read(broker, resolved, max_bytes, v):
+def _read(broker, resolved, max_bytes, v, replica_id=-1):
     """(response topics, bytes gathered, logs read)."""
+    if broker.cluster is not None:
+        return _read_replicated(broker, resolved, max_bytes, v, replica_id)
     total = 0
     first_data = True
     logs = []
@@ -103,6 +105,75 @@ def _read(broker, resolved, max_bytes, v):
     return topics, total, logs
 
 
+def _read_replicated(broker, resolved, max_bytes, v, replica_id):
+    """_read on a broker of a cluster: only the leader serves; a consumer reads up to the high
+    watermark, a follower (replica_id >= 0) up to the log end; leader epochs are checked."""
+    rm = broker.cluster.replica_manager
+    total = 0
+    first_data = True
+    logs = []
+    topics = []
+    for name, t in resolved:
+        parts = []
+        for p in t.partitions:
+            pd = PartitionData(partition_index=p.partition, high_watermark=-1, last_stable_offset=-1,
+                               log_start_offset=-1, aborted_transactions=None, records=_EMPTY)
+            parts.append(pd)
+            if name is None:
+                pd.error_code = UnknownTopicIdError.code
+                continue
+            try:
+                partition = rm.leader_partition(name, p.partition)
+            except KafkaError as e:
+                pd.error_code = e.code
+                continue
+            lg = partition.log
+            logs.append(lg)
+            hw = lg.high_watermark
+            pd.high_watermark = hw
+            pd.last_stable_offset = hw
+            pd.log_start_offset = lg.log_start_offset
+            if v >= 9 and p.current_leader_epoch >= 0:
+                if p.current_leader_epoch > partition.leader_epoch:
+                    pd.error_code = UnknownLeaderEpochError.code
+                    continue
+                if p.current_leader_epoch < partition.leader_epoch:
+                    pd.error_code = FencedLeaderEpochError.code
+                    continue
+            limit = min(p.partition_max_bytes, max_bytes - total)
+            if limit <= 0 and not first_data:
+                continue
+            try:
+                sl = lg.read(p.fetch_offset, max(limit, 0), max_offset=None if replica_id >= 0 else hw,
+                             min_one_batch=first_data)
+            except KafkaError as e:
+                pd.error_code = e.code
+                continue
+            n = len(sl)
+            if n:
+                pd.records = sl
+                total += n
+                first_data = False
+        topics.append(FetchableTopicResponse(topic=name or "", topic_id=t.topic_id, partitions=parts))
+    return topics, total, logs
+
+
+def _follower_fetched(broker, resolved, replica_id):
+    """A follower's fetch offsets are its log end offsets: the leader's bookkeeping (HW, ISR)."""
+    rm = broker.cluster.replica_manager
+    for name, t in resolved:
+        for p in t.partitions:
+            partition = rm.partitions.get((name, p.partition))
+            if partition is not None and partition.is_leader:
+                rm.follower_fetched(partition, replica_id, p.fetch_offset)
+
+
+def _replica_id(req, v):
+    if v >= 15:
+        return req.replica_state.replica_id if req.replica_state is not None else -1
+    return req.replica_id
+
+
 def _sessionless(topics):
     return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
 
@@ -110,6 +181,10 @@ def _sessionless(topics):
 def handle(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
+    if broker.cluster is not None:
+        replica_id = _replica_id(req, v)
+        if replica_id >= 0:
+            return _replica_fetch(broker, req, v, replica_id)
     if req.session_id or req.session_epoch != FINAL_EPOCH:
         return _session_fetch(broker, req, v)  # v7+ only: older versions decode as 0 / -1
     # without a session (librdkafka, aiokafka, ...): _serve's body inline, this is the hot path
@@ -121,6 +196,21 @@ def handle(ctx, req):
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless)
 
 
+def _replica_fetch(broker, req, v, replica_id):
+    """A follower's fetch (sessionless, as kafkacore's ReplicaFetcher sends it): bookkeeping
+    first, then read up to the log end, long-polling like any fetch."""
+    resolved = _resolve(broker, req, v)
+    _follower_fetched(broker, resolved, replica_id)
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0
+
+    def read(broker_, resolved_, max_bytes_, v_):
+        return _read(broker_, resolved_, max_bytes_, v_, replica_id)
+    topics, total, logs = read(broker, resolved, max_bytes, v)
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
+        return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
+    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
+
+
 def _serve(broker, resolved, req, v, finish):
     """Read now, or long-poll; ``finish(topics)`` makes the response."""
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
@@ -130,11 +220,16 @@ def _serve(broker, resolved, req, v, finish):
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish)
 
 
+def _read_any(broker, resolved, max_bytes, v):
+    return _read(broker, resolved, max_bytes, v)
+
+
 def _has_error(topics):
     return any(p.error_code for t in topics for p in t.partitions)
 
 
-async def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish):
+async def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish, read=None):
+    _read = read or _read_any
     deadline = time.monotonic() + max_wait_ms / 1000.0
     while True:
         remaining = deadline - time.monotonic()

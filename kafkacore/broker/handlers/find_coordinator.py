@@ -1,6 +1,8 @@
 """FindCoordinator (API key 10), versions 0-6.
 
-- Key type 0 (group): this node coordinates every group. The first such request creates
+- Key type 0 (group): on a single node this node coordinates every group; on a cluster the
+  leader of the group's ``__consumer_offsets`` partition does (loading groups when leadership
+  moves is not done yet: docs/cluster.md). The first such request creates
   ``__consumer_offsets`` (``offsets.topic.num.partitions`` partitions, compacted) and the
   answer names this node at once (Kafka answers COORDINATOR_NOT_AVAILABLE until its
   asynchronous creation is done; here creation is synchronous).
@@ -28,6 +30,11 @@ def _lookup(ctx, key_type, key):
             node = coordinator(ctx).coordinator_for_group(key)
         except KafkaError as e:
             return e.code, e.message, -1, "", -1
+        if broker.cluster is not None:
+            ep = broker.cluster.metadata_cache.brokers.get(node)
+            if ep is None:
+                return CoordinatorNotAvailableError.code, f"coordinator {node} is not live", -1, "", -1
+            return 0, None, node, ep.host, ep.port
         return 0, None, node, cfg.advertised_host, cfg.advertised_port
     if key_type == TRANSACTION:
         return (CoordinatorNotAvailableError.code, "this broker has no transaction coordinator", -1, "", -1)

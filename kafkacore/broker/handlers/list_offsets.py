@@ -8,7 +8,7 @@ timestamp at or after t (none: offset -1 and timestamp -1, as Kafka). v0 answers
 style (a list with the one offset). ``current_leader_epoch`` (v4+) above this broker's leader epoch
 is UNKNOWN_LEADER_EPOCH. The leader epoch returned is 0.
 """
-from ...errors import KafkaError, UnknownLeaderEpochError, UnknownTopicOrPartitionError
+from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError
 from ...protocol.messages.list_offsets_response import (ListOffsetsPartitionResponse, ListOffsetsResponse,
                                                         ListOffsetsTopicResponse)
 
@@ -26,12 +26,13 @@ def handle(ctx, req):
         for p in t.partitions:
             resp = ListOffsetsPartitionResponse(partition_index=p.partition_index)
             parts.append(resp)
-            lg = broker.get_log(t.name, p.partition_index)
             try:
-                if lg is None:
-                    raise UnknownTopicOrPartitionError(f"{t.name}-{p.partition_index}")
-                if v >= 4 and p.current_leader_epoch > 0:
-                    raise UnknownLeaderEpochError(f"leader epoch {p.current_leader_epoch} is ahead of 0")
+                lg = broker.leader_log(t.name, p.partition_index)
+                epoch = broker.leader_epoch_of(t.name, p.partition_index)
+                if v >= 4 and p.current_leader_epoch > epoch:
+                    raise UnknownLeaderEpochError(f"leader epoch {p.current_leader_epoch} is ahead of {epoch}")
+                if v >= 4 and 0 <= p.current_leader_epoch < epoch:
+                    raise FencedLeaderEpochError(f"leader epoch {p.current_leader_epoch} is older than {epoch}")
                 found = None if p.timestamp == EARLIEST_PENDING_UPLOAD else lg.offset_for_timestamp(p.timestamp)
             except KafkaError as e:
                 resp.error_code = e.code
@@ -40,7 +41,7 @@ def handle(ctx, req):
                 resp.offset, resp.timestamp = -1, -1
             else:
                 resp.offset, resp.timestamp = found
-                resp.leader_epoch = 0
+                resp.leader_epoch = epoch
             if v == 0:
                 resp.old_style_offsets = [] if found is None else [resp.offset]
         topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))

@@ -26,6 +26,8 @@ UNSET_OPERATIONS = -2147483648
 
 
 def topic_metadata(broker, info, version, include_ops):
+    if broker.cluster is not None:
+        return _cluster_topic_metadata(broker, info, include_ops)
     node = broker.node_id
     partitions = [MetadataResponsePartition(partition_index=p, leader_id=node, leader_epoch=0,
                                             replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
@@ -33,6 +35,40 @@ def topic_metadata(broker, info, version, include_ops):
     return MetadataResponseTopic(name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                                  partitions=partitions,
                                  topic_authorized_operations=TOPIC_OPERATIONS if include_ops else UNSET_OPERATIONS)
+
+
+def _cluster_topic_metadata(broker, info, include_ops):
+    """A partition of the cluster as the MetadataCache knows it: a leader that is not a live
+    broker is LEADER_NOT_AVAILABLE with leader -1; replicas not live are offline."""
+    cache = broker.cluster.metadata_cache
+    partitions = []
+    for p in range(info.partitions):
+        st = cache.partition(info.name, p)
+        if st is None:
+            partitions.append(MetadataResponsePartition(error_code=LeaderNotAvailableError.code, partition_index=p,
+                                                        leader_id=-1, leader_epoch=-1, replica_nodes=[],
+                                                        isr_nodes=[], offline_replicas=[]))
+            continue
+        leader = st.leader if cache.alive(st.leader) else -1
+        offline = [r for r in st.replicas if not cache.alive(r)]
+        partitions.append(MetadataResponsePartition(
+            error_code=0 if leader >= 0 else LeaderNotAvailableError.code, partition_index=p, leader_id=leader,
+            leader_epoch=st.leader_epoch, replica_nodes=list(st.replicas), isr_nodes=list(st.isr),
+            offline_replicas=offline))
+    return MetadataResponseTopic(name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                                 partitions=partitions,
+                                 topic_authorized_operations=TOPIC_OPERATIONS if include_ops else UNSET_OPERATIONS)
+
+
+def _brokers(broker):
+    cfg = broker.config
+    if broker.cluster is None:
+        return [MetadataResponseBroker(node_id=broker.node_id, host=cfg.advertised_host, port=cfg.advertised_port)], \
+            broker.node_id
+    cache = broker.cluster.metadata_cache
+    brokers = [MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+               for b in cache.live_brokers()]
+    return brokers, cache.controller_id
 
 
 def handle(ctx, req):
@@ -69,9 +105,9 @@ def handle(ctx, req):
                 topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                 continue
             topics.append(topic_metadata(broker, info, v, include_ops))
+    brokers, controller_id = _brokers(broker)
     return MetadataResponse(
-        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=cfg.advertised_host, port=cfg.advertised_port)],
-        cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics,
+        brokers=brokers, cluster_id=broker.cluster_id, controller_id=controller_id, topics=topics,
         cluster_authorized_operations=CLUSTER_OPERATIONS if v >= 8 and req.include_cluster_authorized_operations
         else UNSET_OPERATIONS)
 

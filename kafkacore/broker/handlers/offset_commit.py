@@ -15,6 +15,8 @@
   offsets.retention.minutes), kept as an expire timestamp (written as OffsetCommitValue v1).
   v6+: the committed leader epoch. v7+: group.instance.id.
 """
+import asyncio
+
 from ...coordinator.group_coordinator import make_offset
 from ...coordinator.offset_store import now_ms
 from ...protocol.messages.offset_commit_response import (OffsetCommitResponse, OffsetCommitResponsePartition,
@@ -41,6 +43,16 @@ def handle(ctx, req):
     member_id = req.member_id if v >= 1 else ""
     instance_id = req.group_instance_id if v >= 7 else None
     errors = coordinator(ctx).commit_offsets(req.group_id, member_id, instance_id, generation, offsets, v)
+    if asyncio.isfuture(errors):  # a cluster: answered once the commit reached the ISR
+        return _when_replicated(errors, req)
+    return _response(errors, req)
+
+
+async def _when_replicated(errors, req):
+    return _response(await errors, req)
+
+
+def _response(errors, req):
     return OffsetCommitResponse(topics=[
         OffsetCommitResponseTopic(name=t.name, partitions=[
             OffsetCommitResponsePartition(partition_index=p.partition_index,

@@ -3,8 +3,12 @@
 - v0-2 carry message formats v0/v1, which this broker does not store: they are answered
   UNSUPPORTED_VERSION. They are still advertised from 0 because librdkafka before 2.11.1
   silently turns compression off when a broker's Produce minimum is above 0.
-- acks 0 (no response), 1 and -1 (on one broker the leader's write is the full ISR's);
-  anything else is INVALID_REQUIRED_ACKS.
+- acks 0 (no response), 1 and -1; anything else is INVALID_REQUIRED_ACKS. On one broker the
+  leader's write is the full ISR's. On a cluster only the partition's leader takes the write
+  (NOT_LEADER_OR_FOLLOWER elsewhere); acks=-1 needs min.insync.replicas in the ISR before the
+  write (NOT_ENOUGH_REPLICAS) and answers when the high watermark passes the batch, or
+  REQUEST_TIMED_OUT after the request's timeout_ms, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
+  ISR shrank below the minimum meanwhile (Kafka's DelayedProduce).
 - Each partition's records must be exactly one v2 batch (Kafka's rule for v3+), validated
   natively (CRC, sizes, counts) and appended by the storage engine without being decompressed;
   ``max.message.bytes`` applies per batch (MESSAGE_TOO_LARGE).
@@ -17,10 +21,11 @@
 - Internal topics cannot be written by clients (INVALID_TOPIC_EXCEPTION), unknown topics are
   UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics, as in Kafka).
 """
+import asyncio
 import struct
 
 from ...errors import (InvalidRecordError, InvalidRequiredAcksError, InvalidTopicError, InvalidTxnStateError,
-                       KafkaError, UnknownTopicOrPartitionError)
+                       KafkaError, RequestTimedOutError)
 from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
                                                    TopicProduceResponse)
 from ..broker import INTERNAL_TOPICS
@@ -32,12 +37,7 @@ VERSIONS = (3, 11)
 ADVERTISED_MIN = 0
 
 
-def _append(broker, topic, partition, records):
-    lg = broker.get_log(topic, partition)
-    if lg is None:
-        if topic in INTERNAL_TOPICS:
-            raise InvalidTopicError(f"cannot append to internal topic {topic}")
-        raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+def _append(broker, topic, partition, records, acks):
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"cannot append to internal topic {topic}")
     if records is None or len(records) < 61:
@@ -47,8 +47,19 @@ def _append(broker, topic, partition, records):
             f"produce to {topic}-{partition} must carry exactly one record batch (Kafka's rule for v3+)")
     if records[22] & 0x10:  # attributes (int16 at 21) bit 4: transactional
         raise InvalidTxnStateError("transactional batches are not supported by this broker")
-    info = lg.append(records, leader_epoch=0)
-    return lg, info
+    if broker.cluster is None:
+        lg = broker.leader_log(topic, partition)
+        return lg, lg.append(records, leader_epoch=0), None
+    partition_ = broker.cluster.replica_manager.leader_partition(topic, partition)
+    lg = partition_.log
+    min_isr = lg.config.min_insync_replicas
+    if acks == -1:
+        partition_.check_enough_replicas(min_isr)
+    info = lg.append(records, leader_epoch=partition_.leader_epoch)
+    partition_.maybe_increment_high_watermark()  # a single-replica ISR commits at once
+    if acks != -1 or info.duplicate:
+        return lg, info, None
+    return lg, info, partition_.wait_for_commit(info.last_offset + 1, min_isr)
 
 
 def handle(ctx, req):
@@ -58,6 +69,7 @@ def handle(ctx, req):
     responses = []
     bad_acks = acks not in (0, 1, -1)
     transactional = req.transactional_id is not None
+    waits = []
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -69,22 +81,48 @@ def handle(ctx, req):
                 resp.error_message = "transactions are not supported by this broker"
             else:
                 try:
-                    lg, info = _append(broker, td.name, pd.index, pd.records)
+                    lg, info, commit = _append(broker, td.name, pd.index, pd.records, acks)
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time
                     resp.log_start_offset = lg.log_start_offset
+                    if commit is not None:
+                        waits.append((resp, commit))
                 except KafkaError as e:
-                    resp.error_code = e.code
-                    if v >= 8:
-                        resp.error_message = e.message
-                        if isinstance(e, InvalidRecordError):
-                            resp.record_errors = [BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                                                  for i, m in e.record_errors]
+                    _fail(resp, e, v)
             parts.append(resp)
         responses.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if acks == 0:
+        for _resp, commit in waits:
+            commit.cancel()
         return None
+    if waits:
+        return _delayed(ProduceResponse(responses=responses), waits, req.timeout_ms, v)
     return ProduceResponse(responses=responses)
+
+
+def _fail(resp, e, v):
+    resp.error_code = e.code
+    if v >= 8:
+        resp.error_message = e.message
+        if isinstance(e, InvalidRecordError):
+            resp.record_errors = [BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                                  for i, m in e.record_errors]
+
+
+async def _delayed(response, waits, timeout_ms, v):
+    """Kafka's DelayedProduce: every acks=-1 partition of the request committed, failed, or the
+    request's timeout passed (REQUEST_TIMED_OUT for those still waiting)."""
+    futures = [commit for _resp, commit in waits]
+    await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    for resp, commit in waits:
+        if not commit.done():
+            commit.cancel()
+            _fail(resp, RequestTimedOutError(f"not replicated to the ISR within {timeout_ms} ms"), v)
+            resp.base_offset = -1
+        elif commit.exception() is not None:
+            _fail(resp, commit.exception(), v)
+            resp.base_offset = -1
+    return response
 
 
 def error_response(req, version, code):

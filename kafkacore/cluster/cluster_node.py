@@ -1,0 +1,267 @@
+"""This broker's part in a cluster coordinated by ZooKeeper (what Kafka's KafkaServer starts in
+ZooKeeper mode): the session, the broker's registration, the controller candidate, the
+ReplicaManager and the MetadataCache.
+
+Start-up order, as Kafka's: the listener is bound and serving (other brokers and the controller
+must reach it), then the broker registers its ephemeral /brokers/ids/N (its czxid is the broker
+epoch that fences stale controller requests after a restart), then it stands for controller.
+
+A ZooKeeper session that expires (this broker was cut off for longer than
+``zookeeper.session.timeout.ms``) loses the registration and any controllership: the rest of the
+cluster has already treated the broker as dead. When the client reconnects with a new session
+the broker registers again and stands for controller again; leaders it had learn from the
+controller's next LeaderAndIsr that they are followers now, and their ISR writes fail the
+version check meanwhile.
+
+Controlled shutdown (SIGTERM, ``controlled.shutdown.enable``): before stopping, the broker asks
+the controller to move its leaderships away (ControlledShutdown), retrying
+``controlled.shutdown.max.retries`` times; then it stops.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
+                      InvalidRequestError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
+from .broker_channel import BrokerChannel, BrokerChannelError
+from .controller import KafkaController
+from .metadata_cache import MetadataCache
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger("kafkacore.cluster")
+
+CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 3
+
+
+def assign_replicas(brokers, num_partitions, replication_factor, racks=None, rng=random):
+    """Kafka's AdminUtils.assignReplicasToBrokers (rack-unaware form): a random first broker,
+    partition p's leader is broker (start + p) % n, followers follow at a shift that grows every
+    n partitions, so leaders and followers spread evenly. Rack-aware when every broker has a
+    rack: brokers are interleaved by rack first, and followers skip racks already used while
+    others remain."""
+    brokers = sorted(brokers)
+    n = len(brokers)
+    if replication_factor > n:
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the number of available brokers ({n})")
+    if racks and all(racks.get(b) for b in brokers):
+        brokers = _rack_alternated(brokers, racks)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    out = {}
+    for p in range(num_partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        replicas = [brokers[first]]
+        used_racks = {racks.get(brokers[first])} if racks else set()
+        step = 0
+        while len(replicas) < replication_factor:
+            idx = (first + 1 + (shift + step) % (n - 1)) % n if n > 1 else first
+            step += 1
+            b = brokers[idx]
+            if b in replicas:
+                continue
+            if racks and racks.get(b) in used_racks and len(used_racks) < len(set(racks.values())) \
+                    and step < 2 * n:
+                continue
+            replicas.append(b)
+            if racks:
+                used_racks.add(racks.get(b))
+        out[p] = replicas
+    return out
+
+
+def _rack_alternated(brokers, racks):
+    by_rack = {}
+    for b in brokers:
+        by_rack.setdefault(racks[b], []).append(b)
+    ordered, lists = [], [by_rack[r] for r in sorted(by_rack)]
+    i = 0
+    while any(lists):
+        for lst in lists:
+            if i < len(lst):
+                ordered.append(lst[i])
+        i += 1
+        if all(i >= len(lst) for lst in lists):
+            break
+    return ordered
+
+
+class ClusterNode:
+    def __init__(self, broker, zk):
+        self.broker = broker
+        self.zk = zk
+        self.node_id = broker.node_id
+        self.metadata_cache = MetadataCache(self.node_id)
+        self.replica_manager = ReplicaManager(broker, zk)
+        self.controller = KafkaController(broker, zk)
+        self.loop = None
+        self.broker_epoch = -1
+        # producer ids unique cluster-wide: blocks from /latest_producer_id_block
+        broker.producer_ids._allocate_block = lambda size: zk.allocate_producer_id_block(self.node_id, size)
+        self._session_lost = False
+        self._closed = False
+
+    async def start(self, loop, host, port):
+        self.loop = loop
+        self.advertised = (host, port)
+        self.zk.add_state_listener(self._on_zk_state)
+        await self._register()
+        self.replica_manager.start(loop)
+        self.controller.start(loop)
+
+    async def _register(self):
+        host, port = self.advertised
+        self.broker_epoch = await self.loop.run_in_executor(
+            None, lambda: self.zk.register_broker(self.node_id, host, port, rack=self.broker.config["broker.rack"]))
+        self.replica_manager.broker_epoch = self.broker_epoch
+        log.info("broker %d registered in ZooKeeper as %s:%d (broker epoch %d)", self.node_id, host, port,
+                 self.broker_epoch)
+
+    def _on_zk_state(self, state):
+        """Kazoo's thread: hand over to the loop."""
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._zk_state, state)
+
+    def _zk_state(self, state):
+        if self._closed:
+            return
+        if state == "lost":
+            log.warning("broker %d: ZooKeeper session expired; the cluster treats this broker as dead", self.node_id)
+            self._session_lost = True
+            self.controller._resign("ZooKeeper session expired")
+        elif state == "connected" and self._session_lost:
+            self._session_lost = False
+            self.loop.create_task(self._reregister())
+
+    async def _reregister(self):
+        try:
+            await self._register()
+        except Exception:  # noqa: BLE001 - the next reconnect tries again
+            log.exception("broker %d: registering again failed", self.node_id)
+            return
+        self.controller._enqueue("elect")
+
+    # -- what the controller's requests change ----------------------------------------------------------
+    def apply_metadata(self, controller_id, brokers, states, deleted):
+        self.metadata_cache.update(controller_id, brokers, states, deleted)
+        for b in brokers:
+            fetcher = self.replica_manager.fetchers.get(b.node_id)
+            if fetcher is not None:
+                fetcher.channel.update_address(b.host, b.port)
+        self.broker.refresh_topics(self.metadata_cache, deleted)
+
+    def topic_configs(self, topic):
+        """The topic's config overrides from ZooKeeper (/config/topics/T), for a new log."""
+        try:
+            return self.zk.get_topic_configs(topic) or {}
+        except Exception as e:  # noqa: BLE001 - the broker defaults serve until the next change
+            log.warning("%s: topic configs not read from ZooKeeper (%s); using the broker defaults", topic, e)
+            return {}
+
+    # -- admin operations through ZooKeeper ----------------------------------------------------------
+    def create_topic(self, name, num_partitions, replication_factor, configs, assignments, topic_id,
+                     validate_only=False):
+        """Writes the topic's assignment and configs; the controller does the rest. Blocking
+        (a ZooKeeper round trip), bounded by the session timeout."""
+        live = self.metadata_cache.brokers
+        racks = {b: e.rack for b, e in live.items()}
+        if assignments:
+            assignment = {p: list(r) for p, r in assignments}
+            for p, replicas in assignment.items():
+                if len(set(replicas)) != len(replicas):
+                    raise InvalidReplicaAssignmentError(f"partition {p} lists a broker twice: {replicas}")
+                unknown = [r for r in replicas if r not in live]
+                if unknown:
+                    raise InvalidReplicaAssignmentError(f"partition {p} is assigned to unknown brokers {unknown}")
+            if len({len(r) for r in assignment.values()}) > 1:
+                raise InvalidReplicaAssignmentError("partitions have different replication factors")
+        else:
+            if replication_factor <= 0:
+                raise InvalidReplicationFactorError(f"replication factor {replication_factor} must be larger than 0")
+            if not live:
+                raise InvalidReplicationFactorError("no live brokers are known yet")
+            assignment = assign_replicas(list(live), num_partitions, replication_factor, racks)
+        if validate_only:
+            return assignment
+        from ..broker.broker import uuid_to_text
+        try:
+            self.zk.create_topic(name, assignment, {k: str(v) for k, v in (configs or {}).items()},
+                                 uuid_to_text(topic_id))
+        except Exception as e:
+            if type(e).__name__ in ("TopicExistsError", "NodeExistsError"):
+                raise TopicAlreadyExistsError(f"topic '{name}' already exists") from None
+            raise
+        return assignment
+
+    def delete_topic(self, name):
+        if name not in self.metadata_cache.partition_counts:
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        self.zk.delete_topic_request(name)
+
+    def create_partitions(self, name, count, validate_only=False):
+        raise InvalidRequestError("adding partitions to a replicated topic is not supported yet")
+
+    async def wait_for_topic(self, name, timeout_s):
+        """Until every partition of the topic has a live leader in the metadata cache."""
+        deadline = self.loop.time() + timeout_s
+        while self.loop.time() < deadline:
+            n = self.metadata_cache.partition_counts.get(name)
+            if n and all(self.metadata_cache.leader(name, p) >= 0 for p in range(n)):
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    # -- stopping --------------------------------------------------------------------------------------
+    async def controlled_shutdown(self):
+        """Asks the controller to move this broker's leaderships away; True when it did."""
+        cfg = self.broker.config
+        if not cfg["controlled.shutdown.enable"]:
+            return False
+        for attempt in range(cfg["controlled.shutdown.max.retries"] + 1):
+            if attempt:
+                await asyncio.sleep(min(cfg["controlled.shutdown.retry.backoff.ms"] / 1000, 1.0))
+            controller = self.metadata_cache.controller_id
+            if controller == self.node_id and self.controller.active:
+                remaining = await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
+            else:
+                ep = self.metadata_cache.brokers.get(controller)
+                if ep is None:
+                    continue
+                channel = BrokerChannel(controller, ep.host, ep.port, client_id=f"broker-{self.node_id}")
+                try:
+                    resp = await channel.call(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                                              ControlledShutdownRequest(broker_id=self.node_id,
+                                                                        broker_epoch=self.broker_epoch), 30)
+                except BrokerChannelError as e:
+                    log.info("controlled shutdown: %s", e)
+                    continue
+                finally:
+                    channel.close()
+                if resp.error_code:
+                    log.info("controlled shutdown: controller answered error %d", resp.error_code)
+                    continue
+                remaining = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
+            if not remaining:
+                log.info("controlled shutdown of broker %d: leaderships moved", self.node_id)
+                # wait until the new leaders' LeaderAndIsr reached us, so we stop as a follower
+                for _ in range(100):
+                    if not any(p.is_leader for p in self.replica_manager.partitions.values()):
+                        break
+                    await asyncio.sleep(0.02)
+                return True
+            log.info("controlled shutdown: %d partitions could not move yet", len(remaining))
+        return False
+
+    def shutdown(self):
+        self._closed = True
+        self.controller.shutdown()
+        self.replica_manager.shutdown()
+        try:
+            self.zk.close()
+        except Exception:  # noqa: BLE001 - stopping anyway
+            log.exception("closing the ZooKeeper client failed")

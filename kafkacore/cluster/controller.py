@@ -1,0 +1,615 @@
+"""Kafka's KafkaController in ZooKeeper mode: one broker of the cluster, elected through the
+ephemeral /controller znode, that decides every partition's leader and ISR and tells the
+brokers with LeaderAndIsr, UpdateMetadata and StopReplica. Kafka 2.x-3.x's
+controller/KafkaController.scala is the model; docs/cluster.md describes the design.
+
+- Election: every broker watches /controller; when it is free each tries to create it, the
+  winner increments /controller_epoch (a conditional update: two winners cannot both succeed)
+  and every request it sends carries that epoch, so brokers ignore a deposed controller.
+- Events are handled one at a time, in order (Kafka's ControllerEventManager): a broker joining
+  or leaving (/brokers/ids), topics created (/brokers/topics) or marked for deletion
+  (/admin/delete_topics), ISR changes announced by leaders (/isr_change_notification), a
+  broker's controlled shutdown, and the controller moving.
+- Leader election is clean by default: the first live replica of the assignment that is in the
+  ISR (the preferred replica first). With none, the partition stays offline until an ISR member
+  returns, unless ``unclean.leader.election.enable`` (topic or broker) lets any live replica
+  take over, losing what only the dead ISR had.
+- A broker that dies leaves the ISR of the partitions it followed; a new leader epoch is
+  written for each partition changed, and the live replicas learn it through LeaderAndIsr.
+- Every partition state the controller writes is conditional on the znode's version; a write
+  that loses (a leader changed the ISR meanwhile) is re-read and decided again.
+- Requests to a broker are sent in order on one connection and retried while the broker is
+  live and this broker is still the controller (Kafka's RequestSendThread).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+from ..protocol.messages.leader_and_isr_request import (LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState,
+                                                        LeaderAndIsrRequest, LeaderAndIsrTopicState)
+from ..protocol.messages.stop_replica_request import (StopReplicaPartitionState, StopReplicaRequest,
+                                                      StopReplicaTopicState)
+from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, UpdateMetadataEndpoint,
+                                                         UpdateMetadataPartitionState, UpdateMetadataRequest,
+                                                         UpdateMetadataTopicState)
+from ..protocol.wire import ZERO_UUID
+from .broker_channel import BrokerChannel, BrokerChannelError
+from .zk_data import uuid_from_text
+from .zk_client import ControllerMovedError, UnknownTopicError, ZkNodeExistsError, ZkVersionMismatchError
+
+log = logging.getLogger("kafkacore.controller")
+
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 5, 3, 7
+NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata drops the partition
+PLAINTEXT = 0
+SEND_BACKOFF_S = 0.1
+
+
+class LeaderIsr:
+    """A partition's state znode and its version."""
+
+    __slots__ = ("leader", "leader_epoch", "isr", "controller_epoch", "zk_version")
+
+    def __init__(self, leader, leader_epoch, isr, controller_epoch, zk_version):
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = list(isr)
+        self.controller_epoch = controller_epoch
+        self.zk_version = zk_version
+
+    def __repr__(self):
+        return f"LeaderIsr(leader={self.leader}, epoch={self.leader_epoch}, isr={self.isr}, v{self.zk_version})"
+
+
+class LiveBroker:
+    __slots__ = ("node_id", "host", "port", "rack", "epoch")
+
+    def __init__(self, node_id, host, port, rack, epoch):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.epoch = epoch
+
+
+class KafkaController:
+    def __init__(self, broker, zk):
+        self.broker = broker
+        self.zk = zk
+        self.node_id = broker.node_id
+        self.config = broker.config
+        self.active = False
+        self.epoch = -1
+        self.epoch_zk_version = -1
+        self.controller_id = NO_LEADER
+        self.live: dict[int, LiveBroker] = {}
+        self.assignments: dict[str, dict[int, list]] = {}
+        self.topic_ids: dict[str, bytes] = {}
+        self.topic_configs: dict[str, dict] = {}
+        self.states: dict[tuple, LeaderIsr] = {}
+        self.deleting: set = set()
+        self.offline: set = set()  # partitions with no live leader that could be elected
+        self.shutting_down: set = set()
+        self._events: asyncio.Queue | None = None
+        self._task = None
+        self._senders: dict[int, "_BrokerSender"] = {}
+        self._generation = 0  # bumped on resignation: late watch callbacks of an old term are ignored
+        self._watches = []
+        self.loop = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self, loop):
+        """Starts the event loop and the watch on /controller; tries to become controller."""
+        self.loop = loop
+        self._events = asyncio.Queue()
+        self._task = loop.create_task(self._process_events())
+        self._enqueue("watch_controller")
+
+    async def _on_watch_controller(self):
+        # the watch fires at once with the current state, and then on every change of /controller
+        await self._zk(self.zk.watch_data, "/controller", lambda *_a: self._enqueue("elect"))
+
+    def shutdown(self):
+        self._resign("shutting down")
+        if self._task is not None:
+            self._task.cancel()
+
+    def _enqueue(self, kind, *args, generation=None):
+        """Thread-safe: kazoo's callbacks arrive on its own thread."""
+        if self.loop is None or self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self._events.put_nowait, (kind, args, generation))
+
+    async def _zk(self, fn, *args):
+        return await self.loop.run_in_executor(None, fn, *args)
+
+    async def _fenced(self, fn, *args):
+        """A write of this controller's term: conditional on /controller_epoch's zk version, so
+        a deposed controller's write fails (ControllerMovedError resigns)."""
+        try:
+            return await self.loop.run_in_executor(
+                None, functools.partial(fn, *args, expected_controller_epoch_zk_version=self.epoch_zk_version))
+        except ControllerMovedError:
+            self._resign("a newer controller was elected")
+            raise
+
+    async def _process_events(self):
+        while True:
+            kind, args, generation = await self._events.get()
+            if generation is not None and generation != self._generation:
+                continue  # a watch of an earlier term
+            try:
+                await getattr(self, f"_on_{kind}")(*args)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - one failed event must not stop the controller
+                log.exception("controller event %s failed", kind)
+                if kind != "elect":
+                    # our view may be stale: start the term over from ZooKeeper's state
+                    self._resign("an event failed")
+                    self._enqueue("elect")
+
+    # -- election -----------------------------------------------------------------------------------
+    async def _on_elect(self):
+        controller = await self._zk(self.zk.get_controller_id)
+        if controller == self.node_id and self.active:
+            return
+        if controller is not None and controller >= 0:
+            if self.active and controller != self.node_id:
+                self._resign(f"broker {controller} is the controller now")
+            self.controller_id = controller
+            return
+        election = await self._zk(self.zk.try_elect_controller, self.node_id)
+        self.controller_id = election.controller_id if election.controller_id is not None else NO_LEADER
+        if not election.elected:
+            return
+        # the win and the epoch's increment are one multi-op; the epoch's zk version fences
+        # every later write of this term
+        self.epoch, self.epoch_zk_version = election.epoch, election.epoch_zk_version
+        log.info("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
+        self.active = True
+        await self._failover()
+
+    def _resign(self, why):
+        if not self.active:
+            return
+        log.info("broker %d stops being the controller: %s", self.node_id, why)
+        self.active = False
+        self._generation += 1
+        for w in self._watches:
+            w.cancel()
+        self._watches = []
+        for s in self._senders.values():
+            s.close()
+        self._senders.clear()
+        self.live.clear()
+        self.states.clear()
+        self.assignments.clear()
+        self.deleting.clear()
+        self.offline.clear()
+
+    async def _failover(self):
+        gen = self._generation
+        watches = (("/brokers/ids", "broker_change"), ("/brokers/topics", "topic_change"),
+                   ("/admin/delete_topics", "topic_deletion"), ("/isr_change_notification", "isr_change"))
+        for path, kind in watches:
+            w = await self._zk(self.zk.watch_children, path,
+                               lambda _children, kind=kind: self._enqueue(kind, generation=gen))
+            self._watches.append(w)
+        self.live = await self._read_live_brokers()
+        for b in self.live.values():
+            self._sender(b)
+        for topic in await self._zk(self.zk.get_all_topics):
+            await self._load_topic(topic)
+        # partitions without a state get one; partitions whose leader is gone get a new one
+        await self._initialize_new_partitions(list(self.states_missing()))
+        await self._elect_offline_partitions()
+        # replicas on brokers that are not live leave the ISRs (Kafka's replica state machine
+        # starts them as OfflineReplica)
+        dead = {r for parts in self.assignments.values() for rs in parts.values() for r in rs} - set(self.live)
+        if dead:
+            await self._remove_from_isr(dead)
+        self._send_update_metadata(list(self.live), list(self.states))
+        for b in list(self.live):
+            self._send_leader_and_isr(b, [k for k in self.states if b in self._replicas(k)])
+        await self._on_topic_deletion()
+
+    def states_missing(self):
+        for topic, parts in self.assignments.items():
+            for p in parts:
+                if (topic, p) not in self.states:
+                    yield (topic, p)
+
+    # -- ZooKeeper reads ---------------------------------------------------------------------------
+    async def _read_live_brokers(self):
+        out = {}
+        for bid in await self._zk(self.zk.get_all_broker_ids):
+            info = await self._zk(self.zk.get_broker, bid)
+            if info is not None:
+                out[bid] = LiveBroker(bid, info.host, info.port, info.rack, info.epoch)
+        return out
+
+    async def _load_topic(self, topic):
+        found = await self._zk(self.zk.get_topic_assignment, topic)
+        if found is None:
+            return
+        assignment, topic_id = found
+        self.assignments[topic] = {int(p): list(r) for p, r in assignment.items()}
+        self.topic_configs[topic] = await self._zk(self.zk.get_topic_configs, topic)
+        if topic_id is not None:
+            self.topic_ids[topic] = uuid_from_text(topic_id)
+        for p in self.assignments[topic]:
+            await self._refresh_state(topic, p)
+
+    async def _refresh_state(self, topic, p):
+        found = await self._zk(self.zk.get_partition_state, topic, p)
+        if found is None:
+            self.states.pop((topic, p), None)
+            return None
+        st, version = found
+        li = LeaderIsr(st.leader, st.leader_epoch, st.isr, st.controller_epoch, version)
+        self.states[(topic, p)] = li
+        return li
+
+    def _replicas(self, key):
+        return self.assignments.get(key[0], {}).get(key[1], [])
+
+    def _unclean_allowed(self, topic):
+        configs = self.topic_configs.get(topic, {})
+        value = configs.get("unclean.leader.election.enable")
+        if value is None:
+            return self.broker.log_manager.default_config.unclean_leader_election_enable
+        return str(value).lower() == "true"
+
+    # -- partition state changes ---------------------------------------------------------------------
+    async def _initialize_new_partitions(self, keys):
+        """NewPartition -> OnlinePartition: leader = the first live replica, ISR = the live ones."""
+        changed = set()
+        for key in keys:
+            replicas = self._replicas(key)
+            live = [r for r in replicas if r in self.live and r not in self.shutting_down]
+            if not live:
+                log.warning("%s-%d: no replica is live; it stays offline", *key)
+                continue
+            try:
+                await self._fenced(self.zk.create_partition_state, key[0], key[1], live[0], 0, live, self.epoch)
+            except ZkNodeExistsError:
+                pass  # written by an earlier controller's term: read it
+            except UnknownTopicError:
+                continue  # deleted meanwhile
+            if await self._refresh_state(*key) is not None:
+                changed.add(key)
+        return changed
+
+    async def _write_state(self, key, leader, isr, old):
+        """A new leader epoch for key, conditional on the version we read; on a lost race the
+        state is re-read and None returned (the caller decides again)."""
+        try:
+            version = await self._fenced(self.zk.update_leader_and_isr, key[0], key[1], leader, old.leader_epoch + 1,
+                                         isr, self.epoch, old.zk_version)
+        except ZkVersionMismatchError as e:
+            log.info("%s-%d: state write lost a race (%s); re-reading", key[0], key[1], e)
+            await self._refresh_state(*key)
+            return None
+        li = LeaderIsr(leader, old.leader_epoch + 1, isr, self.epoch, version)
+        self.states[key] = li
+        return li
+
+    def _elect_leader(self, key, li, avoid=()):
+        """(leader, isr) by Kafka's clean rule, unclean when allowed; (None, None) for none."""
+        replicas = self._replicas(key)
+        live_isr = [r for r in li.isr if r in self.live and r not in avoid]
+        for r in replicas:
+            if r in live_isr:
+                return r, [x for x in li.isr if x in self.live and x not in avoid]
+        if self._unclean_allowed(key[0]):
+            for r in replicas:
+                if r in self.live and r not in avoid:
+                    log.warning("%s-%d: unclean election of broker %d (ISR %s is gone): records only the old "
+                                "ISR had are lost", key[0], key[1], r, li.isr)
+                    return r, [r]
+        return None, None
+
+    async def _elect_offline_partitions(self):
+        changed = set()
+        for key, li in list(self.states.items()):
+            if key[0] in self.deleting:
+                continue
+            if key not in self.offline and li.leader in self.live and li.leader not in self.shutting_down:
+                continue
+            for _attempt in range(3):
+                leader, isr = self._elect_leader(key, li)
+                if leader is None:
+                    if key not in self.offline:
+                        log.warning("%s-%d: leader %d is gone and no ISR member %s is live; offline", key[0],
+                                    key[1], li.leader, li.isr)
+                    self.offline.add(key)
+                    break
+                # a new epoch even when the old leader itself returns: every replica must hear it
+                new = await self._write_state(key, leader, isr, li)
+                if new is not None:
+                    log.info("%s-%d: leader %d -> %d, epoch %d, ISR %s", key[0], key[1], li.leader, leader,
+                             new.leader_epoch, isr)
+                    self.offline.discard(key)
+                    changed.add(key)
+                    break
+                li = self.states.get(key)
+                if li is None:
+                    break
+        return changed
+
+    async def _remove_from_isr(self, brokers):
+        """Followers that died leave the ISR of partitions whose leader lives."""
+        changed = set()
+        for key, li in list(self.states.items()):
+            if key[0] in self.deleting or li.leader not in self.live:
+                continue
+            gone = [r for r in li.isr if r in brokers]
+            if not gone or li.leader in brokers:
+                continue
+            for _attempt in range(3):
+                isr = [r for r in li.isr if r not in brokers]
+                new = await self._write_state(key, li.leader, isr, li)
+                if new is not None:
+                    changed.add(key)
+                    break
+                li = self.states.get(key)
+                if li is None or li.leader not in self.live:
+                    break
+        return changed
+
+    # -- events ---------------------------------------------------------------------------------------
+    async def _on_broker_change(self):
+        if not self.active:
+            return
+        now = await self._read_live_brokers()
+        old = self.live
+        dead = {b for b in old if b not in now or now[b].epoch != old[b].epoch}
+        new = {b for b in now if b not in old or now[b].epoch != old[b].epoch}
+        if not dead and not new:
+            return
+        log.info("brokers: live %s (new %s, gone %s)", sorted(now), sorted(new), sorted(dead))
+        for b in dead:
+            s = self._senders.pop(b, None)
+            if s is not None:
+                s.close()
+            self.shutting_down.discard(b)
+        self.live = now
+        for b in new:
+            self._sender(now[b])
+        changed = set()
+        if dead:
+            changed |= await self._elect_offline_partitions()
+            changed |= await self._remove_from_isr(dead)
+        if new:
+            # newcomers learn everything; partitions offline for want of them come back
+            self._send_update_metadata(list(now), list(self.states))
+            for b in new:
+                self._send_leader_and_isr(b, [k for k in self.states if b in self._replicas(k)])
+            changed |= await self._initialize_new_partitions(list(self.states_missing()))
+            changed |= await self._elect_offline_partitions()
+        if changed:
+            self._announce(changed)
+        elif dead:
+            self._send_update_metadata(list(now), list(self.states))
+
+    def _announce(self, keys):
+        """LeaderAndIsr to the live replicas of each changed partition, UpdateMetadata to all."""
+        by_broker = {}
+        for key in keys:
+            for r in self._replicas(key):
+                if r in self.live:
+                    by_broker.setdefault(r, []).append(key)
+        for b, ks in by_broker.items():
+            self._send_leader_and_isr(b, ks)
+        self._send_update_metadata(list(self.live), list(keys))
+
+    async def _on_topic_change(self):
+        if not self.active:
+            return
+        topics = set(await self._zk(self.zk.get_all_topics))
+        new_topics = [t for t in topics if t not in self.assignments]
+        for t in new_topics:
+            await self._load_topic(t)
+        keys = [k for k in self.states_missing() if k[0] in new_topics]
+        changed = await self._initialize_new_partitions(keys)
+        if changed:
+            log.info("new topics %s", sorted(new_topics))
+            self._announce(changed)
+
+    async def _on_topic_deletion(self):
+        if not self.active:
+            return
+        for topic in await self._zk(self.zk.get_topic_deletions):
+            if topic not in self.assignments:
+                await self._fenced(self.zk.delete_topic_znodes, topic)
+                continue
+            self.deleting.add(topic)
+            keys = [(topic, p) for p in self.assignments[topic]]
+            by_broker = {}
+            for key in keys:
+                for r in self._replicas(key):
+                    if r in self.live:
+                        by_broker.setdefault(r, []).append(key)
+            for b, ks in by_broker.items():
+                self._send_stop_replica(b, ks, delete=True)
+            self._send_update_metadata(list(self.live), keys, deleting=True)
+            await self._fenced(self.zk.delete_topic_znodes, topic)
+            for key in keys:
+                self.states.pop(key, None)
+                self.offline.discard(key)
+            self.assignments.pop(topic, None)
+            self.topic_ids.pop(topic, None)
+            self.deleting.discard(topic)
+            log.info("deleted topic %s", topic)
+
+    async def _on_isr_change(self):
+        if not self.active:
+            return
+        keys = await self._fenced(self.zk.take_isr_change_notifications)
+        changed = []
+        for key in keys:
+            if key[0] in self.assignments and await self._refresh_state(*key) is not None:
+                changed.append(key)
+        if changed:
+            self._send_update_metadata(list(self.live), changed)
+
+    async def controlled_shutdown(self, broker_id, broker_epoch):
+        """ControlledShutdown: moves leadership off the broker and takes it out of the ISRs.
+        Returns the partitions it still leads (none when every one could move)."""
+        fut = self.loop.create_future()
+        self._enqueue("controlled_shutdown", broker_id, broker_epoch, fut)
+        return await fut
+
+    async def _on_controlled_shutdown(self, broker_id, broker_epoch, fut):
+        try:
+            if not self.active:
+                raise RuntimeError("not the controller")
+            b = self.live.get(broker_id)
+            if b is None:
+                raise RuntimeError(f"broker {broker_id} is not live")
+            self.shutting_down.add(broker_id)
+            changed, remaining = set(), []
+            for key, li in list(self.states.items()):
+                if broker_id not in self._replicas(key) or key[0] in self.deleting:
+                    continue
+                if li.leader == broker_id:
+                    leader, isr = self._elect_leader(key, li, avoid={broker_id})
+                    if leader is None or self._unclean_replica(li, leader):
+                        remaining.append(key)
+                        continue
+                    new = await self._write_state(key, leader, isr, li)
+                    if new is None:
+                        remaining.append(key)
+                        continue
+                    changed.add(key)
+                elif broker_id in li.isr and len(li.isr) > 1:
+                    new = await self._write_state(key, li.leader, [r for r in li.isr if r != broker_id], li)
+                    if new is not None:
+                        changed.add(key)
+            if changed:
+                self._announce(changed)
+            fut.set_result(remaining)
+        except Exception as e:  # noqa: BLE001 - answered to the shutting-down broker
+            if not fut.done():
+                fut.set_exception(e)
+
+    def _unclean_replica(self, li, leader):
+        return leader not in li.isr
+
+    # -- requests to brokers -----------------------------------------------------------------------
+    def _sender(self, b):
+        s = self._senders.get(b.node_id)
+        if s is None:
+            s = self._senders[b.node_id] = _BrokerSender(self, b)
+        return s
+
+    def _partition_state(self, key, li, cls, **extra):
+        return cls(partition_index=key[1], controller_epoch=li.controller_epoch, leader=li.leader,
+                   leader_epoch=li.leader_epoch, isr=list(li.isr), replicas=list(self._replicas(key)), **extra)
+
+    def _send_leader_and_isr(self, broker_id, keys):
+        b = self.live.get(broker_id)
+        if b is None or not keys:
+            return
+        topics = {}
+        leaders = set()
+        for key in keys:
+            li = self.states.get(key)
+            if li is None:
+                continue
+            topics.setdefault(key[0], []).append(self._partition_state(
+                key, li, LeaderAndIsrPartitionState, partition_epoch=li.zk_version, adding_replicas=[],
+                removing_replicas=[], is_new=False))
+            leaders.add(li.leader)
+        if not topics:
+            return
+        req = LeaderAndIsrRequest(
+            controller_id=self.node_id, controller_epoch=self.epoch, broker_epoch=b.epoch, type=0,
+            topic_states=[LeaderAndIsrTopicState(topic_name=t, topic_id=self.topic_ids.get(t, ZERO_UUID),
+                                                 partition_states=ps) for t, ps in topics.items()],
+            live_leaders=[LeaderAndIsrLiveLeader(broker_id=lid, host_name=self.live[lid].host, port=self.live[lid].port)
+                          for lid in sorted(leaders) if lid in self.live])
+        self._sender(b).send(LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
+
+    def _send_update_metadata(self, brokers, keys, deleting=False):
+        topics = {}
+        for key in keys:
+            li = self.states.get(key)
+            if li is None:
+                continue
+            offline = [r for r in self._replicas(key) if r not in self.live]
+            st = self._partition_state(key, li, UpdateMetadataPartitionState, zk_version=li.zk_version,
+                                       offline_replicas=offline)
+            if deleting:
+                st.leader = LEADER_DURING_DELETE
+            topics.setdefault(key[0], []).append(st)
+        live = [UpdateMetadataBroker(id=b.node_id, endpoints=[UpdateMetadataEndpoint(
+            port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)], rack=b.rack)
+            for b in self.live.values()]
+        for bid in brokers:
+            b = self.live.get(bid)
+            if b is None:
+                continue
+            req = UpdateMetadataRequest(
+                controller_id=self.node_id, controller_epoch=self.epoch, broker_epoch=b.epoch,
+                topic_states=[UpdateMetadataTopicState(topic_name=t, topic_id=self.topic_ids.get(t, ZERO_UUID),
+                                                       partition_states=ps) for t, ps in topics.items()],
+                live_brokers=live)
+            self._sender(b).send(UPDATE_METADATA, UPDATE_METADATA_VERSION, req)
+
+    def _send_stop_replica(self, broker_id, keys, delete):
+        b = self.live.get(broker_id)
+        if b is None:
+            return
+        topics = {}
+        for key in keys:
+            li = self.states.get(key)
+            topics.setdefault(key[0], []).append(StopReplicaPartitionState(
+                partition_index=key[1], leader_epoch=li.leader_epoch if li else -1, delete_partition=delete))
+        req = StopReplicaRequest(controller_id=self.node_id, controller_epoch=self.epoch, broker_epoch=b.epoch,
+                                 topic_states=[StopReplicaTopicState(topic_name=t, partition_states=ps)
+                                               for t, ps in topics.items()])
+        self._sender(b).send(STOP_REPLICA, STOP_REPLICA_VERSION, req)
+
+
+class _BrokerSender:
+    """Requests to one broker, in order, each retried until it is answered, the broker dies or
+    this controller's term ends."""
+
+    def __init__(self, controller, b):
+        self.controller = controller
+        self.generation = controller._generation
+        self.channel = BrokerChannel(b.node_id, b.host, b.port, client_id=f"controller-{controller.node_id}",
+                                     connect_timeout=controller.config["controller.socket.timeout.ms"] / 1000)
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.task = controller.loop.create_task(self._run())
+        self.closed = False
+
+    def send(self, api_key, version, body):
+        self.queue.put_nowait((api_key, version, body))
+
+    def close(self):
+        self.closed = True
+        self.task.cancel()
+        self.channel.close()
+
+    async def _run(self):
+        timeout = self.controller.config["controller.socket.timeout.ms"] / 1000
+        while not self.closed:
+            api_key, version, body = await self.queue.get()
+            while not self.closed and self.generation == self.controller._generation:
+                try:
+                    resp = await self.channel.call(api_key, version, body, timeout)
+                except BrokerChannelError as e:
+                    log.debug("controller -> broker %d: %s; retrying", self.channel.node_id, e)
+                    await asyncio.sleep(SEND_BACKOFF_S)
+                    continue
+                if getattr(resp, "error_code", 0):
+                    log.warning("controller -> broker %d: api %d answered error %d", self.channel.node_id, api_key,
+                                resp.error_code)
+                break

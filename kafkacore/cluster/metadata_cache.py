@@ -1,0 +1,81 @@
+"""Kafka's MetadataCache: what a broker of the cluster knows of the cluster, as the controller's
+UpdateMetadata requests last told it - the live brokers and their endpoints, the controller, and
+for every partition its leader, leader epoch, replicas, ISR and offline replicas. Metadata,
+FindCoordinator and CreateTopics answer from it; it is never read from ZooKeeper on a request's
+path.
+
+A partition whose leader is not a live broker is answered LEADER_NOT_AVAILABLE with leader -1
+(Kafka's MetadataCache does the same), so clients wait for an election instead of connecting to
+a dead broker."""
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+NO_LEADER = -1
+
+
+class BrokerEndpoint(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class PartitionState(NamedTuple):
+    leader: int
+    leader_epoch: int
+    isr: tuple
+    replicas: tuple
+    offline_replicas: tuple
+    controller_epoch: int
+    zk_version: int
+
+
+class MetadataCache:
+    def __init__(self, node_id):
+        self.node_id = node_id
+        self._lock = threading.Lock()
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.controller_id = NO_LEADER
+        self.partitions: dict[tuple, PartitionState] = {}
+        self.topic_ids: dict[str, bytes] = {}
+        self.partition_counts: dict[str, int] = {}
+
+    def update(self, controller_id, brokers, partition_states, deleted_topics=()):
+        """Applies one UpdateMetadata: ``brokers`` replaces the live set; ``partition_states`` is
+        {(topic, partition): (PartitionState, topic_id)}; ``deleted_topics`` are dropped."""
+        with self._lock:
+            self.controller_id = controller_id
+            self.brokers = {b.node_id: b for b in brokers}
+            for topic in deleted_topics:
+                self._drop_topic(topic)
+            for (topic, partition), (state, topic_id) in partition_states.items():
+                self.partitions[(topic, partition)] = state
+                if topic_id is not None:
+                    self.topic_ids[topic] = topic_id
+                self.partition_counts[topic] = max(self.partition_counts.get(topic, 0), partition + 1)
+
+    def _drop_topic(self, topic):
+        for p in range(self.partition_counts.pop(topic, 0)):
+            self.partitions.pop((topic, p), None)
+        self.topic_ids.pop(topic, None)
+
+    def partition(self, topic, partition) -> PartitionState | None:
+        return self.partitions.get((topic, partition))
+
+    def leader(self, topic, partition) -> int:
+        """The leader if it is a live broker, else NO_LEADER."""
+        state = self.partitions.get((topic, partition))
+        if state is None or state.leader not in self.brokers:
+            return NO_LEADER
+        return state.leader
+
+    def alive(self, node_id) -> bool:
+        return node_id in self.brokers
+
+    def live_brokers(self) -> list[BrokerEndpoint]:
+        return sorted(self.brokers.values())
+
+    def topics(self) -> dict[str, int]:
+        return dict(self.partition_counts)

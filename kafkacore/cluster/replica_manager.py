@@ -1,0 +1,271 @@
+"""Kafka's ReplicaManager: the partitions this broker holds a replica of, and the roles the
+controller gives them.
+
+- LeaderAndIsr (from the controller, fenced by the controller epoch and this broker's epoch)
+  makes each listed replica leader or follower: the log is opened (created with the topic's
+  configs from ZooKeeper when new) and switched to replicated mode (the high watermark moves
+  only by replication); followers are handed to the ReplicaFetcher of their leader.
+- UpdateMetadata refreshes the MetadataCache and the broker's topic table.
+- StopReplica stops following and, with delete, removes the replica's log.
+- Produce with acks=all on a leader waits for the high watermark (Partition.wait_for_commit);
+  with fewer than min.insync.replicas in the ISR it is refused before the write.
+- A follower's Fetch (replica_id >= 0) records its log end offset, which moves the high
+  watermark and can bring it back into the ISR.
+- Every ``replica.lag.time.max.ms / 2`` the leaders look for ISR members that stopped keeping
+  up. ISR changes go to the partition's state znode with a conditional version (KafkaZkClient);
+  a failed check means the controller or a newer leader changed the partition, and this broker
+  waits for the controller's next word. Changed partitions are announced under
+  /isr_change_notification so the controller sends the new ISR to every broker.
+- The high watermarks are checkpointed every ``replica.high.watermark.checkpoint.interval.ms``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..errors import (KafkaError, NotLeaderOrFollowerError, StaleBrokerEpochError, StaleControllerEpochError,
+                      UnknownTopicOrPartitionError)
+from .partition import Partition, now_ms
+from .replica_fetcher import ReplicaFetcher
+
+log = logging.getLogger("kafkacore.cluster")
+
+ISR_NOTIFICATION_INTERVAL_S = 2.5  # Kafka's isrChangeNotificationInterval (ReplicaManager)
+
+
+class LeaderAndIsrState:
+    """One partition's state as LeaderAndIsr carries it."""
+
+    __slots__ = ("leader", "leader_epoch", "isr", "replicas", "partition_epoch", "controller_epoch", "is_new")
+
+    def __init__(self, leader, leader_epoch, isr, replicas, partition_epoch, controller_epoch, is_new=False):
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.partition_epoch = partition_epoch
+        self.controller_epoch = controller_epoch
+        self.is_new = is_new
+
+
+class ReplicaManager:
+    def __init__(self, broker, zk):
+        self.broker = broker
+        self.zk = zk
+        self.config = broker.config
+        self.node_id = broker.node_id
+        self.partitions: dict[tuple, Partition] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.controller_epoch = -1
+        self.broker_epoch = -1  # the czxid of our registration znode (set by the cluster node)
+        self._isr_changes: set = set()
+        self._tasks = []
+        self._closed = False
+        self.on_leadership_change = []  # fn(topic, partition, is_leader, leader_epoch): the coordinators
+
+    # -- start / stop ---------------------------------------------------------------------------
+    def start(self, loop):
+        lag = self.config["replica.lag.time.max.ms"]
+        self._tasks = [
+            loop.create_task(self._every(lag / 2000, self._shrink_isrs)),
+            loop.create_task(self._every(ISR_NOTIFICATION_INTERVAL_S, self._propagate_isr_changes)),
+            loop.create_task(self._every(self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000,
+                                         self._checkpoint_high_watermarks)),
+        ]
+
+    async def _every(self, seconds, fn):
+        while not self._closed:
+            await asyncio.sleep(seconds)
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the next round tries again; say so loudly
+                log.exception("replica manager: %s failed", fn.__name__)
+
+    def shutdown(self):
+        self._closed = True
+        for t in self._tasks:
+            t.cancel()
+        for f in self.fetchers.values():
+            f.close()
+        self.fetchers.clear()
+        for p in self.partitions.values():
+            p.fail_waiters(NotLeaderOrFollowerError(f"{p.name}: the broker is shutting down"))
+
+    # -- the controller's requests ----------------------------------------------------------------
+    def check_controller(self, controller_epoch, broker_epoch):
+        if controller_epoch < self.controller_epoch:
+            raise StaleControllerEpochError(
+                f"controller epoch {controller_epoch} is older than {self.controller_epoch}")
+        if broker_epoch not in (-1, self.broker_epoch) and broker_epoch < self.broker_epoch:
+            raise StaleBrokerEpochError(f"broker epoch {broker_epoch} is older than this broker's {self.broker_epoch}")
+        self.controller_epoch = controller_epoch
+
+    def become_leader_or_follower(self, controller_id, states, live_leaders, topic_ids, topic_configs):
+        """states: {(topic, partition): LeaderAndIsrState}; live_leaders: {id: (host, port)};
+        topic_ids: {topic: uuid bytes}; topic_configs: fn(topic) -> overrides for a new log.
+        Returns {(topic, partition): error code}."""
+        errors = {}
+        for key, st in states.items():
+            topic, p = key
+            if self.node_id not in st.replicas:
+                errors[key] = UnknownTopicOrPartitionError.code
+                continue
+            partition = self.partitions.get(key)
+            if partition is not None and st.leader_epoch < partition.leader_epoch:
+                log.info("%s-%d: ignoring LeaderAndIsr with leader epoch %d below %d", topic, p, st.leader_epoch,
+                         partition.leader_epoch)
+                errors[key] = StaleControllerEpochError.code
+                continue
+            try:
+                if partition is None:
+                    partition = self._open_partition(topic, p, topic_ids.get(topic), topic_configs)
+                if st.leader == self.node_id:
+                    self._make_leader(partition, st)
+                else:
+                    self._make_follower(partition, st, live_leaders)
+                errors[key] = 0
+            except KafkaError as e:
+                log.error("%s-%d: LeaderAndIsr failed: %s", topic, p, e)
+                errors[key] = e.code
+        return errors
+
+    def _open_partition(self, topic, p, topic_id, topic_configs):
+        lm = self.broker.log_manager
+        lg = lm.get_log(topic, p)
+        if lg is None:
+            from ..broker.broker import uuid_to_text
+            lg = lm.get_or_create_log(topic, p, topic_configs(topic) or None,
+                                      topic_id=uuid_to_text(topic_id) if topic_id else None)
+            self.broker.watch_log(lg)
+        lg.make_replicated()
+        partition = Partition(topic, p, lg, self.node_id, topic_id)
+        self.partitions[(topic, p)] = partition
+        return partition
+
+    def _make_leader(self, partition, st):
+        fetcher = self.fetchers.get(partition.leader_id)
+        if fetcher is not None:
+            fetcher.remove_partition((partition.topic, partition.partition))
+        new = partition.make_leader(st)
+        if new:
+            log.info("%s: leader with epoch %d, ISR %s, log end %d, high watermark %d", partition.name,
+                     st.leader_epoch, st.isr, partition.log.log_end_offset, partition.log.high_watermark)
+            self._leadership_changed(partition, True)
+
+    def _make_follower(self, partition, st, live_leaders):
+        old_leader = partition.leader_id
+        was_leader = partition.is_leader
+        changed = partition.make_follower(st)
+        if not changed and not was_leader:
+            return
+        old = self.fetchers.get(old_leader)
+        if old is not None:
+            old.remove_partition((partition.topic, partition.partition))
+        if was_leader:
+            self._leadership_changed(partition, False)
+        address = live_leaders.get(st.leader)
+        if address is None:
+            log.info("%s: leader %d is not live; not fetching", partition.name, st.leader)
+            return
+        fetcher = self.fetchers.get(st.leader)
+        if fetcher is None:
+            fetcher = self.fetchers[st.leader] = ReplicaFetcher(self, st.leader, *address)
+        else:
+            fetcher.channel.update_address(*address)
+        fetcher.add_partition(partition)
+        log.info("%s: follower of broker %d with epoch %d", partition.name, st.leader, st.leader_epoch)
+
+    def _leadership_changed(self, partition, is_leader):
+        for fn in self.on_leadership_change:
+            try:
+                fn(partition.topic, partition.partition, is_leader, partition.leader_epoch)
+            except Exception:  # noqa: BLE001 - a coordinator's failure must not stop replication
+                log.exception("leadership change listener failed for %s", partition.name)
+
+    def stop_replicas(self, partitions):
+        """partitions: [(topic, partition, delete)]; returns {(topic, partition): error code}."""
+        errors = {}
+        for topic, p, delete in partitions:
+            key = (topic, p)
+            partition = self.partitions.pop(key, None)
+            if partition is not None:
+                fetcher = self.fetchers.get(partition.leader_id)
+                if fetcher is not None:
+                    fetcher.remove_partition(key)
+                if partition.is_leader:
+                    self._leadership_changed(partition, False)
+                partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: replica stopped"))
+            if delete and self.broker.log_manager.get_log(topic, p) is not None:
+                self.broker.unwatch_log(topic, p)
+                self.broker.log_manager.delete_log(topic, p)
+            errors[key] = 0
+        return errors
+
+    # -- the data path -----------------------------------------------------------------------------
+    def leader_partition(self, topic, p) -> Partition:
+        partition = self.partitions.get((topic, p))
+        if partition is None:
+            if self.broker.metadata_cache.partition(topic, p) is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{p} does not exist")
+            raise NotLeaderOrFollowerError(f"broker {self.node_id} has no replica of {topic}-{p}")
+        if not partition.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{p}")
+        return partition
+
+    def follower_fetched(self, partition, replica_id, fetch_offset):
+        """A follower's Fetch: its log end offset, the HW, and a return to the ISR."""
+        if partition.update_follower_fetch_state(replica_id, fetch_offset):
+            self._change_isr(partition, sorted(set(partition.isr) | {replica_id}), f"broker {replica_id} caught up")
+
+    # -- ISR maintenance ----------------------------------------------------------------------
+    def _shrink_isrs(self):
+        lag = self.config["replica.lag.time.max.ms"]
+        now = now_ms()
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader:
+                continue
+            lagging = partition.lagging_isr_members(lag, now)
+            if lagging:
+                new_isr = [r for r in partition.isr if r not in lagging]
+                self._change_isr(partition, new_isr, f"brokers {lagging} fell behind for over {lag} ms")
+
+    def _change_isr(self, partition, new_isr, why):
+        if partition.isr_update_in_flight or tuple(new_isr) == partition.isr:
+            return
+        partition.isr_update_in_flight = True
+        epoch, version = partition.leader_epoch, partition.partition_epoch
+        loop = asyncio.get_running_loop()
+
+        def write():
+            return self.zk.update_leader_and_isr(partition.topic, partition.partition, self.node_id, epoch,
+                                                 new_isr, partition.controller_epoch, version)
+
+        async def run():
+            try:
+                new_version = await loop.run_in_executor(None, write)
+            except Exception as e:  # noqa: BLE001 - a version mismatch or ZooKeeper unreachable
+                log.warning("%s: ISR change to %s not written (%s): %s; waiting for the controller",
+                            partition.name, new_isr, why, e)
+                return
+            finally:
+                partition.isr_update_in_flight = False
+            if partition.leader_epoch != epoch or not partition.is_leader:
+                return  # the controller moved the partition meanwhile; its state wins
+            log.info("%s: ISR %s -> %s (%s)", partition.name, list(partition.isr), new_isr, why)
+            partition.isr_changed(new_isr, new_version)
+            self._isr_changes.add((partition.topic, partition.partition))
+
+        loop.create_task(run())
+
+    async def _propagate_isr_changes(self):
+        if not self._isr_changes:
+            return
+        changes, self._isr_changes = sorted(self._isr_changes), set()
+        await asyncio.get_running_loop().run_in_executor(None, self.zk.propagate_isr_change, changes)
+
+    def _checkpoint_high_watermarks(self):
+        self.broker.log_manager.checkpoint_high_watermarks()

@@ -1,0 +1,129 @@
+"""A history checker for the cluster's fault tests: every record a producer got acknowledged is
+read back exactly once, in per-key order, and nothing appears that was never sent.
+
+Records carry their own identity: the value is ``<key>:<sequence>``, sequences per key counting
+from 0, so order and duplicates are visible without any broker-side help."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+class AckedProducer:
+    """confluent-kafka's idempotent acks=all producer, remembering what was acknowledged."""
+
+    def __init__(self, bootstrap, topic, keys=8, **extra):
+        self.topic = topic
+        self.keys = [f"k{i}".encode() for i in range(keys)]
+        self.next_seq = defaultdict(int)
+        self.acked = {}  # (key, seq) -> (partition, offset)
+        self.failed = []
+        self._lock = threading.Lock()
+        conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                "message.timeout.ms": 60000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
+        conf.update(extra)
+        self.producer = Producer(conf)
+        self.sent = 0
+        # the producer id and the topic's metadata before any fault: an idempotent producer
+        # whose InitProducerId went to a broker the test then pauses would wait out its timeout
+        self.send(1)
+        self.flush(60)
+
+    def _on_delivery(self, err, msg):
+        key = msg.key()
+        seq = int(msg.value().split(b":")[1])
+        with self._lock:
+            if err is None:
+                self.acked[(key, seq)] = (msg.partition(), msg.offset())
+            else:
+                self.failed.append(((key, seq), err))
+
+    def send(self, n):
+        for _ in range(n):
+            key = self.keys[self.sent % len(self.keys)]
+            seq = self.next_seq[key]
+            self.next_seq[key] += 1
+            self.sent += 1
+            while True:
+                try:
+                    self.producer.produce(self.topic, key=key, value=key + b":%d" % seq, on_delivery=self._on_delivery)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+            self.producer.poll(0)
+
+    def run_for(self, seconds, rate=500):
+        """Sends at about ``rate`` records a second for ``seconds``."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            self.send(max(1, rate // 20))
+            time.sleep(max(0.0, 0.05 - (time.monotonic() - t0)))
+
+    def flush(self, timeout=60):
+        left = self.producer.flush(timeout)
+        assert left == 0, f"{left} records still unacknowledged after {timeout} s"
+
+
+def read_all(bootstrap, topic, partitions, timeout=60):
+    """{partition: [(offset, key, value)]} of the whole topic up to its end offsets."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"history-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"})
+    try:
+        tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        ends = {}
+        deadline = time.monotonic() + timeout
+        for p in range(partitions):
+            while True:
+                try:
+                    ends[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+        c.assign(tps)
+        out = {p: [] for p in range(partitions)}
+        while any(len(out[p]) < ends[p] for p in out) and time.monotonic() < deadline:
+            for msg in c.consume(500, 0.5):
+                if msg.error():
+                    continue
+                out[msg.partition()].append((msg.offset(), msg.key(), msg.value()))
+        missing = {p: ends[p] - len(out[p]) for p in out if len(out[p]) < ends[p]}
+        assert not missing, f"could not read up to the end offsets {ends}: missing {missing}"
+        return out
+    finally:
+        c.close()
+
+
+def check_history(acked, read):
+    """Every acknowledged record read back once at its acknowledged place; per key, sequences
+    strictly increasing and without duplicates; nothing read that was not sent."""
+    seen = {}
+    problems = []
+    by_key = defaultdict(list)
+    for p, records in read.items():
+        offsets = [o for o, _k, _v in records]
+        if offsets != sorted(set(offsets)):
+            problems.append(f"partition {p}: offsets not increasing or repeated")
+        for offset, key, value in records:
+            k, _, seq = value.partition(b":")
+            ident = (k, int(seq))
+            if ident in seen:
+                problems.append(f"duplicate {ident} at {p}/{offset} and {seen[ident]}")
+            seen[ident] = (p, offset)
+            by_key[k].append((p, offset, int(seq)))
+    for ident, place in acked.items():
+        if ident not in seen:
+            problems.append(f"acknowledged {ident} at {place} is lost")
+        elif seen[ident] != place:
+            problems.append(f"acknowledged {ident} at {place} but read at {seen[ident]}")
+    for k, items in by_key.items():
+        seqs = [s for _p, _o, s in sorted(items)]
+        if seqs != sorted(seqs):
+            problems.append(f"key {k}: order broken")
+    assert not problems, "\n".join(problems[:20]) + (f"\n... {len(problems)} problems" if len(problems) > 20 else "")
+    return len(seen)
