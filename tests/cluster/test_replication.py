@@ -380,3 +380,96 @@ def test_the_group_coordinator_fails_over_with_its_committed_offsets(cluster):
     assert len(rest) == 300 and len(got) == 300
     assert all(off >= committed[part] for part, off in got), "records before the committed offsets came again"
     assert {(m.partition(), m.offset()) for m in seen}.isdisjoint(got)
+
+
+def test_a_zombie_leader_acknowledges_nothing_that_is_lost(cluster):
+    """SIGSTOP the leader past its ZooKeeper session: a new leader is elected. SIGCONT: the old
+    one, until it learns it was deposed, can neither grow its ISR nor move its high watermark
+    (its followers follow the new leader, its ISR write fails the version check), so no acks=all
+    write it takes is acknowledged and then lost."""
+    ensure_all_running(cluster)
+    create_topic(cluster, "zombie", partitions=1, rf=3)
+    old = topic_metadata(cluster, "zombie")[0].leader
+    p = AckedProducer(cluster.bootstrap_servers, "zombie", **{"message.timeout.ms": 30000})
+    p.run_for(1.0)
+    cluster.brokers[old].signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: topic_metadata(cluster, "zombie")[0].leader not in (-1, old), "a new leader", 30)
+        p.run_for(1.0)
+    finally:
+        cluster.brokers[old].signal(signal.SIGCONT)
+    p.run_for(2.0)
+    p.flush(60)
+    ensure_all_running(cluster)
+    wait_for(lambda: len(topic_metadata(cluster, "zombie")[0].isrs) == 3, "the old leader back as a follower", 60)
+    check_history(p.acked, read_all(cluster.bootstrap_servers, "zombie", 1))
+    wait_replicas_identical(cluster, "zombie", 1)
+
+
+def test_other_clients_work_against_the_cluster(cluster):
+    """kafka-python, aiokafka and kafkacore's own clients, unmodified, on a replicated topic."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from kafkacore import Consumer, Producer
+
+    ensure_all_running(cluster)
+    create_topic(cluster, "clients", partitions=3, rf=3)
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    for i in range(50):
+        kp.send("clients", key=b"kp%d" % i, value=b"kafka-python")
+    kp.flush(30)
+    kp.close()
+
+    async def aio():
+        ap = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        await ap.start()
+        try:
+            for i in range(50):
+                await ap.send_and_wait("clients", key=b"ap%d" % i, value=b"aiokafka")
+        finally:
+            await ap.stop()
+    asyncio.run(aio())
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as kc:
+        for i in range(50):
+            kc.send("clients", b"kafkacore", key=b"kc%d" % i)
+        kc.flush(30)
+    expected = {b"kafka-python": 50, b"aiokafka": 50, b"kafkacore": 50}
+
+    def count(values):
+        out = {}
+        for v in values:
+            out[v] = out.get(v, 0) + 1
+        return out
+
+    kc_consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "clients-kc",
+                            "auto.offset.reset": "earliest"})
+    kc_consumer.subscribe(["clients"])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 150 and time.monotonic() < deadline:
+        got += [r.value for r in kc_consumer.poll(1.0)]
+    kc_consumer.close()
+    assert count(got) == expected
+
+    kcons = KafkaConsumer("clients", bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                          group_id="clients-kp", consumer_timeout_ms=20000)
+    got = [m.value for _, m in zip(range(150), kcons)]
+    kcons.close()
+    assert count(got) == expected
+
+    async def aio_read():
+        c = AIOKafkaConsumer("clients", bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                             group_id="clients-aio")
+        await c.start()
+        try:
+            out = []
+            while len(out) < 150:
+                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 30)
+                out += [m.value for msgs in batch.values() for m in msgs]
+            return out
+        finally:
+            await c.stop()
+    assert count(asyncio.run(aio_read())) == expected
