@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""The replicated cluster's benchmarks (issue 14): three `kafkacore serve` brokers and a real
+ZooKeeper on 127.0.0.1 (kafkacore.cluster.local_cluster, as `kafkacore cluster up`), driven by
+confluent-kafka (librdkafka), in one run.
+
+    python bench/bench_cluster.py [--quick] [--only SECTION,...] [--records N] [--json FILE]
+
+Sections:
+
+- ``throughput``: a Producer (linger.ms=5, no compression, 100-byte values, no keys) sends N
+  records (default 1M) to a 1-partition topic, twice on the same cluster: RF=3 with acks=all
+  and min.insync.replicas=2, and RF=1 with acks=1. Time from the first produce() to the end of
+  flush(); each broker's CPU (user+system, /proc) per 1M records. Target: RF=3 acks=all >= 0.5x
+  RF=1 acks=1 (Kafka's published single-producer figures: 0.51x on three machines; here three
+  brokers share two cores).
+- ``latency``: RF=3 acks=all, a Producer (linger.ms=0) paced at 10k msg/s for 5 s after 1 s of
+  warm-up, the send time in each value; a Consumer in another process takes the difference on
+  receipt (end to end: the record is only readable once the ISR has it). Target p99 <= 5 ms.
+- ``catchup``: a follower is stopped (SIGKILL), N MiB are written to an RF=3 topic, the follower
+  is started again; time from its start until it is back in the ISR, as MiB/s beside iperf3
+  over loopback in the same run. Target >= 0.25x iperf3.
+- ``failover``: SIGKILL of a leader while an acks=all producer writes: time to the first write
+  acknowledged by the new leader (target <= zookeeper.session.timeout.ms + 2 s; the run uses a
+  6 s session); then a controlled shutdown (SIGTERM) of the new leader: the longest gap between
+  acknowledgements (target <= 2 s).
+
+Needs ZooKeeper and Java from the system (apt-get install zookeeper), confluent-kafka, iperf3
+(ci/bench_deps.sh) for ``catchup``. Results for the record go in bench/RESULTS.md.
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkacore.cluster.local_cluster import LocalCluster, free_port
+
+SECTIONS = ("throughput", "latency", "catchup", "failover")
+SESSION_MS = 6000
+SETTINGS = {"zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "10000",
+            "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4",
+            "log.segment.bytes": str(256 << 20), "auto.leader.rebalance.enable": "false"}
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def quiet(conf):
+    return dict(conf, **{"log_level": 3})
+
+
+def create_topic(bootstrap, name, partitions, rf, configs=None, assignment=None):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if assignment:
+        topic = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=configs or {})
+    else:
+        topic = NewTopic(name, partitions, rf, config=configs or {})
+    admin.create_topics([topic], operation_timeout=30)[name].result(60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        t = admin.list_topics(name, timeout=10).topics.get(name)
+        rf_now = len(assignment[0]) if assignment else rf
+        if t and t.partitions and all(p.leader >= 0 and len(p.isrs) == rf_now for p in t.partitions.values()):
+            return {p: m for p, m in t.partitions.items()}
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} not ready")
+
+
+def proc_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def brokers_cpu(cluster):
+    return {i: proc_cpu_seconds(b.proc.pid) for i, b in cluster.brokers.items()}
+
+
+def produce(bootstrap, topic, n, acks, size=100):
+    value = os.urandom(size)
+    p = Producer(quiet({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                        "queue.buffering.max.messages": 1000000, "enable.idempotence": acks == "all"}))
+    errors = []
+    p.produce(topic, value, partition=0, on_delivery=lambda e, m: e and errors.append(e))
+    p.flush(60)
+    t0 = time.perf_counter()
+    for _ in range(n - 1):
+        while True:
+            try:
+                p.produce(topic, value, partition=0, on_delivery=lambda e, m: e and errors.append(e))
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - t0
+    if left or errors:
+        raise RuntimeError(f"{left} records unflushed, {len(errors)} errors ({errors[:3]})")
+    return elapsed
+
+
+def bench_throughput(cluster, n, results):
+    bs = cluster.bootstrap_servers
+    create_topic(bs, "tp-rf3", 1, 3, {"min.insync.replicas": "2"})
+    create_topic(bs, "tp-rf1", 1, 1)
+    for name, topic, acks in (("RF=3 acks=all", "tp-rf3", "all"), ("RF=1 acks=1", "tp-rf1", "1")):
+        before = brokers_cpu(cluster)
+        elapsed = produce(bs, topic, n, acks)
+        after = brokers_cpu(cluster)
+        cpu = {b: (after[b] - before[b]) * 1e6 / n for b in after}
+        rate = n / elapsed
+        results[f"throughput {name}"] = {"records_per_s": rate, "cpu_s_per_1M_by_broker": cpu}
+        log(f"{name}: {rate:,.0f} rec/s; broker CPU per 1M: " + ", ".join(f"{b}: {c:.2f} s" for b, c in cpu.items()))
+    ratio = results["throughput RF=3 acks=all"]["records_per_s"] / results["throughput RF=1 acks=1"]["records_per_s"]
+    results["throughput ratio"] = ratio
+    log(f"RF=3 acks=all / RF=1 acks=1: {ratio:.2f}x (target >= 0.5x)")
+
+
+def _latency_consumer(bootstrap, topic, n, queue):
+    c = Consumer(quiet({"bootstrap.servers": bootstrap, "group.id": f"lat-{os.getpid()}", "enable.auto.commit": False,
+                        "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "socket.nagle.disable": True}))
+    c.assign([TopicPartition(topic, 0, 0)])
+    lat = []
+    deadline = time.monotonic() + 120
+    while len(lat) < n and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            if m.error():
+                continue
+            sent = int.from_bytes(m.value()[:8], "big")
+            if sent:
+                lat.append((time.perf_counter_ns() - sent) / 1e6)
+    c.close()
+    queue.put(lat)
+
+
+def bench_latency(cluster, seconds, results, rate=10000):
+    bs = cluster.bootstrap_servers
+    create_topic(bs, "lat-rf3", 1, 3, {"min.insync.replicas": "2"})
+    total = rate * seconds
+    q = multiprocessing.Queue()
+    consumer = multiprocessing.Process(target=_latency_consumer, args=(bs, "lat-rf3", total, q))
+    consumer.start()
+    p = Producer(quiet({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "enable.idempotence": True,
+                        "socket.nagle.disable": True}))
+    pad = b"\0" * 92
+    warm_end = time.monotonic() + 1.0
+    while time.monotonic() < warm_end:  # warm-up records carry 0: not measured
+        p.produce("lat-rf3", b"\0" * 8 + pad, partition=0)
+        p.poll(0)
+        time.sleep(0.001)
+    p.flush(30)
+    interval = 1.0 / rate
+    t_next = time.perf_counter()
+    for _ in range(total):
+        t_next += interval
+        while time.perf_counter() < t_next:
+            pass
+        p.produce("lat-rf3", time.perf_counter_ns().to_bytes(8, "big") + pad, partition=0)
+        p.poll(0)
+    p.flush(60)
+    lat = q.get(timeout=180)
+    consumer.join(30)
+    lat.sort()
+    pct = {k: lat[min(len(lat) - 1, int(len(lat) * f))] for k, f in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))}
+    results["latency RF=3 acks=all"] = dict(pct, records=len(lat))
+    log(f"end-to-end latency at {rate} msg/s, RF=3 acks=all: p50 {pct['p50']:.2f} ms, p99 {pct['p99']:.2f} ms, "
+        f"p99.9 {pct['p999']:.2f} ms over {len(lat)} records (target p99 <= 5 ms)")
+
+
+def iperf3_mib_s(seconds=3):
+    if shutil.which("iperf3") is None:
+        return None
+    port = free_port()
+    server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    try:
+        out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
+                             capture_output=True, text=True, timeout=seconds + 30)
+        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8 / (1 << 20)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def bench_catchup(cluster, mib, results):
+    bs = cluster.bootstrap_servers
+    md = create_topic(bs, "catchup", 1, 3, {"min.insync.replicas": "1"})
+    follower = next(r for r in md[0].replicas if r != md[0].leader)
+    cluster.brokers[follower].kill()
+    size = 10240
+    n = mib * (1 << 20) // size
+    value = os.urandom(size)
+    p = Producer(quiet({"bootstrap.servers": bs, "acks": "1", "linger.ms": 20, "batch.size": 1 << 20,
+                        "queue.buffering.max.kbytes": 1 << 20}))
+    for _ in range(n):
+        while True:
+            try:
+                p.produce("catchup", value, partition=0)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(600)
+    admin = AdminClient({"bootstrap.servers": bs})
+    t0 = time.perf_counter()
+    cluster.brokers[follower].start()
+    while follower not in admin.list_topics("catchup", timeout=10).topics["catchup"].partitions[0].isrs:
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - t0
+    rate = mib / elapsed
+    base = iperf3_mib_s()
+    results["catchup"] = {"mib": mib, "seconds": elapsed, "mib_per_s": rate, "iperf3_mib_per_s": base,
+                          "ratio": rate / base if base else None}
+    log(f"catch-up of {mib} MiB: {elapsed:.1f} s, {rate:,.0f} MiB/s" +
+        (f"; iperf3 loopback {base:,.0f} MiB/s; {rate / base:.2f}x (target >= 0.25x)" if base else "; no iperf3"))
+
+
+def bench_failover(cluster, results):
+    bs = cluster.bootstrap_servers
+    md = create_topic(bs, "failover", 1, 3, {"min.insync.replicas": "2"})
+    leader = md[0].leader
+    acks = []
+    p = Producer(quiet({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "enable.idempotence": True,
+                        "topic.metadata.refresh.interval.ms": 500, "retry.backoff.ms": 50}))
+
+    def on_delivery(err, msg):
+        if err is None:
+            acks.append(time.perf_counter())
+
+    def run_for(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            p.produce("failover", b"x" * 100, partition=0, on_delivery=on_delivery)
+            p.poll(0.002)
+
+    run_for(1.0)
+    killed = time.perf_counter()
+    cluster.brokers[leader].kill()
+    run_for(SESSION_MS / 1000 + 6)
+    p.flush(60)
+    after = [t for t in acks if t > killed]
+    kill_s = (after[0] - killed) if after else None
+    cluster.brokers[leader].start()
+    time.sleep(3)
+    new_leader = AdminClient({"bootstrap.servers": bs}).list_topics("failover", timeout=10).topics["failover"] \
+        .partitions[0].leader
+    acks.clear()
+    run_for(1.0)
+    stopping = time.perf_counter()
+    cluster.brokers[new_leader].signal(signal.SIGTERM)  # a controlled shutdown while producing
+    run_for(5.0)
+    p.flush(60)
+    cluster.brokers[new_leader].proc.wait(60)
+    cluster.brokers[new_leader].proc = None
+    window = sorted(t for t in acks if t > stopping - 0.5)
+    gap = max((b - a for a, b in zip(window, window[1:])), default=None)
+    results["failover"] = {"sigkill_to_first_ack_s": kill_s, "controlled_shutdown_max_gap_s": gap}
+    log(f"failover after SIGKILL: first acks=all write on the new leader after {kill_s:.2f} s "
+        f"(target <= {SESSION_MS / 1000 + 2:.0f} s); controlled shutdown: longest gap between acks {gap:.2f} s "
+        f"(target <= 2 s)")
+    cluster.brokers[new_leader].start()
+
+
+def machine():
+    return {"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "python": sys.version.split()[0],
+            "kernel": os.uname().release}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--only", help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    ap.add_argument("--records", type=int, help="records for throughput (default 1M, quick 100k)")
+    ap.add_argument("--json", help="also write the results here")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else set(SECTIONS)
+    unknown = only - set(SECTIONS)
+    if unknown:
+        ap.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    n = args.records or (100_000 if args.quick else 1_000_000)
+    results = {"machine": machine()}
+    root = tempfile.mkdtemp(prefix="kc_bench_cluster.")
+    cluster = LocalCluster(root, brokers=3, settings=SETTINGS)
+    try:
+        cluster.start()
+        time.sleep(1)
+        if "throughput" in only:
+            bench_throughput(cluster, n, results)
+        if "latency" in only:
+            bench_latency(cluster, 2 if args.quick else 5, results)
+        if "catchup" in only:
+            bench_catchup(cluster, 64 if args.quick else 1024, results)
+        if "failover" in only:
+            bench_failover(cluster, results)
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(results, indent=1, default=str))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
