@@ -44,6 +44,10 @@ log = logging.getLogger("kafkacore.controller")
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 5, 3, 7
 NO_LEADER = -1
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
+UNKNOWN_TOPIC_OR_PARTITION, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE = 3, 84, 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+NOT_CONTROLLER_OR_RACE = 41  # NOT_CONTROLLER: the client retries against the controller
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata drops the partition
 PLAINTEXT = 0
 SEND_BACKOFF_S = 0.1
@@ -107,6 +111,8 @@ class KafkaController:
         self.loop = loop
         self._events = asyncio.Queue()
         self._task = loop.create_task(self._process_events())
+        self._rebalancer = (loop.create_task(self._rebalance_timer())
+                            if self.config["auto.leader.rebalance.enable"] else None)
         self._enqueue("watch_controller")
 
     async def _on_watch_controller(self):
@@ -117,6 +123,8 @@ class KafkaController:
         self._resign("shutting down")
         if self._task is not None:
             self._task.cancel()
+        if getattr(self, "_rebalancer", None) is not None:
+            self._rebalancer.cancel()
 
     def _enqueue(self, kind, *args, generation=None):
         """Thread-safe: kazoo's callbacks arrive on its own thread."""
@@ -500,6 +508,92 @@ class KafkaController:
 
     def _unclean_replica(self, li, leader):
         return leader not in li.isr
+
+    # -- ElectLeaders and preferred-leader rebalancing ------------------------------------------------
+    async def elect_leaders(self, election_type, partitions):
+        """ElectLeaders (KIP-460): {(topic, partition): (error code, message)} for ``partitions``
+        (None: every partition). 0 = PREFERRED, 1 = UNCLEAN."""
+        fut = self.loop.create_future()
+        self._enqueue("elect_leaders", election_type, partitions, fut)
+        return await fut
+
+    async def _on_elect_leaders(self, election_type, partitions, fut):
+        try:
+            if not self.active:
+                raise RuntimeError("not the controller")
+            keys = list(self.states) if partitions is None else list(partitions)
+            results, changed = {}, set()
+            for key in keys:
+                li = self.states.get(key)
+                if li is None or key[0] in self.deleting:
+                    results[key] = (UNKNOWN_TOPIC_OR_PARTITION, f"{key[0]}-{key[1]} does not exist")
+                    continue
+                if election_type == PREFERRED:
+                    preferred = self._replicas(key)[0]
+                    if li.leader == preferred and key not in self.offline:
+                        results[key] = (ELECTION_NOT_NEEDED, "the preferred replica is the leader already")
+                        continue
+                    if preferred not in self.live or preferred not in li.isr or preferred in self.shutting_down:
+                        results[key] = (PREFERRED_LEADER_NOT_AVAILABLE,
+                                        f"the preferred replica {preferred} is not live or not in the ISR {li.isr}")
+                        continue
+                    leader, isr = preferred, [r for r in li.isr if r in self.live]
+                else:
+                    if li.leader in self.live and key not in self.offline:
+                        results[key] = (ELECTION_NOT_NEEDED, f"broker {li.leader} leads the partition")
+                        continue
+                    live = [r for r in self._replicas(key) if r in self.live and r not in self.shutting_down]
+                    if not live:
+                        results[key] = (ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica is live")
+                        continue
+                    in_isr = [r for r in live if r in li.isr]
+                    leader = (in_isr or live)[0]
+                    isr = [r for r in li.isr if r in self.live] if in_isr else [leader]
+                    if not in_isr:
+                        log.warning("%s-%d: unclean election of broker %d asked by ElectLeaders", key[0], key[1],
+                                    leader)
+                new = await self._write_state(key, leader, isr, li)
+                if new is None:
+                    results[key] = (NOT_CONTROLLER_OR_RACE, "the partition changed meanwhile; try again")
+                    continue
+                self.offline.discard(key)
+                changed.add(key)
+                results[key] = (0, None)
+            if changed:
+                self._announce(changed)
+            fut.set_result(results)
+        except Exception as e:  # noqa: BLE001 - answered to the requester
+            if not fut.done():
+                fut.set_exception(e)
+
+    async def _on_rebalance_check(self):
+        """Kafka's checkAndTriggerAutoLeaderRebalance: a broker that leads less than
+        (100 - leader.imbalance.per.broker.percentage)% of the partitions it is preferred for
+        gets them back, where it is live and in the ISR."""
+        if not self.active:
+            return
+        allowed = self.config["leader.imbalance.per.broker.percentage"] / 100
+        by_preferred = {}
+        for key, li in self.states.items():
+            replicas = self._replicas(key)
+            if replicas and key[0] not in self.deleting:
+                by_preferred.setdefault(replicas[0], []).append((key, li))
+        todo = []
+        for broker_id, items in by_preferred.items():
+            if broker_id not in self.live or broker_id in self.shutting_down:
+                continue
+            not_led = [key for key, li in items if li.leader != broker_id]
+            if items and len(not_led) / len(items) > allowed:
+                todo += [key for key in not_led if broker_id in self.states[key].isr]
+        if todo:
+            log.info("preferred-leader rebalance of %d partitions", len(todo))
+            await self._on_elect_leaders(PREFERRED, todo, self.loop.create_future())
+
+    async def _rebalance_timer(self):
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        while True:
+            await asyncio.sleep(interval)
+            self._enqueue("rebalance_check")
 
     # -- requests to brokers -----------------------------------------------------------------------
     def _sender(self, b):

@@ -473,3 +473,30 @@ def test_other_clients_work_against_the_cluster(cluster):
         finally:
             await c.stop()
     assert count(asyncio.run(aio_read())) == expected
+
+
+def test_elect_leaders_brings_the_preferred_replica_back(cluster):
+    """After a controlled shutdown and restart of the preferred replica, another broker leads;
+    ElectLeaders (PREFERRED) through confluent-kafka's AdminClient makes the preferred replica
+    leader again, and a second call answers ELECTION_NOT_NEEDED."""
+    from confluent_kafka import ElectionType, TopicPartition
+
+    ensure_all_running(cluster)
+    client = admin(cluster)
+    client.create_topics([NewTopic("preferred", num_partitions=1, replica_assignment=[[1, 2, 3]])],
+                         operation_timeout=30)["preferred"].result(60)
+    wait_for(lambda: (lambda m: m and m[0].leader == 1 and len(m[0].isrs) == 3)(topic_metadata(cluster, "preferred")),
+             "broker 1 leading with a full ISR", 60)
+    assert cluster.brokers[1].stop() == 0
+    wait_for(lambda: topic_metadata(cluster, "preferred")[0].leader in (2, 3), "leadership moved", 30)
+    cluster.brokers[1].start()
+    wait_for(lambda: len(topic_metadata(cluster, "preferred")[0].isrs) == 3, "broker 1 back in the ISR", 60)
+    assert topic_metadata(cluster, "preferred")[0].leader != 1  # no automatic rebalance in these tests
+    tp = TopicPartition("preferred", 0)
+    client = admin(cluster)  # kept alive until its futures resolve
+    result = client.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    assert list(result.values()) == [None], result  # no error
+    wait_for(lambda: topic_metadata(cluster, "preferred")[0].leader == 1, "broker 1 leading again", 30)
+    again = client.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+    [err] = again.values()
+    assert err is not None and err.name() == "ELECTION_NOT_NEEDED", again

@@ -23,7 +23,7 @@ MODULES = (
     "offset_for_leader_epoch", "init_producer_id",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
-    "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown",
+    "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown", "elect_leaders",
 )
 
 
