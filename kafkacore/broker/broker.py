@@ -237,13 +237,7 @@ class Broker:
         configs = {k: v for k, v in (configs or {}).items()}
         self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is made
         with self._lock:
-            if name in self.topics:
-                raise TopicAlreadyExistsError(f"topic '{name}' already exists")
-            collide = _collision_name(name)
-            for other in self.topics:
-                if _collision_name(other) == collide:
-                    raise InvalidTopicError(
-                        f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
+            self._check_new_topic_name(name)
             if validate_only:
                 return TopicInfo(name, b"\x00" * 16, num_partitions)
             topic_id = new_topic_id()
@@ -265,6 +259,15 @@ class Broker:
                  f" and configs {configs}" if configs else "")
         return info
 
+    def _check_new_topic_name(self, name):
+        if name in self.topics:
+            raise TopicAlreadyExistsError(f"topic '{name}' already exists")
+        collide = _collision_name(name)
+        for other in self.topics:
+            if _collision_name(other) == collide:
+                raise InvalidTopicError(
+                    f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
+
     def _create_topic_in_cluster(self, name, num_partitions, replication_factor, configs, validate_only, assignments):
         if num_partitions == -1 and not assignments:
             num_partitions = self.config["num.partitions"]
@@ -277,13 +280,7 @@ class Broker:
             raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
         configs = {k: v for k, v in (configs or {}).items()}
         self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is written
-        if name in self.topics:
-            raise TopicAlreadyExistsError(f"topic '{name}' already exists")
-        collide = _collision_name(name)
-        for other in self.topics:
-            if _collision_name(other) == collide:
-                raise InvalidTopicError(
-                    f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
+        self._check_new_topic_name(name)
         topic_id = new_topic_id()
         assignment = self.cluster.create_topic(name, num_partitions, replication_factor, configs, assignments, topic_id,
                                                validate_only=validate_only)

@@ -466,12 +466,16 @@ class KafkaController:
         if changed:
             self._send_update_metadata(list(self.live), changed)
 
+    async def _request(self, kind, *args):
+        """An event answered to its requester: ``_on_<kind>(*args, fut)`` resolves fut."""
+        fut = self.loop.create_future()
+        self._enqueue(kind, *args, fut)
+        return await fut
+
     async def controlled_shutdown(self, broker_id, broker_epoch):
         """ControlledShutdown: moves leadership off the broker and takes it out of the ISRs.
         Returns the partitions it still leads (none when every one could move)."""
-        fut = self.loop.create_future()
-        self._enqueue("controlled_shutdown", broker_id, broker_epoch, fut)
-        return await fut
+        return await self._request("controlled_shutdown", broker_id, broker_epoch)
 
     async def _on_controlled_shutdown(self, broker_id, broker_epoch, fut):
         try:
@@ -513,9 +517,7 @@ class KafkaController:
     async def elect_leaders(self, election_type, partitions):
         """ElectLeaders (KIP-460): {(topic, partition): (error code, message)} for ``partitions``
         (None: every partition). 0 = PREFERRED, 1 = UNCLEAN."""
-        fut = self.loop.create_future()
-        self._enqueue("elect_leaders", election_type, partitions, fut)
-        return await fut
+        return await self._request("elect_leaders", election_type, partitions)
 
     async def _on_elect_leaders(self, election_type, partitions, fut):
         try:

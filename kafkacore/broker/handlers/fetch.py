@@ -57,9 +57,10 @@ def _resolve(broker, req, v):
 
 
 def _read(broker, resolved, max_bytes, v, replica_id=-1):
-    """(response topics, bytes gathered, logs read)."""
-    if broker.cluster is not None:
-        return _read_replicated(broker, resolved, max_bytes, v, replica_id)
+    """(response topics, bytes gathered, logs read). On a cluster only the leader serves, a
+    consumer reads up to the high watermark and a follower (replica_id >= 0) up to the log end;
+    a single node leads everything with leader epoch 0."""
+    rm = broker.cluster.replica_manager if broker.cluster is not None else None
     total = 0
     first_data = True
     logs = []
@@ -73,79 +74,37 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1):
             if name is None:
                 pd.error_code = UnknownTopicIdError.code
                 continue
-            lg = broker.get_log(name, p.partition)
-            if lg is None:
-                pd.error_code = UnknownTopicOrPartitionError.code
-                continue
+            if rm is None:
+                lg = broker.get_log(name, p.partition)
+                if lg is None:
+                    pd.error_code = UnknownTopicOrPartitionError.code
+                    continue
+                epoch = LEADER_EPOCH
+            else:
+                try:
+                    partition = rm.leader_partition(name, p.partition)
+                except KafkaError as e:
+                    pd.error_code = e.code
+                    continue
+                lg, epoch = partition.log, partition.leader_epoch
             logs.append(lg)
             hw = lg.high_watermark
             pd.high_watermark = hw
             pd.last_stable_offset = hw
             pd.log_start_offset = lg.log_start_offset
-            if v >= 9 and p.current_leader_epoch > LEADER_EPOCH:
-                pd.error_code = UnknownLeaderEpochError.code
+            if v >= 9 and p.current_leader_epoch >= 0 and p.current_leader_epoch != epoch:
+                pd.error_code = (UnknownLeaderEpochError.code if p.current_leader_epoch > epoch
+                                 else FencedLeaderEpochError.code)
                 continue
-            limit = min(p.partition_max_bytes, max_bytes - total)
-            if limit <= 0 and not first_data:
-                continue
-            try:
-                sl = lg.read(p.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=first_data)
-            except OffsetOutOfRangeError:
-                pd.error_code = OffsetOutOfRangeError.code
-                continue
-            except KafkaError as e:
-                pd.error_code = e.code
-                continue
-            n = len(sl)
-            if n:
-                pd.records = sl
-                total += n
-                first_data = False
-        topics.append(FetchableTopicResponse(topic=name or "", topic_id=t.topic_id, partitions=parts))
-    return topics, total, logs
-
-
-def _read_replicated(broker, resolved, max_bytes, v, replica_id):
-    """_read on a broker of a cluster: only the leader serves; a consumer reads up to the high
-    watermark, a follower (replica_id >= 0) up to the log end; leader epochs are checked."""
-    rm = broker.cluster.replica_manager
-    total = 0
-    first_data = True
-    logs = []
-    topics = []
-    for name, t in resolved:
-        parts = []
-        for p in t.partitions:
-            pd = PartitionData(partition_index=p.partition, high_watermark=-1, last_stable_offset=-1,
-                               log_start_offset=-1, aborted_transactions=None, records=_EMPTY)
-            parts.append(pd)
-            if name is None:
-                pd.error_code = UnknownTopicIdError.code
-                continue
-            try:
-                partition = rm.leader_partition(name, p.partition)
-            except KafkaError as e:
-                pd.error_code = e.code
-                continue
-            lg = partition.log
-            logs.append(lg)
-            hw = lg.high_watermark
-            pd.high_watermark = hw
-            pd.last_stable_offset = hw
-            pd.log_start_offset = lg.log_start_offset
-            if v >= 9 and p.current_leader_epoch >= 0:
-                if p.current_leader_epoch > partition.leader_epoch:
-                    pd.error_code = UnknownLeaderEpochError.code
-                    continue
-                if p.current_leader_epoch < partition.leader_epoch:
-                    pd.error_code = FencedLeaderEpochError.code
-                    continue
             limit = min(p.partition_max_bytes, max_bytes - total)
             if limit <= 0 and not first_data:
                 continue
             try:
                 sl = lg.read(p.fetch_offset, max(limit, 0), max_offset=None if replica_id >= 0 else hw,
                              min_one_batch=first_data)
+            except OffsetOutOfRangeError:
+                pd.error_code = OffsetOutOfRangeError.code
+                continue
             except KafkaError as e:
                 pd.error_code = e.code
                 continue
