@@ -1115,6 +1115,8 @@ lg.make_replicated()
 gen = lg.leader_epoch_cache.latest_epoch + 1
 seq = {}
 out = sys.stdout
+out.write("R\n")  # ready: the parent's random delay starts now, whatever the start-up cost
+out.flush()
 while True:
     r = rng.random()
     end = lg.log_end_offset
@@ -1168,6 +1170,8 @@ def test_sigkill_loop_appends_and_truncations(tmp_path):
     while kills < 12 or time.monotonic() < deadline:
         proc = subprocess.Popen([sys.executable, "-c", CHILD, data_dir, str(kills)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=os.environ.copy())
+        ready = proc.stdout.readline()
+        assert ready == b"R\n", (ready, proc.stderr.read().decode(errors="replace") if not ready else "")
         time.sleep(0.15 + rng.random() * 0.35)
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()
