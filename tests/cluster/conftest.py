@@ -12,29 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/broker_client.py, _kcutil
 
-from kafkacore.cluster.local_cluster import LocalCluster, LocalClusterError, find_zookeeper  # noqa: E402
-
-CLUSTER_SETTINGS = {
-    "zookeeper.session.timeout.ms": "6000",
-    "replica.lag.time.max.ms": "3000",
-    "replica.fetch.wait.max.ms": "200",
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.num.partitions": "4",
-    "num.partitions": "3",
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    "log.segment.bytes": "1048576",
-    "auto.leader.rebalance.enable": "false",
-}
-
-
-def _require_zookeeper():
-    try:
-        find_zookeeper()
-    except LocalClusterError as e:
-        if os.environ.get("CI"):
-            raise RuntimeError(f"{e} (ci/compat_deps.sh installs it)") from None
-        pytest.skip(str(e))
+from _cluster import CLUSTER_SETTINGS, _require_zookeeper  # noqa: E402
+from kafkacore.cluster.local_cluster import LocalCluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")

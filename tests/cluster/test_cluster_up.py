@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 
 def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path):
-    from conftest import _require_zookeeper
+    from _cluster import _require_zookeeper
 
     _require_zookeeper()
     proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "cluster", "up", "--brokers", "2", "--data-dir",

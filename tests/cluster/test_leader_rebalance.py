@@ -5,7 +5,7 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import CLUSTER_SETTINGS, _require_zookeeper
+from _cluster import CLUSTER_SETTINGS, _require_zookeeper
 from kafkacore.cluster.local_cluster import LocalCluster
 
 
