@@ -151,3 +151,27 @@ def test_partition_files_offsets_splits_and_timestamps(tmp_path):
                                                                           batch.column("value").to_pylist()))})
         assert set(got) == set(range(57))
     assert isinstance(segs[0], Segment)
+
+
+@pytest.mark.parametrize("counts, want", [
+    ((750, 750, 0), 9),       # a partition with no records: Python's round(4.5) gave 4 + 4 = 8 tasks
+    ((520, 495, 485), 9),
+    ((1, 1000, 2), 7),
+    ((3,), 9),                # fewer records than tasks asked: one record a task
+])
+def test_broker_plan_honours_min_partitions(counts, want):
+    """minPartitions is a minimum, as Spark's KafkaOffsetRangeCalculator makes it where it can:
+    every range is covered exactly once, in pieces of at least one record."""
+    from kafkacore_spark.backends import BrokerBackend
+
+    # plan() reads only these two options (no broker is contacted)
+    backend = BrokerBackend(type("Opts", (), {"min_partitions": want, "max_records_per_partition": None})())
+    ranges = {("t", p): (10, 10 + n) for p, n in enumerate(counts)}
+    splits = backend.plan(ranges)
+    total = sum(counts)
+    assert len(splits) >= min(want, total)
+    covered = sorted((s.topic, s.partition, s.start_offset, s.end_offset) for s in splits)
+    for p, n in enumerate(counts):
+        mine = [(a, b) for t, pp, a, b in covered if pp == p]
+        offsets = [o for a, b in mine for o in range(a, b)]
+        assert offsets == list(range(10, 10 + n))

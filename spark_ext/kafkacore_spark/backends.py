@@ -158,10 +158,20 @@ class BrokerBackend:
             total = sum(b - a for _tp, a, b in pieces)
             split = []
             for tp, a, b in pieces:
-                n = max(1, round((b - a) * want / total)) if total else 1
+                # half up, as Spark's Math.round (Python's round() halves to even)
+                n = max(1, math.floor((b - a) * want / total + 0.5)) if total else 1
                 step = math.ceil((b - a) / n)
                 split.extend((tp, x, min(b, x + step)) for x in range(a, b, step))
             pieces = split
+            # rounding can still leave fewer (a partition with no new records gets no share):
+            # halve the largest piece until there are minPartitions or pieces of one record
+            while len(pieces) < want:
+                i = max(range(len(pieces)), key=lambda k: pieces[k][2] - pieces[k][1])
+                tp, a, b = pieces[i]
+                if b - a < 2:
+                    break
+                mid = a + (b - a) // 2
+                pieces[i:i + 1] = [(tp, a, mid), (tp, mid, b)]
         return [BrokerSplit(tp[0], tp[1], a, b) for tp, a, b in pieces]
 
 
