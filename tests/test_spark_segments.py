@@ -158,6 +158,7 @@ def test_partition_files_offsets_splits_and_timestamps(tmp_path):
     ((520, 495, 485), 9),
     ((1, 1000, 2), 7),
     ((3,), 9),                # fewer records than tasks asked: one record a task
+    ((0, 0), 4),              # nothing to read: no task
 ])
 def test_broker_plan_honours_min_partitions(counts, want):
     """minPartitions is a minimum, as Spark's KafkaOffsetRangeCalculator makes it where it can:

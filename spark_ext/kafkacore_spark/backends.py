@@ -165,7 +165,7 @@ class BrokerBackend:
             pieces = split
             # rounding can still leave fewer (a partition with no new records gets no share):
             # halve the largest piece until there are minPartitions or pieces of one record
-            while len(pieces) < want:
+            while pieces and len(pieces) < want:  # (no pieces: nothing to read)
                 i = max(range(len(pieces)), key=lambda k: pieces[k][2] - pieces[k][1])
                 tp, a, b = pieces[i]
                 if b - a < 2:
