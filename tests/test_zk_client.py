@@ -382,6 +382,8 @@ def test_session_expiry_removes_the_registration_and_the_client_registers_again(
     # the ephemeral went with the session and came back with the new one (a children watch may
     # or may not catch the moment between: its re-read can already see the new registration)
     states.wait("lost", "connected")
+    # the listeners run one after the other: the second may not have answered yet
+    wait_for(lambda: on_connected, "the second listener hearing 'connected'")
     assert on_connected == [[3]]
     wait_for(lambda: seen[-1] == ["3"], f"broker 3 re-registered (seen {seen})")
     _, stat = broker.raw.get("/brokers/ids/3")
