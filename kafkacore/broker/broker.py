@@ -310,9 +310,11 @@ class Broker:
             self.group_coordinator.on_topic_deleted(name, info.partitions)
         log.info("deleted topic %s", name)
 
-    def create_partitions(self, name, count, validate_only=False):
+    def create_partitions(self, name, count, validate_only=False, assignments=None):
+        """assignments: a replica list per new partition (a cluster only; a single node places
+        every partition on itself)."""
         if self.cluster is not None:
-            return self.cluster.create_partitions(name, count, validate_only)
+            return self.cluster.create_partitions(name, count, validate_only, assignments)
         with self._lock:
             info = self.topics.get(name)
             if info is None:

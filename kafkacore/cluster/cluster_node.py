@@ -24,12 +24,14 @@ import logging
 import random
 
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
-                      InvalidRequestError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+                      ReassignmentInProgressError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from .broker_channel import BrokerChannel, BrokerChannelError
 from .controller import KafkaController
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
+from .zk_client import ZkVersionMismatchError
+from .zk_data import ReplicaAssignment
 
 log = logging.getLogger("kafkacore.cluster")
 
@@ -203,15 +205,49 @@ class ClusterNode:
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
         self.zk.delete_topic_request(name)
 
-    def create_partitions(self, name, count, validate_only=False):
-        raise InvalidRequestError("adding partitions to a replicated topic is not supported yet")
+    def create_partitions(self, name, count, validate_only=False, assignments=None):
+        """Adds partitions to the topic znode (conditional on its version, so two writers cannot
+        lose each other's partitions); the controller's watch on the znode does the rest.
+        Returns {partition: replicas} of the new partitions. Blocking (ZooKeeper round trips)."""
+        for _attempt in range(5):
+            found = self.zk.get_topic_assignment(name)
+            if found is None:
+                raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+            parts = dict(found.partitions)
+            if any(a.adding_replicas or a.removing_replicas for a in parts.values()):
+                raise ReassignmentInProgressError(f"a reassignment of topic '{name}' is in progress")
+            current = len(parts)
+            if count <= current:
+                raise InvalidPartitionsError(f"topic '{name}' has {current} partitions; {count} is not an increase")
+            rf = len(parts[min(parts)].replicas)
+            if assignments:
+                new = {current + i: list(r) for i, r in enumerate(assignments)}
+                for p, replicas in new.items():
+                    if len(replicas) != rf:
+                        raise InvalidReplicaAssignmentError(
+                            f"partition {p} is given {len(replicas)} replicas; the topic's replication factor is {rf}")
+            else:
+                live = self.metadata_cache.brokers
+                placed = assign_replicas(list(live), count, rf, {b: e.rack for b, e in live.items()})
+                new = {p: placed[p] for p in range(current, count)}
+            if validate_only:
+                return new
+            parts.update({p: ReplicaAssignment(tuple(r)) for p, r in new.items()})
+            try:
+                self.zk.set_topic_assignment(name, parts, found.topic_id, found.zk_version)
+            except ZkVersionMismatchError:
+                continue  # another writer (the controller, a reassignment) was first: read again
+            log.info("topic %s: partitions %s added in ZooKeeper", name, new)
+            return new
+        raise InvalidPartitionsError(f"topic '{name}' kept changing in ZooKeeper; try again")
 
-    async def wait_for_topic(self, name, timeout_s):
-        """Until every partition of the topic has a live leader in the metadata cache."""
+    async def wait_for_topic(self, name, timeout_s, partitions=1):
+        """Until the topic has at least ``partitions`` partitions and each has a live leader in
+        the metadata cache."""
         deadline = self.loop.time() + timeout_s
         while self.loop.time() < deadline:
             n = self.metadata_cache.partition_counts.get(name)
-            if n and all(self.metadata_cache.leader(name, p) >= 0 for p in range(n)):
+            if n and n >= partitions and all(self.metadata_cache.leader(name, p) >= 0 for p in range(n)):
                 return True
             await asyncio.sleep(0.02)
         return False

@@ -20,6 +20,14 @@ controller/KafkaController.scala is the model; docs/cluster.md describes the des
   that loses (a leader changed the ISR meanwhile) is re-read and decided again.
 - Requests to a broker are sent in order on one connection and retried while the broker is
   live and this broker is still the controller (Kafka's RequestSendThread).
+- Reassignment (KIP-455; AlterPartitionReassignments, or /admin/reassign_partitions as the
+  ZooKeeper-era tool writes it): the partition's replicas become target + original, written
+  to the topic znode with adding/removing replicas so a new controller resumes it; a new leader
+  epoch tells every replica, the new ones start fetching; once the whole target is in the ISR
+  the partition moves to the target (a new leader if the old one is not in it) and the removed
+  replicas are stopped and deleted. A cancel (null replicas) goes back to the original.
+- Partitions added to a topic (CreatePartitions writes the topic znode) are seen through a
+  data watch on each topic znode (Kafka's PartitionModificationsHandler).
 """
 from __future__ import annotations
 
@@ -27,6 +35,8 @@ import asyncio
 import functools
 import logging
 
+from ..errors import (InvalidReplicaAssignmentError, KafkaError, NoReassignmentInProgressError,
+                      UnknownTopicOrPartitionError)
 from ..protocol.messages.leader_and_isr_request import (LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState,
                                                         LeaderAndIsrRequest, LeaderAndIsrTopicState)
 from ..protocol.messages.stop_replica_request import (StopReplicaPartitionState, StopReplicaRequest,
@@ -36,7 +46,7 @@ from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, U
                                                          UpdateMetadataTopicState)
 from ..protocol.wire import ZERO_UUID
 from .broker_channel import BrokerChannel, BrokerChannelError
-from .zk_data import uuid_from_text
+from .zk_data import ReplicaAssignment, TopicZNode, uuid_from_text
 from .zk_client import ControllerMovedError, UnknownTopicError, ZkNodeExistsError, ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.controller")
@@ -69,6 +79,33 @@ class LeaderIsr:
         return f"LeaderIsr(leader={self.leader}, epoch={self.leader_epoch}, isr={self.isr}, v{self.zk_version})"
 
 
+class Reassignment:
+    """A partition moving from ``original`` to ``target`` replicas (Kafka's ReplicaAssignment
+    with adding/removing replicas)."""
+
+    __slots__ = ("target", "original")
+
+    def __init__(self, target, original):
+        self.target = list(target)
+        self.original = list(original)
+
+    @property
+    def adding(self):
+        return [r for r in self.target if r not in self.original]
+
+    @property
+    def removing(self):
+        return [r for r in self.original if r not in self.target]
+
+    @property
+    def full(self):
+        """Every replica while it runs: the target first (its head is the preferred leader)."""
+        return self.target + self.removing
+
+    def __repr__(self):
+        return f"Reassignment({self.original} -> {self.target})"
+
+
 class LiveBroker:
     __slots__ = ("node_id", "host", "port", "rack", "epoch")
 
@@ -98,6 +135,9 @@ class KafkaController:
         self.deleting: set = set()
         self.offline: set = set()  # partitions with no live leader that could be elected
         self.shutting_down: set = set()
+        self.reassignments: dict[tuple, Reassignment] = {}
+        self.zk_reassignments: set = set()  # keys asked through /admin/reassign_partitions
+        self._topic_watches: dict = {}
         self._events: asyncio.Queue | None = None
         self._task = None
         self._senders: dict[int, "_BrokerSender"] = {}
@@ -188,9 +228,12 @@ class KafkaController:
         log.info("broker %d stops being the controller: %s", self.node_id, why)
         self.active = False
         self._generation += 1
-        for w in self._watches:
+        for w in self._watches + list(self._topic_watches.values()):
             w.cancel()
         self._watches = []
+        self._topic_watches = {}
+        self.reassignments.clear()
+        self.zk_reassignments.clear()
         for s in self._senders.values():
             s.close()
         self._senders.clear()
@@ -223,8 +266,14 @@ class KafkaController:
             await self._remove_from_isr(dead)
         self._send_update_metadata(list(self.live), list(self.states))
         for b in list(self.live):
-            self._send_leader_and_isr(b, [k for k in self.states if b in self._replicas(k)])
+            self._send_leader_and_isr(b, [k for k in self.states if b in self._replicas(k)], full=True)
         await self._on_topic_deletion()
+        # reassignments a former controller left running: done ones finish now
+        for key in list(self.reassignments):
+            await self._maybe_complete_reassignment(key)
+        w = await self._zk(self.zk.watch_data, "/admin/reassign_partitions",
+                           lambda *_a: self._enqueue("zk_reassignment", generation=gen))
+        self._watches.append(w)
 
     def states_missing(self):
         for topic, parts in self.assignments.items():
@@ -247,6 +296,17 @@ class KafkaController:
             return
         assignment, topic_id = found
         self.assignments[topic] = {int(p): list(r) for p, r in assignment.items()}
+        for p, a in found.partitions.items():
+            if a.adding_replicas or a.removing_replicas:
+                self.reassignments[(topic, int(p))] = Reassignment(
+                    [r for r in a.replicas if r not in a.removing_replicas],
+                    [r for r in a.replicas if r not in a.adding_replicas])
+        if topic not in self._topic_watches:
+            gen = self._generation
+            self._topic_watches[topic] = await self._zk(
+                self.zk.watch_data, TopicZNode.path(topic),
+                lambda data, _stat, t=topic: data is not None and self._enqueue("partition_modification", t,
+                                                                                 generation=gen))
         self.topic_configs[topic] = await self._zk(self.zk.get_topic_configs, topic)
         if topic_id is not None:
             self.topic_ids[topic] = uuid_from_text(topic_id)
@@ -397,7 +457,7 @@ class KafkaController:
             # newcomers learn everything; partitions offline for want of them come back
             self._send_update_metadata(list(now), list(self.states))
             for b in new:
-                self._send_leader_and_isr(b, [k for k in self.states if b in self._replicas(k)])
+                self._send_leader_and_isr(b, [k for k in self.states if b in self._replicas(k)], full=True)
             changed |= await self._initialize_new_partitions(list(self.states_missing()))
             changed |= await self._elect_offline_partitions()
         if changed:
@@ -450,6 +510,11 @@ class KafkaController:
             for key in keys:
                 self.states.pop(key, None)
                 self.offline.discard(key)
+                self.reassignments.pop(key, None)
+                self.zk_reassignments.discard(key)
+            w = self._topic_watches.pop(topic, None)
+            if w is not None:
+                w.cancel()
             self.assignments.pop(topic, None)
             self.topic_ids.pop(topic, None)
             self.deleting.discard(topic)
@@ -465,6 +530,9 @@ class KafkaController:
                 changed.append(key)
         if changed:
             self._send_update_metadata(list(self.live), changed)
+        for key in changed:
+            if key in self.reassignments:
+                await self._maybe_complete_reassignment(key)
 
     async def _request(self, kind, *args):
         """An event answered to its requester: ``_on_<kind>(*args, fut)`` resolves fut."""
@@ -512,6 +580,203 @@ class KafkaController:
 
     def _unclean_replica(self, li, leader):
         return leader not in li.isr
+
+    # -- partitions added to a topic ------------------------------------------------------------------
+    async def _on_partition_modification(self, topic):
+        if not self.active or topic not in self.assignments or topic in self.deleting:
+            return
+        found = await self._zk(self.zk.get_topic_assignment, topic)
+        if found is None:
+            return
+        new = sorted(int(p) for p in found.partitions if int(p) not in self.assignments[topic])
+        if not new:
+            return  # our own reassignment writes land here too
+        for p in new:
+            self.assignments[topic][p] = list(found.partitions[p].replicas)
+        changed = await self._initialize_new_partitions([(topic, p) for p in new])
+        log.info("%s: partitions %s added", topic, new)
+        if changed:
+            self._announce(changed)
+
+    # -- reassignment (KIP-455) --------------------------------------------------------------------
+    async def alter_reassignments(self, requests):
+        """AlterPartitionReassignments: requests {(topic, partition): target replicas, or None
+        to cancel}; returns {(topic, partition): (error code, message)}."""
+        return await self._request("alter_reassignments", requests)
+
+    def list_reassignments(self, keys=None):
+        """{(topic, partition): (replicas, adding, removing)} of the reassignments running."""
+        return {key: (r.full, r.adding, r.removing) for key, r in sorted(self.reassignments.items())
+                if keys is None or key in keys}
+
+    async def _on_alter_reassignments(self, requests, fut):
+        try:
+            if not self.active:
+                raise RuntimeError("not the controller")
+            results = {}
+            for key, target in requests.items():
+                try:
+                    if target is None:
+                        await self._cancel_reassignment(key)
+                    else:
+                        await self._start_reassignment(key, list(target))
+                    results[key] = (0, None)
+                except KafkaError as e:
+                    results[key] = (e.code, e.message)
+            fut.set_result(results)
+        except Exception as e:  # noqa: BLE001 - answered to the requester
+            if not fut.done():
+                fut.set_exception(e)
+
+    def _check_target(self, key, target):
+        if key[0] not in self.assignments or key[1] not in self.assignments[key[0]] or key[0] in self.deleting:
+            raise UnknownTopicOrPartitionError(f"{key[0]}-{key[1]} does not exist")
+        if not target:
+            raise InvalidReplicaAssignmentError(f"{key[0]}-{key[1]}: the target replica list is empty")
+        if len(set(target)) != len(target):
+            raise InvalidReplicaAssignmentError(f"{key[0]}-{key[1]}: the target {target} names a broker twice")
+        gone = [r for r in target if r not in self.live]
+        if gone:
+            raise InvalidReplicaAssignmentError(
+                f"{key[0]}-{key[1]}: brokers {gone} of the target {target} are not live (live: {sorted(self.live)})")
+
+    async def _start_reassignment(self, key, target):
+        self._check_target(key, target)
+        current = self.reassignments.get(key)
+        if current is not None and current.target == target:
+            return
+        original = current.original if current is not None else list(self._replicas(key))
+        if current is None and target == original:
+            return  # already there
+        new = Reassignment(target, original)
+        # replicas an earlier reassignment of this partition was adding, which this one drops
+        dropped = [r for r in (current.adding if current is not None else []) if r not in new.full]
+        await self._write_topic_partition(key, new)
+        self.assignments[key[0]][key[1]] = new.full
+        self.reassignments[key] = new
+        log.info("%s-%d: reassignment %s -> %s started (adding %s, removing %s)", key[0], key[1], original, target,
+                 new.adding, new.removing)
+        li = self.states.get(key)
+        if li is not None:
+            # a new leader epoch: every replica, the new ones first of all, learns the replica set
+            await self._move_partition(key, new.full, li)
+        for b in dropped:
+            self._send_stop_replica(b, [key], delete=True)
+        await self._maybe_complete_reassignment(key)
+
+    async def _cancel_reassignment(self, key):
+        current = self.reassignments.get(key)
+        if current is None:
+            if key[0] not in self.assignments or key[1] not in self.assignments[key[0]]:
+                raise UnknownTopicOrPartitionError(f"{key[0]}-{key[1]} does not exist")
+            raise NoReassignmentInProgressError(f"no reassignment of {key[0]}-{key[1]} is in progress")
+        log.info("%s-%d: reassignment %s cancelled", key[0], key[1], current)
+        await self._finish_reassignment(key, current.original, current.adding)
+
+    async def _maybe_complete_reassignment(self, key):
+        r = self.reassignments.get(key)
+        li = self.states.get(key)
+        if r is None or li is None or not all(b in li.isr for b in r.target):
+            return
+        await self._finish_reassignment(key, r.target, r.removing)
+
+    async def _finish_reassignment(self, key, replicas, removing):
+        """The partition's replicas become ``replicas``; ``removing`` are stopped and deleted."""
+        self.assignments[key[0]][key[1]] = list(replicas)
+        li = self.states.get(key)
+        if li is not None:
+            await self._move_partition(key, replicas, li)
+        self.reassignments.pop(key, None)
+        await self._write_topic_partition(key, None)
+        for b in removing:
+            self._send_stop_replica(b, [key], delete=True)
+        log.info("%s-%d: reassignment done: replicas %s, removed %s", key[0], key[1], replicas, removing)
+        if key in self.zk_reassignments:
+            self.zk_reassignments.discard(key)
+            await self._sync_zk_reassignments()
+
+    async def _move_partition(self, key, replicas, li):
+        """A new leader epoch for the replica set ``replicas``: the ISR is cut to it and the leader
+        kept when it is in it and live, otherwise elected from it; LeaderAndIsr to the replicas."""
+        for _attempt in range(3):
+            isr = [r for r in li.isr if r in replicas]
+            if li.leader in replicas and li.leader in self.live and li.leader not in self.shutting_down:
+                leader = li.leader
+            else:
+                leader, elected_isr = self._elect_leader(key, LeaderIsr(li.leader, li.leader_epoch, isr,
+                                                                        li.controller_epoch, li.zk_version))
+                if leader is None:
+                    leader = NO_LEADER
+                    self.offline.add(key)
+                    log.warning("%s-%d: no replica of %s is live and in the ISR %s: offline", key[0], key[1],
+                                replicas, li.isr)
+                else:
+                    isr = elected_isr
+            if not isr:
+                isr = list(li.isr)  # an offline partition keeps its last ISR (Kafka does)
+            new = await self._write_state(key, leader, isr, li)
+            if new is not None:
+                if leader != NO_LEADER:
+                    self.offline.discard(key)
+                self._announce({key})
+                return
+            li = self.states.get(key)
+            if li is None:
+                return
+        log.warning("%s-%d: the partition kept changing; the reassignment's state waits for the next event", *key)
+
+    async def _write_topic_partition(self, key, reassignment):
+        """The topic znode's entry for key: target + original with adding/removing while
+        ``reassignment`` runs, the plain replica list when None. Conditional on the znode's
+        version, so a CreatePartitions written meanwhile is kept."""
+        topic, p = key
+        for _attempt in range(5):
+            found = await self._zk(self.zk.get_topic_assignment, topic)
+            if found is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{p} does not exist")
+            parts = dict(found.partitions)
+            if reassignment is None:
+                parts[p] = ReplicaAssignment(tuple(self.assignments[topic][p]))
+            else:
+                parts[p] = ReplicaAssignment(tuple(reassignment.full), tuple(reassignment.adding),
+                                             tuple(reassignment.removing))
+            try:
+                await self._fenced(self.zk.set_topic_assignment, topic, parts, found.topic_id, found.zk_version)
+                return
+            except ZkVersionMismatchError:
+                continue
+        raise RuntimeError(f"{TopicZNode.path(topic)} kept changing under the controller")
+
+    async def _on_zk_reassignment(self):
+        """/admin/reassign_partitions (kafka-reassign-partitions.sh --zookeeper): each entry is
+        started as AlterPartitionReassignments would; the znode keeps what still runs and goes
+        when all is done. Entries that cannot start are dropped from it, with a warning."""
+        if not self.active:
+            return
+        wanted = await self._zk(self.zk.get_partition_reassignment)
+        if not wanted:
+            return
+        for key, target in sorted(wanted.items()):
+            current = self.reassignments.get(key)
+            if current is not None and current.target == list(target):
+                self.zk_reassignments.add(key)
+                continue
+            try:
+                self.zk_reassignments.add(key)
+                await self._start_reassignment(key, list(target))
+            except KafkaError as e:
+                self.zk_reassignments.discard(key)
+                log.warning("%s-%d: reassignment from %s refused: %s", key[0], key[1], "/admin/reassign_partitions",
+                            e.message)
+        await self._sync_zk_reassignments()
+
+    async def _sync_zk_reassignments(self):
+        running = {k: self.reassignments[k].target for k in self.zk_reassignments if k in self.reassignments}
+        self.zk_reassignments = set(running)
+        if running:
+            await self._fenced(self.zk.set_partition_reassignment, running)
+        else:
+            await self._fenced(self.zk.delete_partition_reassignment)
 
     # -- ElectLeaders and preferred-leader rebalancing ------------------------------------------------
     async def elect_leaders(self, election_type, partitions):
@@ -608,9 +873,11 @@ class KafkaController:
         return cls(partition_index=key[1], controller_epoch=li.controller_epoch, leader=li.leader,
                    leader_epoch=li.leader_epoch, isr=list(li.isr), replicas=list(self._replicas(key)), **extra)
 
-    def _send_leader_and_isr(self, broker_id, keys):
+    def _send_leader_and_isr(self, broker_id, keys, full=False):
+        """full: keys are every partition the broker hosts (LeaderAndIsr type FULL, KIP-516);
+        the broker deletes its logs of any other partition."""
         b = self.live.get(broker_id)
-        if b is None or not keys:
+        if b is None or (not keys and not full):
             return
         topics = {}
         leaders = set()
@@ -618,14 +885,16 @@ class KafkaController:
             li = self.states.get(key)
             if li is None:
                 continue
+            r = self.reassignments.get(key)
             topics.setdefault(key[0], []).append(self._partition_state(
-                key, li, LeaderAndIsrPartitionState, partition_epoch=li.zk_version, adding_replicas=[],
-                removing_replicas=[], is_new=False))
+                key, li, LeaderAndIsrPartitionState, partition_epoch=li.zk_version,
+                adding_replicas=r.adding if r is not None else [],
+                removing_replicas=r.removing if r is not None else [], is_new=False))
             leaders.add(li.leader)
-        if not topics:
+        if not topics and not full:
             return
         req = LeaderAndIsrRequest(
-            controller_id=self.node_id, controller_epoch=self.epoch, broker_epoch=b.epoch, type=0,
+            controller_id=self.node_id, controller_epoch=self.epoch, broker_epoch=b.epoch, type=1 if full else 0,
             topic_states=[LeaderAndIsrTopicState(topic_name=t, topic_id=self.topic_ids.get(t, ZERO_UUID),
                                                  partition_states=ps) for t, ps in topics.items()],
             live_leaders=[LeaderAndIsrLiveLeader(broker_id=lid, host_name=self.live[lid].host, port=self.live[lid].port)

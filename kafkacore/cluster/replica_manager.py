@@ -205,11 +205,37 @@ class ReplicaManager:
             errors[key] = 0
         return errors
 
+    def delete_stray_logs(self, hosted):
+        """After a FULL LeaderAndIsr (sent when this broker joins or a controller takes over; it
+        names every partition the broker hosts): local logs of partitions moved away while the
+        broker was down, or of topics deleted meanwhile, are strays. Kafka's ZooKeeper mode left
+        them on disk; here they are deleted. A partition the metadata still places on this
+        broker (offline, so not in the request) is kept. Returns the keys deleted."""
+        cache = self.broker.cluster.metadata_cache
+        if cache.controller_id < 0:
+            return []  # no UpdateMetadata yet: too early to know what is stray
+        known_topics = cache.topics()
+        strays = []
+        for key in list(self.broker.log_manager.logs):
+            if key in hosted:
+                continue
+            st = cache.partition(*key)
+            if st is not None and self.node_id in st.replicas:
+                continue
+            if st is None and key[0] in known_topics:
+                continue
+            strays.append(key)
+        for topic, p in strays:
+            log.warning("%s-%d: a stray replica (not assigned to broker %d any more); deleting its log", topic, p,
+                        self.node_id)
+        self.stop_replicas([(topic, p, True) for topic, p in strays])
+        return strays
+
     # -- the data path -----------------------------------------------------------------------------
     def leader_partition(self, topic, p) -> Partition:
         partition = self.partitions.get((topic, p))
         if partition is None:
-            if self.broker.metadata_cache.partition(topic, p) is None:
+            if self.broker.cluster.metadata_cache.partition(topic, p) is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{p} does not exist")
             raise NotLeaderOrFollowerError(f"broker {self.node_id} has no replica of {topic}-{p}")
         if not partition.is_leader:

@@ -8,75 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
+from _cluster import (admin, create_topic, ensure_all_running, partition_logs, topic_metadata,  # noqa: F401
+                      wait_for, wait_replicas_identical)
 from _history import AckedProducer, check_history, read_all
-
-
-def admin(cluster):
-    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-
-
-def create_topic(cluster, name, partitions=3, rf=3, configs=None):
-    client = admin(cluster)  # kept alive until the future resolves: its handle owns the request
-    fut = client.create_topics([NewTopic(name, partitions, rf, config=configs or {})], operation_timeout=30)[name]
-    fut.result(60)
-    wait_for(lambda: all(p.leader >= 0 and len(p.isrs) == rf for p in topic_metadata(cluster, name).values()),
-             f"every partition of {name} led with a full ISR", 60)
-
-
-def topic_metadata(cluster, name):
-    md = admin(cluster).list_topics(name, timeout=10)
-    t = md.topics.get(name)
-    if t is None or t.error is not None:
-        return {}
-    return dict(t.partitions)
-
-
-def wait_for(predicate, what, timeout=30.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as e:  # noqa: BLE001 - a broker restarting answers errors for a while
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-
-
-def partition_logs(cluster, topic, partition):
-    """{broker id: bytes of the partition's .log segments, in order}."""
-    out = {}
-    for bid, b in cluster.brokers.items():
-        d = Path(b.data_dir) / f"{topic}-{partition}"
-        if d.is_dir():
-            out[bid] = b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
-    return out
-
-
-def wait_replicas_identical(cluster, topic, partitions, timeout=60):
-    def same():
-        for p in range(partitions):
-            logs = partition_logs(cluster, topic, p)
-            if len(logs) != len(cluster.brokers) or len(set(logs.values())) != 1:
-                return False
-        return True
-    wait_for(same, f"every replica's .log of {topic} byte-identical", timeout)
-
-
-def ensure_all_running(cluster):
-    """Every broker running and registered (a broker paused past its ZooKeeper session comes
-    back with a new one a moment after SIGCONT)."""
-    for b in cluster.brokers.values():
-        b.signal(signal.SIGCONT)
-        if not b.running:
-            b.start()
-    wait_for(lambda: sorted(admin(cluster).list_topics(timeout=10).brokers) == sorted(cluster.brokers),
-             "every broker registered", 60)
 
 
 # -- the layout and the happy path -------------------------------------------------------------------

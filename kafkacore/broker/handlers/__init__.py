@@ -24,6 +24,7 @@ MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
     "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown", "elect_leaders",
+    "alter_partition_reassignments", "list_partition_reassignments",
 )
 
 

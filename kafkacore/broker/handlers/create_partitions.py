@@ -1,7 +1,11 @@
 """CreatePartitions (API key 37), versions 0-3.
 
-Raises a topic's partition count to ``count``; the new partitions are created (empty, led by
-this node) before the response is sent, so ``timeout_ms`` has nothing to wait for. Per topic,
+Raises a topic's partition count to ``count``. On a single node the new partitions are created
+(empty, led by this node) before the response is sent, so ``timeout_ms`` has nothing to wait
+for. On a cluster they are written to the topic's znode (placed over the live brokers as
+CreateTopics does, with the topic's replication factor, or as ``assignments`` says) and the
+answer waits, up to ``timeout_ms``, until each has a leader (Kafka's DelayedCreatePartitions);
+a topic under reassignment is refused with REASSIGNMENT_IN_PROGRESS. Per topic,
 with Kafka's (KRaft controller's) errors and messages:
 
 - a topic named twice in the request: INVALID_REQUEST "Duplicate topic name.";
@@ -9,7 +13,8 @@ with Kafka's (KRaft controller's) errors and messages:
 - ``count`` equal to the current count: INVALID_PARTITIONS "Topic already has N partition(s).";
   lower: INVALID_PARTITIONS "... would not be an increase.";
 - ``assignments`` (null: the broker places the partitions) must hold one entry per new
-  partition, each naming this node alone: INVALID_REPLICA_ASSIGNMENT otherwise.
+  partition, each naming registered brokers (this node alone on a single node), once each:
+  INVALID_REPLICA_ASSIGNMENT otherwise.
 
 ``validate_only`` runs the checks and creates nothing.
 
@@ -20,11 +25,13 @@ warns in its documentation).
 
 Version notes: v2+ is the flexible encoding; error messages in every version.
 """
+import asyncio
+
 from ...errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError, InvalidTopicError, \
-    KafkaError, UnknownTopicOrPartitionError
+    KafkaError, RequestTimedOutError, UnknownTopicOrPartitionError
 from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
 from ..broker import INTERNAL_TOPICS
-from .create_topics import check_manual_replicas
+from .create_topics import _registered_brokers, check_manual_replicas
 
 API_KEY = 37
 VERSIONS = (0, 3)
@@ -48,9 +55,12 @@ def _create(broker, topic, validate_only):
             raise InvalidReplicaAssignmentError(
                 f"Attempted to add {additional} additional partition(s), but only {len(topic.assignments)} "
                 f"assignment(s) were specified.")
+        registered = _registered_brokers(broker)
         for a in topic.assignments:
-            check_manual_replicas({broker.node_id}, a.broker_ids)
-    broker.create_partitions(topic.name, topic.count, validate_only=validate_only)
+            check_manual_replicas(registered, a.broker_ids)
+    broker.create_partitions(topic.name, topic.count, validate_only=validate_only,
+                             assignments=None if topic.assignments is None else
+                             [list(a.broker_ids) for a in topic.assignments])
 
 
 def handle(ctx, req):
@@ -58,13 +68,14 @@ def handle(ctx, req):
     counts = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
-    results = []
+    results, created = [], []
     for t in req.topics:
         if counts[t.name] > 1:
             continue
         result = CreatePartitionsTopicResult(name=t.name, error_message=None)
         try:
             _create(broker, t, req.validate_only)
+            created.append((result, t.count))
         except KafkaError as e:
             result.error_code = e.code
             result.error_message = e.message
@@ -72,7 +83,19 @@ def handle(ctx, req):
     results += [CreatePartitionsTopicResult(name=name, error_code=InvalidRequestError.code,
                                             error_message="Duplicate topic name.")
                 for name, n in counts.items() if n > 1]
-    return CreatePartitionsResponse(results=results)
+    response = CreatePartitionsResponse(results=results)
+    if broker.cluster is not None and created and not req.validate_only and req.timeout_ms > 0:
+        return _await_leaders(broker.cluster, response, created, req.timeout_ms)
+    return response
+
+
+async def _await_leaders(cluster, response, created, timeout_ms):
+    waits = [cluster.wait_for_topic(r.name, timeout_ms / 1000, partitions=count) for r, count in created]
+    for (r, _count), ready in zip(created, await asyncio.gather(*waits)):
+        if not ready:
+            r.error_code = RequestTimedOutError.code
+            r.error_message = f"the partitions were added, but not each had a leader within {timeout_ms} ms"
+    return response
 
 
 def error_response(req, version, code):

@@ -8,6 +8,9 @@ leads and which it follows (inter-broker; served only on a broker of a ZooKeeper
   STALE_CONTROLLER_EPOCH, as Kafka answers; a partition this broker is not a replica of gets
   UNKNOWN_TOPIC_OR_PARTITION; otherwise the replica becomes leader or follower, its log created
   with the topic's configs from ZooKeeper when new.
+- A FULL request (``type`` 1, v5+: sent when this broker joins or a new controller takes over)
+  names every partition the broker hosts; local logs of other partitions are strays (moved
+  away or deleted while the broker was down) and are deleted (ReplicaManager.delete_stray_logs).
 - v0-1 carry ungrouped partition states, v2+ group them by topic, v5+ add topic ids (the
   response then groups errors by topic id).
 """
@@ -20,6 +23,7 @@ from ...cluster.replica_manager import LeaderAndIsrState
 API_KEY = 4
 VERSIONS = (0, 7)
 CLUSTER_ONLY = True
+FULL = 1  # LeaderAndIsr type (KIP-516): every partition the broker hosts
 
 
 def _partition_states(req, v):
@@ -49,6 +53,8 @@ def handle(ctx, req):
             topic_ids[topic] = topic_id
     live = {ll.broker_id: (ll.host_name, ll.port) for ll in req.live_leaders}
     errors = rm.become_leader_or_follower(req.controller_id, states, live, topic_ids, cluster.topic_configs)
+    if v >= 5 and req.type == FULL:
+        rm.delete_stray_logs(set(states))
     return _response(req, v, errors, topic_ids)
 
 
