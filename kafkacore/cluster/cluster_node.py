@@ -27,10 +27,11 @@ from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
                       ReassignmentInProgressError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from .broker_channel import BrokerChannel, BrokerChannelError
+from .config_manager import ZkConfigManager
 from .controller import KafkaController
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
-from .zk_client import ZkVersionMismatchError
+from .zk_client import BrokerIdInUseError, ZkVersionMismatchError
 from .zk_data import ReplicaAssignment
 
 log = logging.getLogger("kafkacore.cluster")
@@ -101,6 +102,7 @@ class ClusterNode:
         self.metadata_cache = MetadataCache(self.node_id)
         self.replica_manager = ReplicaManager(broker, zk)
         self.controller = KafkaController(broker, zk)
+        self.config_manager = ZkConfigManager(broker, zk, self.controller)  # topic config changes
         self.loop = None
         self.broker_epoch = -1
         # producer ids unique cluster-wide: blocks from /latest_producer_id_block
@@ -115,11 +117,30 @@ class ClusterNode:
         await self._register()
         self.replica_manager.start(loop)
         self.controller.start(loop)
+        await self.config_manager.start(loop)
 
     async def _register(self):
+        """A broker restarted right after a crash finds its previous session's ephemeral
+        /brokers/ids/N still there until that session expires: it waits for it (up to the session
+        timeout and a margin) instead of failing; a registration that outlives that belongs to
+        another live broker with the same id, and BrokerIdInUseError stops this one."""
         host, port = self.advertised
-        self.broker_epoch = await self.loop.run_in_executor(
-            None, lambda: self.zk.register_broker(self.node_id, host, port, rack=self.broker.config["broker.rack"]))
+        wait_s = self.broker.config["zookeeper.session.timeout.ms"] / 1000 * 1.5 + 2
+        deadline = self.loop.time() + wait_s
+        warned = False
+        while True:
+            try:
+                self.broker_epoch = await self.loop.run_in_executor(
+                    None, lambda: self.zk.register_broker(self.node_id, host, port,
+                                                          rack=self.broker.config["broker.rack"]))
+                break
+            except BrokerIdInUseError as e:
+                if self.loop.time() >= deadline:
+                    raise
+                if not warned:
+                    log.warning("%s; waiting up to %.0f s for a previous session of this broker to expire", e, wait_s)
+                    warned = True
+                await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
         log.info("broker %d registered in ZooKeeper as %s:%d (broker epoch %d)", self.node_id, host, port,
                  self.broker_epoch)
@@ -295,6 +316,7 @@ class ClusterNode:
 
     def shutdown(self):
         self._closed = True
+        self.config_manager.shutdown()
         self.controller.shutdown()
         self.replica_manager.shutdown()
         try:

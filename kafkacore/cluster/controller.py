@@ -451,6 +451,10 @@ class KafkaController:
             self._sender(now[b])
         changed = set()
         if dead:
+            # leaders change ISRs without the controller (it hears of it up to
+            # ISR_NOTIFICATION_INTERVAL_S later): decide on ZooKeeper's states, not the cache
+            for key in [k for k in self.states if dead & set(self._replicas(k))]:
+                await self._refresh_state(*key)
             changed |= await self._elect_offline_partitions()
             changed |= await self._remove_from_isr(dead)
         if new:
@@ -470,7 +474,7 @@ class KafkaController:
         by_broker = {}
         for key in keys:
             for r in self._replicas(key):
-                if r in self.live:
+                if r in self.live and r not in self.shutting_down:
                     by_broker.setdefault(r, []).append(key)
         for b, ks in by_broker.items():
             self._send_leader_and_isr(b, ks)
@@ -554,8 +558,12 @@ class KafkaController:
                 raise RuntimeError(f"broker {broker_id} is not live")
             self.shutting_down.add(broker_id)
             changed, remaining = set(), []
-            for key, li in list(self.states.items()):
-                if broker_id not in self._replicas(key) or key[0] in self.deleting:
+            hosted = [k for k in self.states if broker_id in self._replicas(k) and k[0] not in self.deleting]
+            for key in hosted:
+                await self._refresh_state(*key)  # the ISR as the leaders last wrote it
+            for key in hosted:
+                li = self.states.get(key)
+                if li is None:
                     continue
                 if li.leader == broker_id:
                     leader, isr = self._elect_leader(key, li, avoid={broker_id})
@@ -573,6 +581,11 @@ class KafkaController:
                         changed.add(key)
             if changed:
                 self._announce(changed)
+            # the stopping broker stops fetching (Kafka's OfflineReplica): a follower that kept
+            # fetching would be taken back into the ISRs it just left
+            stopped = [k for k in hosted if k not in remaining]
+            if stopped:
+                self._send_stop_replica(broker_id, stopped, delete=False)
             fut.set_result(remaining)
         except Exception as e:  # noqa: BLE001 - answered to the shutting-down broker
             if not fut.done():
@@ -580,6 +593,25 @@ class KafkaController:
 
     def _unclean_replica(self, li, leader):
         return leader not in li.isr
+
+    # -- topic config changes -------------------------------------------------------------------------
+    def topic_config_changed(self, topic, overrides):
+        """The topic's overrides changed in ZooKeeper (the config manager of this broker saw the
+        notification): the controller's cache learns them; turning unclean leader election on
+        elects the topic's offline partitions now (Kafka's TopicUncleanLeaderElectionEnable)."""
+        self._enqueue("topic_config_change", topic, dict(overrides))
+
+    async def _on_topic_config_change(self, topic, overrides):
+        if not self.active or topic not in self.assignments:
+            return  # a controller elected later (or loading the topic) reads the configs itself
+        self.topic_configs[topic] = overrides
+        if not self._unclean_allowed(topic) or not any(k[0] == topic for k in self.offline):
+            return
+        changed = await self._elect_offline_partitions()
+        if changed:
+            log.info("topic %s: unclean.leader.election.enable turned on; offline partitions elected: %s", topic,
+                     sorted(changed))
+            self._announce(changed)
 
     # -- partitions added to a topic ------------------------------------------------------------------
     async def _on_partition_modification(self, topic):

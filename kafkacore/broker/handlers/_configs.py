@@ -6,6 +6,11 @@ A topic config's value is its effective value (the topic's override, else the br
 topic override (DYNAMIC_TOPIC_CONFIG), then the broker names set in the broker's configuration
 (STATIC_BROKER_CONFIG), then the broker name's built-in default (DEFAULT_CONFIG). Broker configs
 are static here (no dynamic broker configs), so they are all read-only.
+
+On a broker of a ZooKeeper cluster a topic's overrides live in ZooKeeper (/config/topics/T): they
+are read and written there (the cluster's ZkConfigManager), so these calls block on a round trip
+and the handlers run them off the event loop; every broker applies a change to its own replicas
+when the change notification reaches it.
 """
 from __future__ import annotations
 
@@ -199,14 +204,33 @@ def duplicate_resources(resources) -> set:
     return dupes
 
 
+def topic_overrides(broker, name) -> dict:
+    """The topic's overrides {kafka name: value}: ZooKeeper's on a cluster (so every broker
+    answers the same at once), else the data directory's."""
+    if broker.cluster is not None:
+        return broker.cluster.config_manager.topic_overrides(name)
+    return dict(broker.log_manager.topic_overrides.get(name, {}))
+
+
 def check_topic_for_alter(broker, name, new_overrides):
-    """Kafka's order: the name, the new configs, then whether the topic exists."""
+    """Kafka's order: the name, the new configs, then whether the topic exists (in ZooKeeper on
+    a cluster, as Kafka's AdminZkClient checks: this broker's metadata may lag a new topic)."""
     validate_topic_name(name)
     broker.log_manager.default_config.with_overrides(new_overrides)  # INVALID_CONFIG
-    if name not in broker.topics:
+    if broker.cluster is not None:
+        exists = broker.cluster.config_manager.topic_exists(name)
+    else:
+        exists = name in broker.topics
+    if not exists:
         raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
 
 
 def apply_topic_overrides(broker, name, new_overrides):
-    """Stores the topic's new overrides (persisted) and hands the new config to its live logs."""
-    config = broker.log_manager.set_topic_config(name, {k: str(v) for k, v in new_overrides.items()})
+    """Stores the topic's new overrides and hands the new config to its live logs: on a single
+    node in the data directory; on a cluster in ZooKeeper with a change notification, which
+    every broker (this one too) applies to its replicas."""
+    overrides = {k: str(v) for k, v in new_overrides.items()}
+    if broker.cluster is not None:
+        broker.cluster.config_manager.set_topic_overrides(name, overrides)
+    else:
+        broker.log_manager.set_topic_config(name, overrides)

@@ -8,6 +8,11 @@ the topic's live logs at once (retention, segment rolling, compaction, max.messa
 and is persisted in the data directory, so it survives restarts. ``validate_only`` checks
 without changing anything.
 
+On a broker of a ZooKeeper cluster (any broker; clients send topic resources to any) the new
+overrides are written to /config/topics/T with a /config/changes notification, as Kafka's
+AdminZkClient.changeTopicConfig; every broker applies them to its replicas when the
+notification reaches it (kafkacore/cluster/config_manager.py). Topic existence is ZooKeeper's.
+
 As Kafka's broker does before anything else: a resource named twice in the request is
 INVALID_REQUEST "Each resource must appear at most once." (both copies), a key named twice is
 INVALID_REQUEST "Error due to duplicate config keys", a null value is INVALID_REQUEST "Null value
@@ -22,6 +27,7 @@ types (BROKER_LOGGER cannot be altered by this API in Kafka either): INVALID_REQ
 
 Version notes: v2 is the flexible encoding; the fields are the same in every version.
 """
+import asyncio
 import logging
 
 from ...errors import InvalidRequestError, KafkaError
@@ -66,6 +72,13 @@ def _alter(broker, resource, validate_only):
 
 
 def handle(ctx, req):
+    if ctx.broker.cluster is not None:
+        # topic configs are ZooKeeper round trips there: answer from a worker thread
+        return asyncio.get_running_loop().run_in_executor(None, _respond, ctx.broker, req)
+    return _respond(ctx.broker, req)
+
+
+def _respond(broker, req):
     dupes = duplicate_resources(req.resources)
     out = []
     for i, r in enumerate(req.resources):
@@ -74,7 +87,7 @@ def handle(ctx, req):
         try:
             if i in dupes:
                 raise InvalidRequestError("Each resource must appear at most once.")
-            _alter(ctx.broker, r, req.validate_only)
+            _alter(broker, r, req.validate_only)
         except KafkaError as e:
             resp.error_code = e.code
             resp.error_message = e.message

@@ -9,6 +9,12 @@ OFFSET_OUT_OF_RANGE for an offset above the high watermark or below -1. Failed p
 answer low_watermark -1. The change is local and done when the response is sent (one replica),
 so ``timeout_ms`` has nothing to wait for.
 
+On a cluster only the partition's leader answers (another broker: NOT_LEADER_OR_FOLLOWER) and
+the offset may not pass its high watermark; followers move their log start offset to the
+leader's on their next fetch. Deviation: Kafka's leader waits (up to ``timeout_ms``) until every
+live replica's log start offset reached the offset and answers the smallest; this one answers
+its own at once.
+
 Version notes: v2 is the flexible encoding; the fields are the same in every version.
 """
 from ...errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError

@@ -1,7 +1,10 @@
 """DescribeCluster (API key 60), versions 0-1.
 
-The cluster is this node: the response lists it (advertised host and port, no rack), the
-cluster id from meta.properties, and this node as the controller. With
+On a single node the cluster is this node: the response lists it (advertised host and port, no
+rack), the cluster id from meta.properties, and this node as the controller. On a broker of a
+ZooKeeper cluster it answers from the metadata cache, as Kafka's brokers do: every live broker
+(host, port, rack) and the controller the last UpdateMetadata named (-1 while unknown); the
+cluster id is ZooKeeper's /cluster/id (which the data directory must agree with). With
 include_cluster_authorized_operations the operations are every cluster operation (there are no
 ACLs here; Metadata reports the same set); otherwise Kafka's "not requested" value.
 
@@ -31,10 +34,17 @@ def handle(ctx, req):
         return DescribeClusterResponse(error_code=UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message=f"Unsupported endpoint type {endpoint}")
     cfg = broker.config
+    if broker.cluster is not None:
+        cache = broker.cluster.metadata_cache
+        controller_id = cache.controller_id
+        brokers = [DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                   for b in cache.live_brokers()]
+    else:
+        controller_id = broker.node_id
+        brokers = [DescribeClusterBroker(broker_id=broker.node_id, host=cfg.advertised_host,
+                                         port=cfg.advertised_port, rack=None)]
     return DescribeClusterResponse(
-        endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=cfg.advertised_host, port=cfg.advertised_port,
-                                       rack=None)],
+        endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=controller_id, brokers=brokers,
         cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
         else UNSET_OPERATIONS)
 

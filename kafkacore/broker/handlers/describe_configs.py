@@ -6,12 +6,16 @@ Resources:
   with its effective value. config_source: DYNAMIC_TOPIC_CONFIG (1) for the topic's overrides,
   STATIC_BROKER_CONFIG (4) when the default comes from the broker's configuration
   (``log.retention.ms``...), DEFAULT_CONFIG (5) otherwise. read_only and is_sensitive false.
-  Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; illegal name: INVALID_TOPIC_EXCEPTION.
+  Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; illegal name: INVALID_TOPIC_EXCEPTION. On a broker
+  of a ZooKeeper cluster the topic must be in the metadata and its overrides are read from
+  ZooKeeper (/config/topics/T), as Kafka's ZK-mode brokers do: every broker answers the same as
+  soon as an AlterConfigs through any of them has returned.
 - BROKER (4): named by this node's id: the broker's configuration (every key it knows, the
   topic defaults under their broker names, and the accepted-but-unused Kafka keys set in its
   configuration), STATIC_BROKER_CONFIG for keys set there, DEFAULT_CONFIG for the others; all
   read-only (no dynamic broker configs). The empty name (the cluster-wide dynamic defaults)
-  has no configs. Another id or a non-integer name: INVALID_REQUEST with Kafka's message.
+  has no configs. Another id or a non-integer name: INVALID_REQUEST with Kafka's message (a
+  client sends a broker's resource to that broker).
 - BROKER_LOGGER (8) and other types: INVALID_REQUEST (log levels are not exposed).
 
 ``configuration_keys`` null or empty means every config; names not found are left out, as
@@ -25,16 +29,18 @@ set on the resource: topic configs without an override, broker keys not in the b
 configuration); config_source and synonyms from v1; config_type and documentation from v3
 (Kafka's types: INT, LONG, DOUBLE, LIST, STRING, BOOLEAN); v4 is the flexible encoding.
 
-Deviations: Kafka topic configs this broker does not have (min.insync.replicas,
-unclean.leader.election.enable, remote storage, ...) are not listed; broker config types are
-inferred from the values.
+Deviations: Kafka topic configs this broker does not have (message.downconversion.enable,
+remote storage, throttled replicas, ...) are not listed; broker config types are inferred from
+the values.
 """
+import asyncio
+
 from ...errors import InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
 from ...protocol.messages.describe_configs_response import (DescribeConfigsResourceResult, DescribeConfigsResponse,
                                                             DescribeConfigsResult, DescribeConfigsSynonym)
 from ...storage.log_manager import validate_topic_name
 from ._configs import (RESOURCE_BROKER, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_TOPIC, broker_entries,
-                       topic_entries)
+                       topic_entries, topic_overrides)
 
 API_KEY = 32
 VERSIONS = (0, 4)
@@ -45,7 +51,7 @@ def _entries(broker, rtype, name):
         validate_topic_name(name)
         if name not in broker.topics:
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
-        return topic_entries(broker, broker.log_manager.topic_overrides.get(name, {}))
+        return topic_entries(broker, topic_overrides(broker, name))
     if rtype == RESOURCE_BROKER:
         if name == "":
             return []  # the cluster-wide dynamic defaults: none on this broker
@@ -93,8 +99,14 @@ def handle(ctx, req):
     v = ctx.api_version
     synonyms = v >= 1 and req.include_synonyms
     documentation = v >= 3 and req.include_documentation
-    return DescribeConfigsResponse(results=[_describe(ctx.broker, r, synonyms, documentation)
-                                            for r in req.resources])
+
+    def respond():
+        return DescribeConfigsResponse(results=[_describe(ctx.broker, r, synonyms, documentation)
+                                                for r in req.resources])
+    if ctx.broker.cluster is not None and any(r.resource_type == RESOURCE_TOPIC for r in req.resources):
+        # a topic's overrides are a ZooKeeper read there: answer from a worker thread
+        return asyncio.get_running_loop().run_in_executor(None, respond)
+    return respond()
 
 
 def error_response(req, version, code):

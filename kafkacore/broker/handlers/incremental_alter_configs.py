@@ -14,6 +14,10 @@ naming the key and the value), then the topic must exist (UNKNOWN_TOPIC_OR_PARTI
 name: INVALID_TOPIC_EXCEPTION). Changes reach the topic's live logs at once and are persisted
 in the data directory (they survive restarts). ``validate_only`` checks without changing.
 
+On a broker of a ZooKeeper cluster the operations apply to the overrides in ZooKeeper and the
+result is written back there with a change notification (as AlterConfigs, see there); two
+concurrent changes of one topic: the last write wins, as in Kafka.
+
 As Kafka's broker does first: a resource named twice is INVALID_REQUEST "Each resource must
 appear at most once." (both copies), a key named twice INVALID_REQUEST "Error due to duplicate
 config keys", a null value on anything but DELETE INVALID_REQUEST "Null value not supported for
@@ -29,6 +33,7 @@ broker's ``log.cleanup.policy`` when set); Kafka starts from the built-in defaul
 
 Version notes: v1 is the flexible encoding; the fields are the same in both versions.
 """
+import asyncio
 import logging
 
 from ...errors import InvalidConfigurationError, InvalidRequestError, KafkaError
@@ -37,7 +42,7 @@ from ...protocol.messages.incremental_alter_configs_response import (AlterConfig
 from ...storage.log_manager import validate_topic_name
 from ._configs import (LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_NAMES, OP_SET, OP_SUBTRACT, RESOURCE_BROKER,
                        RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, apply_topic_overrides, check_broker_resource_name,
-                       check_topic_for_alter, duplicate_resources)
+                       check_topic_for_alter, duplicate_resources, topic_overrides)
 from .alter_configs import check_common, refuse_dynamic_broker_configs
 
 API_KEY = 44
@@ -49,8 +54,7 @@ def _split(value):
     return [s.strip() for s in value.split(",") if s.strip()]
 
 
-def _new_overrides(broker, name, configs):
-    current = dict(broker.log_manager.topic_overrides.get(name, {}))
+def _new_overrides(broker, current, configs):
     new = dict(current)
     effective = None
     for c in configs:
@@ -66,7 +70,7 @@ def _new_overrides(broker, name, configs):
                 items = _split(new[c.name])
             else:
                 if effective is None:
-                    effective = broker.log_manager.config_for(name).describe()
+                    effective = broker.log_manager.default_config.with_overrides(current).describe()
                 items = _split(effective[c.name])
             for item in _split(c.value):
                 if op == OP_APPEND and item not in items:
@@ -85,9 +89,10 @@ def _alter(broker, resource, validate_only):
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == RESOURCE_TOPIC:
         validate_topic_name(name)
-        new = _new_overrides(broker, name, resource.configs)
+        current = topic_overrides(broker, name)
+        new = _new_overrides(broker, current, resource.configs)
         check_topic_for_alter(broker, name, new)
-        if not validate_only and new != broker.log_manager.topic_overrides.get(name, {}):
+        if not validate_only and new != current:
             apply_topic_overrides(broker, name, new)
             log.info("topic %s configs set to %s", name, new)
     elif rtype == RESOURCE_BROKER:
@@ -100,6 +105,13 @@ def _alter(broker, resource, validate_only):
 
 
 def handle(ctx, req):
+    if ctx.broker.cluster is not None:
+        # topic configs are ZooKeeper round trips there: answer from a worker thread
+        return asyncio.get_running_loop().run_in_executor(None, _respond, ctx.broker, req)
+    return _respond(ctx.broker, req)
+
+
+def _respond(broker, req):
     dupes = duplicate_resources(req.resources)
     out = []
     for i, r in enumerate(req.resources):
@@ -108,7 +120,7 @@ def handle(ctx, req):
         try:
             if i in dupes:
                 raise InvalidRequestError("Each resource must appear at most once.")
-            _alter(ctx.broker, r, req.validate_only)
+            _alter(broker, r, req.validate_only)
         except KafkaError as e:
             resp.error_code = e.code
             resp.error_message = e.message

@@ -6,7 +6,9 @@ the largest timestamp (v7+), -4 earliest local (v8+; all data is local: the log 
 earliest pending upload (v9+; no tiered storage: none, offset -1), t >= 0 the first record with a
 timestamp at or after t (none: offset -1 and timestamp -1, as Kafka). v0 answers in the old
 style (a list with the one offset). ``current_leader_epoch`` (v4+) above this broker's leader epoch
-is UNKNOWN_LEADER_EPOCH. The leader epoch returned is 0.
+is UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH. The leader epoch returned is the
+partition's (0 on a single node). On a cluster only the leader answers (another broker:
+NOT_LEADER_OR_FOLLOWER), and "latest" is its high watermark.
 """
 from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError
 from ...protocol.messages.list_offsets_response import (ListOffsetsPartitionResponse, ListOffsetsResponse,

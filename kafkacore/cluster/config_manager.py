@@ -1,0 +1,199 @@
+"""Kafka's ZkConfigManager (DynamicConfigManager, over its ZkNodeChangeNotificationListener):
+how a topic's config change reaches every broker of a ZooKeeper cluster.
+
+- AlterConfigs / IncrementalAlterConfigs, on any broker, write the topic's whole set of
+  overrides to /config/topics/T and add a sequential /config/changes/config_change_N naming the
+  entity ({"version":2,"entity_path":"topics/T"}; KafkaZkClient.set_topic_configs), as Kafka's
+  AdminZkClient.changeTopicConfig does. DescribeConfigs reads /config/topics/T, so every broker
+  answers the same as soon as the write is done.
+- Every broker watches the children of /config/changes. Notifications with a sequence number
+  above the last one processed are taken in order; each names an entity, not a change, so the
+  broker reads the topic's current overrides and hands them to its logs of T (the same
+  LogManager.set_topic_config as a single node's AlterConfigs: retention, segment rolling,
+  max.message.bytes, min.insync.replicas for acks=all...). The broker that is the controller
+  also updates the controller's topic config cache (unclean.leader.election.enable), and
+  turning unclean election on elects the topic's offline partitions at once, as Kafka's
+  TopicUncleanLeaderElectionEnable event does.
+- Start-up: the notifications present are processed (re-applying is harmless), and so are
+  the topics this broker has logs of: a broker that was down longer than the notifications
+  live would otherwise keep stale overrides from its data directory.
+- Purge: after processing, notifications older than 15 minutes are deleted (Kafka's
+  changeExpirationMs; every broker does it, a notification already gone is fine).
+
+Other entity types (clients, users, brokers, ips: quotas and dynamic broker configs) are
+logged and skipped: kafkacore has none of them.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from ..errors import KafkaError, UnknownServerError
+from .zk_client import ZkError
+from .zk_data import (ConfigEntityChangeNotificationSequenceZNode, ConfigEntityChangeNotificationZNode, ConfigType,
+                      ZkDataError)
+
+log = logging.getLogger("kafkacore.cluster")
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's DynamicConfigManager changeExpirationMs
+RETRY_BACKOFF_S = 1.0  # after a failed round (ZooKeeper unreachable): try again
+PREFIX = ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+
+
+def entity_of(data) -> tuple[str, str]:
+    """(entity type, entity name) of a notification: version 2's "entity_path" ("topics/T"),
+    or version 1's entity_type and entity_name (Kafka still reads both)."""
+    try:
+        path = ConfigEntityChangeNotificationSequenceZNode.decode(data)
+    except ZkDataError:
+        try:
+            js = json.loads(data)
+            return str(js["entity_type"]), str(js["entity_name"])
+        except (ValueError, TypeError, KeyError):
+            raise ZkDataError(f"config change notification: neither entity_path nor entity_type/entity_name: "
+                              f"{bytes(data or b'')[:200]!r}") from None
+    entity_type, _, name = path.partition("/")
+    return entity_type, name
+
+
+def _zk_failure(what, e):
+    return UnknownServerError(f"{what}: ZooKeeper failed: {e}")
+
+
+class ZkConfigManager:
+    def __init__(self, broker, zk, controller=None):
+        self.broker = broker
+        self.zk = zk
+        self.controller = controller
+        self.node_id = broker.node_id
+        self.last_executed = -1  # sequence number of the last notification processed
+        self._ctimes: dict[int, int] = {}  # notifications seen -> creation time (ms), for the purge
+        self._bootstrap = True  # the first round also re-reads every topic this broker has logs of
+        self._wake = None
+        self._task = None
+        self._watch = None
+        self._loop = None
+        self._closed = False
+
+    # -- the admin side (blocking ZooKeeper round trips: handlers call these off the event loop) ------
+    def topic_overrides(self, topic) -> dict:
+        try:
+            return self.zk.get_topic_configs(topic)
+        except (ZkError, ZkDataError) as e:
+            raise _zk_failure(f"reading the configs of topic '{topic}'", e) from None
+
+    def topic_exists(self, topic) -> bool:
+        try:
+            return self.zk.topic_exists(topic)
+        except ZkError as e:
+            raise _zk_failure(f"looking up topic '{topic}'", e) from None
+
+    def set_topic_overrides(self, topic, overrides):
+        """Replaces the topic's overrides in ZooKeeper and notifies every broker (this one too)."""
+        try:
+            self.zk.set_topic_configs(topic, overrides)
+        except KafkaError:
+            raise  # UnknownTopicError: the topic went meanwhile
+        except ZkError as e:
+            raise _zk_failure(f"writing the configs of topic '{topic}'", e) from None
+
+    # -- the listener ----------------------------------------------------------------------------------
+    async def start(self, loop):
+        self._loop = loop
+        self._wake = asyncio.Event()
+        self._task = loop.create_task(self._run())
+        await self._zk(self.zk.make_sure_persistent_path_exists, ConfigEntityChangeNotificationZNode.path)
+        # the watch fires at once with the current children, then on every change (kazoo's thread)
+        self._watch = await self._zk(self.zk.watch_children, ConfigEntityChangeNotificationZNode.path,
+                                     self._on_children)
+
+    def _on_children(self, _children):
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and not self._closed:
+            loop.call_soon_threadsafe(self._wake.set)
+
+    def shutdown(self):
+        self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _zk(self, fn, *args):
+        return await self._loop.run_in_executor(None, fn, *args)
+
+    async def _run(self):
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._process()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: the next round catches up
+                log.warning("broker %d: config changes not processed (%s); retrying", self.node_id, e)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                self._wake.set()
+
+    async def _process(self):
+        children = await self._zk(self.zk.get_children, ConfigEntityChangeNotificationZNode.path)
+        pending = sorted((int(c[len(PREFIX):]), c) for c in children
+                         if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
+        topics = set()
+        if self._bootstrap:
+            topics.update(t for t, _p in list(self.broker.log_manager.logs))
+        last = self.last_executed
+        for seq, name in pending:
+            if seq <= last:
+                continue
+            got = await self._zk(self.zk.get_data, f"{ConfigEntityChangeNotificationZNode.path}/{name}")
+            if got is None:
+                continue  # purged by another broker meanwhile
+            data, stat = got
+            self._ctimes[seq] = stat.ctime
+            last = seq
+            try:
+                entity_type, entity = entity_of(data)
+            except ZkDataError as e:
+                log.error("broker %d: %s skipped: %s", self.node_id, name, e)
+                continue
+            if entity_type == ConfigType.TOPIC:
+                topics.add(entity)
+            else:
+                log.info("broker %d: config change of %s/%s ignored (no %s configs here)", self.node_id,
+                         entity_type, entity, entity_type)
+        # one read per topic, however many notifications name it: the znode holds the latest
+        for topic in sorted(topics):
+            overrides = await self._zk(self.zk.get_topic_configs, topic)
+            self._apply_topic(topic, overrides)
+        self.last_executed = last
+        self._bootstrap = False
+        await self._purge()
+
+    def _apply_topic(self, topic, overrides):
+        lm = self.broker.log_manager
+        has_logs = any(t == topic for t, _p in list(lm.logs))
+        if has_logs and overrides != lm.topic_overrides.get(topic, {}):
+            try:
+                lm.set_topic_config(topic, overrides)
+            except KafkaError as e:  # written by another tool without validation: keep the old ones
+                log.error("broker %d: topic %s: configs %s from ZooKeeper not applied: %s", self.node_id, topic,
+                          overrides, e.message)
+                return
+            log.info("broker %d: topic %s configs now %s", self.node_id, topic, overrides)
+        self._controller_learns(topic, overrides)
+
+    def _controller_learns(self, topic, overrides):
+        if self.controller is not None:
+            self.controller.topic_config_changed(topic, overrides)
+
+    async def _purge(self):
+        now = int(time.time() * 1000)  # ctime is ZooKeeper's wall clock
+        for seq in sorted(self._ctimes):
+            if seq > self.last_executed or now - self._ctimes[seq] <= CHANGE_EXPIRATION_MS:
+                continue
+            path = f"{ConfigEntityChangeNotificationZNode.path}/{PREFIX}{seq:010d}"
+            await self._zk(self.zk.delete_recursive, path)  # gone already: another broker purged it
+            del self._ctimes[seq]
