@@ -234,7 +234,7 @@ class Consumer:
                         st.reset_to = None
                 continue
             resets[tp] = EARLIEST if policy == "earliest" else LATEST
-        found = self._list_offsets(resets) if resets else {}
+        found = self._list_offsets(resets, timeout) if resets else {}
         with self._lock:
             for tp, off in list(committed.items()) + [(tp, o[0]) for tp, o in found.items()]:
                 st = self._states.get(tp)
@@ -244,36 +244,79 @@ class Consumer:
                     self._reposition(st, off)
         self._fetcher.wakeup()
 
-    def _list_offsets(self, targets: dict) -> dict:
-        """{(topic, partition): (offset, timestamp)} from the partitions' leaders."""
-        by_leader: dict = {}
-        for tp, ts in targets.items():
-            leader = self._cluster.leader(*tp)
-            if leader is None:
-                self._cluster.refresh(sorted({t for t, _p in targets}))
+    def _list_offsets(self, targets: dict, timeout: float | None = None) -> dict:
+        """{(topic, partition): (offset, timestamp)} from the partitions' leaders. Partitions
+        whose leader moved, is unreachable or is not known yet (metadata from before a failover)
+        are asked again after a metadata refresh, with backoff, for ``timeout`` seconds
+        (default.api.timeout.ms when None; one retry at least, so a stale view never fails
+        alone), as Java's consumer does; a partition the cluster does not have fails at once."""
+        if timeout is None:
+            timeout = self.config["default.api.timeout.ms"] / 1000.0
+        deadline = time.monotonic() + timeout
+        retried = False
+        backoff = self.config["retry.backoff.ms"] / 1000.0
+        max_backoff = max(backoff, self.config["retry.backoff.max.ms"] / 1000.0)
+        pending = dict(targets)
+        out = {}
+        refresh = any(self._cluster.leader(*tp) is None for tp in pending)
+        while True:
+            last = refresh_failed = None  # the retriable error that left something pending
+            if refresh:
+                try:
+                    self._cluster.refresh(sorted({t for t, _p in pending}))
+                except (ConnectionClosed, KafkaError) as e:
+                    if not getattr(e, "retriable", True):
+                        raise
+                    last = refresh_failed = e
+            by_leader: dict = {}
+            for tp, ts in pending.items():
                 leader = self._cluster.leader(*tp)
                 if leader is None:
-                    raise error_for_code(5, f"no leader for {tp[0]}-{tp[1]}")
-            by_leader.setdefault(leader, {})[tp] = ts
-        out = {}
-        for leader, tps in by_leader.items():
-            topics: dict = {}
-            for (t, p), ts in tps.items():
-                topics.setdefault(t, []).append(_LOPartition(partition_index=p, current_leader_epoch=-1,
-                                                             timestamp=ts, max_num_offsets=1))
-            body = _ListOffsetsRequest(replica_id=-1, isolation_level=self._isolation, timeout_ms=30000,
-                                       topics=[_LOTopic(name=t, partitions=ps) for t, ps in topics.items()])
-            conn = self._cluster.connect(leader)
-            try:
-                resp = conn.call(LIST_OFFSETS, body)
-            finally:
-                conn.close()
-            for t in resp.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
-                    out[(t.name, p.partition_index)] = (p.offset, p.timestamp)
-        return out
+                    err = error_for_code(5, f"no leader for {tp[0]}-{tp[1]}")
+                    if refresh_failed is None and tp[1] >= self._cluster.partition_counts.get(tp[0], 0):
+                        raise err  # no such partition: waiting would not make it appear
+                    last = last or err  # offline for now (no live ISR member), or metadata not reached
+                    continue
+                by_leader.setdefault(leader, {})[tp] = ts
+            for leader, tps in by_leader.items():
+                topics: dict = {}
+                for (t, p), ts in tps.items():
+                    topics.setdefault(t, []).append(_LOPartition(partition_index=p, current_leader_epoch=-1,
+                                                                 timestamp=ts, max_num_offsets=1))
+                body = _ListOffsetsRequest(replica_id=-1, isolation_level=self._isolation, timeout_ms=30000,
+                                           topics=[_LOTopic(name=t, partitions=ps) for t, ps in topics.items()])
+                try:
+                    conn = self._cluster.connect(leader)
+                    try:
+                        resp = conn.call(LIST_OFFSETS, body)
+                    finally:
+                        conn.close()
+                except (ConnectionClosed, KafkaError) as e:
+                    if isinstance(e, KafkaError) and not e.retriable:
+                        raise
+                    last = e  # a leader that died (or is dying): metadata names its successor soon
+                    continue
+                for t in resp.topics:
+                    for p in t.partitions:
+                        tp = (t.name, p.partition_index)
+                        if p.error_code:
+                            err = error_for_code(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
+                            if not err.retriable:
+                                raise err
+                            last = err  # NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...: stale metadata
+                            continue
+                        out[tp] = (p.offset, p.timestamp)
+                        pending.pop(tp, None)
+            if not pending:
+                return out
+            if last is None:  # the leaders left partitions out of their answers
+                last = error_for_code(5, "ListOffsets answered without " + ", ".join(f"{t}-{p}" for t, p in pending))
+            if retried and time.monotonic() + backoff > deadline:
+                raise last
+            retried = True
+            time.sleep(backoff)
+            backoff = min(backoff * 2, max_backoff)
+            refresh = True
 
     def offsets_for_times(self, timestamps: dict) -> dict:
         """{(topic, partition): timestamp_ms} -> {(topic, partition): (offset, timestamp) or
@@ -365,7 +408,7 @@ class Consumer:
                 except KafkaError as e:
                     import logging
                     logging.getLogger("kafkacore.consumer").warning("auto-commit failed: %s", e)
-        self._update_positions()
+        self._update_positions(max(0.0, deadline - time.monotonic()))  # a reset waits no longer than the poll
 
     def _take(self, max_records, arrow):
         with self._lock:
