@@ -359,31 +359,46 @@ class Broker:
             self.loop.call_soon_threadsafe(self._wake, lg)
 
     def _wake(self, lg):
-        for waiter in list(self._waiters.get(lg, ())):
+        # a woken waiter is done with every log: dropping the set here also clears a waiter whose
+        # fetch went away before it began waiting (its coroutine never ran its cleanup)
+        for waiter in self._waiters.pop(lg, ()):
             waiter.wake()
 
-    async def wait_for_data(self, logs, timeout_s):
-        """Returns after an append to any of logs, or after timeout_s."""
+    def data_waiter(self, logs):
+        """A waiter registered now on logs: any append from here on wakes it, even one made
+        before the fetch's coroutine first runs (the server awaits a long poll's coroutine only
+        after the handler returns; an append in between must not be missed)."""
+        waiter = DataWaiter(asyncio.get_running_loop(), logs)
+        for lg in logs:
+            self._waiters.setdefault(lg, set()).add(waiter)
+        return waiter
+
+    async def wait_for_data(self, logs, timeout_s, waiter=None):
+        """Returns after an append to any of logs (since ``waiter`` was registered, when one is
+        given), or after timeout_s."""
         if timeout_s <= 0 or not logs:
+            if waiter is not None:
+                self.drop_waiter(waiter)
             if timeout_s > 0:
                 await asyncio.sleep(timeout_s)
             return
-        loop = asyncio.get_running_loop()
-        waiter = DataWaiter(loop, logs)
-        for lg in logs:
-            self._waiters.setdefault(lg, set()).add(waiter)
+        if waiter is None:
+            waiter = self.data_waiter(logs)
         # one future and one timer: cheaper than wait_for (a task per wait) on the latency path
-        timer = loop.call_later(timeout_s, waiter.wake)
+        timer = asyncio.get_running_loop().call_later(timeout_s, waiter.wake)
         try:
             await waiter.future
         finally:
             timer.cancel()
-            for lg in logs:
-                ws = self._waiters.get(lg)
-                if ws is not None:
-                    ws.discard(waiter)
-                    if not ws:
-                        self._waiters.pop(lg, None)
+            self.drop_waiter(waiter)
+
+    def drop_waiter(self, waiter):
+        for lg in waiter.logs:
+            ws = self._waiters.get(lg)
+            if ws is not None:
+                ws.discard(waiter)
+                if not ws:
+                    self._waiters.pop(lg, None)
 
     # -- shutdown -------------------------------------------------------------------------------
     def shutdown(self):

@@ -187,18 +187,27 @@ def _has_error(topics):
     return any(p.error_code for t in topics for p in t.partitions)
 
 
-async def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish, read=None):
-    _read = read or _read_any
-    deadline = time.monotonic() + max_wait_ms / 1000.0
+def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish, read=None):
+    """The awaitable that answers once min_bytes are there or max_wait_ms passed. Its first
+    waiter is registered here, before the server gets to await it: a produce handled in between
+    (on a cluster, the very append a follower's fetch waits for) must wake it."""
+    return _long_poll_wait(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish, read or _read_any,
+                           broker.data_waiter(logs), time.monotonic() + max_wait_ms / 1000.0)
+
+
+async def _long_poll_wait(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish, read, waiter,
+                          deadline):
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
+            broker.drop_waiter(waiter)
             break
-        await broker.wait_for_data(logs, remaining)
-        topics, total, logs = _read(broker, resolved, max_bytes, v)
+        await broker.wait_for_data(logs, remaining, waiter)
+        topics, total, logs = read(broker, resolved, max_bytes, v)
         if total >= min_bytes or _has_error(topics):
             return finish(topics)
-    topics, _total, _logs = _read(broker, resolved, max_bytes, v)
+        waiter = broker.data_waiter(logs)
+    topics, _total, _logs = read(broker, resolved, max_bytes, v)
     return finish(topics)
 
 
