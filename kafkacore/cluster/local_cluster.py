@@ -13,12 +13,14 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar",)
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+METADATA = 3  # API key
 
 
 class LocalClusterError(Exception):
@@ -56,17 +58,45 @@ def four_letter_word(host, port, word, timeout=1.0):
             out += chunk
 
 
+def metadata_broker_ids(address, timeout=5.0):
+    """The broker ids a broker's Metadata (v12, no topics) lists."""
+    from ..protocol.frames import RequestHeader, decode_response, encode_request, request_class
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        body = request_class(METADATA)(topics=[], allow_auto_topic_creation=False)
+        sock.sendall(encode_request(RequestHeader(METADATA, 12, 1, "kafkacore-local-cluster"), body))
+        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+        _cid, resp = decode_response(METADATA, 12, _recv_exact(sock, size))
+    return sorted(b.node_id for b in resp.brokers)
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
 class LocalZooKeeper:
-    def __init__(self, root, port=None, tick_ms=500):
+    """``host`` is the address ZooKeeper binds and is reached at; ``prefix`` goes before the java
+    command (e.g. ``ip netns exec NS``, to run it in a network namespace)."""
+
+    def __init__(self, root, port=None, tick_ms=500, host="127.0.0.1", prefix=()):
         self.root = os.path.abspath(root)
+        self.host = host
         self.port = port or free_port()
         self.tick_ms = tick_ms
+        self.prefix = list(prefix)
         self.proc = None
         self.log_path = os.path.join(self.root, "zookeeper.log")
 
     @property
     def connect_string(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout=30.0):
         java, jar = find_zookeeper()
@@ -74,11 +104,11 @@ class LocalZooKeeper:
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.root, "zoo.cfg")
         with open(cfg, "w") as f:
-            f.write(f"tickTime={self.tick_ms}\ndataDir={data}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+            f.write(f"tickTime={self.tick_ms}\ndataDir={data}\nclientPort={self.port}\nclientPortAddress={self.host}\n"
                     f"admin.enableServer=false\nminSessionTimeout={2 * self.tick_ms}\nmaxSessionTimeout=120000\n"
                     "4lw.commands.whitelist=ruok,srvr,stat\nmaxClientCnxns=0\n")
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([java, "-Xmx256m", "-cp", jar, ZOOKEEPER_MAIN, cfg], stdout=log,
+        self.proc = subprocess.Popen(self.prefix + [java, "-Xmx256m", "-cp", jar, ZOOKEEPER_MAIN, cfg], stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
@@ -86,13 +116,13 @@ class LocalZooKeeper:
             if self.proc.poll() is not None:
                 raise LocalClusterError(f"ZooKeeper exited with {self.proc.returncode}; see {self.log_path}")
             try:
-                if four_letter_word("127.0.0.1", self.port, "ruok") == "imok":
+                if four_letter_word(self.host, self.port, "ruok") == "imok":
                     return self
             except OSError:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise LocalClusterError(f"ZooKeeper did not answer on 127.0.0.1:{self.port} within {timeout:.0f} s; "
+        raise LocalClusterError(f"ZooKeeper did not answer on {self.host}:{self.port} within {timeout:.0f} s; "
                                 f"see {self.log_path}")
 
     def signal(self, sig):
@@ -113,8 +143,13 @@ class LocalZooKeeper:
 
 
 class LocalBroker:
-    def __init__(self, broker_id, root, zk_connect, port=None, settings=None, python=None):
+    """``host`` is the address the broker listens on and advertises (None: the broker's default,
+    127.0.0.1); ``prefix`` goes before its command, as LocalZooKeeper's."""
+
+    def __init__(self, broker_id, root, zk_connect, port=None, settings=None, python=None, host=None, prefix=()):
         self.broker_id = broker_id
+        self.host = host
+        self.prefix = list(prefix)
         self.data_dir = os.path.join(root, f"broker-{broker_id}")
         self.port = port or free_port()
         self.zk_connect = zk_connect
@@ -125,17 +160,22 @@ class LocalBroker:
 
     @property
     def address(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host or '127.0.0.1'}:{self.port}"
 
     def command(self):
-        args = [self.python, "-m", "kafkacore", "serve", "--port", str(self.port), "--data-dir", self.data_dir,
-                "--set", f"broker.id={self.broker_id}", "--set", f"zookeeper.connect={self.zk_connect}"]
+        args = self.prefix + [self.python, "-m", "kafkacore", "serve", "--port", str(self.port),
+                              "--data-dir", self.data_dir,
+                              "--set", f"broker.id={self.broker_id}", "--set", f"zookeeper.connect={self.zk_connect}"]
+        if self.host is not None:
+            args += ["--host", self.host]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         return args
 
     def start(self, timeout=60.0):
         log = open(self.log_path, "ab")
+        # the log is appended across restarts: only this start's lines say it registered
+        since = log.tell()
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      cwd=os.path.dirname(self.data_dir))
         log.close()
@@ -145,7 +185,8 @@ class LocalBroker:
                 raise LocalClusterError(f"broker {self.broker_id} exited with {self.proc.returncode}; "
                                         f"see {self.log_path}")
             with open(self.log_path, "rb") as f:
-                if b"registered in ZooKeeper" in f.read()[-20000:]:
+                f.seek(since)
+                if b"registered in ZooKeeper" in f.read():
                     return self
             time.sleep(0.05)
         raise LocalClusterError(f"broker {self.broker_id} did not register within {timeout:.0f} s; see {self.log_path}")
@@ -197,7 +238,26 @@ class LocalCluster:
         self.zookeeper.start()
         for b in self.brokers.values():
             b.start()
+        self.wait_until_brokers_know_each_other()
         return self
+
+    def wait_until_brokers_know_each_other(self, timeout=60.0):
+        """A broker's start returns once it is registered in ZooKeeper; the others hear of it
+        only with the controller's next UpdateMetadata, and until then a CreateTopics they
+        answer counts too few brokers (Kafka has the same window). Waits until every broker's
+        Metadata lists every running broker."""
+        want = sorted(i for i, b in self.brokers.items() if b.running)
+        deadline = time.monotonic() + timeout
+        views = {}
+        while time.monotonic() < deadline:
+            try:
+                views = {i: metadata_broker_ids(self.brokers[i].address) for i in want}
+            except OSError as e:  # a broker still opening its listener
+                views = {"error": repr(e)}
+            if all(v == want for v in views.values()):
+                return
+            time.sleep(0.1)
+        raise LocalClusterError(f"the brokers' metadata did not list every broker within {timeout:.0f} s: {views}")
 
     def stop(self):
         for b in self.brokers.values():

@@ -27,7 +27,7 @@ from kafkacore.protocol.messages.describe_configs_request import DescribeConfigs
 from kafkacore.protocol.messages.incremental_alter_configs_request import (AlterableConfig, AlterConfigsResource,
                                                                            IncrementalAlterConfigsRequest)
 from kafkacore.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from test_replication import admin, create_topic, ensure_all_running, topic_metadata, wait_for
+from _cluster import admin, create_topic, ensure_all_running, topic_metadata, wait_for
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1

@@ -57,8 +57,11 @@ def _append(broker, topic, partition, records, acks):
         partition_.check_enough_replicas(min_isr)
     info = lg.append(records, leader_epoch=partition_.leader_epoch)
     partition_.maybe_increment_high_watermark()  # a single-replica ISR commits at once
-    if acks != -1 or info.duplicate:
+    if acks != -1:
         return lg, info, None
+    # a duplicate (an idempotent retry of a batch the log holds) is answered as its original was
+    # to be: once the high watermark passes it. A leader cut off from its ISR holds batches only it
+    # has; acknowledging their retry at once lost them when it was deposed and truncated.
     return lg, info, partition_.wait_for_commit(info.last_offset + 1, min_isr)
 
 
