@@ -293,5 +293,7 @@ class ReplicaManager:
         changes, self._isr_changes = sorted(self._isr_changes), set()
         await asyncio.get_running_loop().run_in_executor(None, self.zk.propagate_isr_change, changes)
 
-    def _checkpoint_high_watermarks(self):
-        self.broker.log_manager.checkpoint_high_watermarks()
+    async def _checkpoint_high_watermarks(self):
+        # off the event loop: the atomic write fsyncs twice, a stall every interval that
+        # acks=all produces and fetches waiting on the loop would see (Kafka: a scheduler thread)
+        await asyncio.get_running_loop().run_in_executor(None, self.broker.log_manager.checkpoint_high_watermarks)
