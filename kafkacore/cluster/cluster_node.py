@@ -27,7 +27,7 @@ from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
                       ReassignmentInProgressError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from .broker_channel import BrokerChannel, BrokerChannelError
-from .config_manager import ZkConfigManager
+from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
@@ -181,7 +181,7 @@ class ClusterNode:
     def topic_configs(self, topic):
         """The topic's config overrides from ZooKeeper (/config/topics/T), for a new log."""
         try:
-            return self.zk.get_topic_configs(topic) or {}
+            return supported_overrides(topic, self.zk.get_topic_configs(topic) or {})
         except Exception as e:  # noqa: BLE001 - the broker defaults serve until the next change
             log.warning("%s: topic configs not read from ZooKeeper (%s); using the broker defaults", topic, e)
             return {}

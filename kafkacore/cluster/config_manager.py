@@ -31,6 +31,7 @@ import logging
 import time
 
 from ..errors import KafkaError, UnknownServerError
+from ..storage.config import TOPIC_CONFIGS
 from .zk_client import ZkError
 from .zk_data import (ConfigEntityChangeNotificationSequenceZNode, ConfigEntityChangeNotificationZNode, ConfigType,
                       ZkDataError)
@@ -58,6 +59,22 @@ def entity_of(data) -> tuple[str, str]:
     return entity_type, name
 
 
+def supported_overrides(topic, raw) -> dict:
+    """The overrides kafkacore knows. Kafka's tools may have written others to /config/topics/T
+    (message.format.version, the reassignment throttles...): they are left in ZooKeeper and
+    ignored here, with a warning, instead of failing the topic's logs and DescribeConfigs."""
+    known = {k: v for k, v in raw.items() if k in TOPIC_CONFIGS}
+    if len(known) != len(raw):
+        ignored = sorted(k for k in raw if k not in TOPIC_CONFIGS)
+        if _IGNORED_WARNED.get(topic) != ignored:
+            _IGNORED_WARNED[topic] = ignored
+            log.warning("topic %s: configs %s in ZooKeeper are not kafkacore topic configs; ignored", topic, ignored)
+    return known
+
+
+_IGNORED_WARNED: dict = {}
+
+
 def _zk_failure(what, e):
     return UnknownServerError(f"{what}: ZooKeeper failed: {e}")
 
@@ -79,6 +96,10 @@ class ZkConfigManager:
 
     # -- the admin side (blocking ZooKeeper round trips: handlers call these off the event loop) ------
     def topic_overrides(self, topic) -> dict:
+        """The topic's overrides kafkacore knows (supported_overrides)."""
+        return supported_overrides(topic, self._raw_overrides(topic))
+
+    def _raw_overrides(self, topic) -> dict:
         try:
             return self.zk.get_topic_configs(topic)
         except (ZkError, ZkDataError) as e:
@@ -91,9 +112,11 @@ class ZkConfigManager:
             raise _zk_failure(f"looking up topic '{topic}'", e) from None
 
     def set_topic_overrides(self, topic, overrides):
-        """Replaces the topic's overrides in ZooKeeper and notifies every broker (this one too)."""
+        """Replaces the topic's overrides in ZooKeeper and notifies every broker (this one too).
+        Keys only Kafka knows, written there by Kafka's tools, are kept."""
+        kept = {k: v for k, v in self._raw_overrides(topic).items() if k not in TOPIC_CONFIGS}
         try:
-            self.zk.set_topic_configs(topic, overrides)
+            self.zk.set_topic_configs(topic, {**kept, **overrides})
         except KafkaError:
             raise  # UnknownTopicError: the topic went meanwhile
         except ZkError as e:
@@ -166,7 +189,7 @@ class ZkConfigManager:
                          entity_type, entity, entity_type)
         # one read per topic, however many notifications name it: the znode holds the latest
         for topic in sorted(topics):
-            overrides = await self._zk(self.zk.get_topic_configs, topic)
+            overrides = supported_overrides(topic, await self._zk(self.zk.get_topic_configs, topic))
             self._apply_topic(topic, overrides)
         self.last_executed = last
         self._bootstrap = False

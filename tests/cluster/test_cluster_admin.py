@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec,
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, OffsetSpec,
                                    ResourceType)
 from kazoo.client import KazooClient
 
@@ -327,3 +327,37 @@ def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(clu
     wait_for(lambda: local_overrides(cluster, 3, "missed") == {"retention.ms": "123456"},
              "the returning broker to read the overrides from ZooKeeper", 30)
     ensure_all_running(cluster)
+
+
+def test_configs_only_kafka_knows_are_kept_in_zookeeper_and_ignored(cluster):
+    """Kafka's tools write topic configs kafkacore has no use for (the reassignment throttles,
+    message.format.version): they must not stop a broker from applying the rest, from hosting a
+    new partition or from answering DescribeConfigs, and an alter through kafkacore keeps them."""
+    ensure_all_running(cluster)
+    topic = "kafka-written-configs"
+    create_topic(cluster, topic, partitions=1, rf=3)
+    kafka_only = {"leader.replication.throttled.replicas": "*", "message.format.version": "2.8-IV1"}
+    zk = zk_client(cluster)
+    try:
+        # what kafka-configs.sh --zookeeper --alter does: the overrides, then a change notification
+        zk.set(f"/config/topics/{topic}", json.dumps(
+            {"version": 1, "config": {**kafka_only, "segment.ms": "3600000"}}).encode())
+        zk.create("/config/changes/config_change_", json.dumps(
+            {"version": 2, "entity_path": f"topics/{topic}"}).encode(), sequence=True)
+        for b in cluster.brokers:
+            wait_for(lambda b=b: (local_overrides(cluster, b, topic) or {}).get("segment.ms") == "3600000",
+                     f"broker {b} applied segment.ms", 30)
+            entries = describe_topic(cluster, b, topic)
+            assert entries["segment.ms"].value == "3600000"
+            assert not set(kafka_only) & set(entries)
+        # partitions added later are hosted with the known overrides
+        client = admin(cluster)  # kept alive until the future resolves: its handle owns the request
+        client.create_partitions([NewPartitions(topic, 2)])[topic].result(60)
+        wait_for(lambda: len(topic_metadata(cluster, topic)) == 2
+                 and all(len(p.isrs) == 3 for p in topic_metadata(cluster, topic).values()), "partition 1 online", 30)
+        # an alter through kafkacore keeps what only Kafka knows
+        assert incremental(cluster, 2, topic, [("retention.ms", SET, "7200000")]).error_code == 0
+        stored = json.loads(zk.get(f"/config/topics/{topic}")[0])["config"]
+        assert stored == {**kafka_only, "segment.ms": "3600000", "retention.ms": "7200000"}
+    finally:
+        zk.stop()
