@@ -46,7 +46,7 @@ from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, U
                                                          UpdateMetadataTopicState)
 from ..protocol.wire import ZERO_UUID
 from .broker_channel import BrokerChannel, BrokerChannelError
-from .zk_data import ReplicaAssignment, TopicZNode, uuid_from_text
+from .zk_data import ReplicaAssignment, TopicZNode, ZkDataError, uuid_from_text
 from .zk_client import ControllerMovedError, UnknownTopicError, ZkNodeExistsError, ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.controller")
@@ -785,7 +785,13 @@ class KafkaController:
         when all is done. Entries that cannot start are dropped from it, with a warning."""
         if not self.active:
             return
-        wanted = await self._zk(self.zk.get_partition_reassignment)
+        try:
+            wanted = await self._zk(self.zk.get_partition_reassignment)
+        except ZkDataError as e:
+            # not what the tool writes: dropped, or every later event would fail on it again
+            log.error("/admin/reassign_partitions is malformed and is deleted: %s", e)
+            await self._fenced(self.zk.delete_partition_reassignment)
+            return
         if not wanted:
             return
         for key, target in sorted(wanted.items()):

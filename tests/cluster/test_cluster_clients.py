@@ -18,26 +18,13 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from _cluster import wait_for
 from kafkacore.client.cluster import Cluster
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def wait_for(predicate, what, timeout=30.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as e:  # noqa: BLE001 - a broker moving leaderships answers errors for a while
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-
-
 def seen_by(broker, topic):
     """{partition: (leader, replicas, isr)} in the Metadata answer of that one broker (a fresh
     kafkacore Cluster view asks its bootstrap server first, and only it)."""

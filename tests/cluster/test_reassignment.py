@@ -147,6 +147,19 @@ def test_reassignment_errors(cluster, new_broker, kadmin):
     assert got == {TopicPartition("wrong-moves", 0): InvalidReplicationAssignmentError}
 
 
+def test_a_malformed_reassign_znode_is_dropped_and_the_controller_stays(cluster, new_broker, kadmin):
+    before = controller_id(cluster)
+    zk = KazooClient(hosts=cluster.zookeeper.connect_string)
+    zk.start(30)
+    try:
+        zk.create("/admin/reassign_partitions", b'{"version":1,"partitions":[{"topic":', makepath=True)
+        wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, "the malformed znode deleted", 30)
+    finally:
+        zk.stop()
+    assert controller_id(cluster) == before
+    assert reassignments(kadmin) == {}  # the controller still answers
+
+
 def test_the_zookeeper_era_reassign_znode_is_honoured(cluster, new_broker, kadmin):
     topic = "moved-by-znode"
     create_topic(cluster, topic, partitions=1, rf=2)
