@@ -27,6 +27,7 @@ from ..errors import (KafkaError, NotLeaderOrFollowerError, StaleBrokerEpochErro
                       UnknownTopicOrPartitionError)
 from .partition import Partition, now_ms
 from .replica_fetcher import ReplicaFetcher
+from .zk_client import ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.cluster")
 
@@ -267,12 +268,23 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
 
         def write():
-            return self.zk.update_leader_and_isr(partition.topic, partition.partition, self.node_id, epoch,
-                                                 new_isr, partition.controller_epoch, version)
+            """(zk version, ISR now in ZooKeeper)."""
+            try:
+                return self.zk.update_leader_and_isr(partition.topic, partition.partition, self.node_id, epoch,
+                                                     new_isr, partition.controller_epoch, version), tuple(new_isr)
+            except ZkVersionMismatchError:
+                # The controller changes a partition's state only with a new leader epoch, so a
+                # state of our own epoch that we do not know is a write of ours whose answer was
+                # lost (a timeout under load). Adopt it: keeping the stale version would fail
+                # every later ISR change and leave acks=all waiting on a follower long gone.
+                got = self.zk.get_partition_state(partition.topic, partition.partition)
+                if got is None or got[0].leader != self.node_id or got[0].leader_epoch != epoch:
+                    raise
+                return got[1], tuple(got[0].isr)
 
         async def run():
             try:
-                new_version = await loop.run_in_executor(None, write)
+                new_version, written = await loop.run_in_executor(None, write)
             except Exception as e:  # noqa: BLE001 - a version mismatch or ZooKeeper unreachable
                 log.warning("%s: ISR change to %s not written (%s): %s; waiting for the controller",
                             partition.name, new_isr, why, e)
@@ -281,8 +293,12 @@ class ReplicaManager:
                 partition.isr_update_in_flight = False
             if partition.leader_epoch != epoch or not partition.is_leader:
                 return  # the controller moved the partition meanwhile; its state wins
-            log.info("%s: ISR %s -> %s (%s)", partition.name, list(partition.isr), new_isr, why)
-            partition.isr_changed(new_isr, new_version)
+            if written != tuple(new_isr):
+                log.warning("%s: ZooKeeper already held ISR %s at zk version %d (a write whose answer was lost); "
+                            "adopted it", partition.name, list(written), new_version)
+            else:
+                log.info("%s: ISR %s -> %s (%s)", partition.name, list(partition.isr), new_isr, why)
+            partition.isr_changed(written, new_version)
             self._isr_changes.add((partition.topic, partition.partition))
 
         loop.create_task(run())

@@ -31,6 +31,23 @@ def cluster(tmp_path_factory):
             _print_tail_on_failure(b.log_path)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed cluster test carries the tail of every broker's log in its report: a fault seen
+    once in CI must be explainable from that run alone."""
+    outcome = yield
+    report = outcome.get_result()
+    c = getattr(item, "funcargs", {}).get("cluster")
+    if report.failed and isinstance(c, LocalCluster):
+        for bid, b in sorted(c.brokers.items()):
+            try:
+                with open(b.log_path, errors="replace") as f:
+                    tail = "".join(f.readlines()[-80:])
+            except OSError as e:
+                tail = f"(unreadable: {e})"
+            report.sections.append((f"broker {bid} log (tail, {b.log_path})", tail))
+
+
 def _print_tail_on_failure(path):
     if os.environ.get("KAFKACORE_CLUSTER_LOGS"):
         with open(path, errors="replace") as f:

@@ -171,6 +171,43 @@ def test_producer_ids_are_unique_across_the_cluster(cluster):
         zk.stop()
 
 
+def test_leader_adopts_its_own_isr_write_whose_answer_was_lost(cluster):
+    """The leader's conditional ISR write can land in ZooKeeper with its answer lost (a timeout
+    under load); the leader then holds a stale zk version. Simulated by rewriting the same state
+    behind its back: the next ISR shrink must still succeed (the leader adopts the state of its
+    own epoch), or acks=all would wait forever on a stopped follower."""
+    ensure_all_running(cluster)
+    name = "isr-lost-answer"
+    client = admin(cluster)
+    new = NewTopic(name, num_partitions=1, replica_assignment=[[1, 2]], config={"min.insync.replicas": "1"})
+    client.create_topics([new], operation_timeout=30)[name].result(60)
+    wait_for(lambda: (lambda m: m and m[0].leader == 1 and sorted(m[0].isrs) == [1, 2])(topic_metadata(cluster, name)),
+             "leader 1 with ISR [1, 2]", 60)
+    p = AckedProducer(cluster.bootstrap_servers, name, keys=1)
+    zk = KazooClient(cluster.zookeeper.connect_string)
+    zk.start(10)
+    try:
+        path = f"/brokers/topics/{name}/partitions/0/state"
+        data, stat = zk.get(path)
+        zk.set(path, data, version=stat.version)  # same bytes, one zk version on
+        cluster.brokers[2].signal(signal.SIGSTOP)
+        try:
+            p.send(100)
+            p.flush(30)  # acknowledged once the ISR has shrunk to [1]
+            state = json.loads(zk.get(path)[0])
+            assert state["isr"] == [1] and state["leader"] == 1
+            # the leader shrank it itself (3 s lag limit), in its own epoch; the controller would
+            # only have rescued it with a new epoch once broker 2's 6 s session expired
+            assert state["leader_epoch"] == json.loads(data)["leader_epoch"], state
+        finally:
+            cluster.brokers[2].signal(signal.SIGCONT)
+    finally:
+        zk.stop()
+    assert not p.failed
+    wait_for(lambda: sorted(topic_metadata(cluster, name)[0].isrs) == [1, 2], "broker 2 back in the ISR", 60)
+    check_history(p.acked, read_all(cluster.bootstrap_servers, name, 1))
+
+
 @pytest.mark.parametrize("unclean", [False, True])
 def test_the_seed_scenario_stale_follower_and_dead_leader(cluster, unclean):
     """RF=2: the follower drops out of the ISR, the leader takes more acknowledged writes alone
