@@ -23,6 +23,79 @@ from ..protocol.wire import ProtocolDecodeError
 log = logging.getLogger("kafkacore.cluster")
 
 _size = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 1 << 30  # a larger size prefix from a peer broker is a broken stream, not a response
+
+
+class FrameReceiver(asyncio.BufferedProtocol):
+    """Size-prefixed response frames off a connection, each byte copied once after the kernel:
+    small frames are received into a staging buffer and sliced out of it; a frame larger than
+    the staging buffer (a follower's 1 MiB fetch response) is received straight into its own
+    bytearray. asyncio's StreamReader copied every byte three times (into its buffer, out of
+    it, and the buffer's remainder to the front), which held a new replica's catch-up to a
+    fraction of the link."""
+
+    STAGING = 64 * 1024
+
+    def __init__(self, on_frame, on_lost):
+        self.on_frame = on_frame  # (receiver, frame): frame is bytes or a bytearray, no size prefix
+        self.on_lost = on_lost  # (receiver, reason)
+        self.transport = None
+        self._staging = bytearray(self.STAGING)
+        self._filled = 0
+        self._frame = None  # the large frame being received straight into place
+        self._got = 0
+        self._failed = False
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        if not self._failed:
+            self.on_lost(self, exc or "closed")
+
+    def get_buffer(self, sizehint):
+        if self._frame is not None:
+            return memoryview(self._frame)[self._got:]
+        return memoryview(self._staging)[self._filled:]
+
+    def buffer_updated(self, nbytes):
+        if self._frame is not None:
+            self._got += nbytes
+            if self._got == len(self._frame):
+                frame, self._frame = self._frame, None
+                self.on_frame(self, frame)
+            return
+        self._filled += nbytes
+        staging, start, filled = self._staging, 0, self._filled
+        while filled - start >= 4:
+            (size,) = _size.unpack_from(staging, start)
+            if size < 4 or size > MAX_RESPONSE_BYTES:
+                self._fail(f"a response frame of {size} bytes")
+                return
+            end = start + 4 + size
+            if end <= filled:
+                self.on_frame(self, bytes(staging[start + 4:end]))
+                start = end
+                if self._failed:
+                    return
+                continue
+            if 4 + size > self.STAGING:  # the rest of it goes straight into place
+                self._frame = bytearray(size)
+                self._got = filled - start - 4
+                self._frame[:self._got] = staging[start + 4:filled]
+                self._filled = 0
+                return
+            break
+        if start:
+            rest = filled - start
+            staging[:rest] = staging[start:filled]
+            self._filled = rest
+
+    def _fail(self, why):
+        self._failed = True
+        self.on_lost(self, why)
+        if self.transport is not None:
+            self.transport.close()
 
 
 class BrokerChannelError(Exception):
@@ -36,10 +109,8 @@ class BrokerChannel:
         self.port = port
         self.client_id = client_id
         self.connect_timeout = connect_timeout
-        self._reader = None
-        self._writer = None
+        self._writer = None  # the connection's transport
         self._pending = {}  # correlation id -> (future, api_key, api_version)
-        self._reader_task = None
         self._connecting = None
         self._ids = itertools.count(1)
         self.closed = False
@@ -65,55 +136,49 @@ class BrokerChannel:
                 self._connecting = None
 
     async def _open(self):
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                    self.connect_timeout)
+            transport, protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: FrameReceiver(self._on_frame, self._on_lost), self.host, self.port),
+                self.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:
             raise BrokerChannelError(f"cannot connect to broker {self.node_id} at {self.host}:{self.port}: "
                                      f"{e or 'timed out'}") from None
         if self.closed:
-            writer.close()
+            transport.close()
             raise BrokerChannelError("channel closed")
-        self._reader, self._writer = reader, writer
-        self._reader_task = asyncio.ensure_future(self._read_loop(reader))
+        self._writer = transport
 
-    async def _read_loop(self, reader):
+    def _on_frame(self, receiver, frame):
+        if receiver.transport is not self._writer:
+            return  # a connection already dropped
+        (correlation_id,) = _size.unpack_from(frame)
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            self._drop(BrokerChannelError(f"broker {self.node_id} answered unknown correlation id {correlation_id}"))
+            return
+        fut, api_key, version = entry
+        if fut.done():
+            return
         try:
-            while True:
-                head = await reader.readexactly(4)
-                (size,) = _size.unpack(head)
-                frame = await reader.readexactly(size)
-                (correlation_id,) = _size.unpack_from(frame)
-                entry = self._pending.pop(correlation_id, None)
-                if entry is None:
-                    raise BrokerChannelError(f"broker {self.node_id} answered unknown correlation id {correlation_id}")
-                fut, api_key, version = entry
-                if fut.done():
-                    continue
-                try:
-                    _cid, body = decode_response(api_key, version, frame, strict=False)
-                except ProtocolDecodeError as e:
-                    fut.set_exception(BrokerChannelError(f"malformed response from broker {self.node_id}: {e}"))
-                    continue
-                fut.set_result(body)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
-            self._drop(BrokerChannelError(f"connection to broker {self.node_id} lost: {e or 'closed'}"))
-        except BrokerChannelError as e:
-            self._drop(e)
-        except asyncio.CancelledError:
-            pass
+            _cid, body = decode_response(api_key, version, frame, strict=False)
+        except ProtocolDecodeError as e:
+            fut.set_exception(BrokerChannelError(f"malformed response from broker {self.node_id}: {e}"))
+            return
+        fut.set_result(body)
+
+    def _on_lost(self, receiver, why):
+        if receiver.transport is self._writer:
+            self._drop(BrokerChannelError(f"connection to broker {self.node_id} lost: {why}"))
 
     def _drop(self, exc):
-        writer, self._writer, self._reader = self._writer, None, None
+        writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
         pending, self._pending = self._pending, {}
         for fut, _k, _v in pending.values():
             if not fut.done():
                 fut.set_exception(exc)
-        task, self._reader_task = self._reader_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
 
     async def call(self, api_key, version, body, timeout=30.0):
         """The response object, or BrokerChannelError."""

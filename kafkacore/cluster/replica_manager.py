@@ -250,15 +250,18 @@ class ReplicaManager:
 
     # -- ISR maintenance ----------------------------------------------------------------------
     def _shrink_isrs(self):
-        lag = self.config["replica.lag.time.max.ms"]
         now = now_ms()
         for partition in list(self.partitions.values()):
-            if not partition.is_leader:
-                continue
-            lagging = partition.lagging_isr_members(lag, now)
-            if lagging:
-                new_isr = [r for r in partition.isr if r not in lagging]
-                self._change_isr(partition, new_isr, f"brokers {lagging} fell behind for over {lag} ms")
+            self._maybe_shrink_isr(partition, now)
+
+    def _maybe_shrink_isr(self, partition, now):
+        if not partition.is_leader:
+            return
+        lag = self.config["replica.lag.time.max.ms"]
+        lagging = partition.lagging_isr_members(lag, now)
+        if lagging:
+            new_isr = [r for r in partition.isr if r not in lagging]
+            self._change_isr(partition, new_isr, f"brokers {lagging} fell behind for over {lag} ms")
 
     def _change_isr(self, partition, new_isr, why):
         if partition.isr_update_in_flight or tuple(new_isr) == partition.isr:
@@ -296,9 +299,11 @@ class ReplicaManager:
             if written != tuple(new_isr):
                 log.warning("%s: ZooKeeper already held ISR %s at zk version %d (a write whose answer was lost); "
                             "adopted it", partition.name, list(written), new_version)
+                partition.isr_changed(written, new_version)
+                self._maybe_shrink_isr(partition, now_ms())  # the shrink that failed, at once
             else:
                 log.info("%s: ISR %s -> %s (%s)", partition.name, list(partition.isr), new_isr, why)
-            partition.isr_changed(written, new_version)
+                partition.isr_changed(written, new_version)
             self._isr_changes.add((partition.topic, partition.partition))
 
         loop.create_task(run())
