@@ -98,6 +98,7 @@ class Broker:
         self.topics_by_id: dict[bytes, TopicInfo] = {}
         self._waiters: dict[object, set] = {}
         self.group_coordinator = None
+        self.transaction_coordinator = None
         self.producer_ids = None
         # the ZooKeeper cluster this broker belongs to (kafkacore/cluster), attached by
         # attach_cluster; None on a single node
@@ -144,15 +145,18 @@ class Broker:
         # failure to import is a broken install and must stop the broker, never be skipped.
         from ..coordinator.group_coordinator import GroupCoordinator
         from ..coordinator.producer_id_manager import ProducerIdManager
+        from ..coordinator.transaction_coordinator import TransactionCoordinator
 
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.group_coordinator = GroupCoordinator(self)
+        self.transaction_coordinator = TransactionCoordinator(self)
 
     def attach_loop(self, loop):
         """Called by the server once the event loop runs: timers and wake-ups use it."""
         self.loop = loop
         self.loop_thread = threading.get_ident()
         self.group_coordinator.start(loop)
+        self.transaction_coordinator.start(loop)  # after the groups: its markers may complete their offsets
 
     # -- the cluster ----------------------------------------------------------------------------
     def attach_cluster(self, cluster):
@@ -404,11 +408,13 @@ class Broker:
     def shutdown(self):
         """Coordinators first (their state is written to logs), then the cluster node, then the
         logs: flushed, checkpointed, and the clean-shutdown marker written."""
-        if self.group_coordinator is not None:
-            try:
-                self.group_coordinator.shutdown()
-            except Exception:  # noqa: BLE001 - the logs must still close cleanly
-                log.exception("group coordinator shutdown failed")
+        for name in ("transaction_coordinator", "group_coordinator"):
+            c = getattr(self, name, None)
+            if c is not None:
+                try:
+                    c.shutdown()
+                except Exception:  # noqa: BLE001 - the logs must still close cleanly
+                    log.exception("%s shutdown failed", name.replace("_", " "))
         if self.producer_ids is not None:
             self.producer_ids.close()
         if self.cluster is not None:

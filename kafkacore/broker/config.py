@@ -98,6 +98,14 @@ BROKER_CONFIGS = {
     "leader.imbalance.per.broker.percentage": (_int(0, 100), 10),
     "transaction.state.log.replication.factor": (_int(1, 32767), 3),
     "transaction.state.log.min.isr": (_int(1, INT_MAX), 2),
+    # the transaction coordinator (docs/transactions.md §8)
+    "transaction.state.log.num.partitions": (_int(1, INT_MAX), 50),
+    "transaction.state.log.segment.bytes": (_int(1, INT_MAX), 104857600),
+    "transaction.state.log.load.buffer.size": (_int(1, INT_MAX), 5242880),
+    "transaction.max.timeout.ms": (_int(1, INT_MAX), 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 3600000),
+    "transaction.partition.verification.enable": (_bool, True),
 }
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real

@@ -20,20 +20,19 @@ record format, so that Kafka's tools (and a restarted broker) read them back.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
-import time
 
-from ..errors import (CoordinatorNotAvailableError, KafkaError, KafkaStorageError, MessageTooLargeError,
-                      NotCoordinatorError, NotLeaderOrFollowerError, RecordListTooLargeError,
-                      TopicAlreadyExistsError, UnknownServerError, UnknownTopicOrPartitionError)
+from ..errors import (CoordinatorNotAvailableError, KafkaStorageError, MessageTooLargeError, NotCoordinatorError,
+                      NotLeaderOrFollowerError, RecordListTooLargeError, UnknownServerError,
+                      UnknownTopicOrPartitionError)
 from ..protocol.coordinator.group_metadata_key import GroupMetadataKey
 from ..protocol.coordinator.group_metadata_value import GroupMetadataValue, MemberMetadata
 from ..protocol.coordinator.offset_commit_key import OffsetCommitKey
 from ..protocol.coordinator.offset_commit_value import OffsetCommitValue
 from ..protocol.wire import ProtocolDecodeError, Reader, Writer
-from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
+from .internal_topic import (READ_CHUNK_BYTES, InternalTopicLog, StoreError, java_abs, java_string_hash,  # noqa: F401
+                             now_ms, partition_for)
 
 log = logging.getLogger("kafkacore.coordinator")
 
@@ -44,33 +43,9 @@ OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 2  # current_state_timestamp (v2) is always known
 GROUP_VALUE_VERSION_STATIC = 3  # v3 adds each member's group_instance_id (KIP-345)
-READ_CHUNK_BYTES = 1 << 20
 INVALID_COMMIT_OFFSET_SIZE = 28  # Kafka's INVALID_COMMIT_OFFSET_SIZE
 
 _i16 = struct.Struct(">h")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-# -- partitioning --------------------------------------------------------------------------
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, int32."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def java_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, not to itself."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    return java_abs(java_string_hash(group_id)) % partitions
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -179,113 +154,15 @@ _GROUP_ERRORS = {  # ... and storeGroup's
 }
 
 
-class StoreError(Exception):
-    """An append to __consumer_offsets failed; ``code`` is the error for the client."""
+class OffsetStore(InternalTopicLog):
+    """``__consumer_offsets``: the group coordinator's log."""
 
-    def __init__(self, code, cause):
-        super().__init__(f"error {code}: {cause}")
-        self.code = code
-        self.cause = cause
-
-
-class OffsetStore:
     def __init__(self, broker):
-        self.broker = broker
         cfg = broker.config
-        self.configured_partitions = cfg["offsets.topic.num.partitions"]
-        self.segment_bytes = cfg["offsets.topic.segment.bytes"]
-
-    @property
-    def partitions(self) -> int:
-        info = self.broker.topic(TOPIC)
-        return info.partitions if info is not None else self.configured_partitions
-
-    def partition_for(self, group_id) -> int:
-        return partition_for(group_id, self.partitions)
-
-    def exists(self) -> bool:
-        return self.broker.topic(TOPIC) is not None
-
-    def ensure_topic(self):
-        if self.broker.topic(TOPIC) is not None:
-            return
-        try:
-            self.broker.create_topic(TOPIC, self.configured_partitions, 1, configs={
-                "cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)})
-            log.info("created %s with %d partitions", TOPIC, self.configured_partitions)
-        except TopicAlreadyExistsError:
-            pass
+        super().__init__(broker, TOPIC, cfg["offsets.topic.num.partitions"], cfg["offsets.topic.segment.bytes"])
 
     def append(self, group_id, records, for_offsets=True):
-        """Appends [(key, value or None)] as one batch to the group's partition; the
-        LogAppendInfo (None for no records). Raises StoreError with the code Kafka answers for
-        the failure."""
-        if not records:
-            return None
-        mapping = _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS
-        try:
-            self.ensure_topic()
-            partition = self.partition_for(group_id)
-            if self.broker.cluster is not None and self.broker.cluster.metadata_cache.leader(TOPIC, partition) < 0:
-                raise UnknownTopicOrPartitionError(f"{TOPIC}-{partition} has no leader yet")
-            lg = self.broker.leader_log(TOPIC, partition)
-            builder = RecordBatchBuilder(compression="none")
-            ts = now_ms()
-            for key, value in records:
-                builder.append(value, key=key, timestamp_ms=ts)
-            return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(TOPIC, partition))
-        except KafkaError as e:
-            log.warning("writing %d record(s) of group %s to %s failed: %s", len(records), group_id, TOPIC, e)
-            raise StoreError(mapping.get(e.code, e.code), e) from None
+        return super().append(group_id, records, _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS)
 
     def replicated(self, group_id, info, for_offsets=True):
-        """On a cluster, a future resolved when the append reached the ISR (Kafka writes
-        coordinator records with acks=-1), failing with StoreError; None on a single node."""
-        if self.broker.cluster is None or info is None:
-            return None
-        partition = self.broker.cluster.replica_manager.partitions.get((TOPIC, self.partition_for(group_id)))
-        if partition is None:
-            return None
-        partition.maybe_increment_high_watermark()
-        wait = partition.wait_for_commit(info.last_offset + 1, partition.log.config.min_insync_replicas)
-        mapping = _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS
-        out = asyncio.get_running_loop().create_future()
-
-        def done(f):
-            if out.done():
-                return
-            e = f.exception() if not f.cancelled() else None
-            if e is None:
-                out.set_result(None)
-            else:
-                code = e.code if isinstance(e, KafkaError) else UnknownServerError.code
-                out.set_exception(StoreError(mapping.get(code, code), e))
-        wait.add_done_callback(done)
-        return out
-
-    def read_partition(self, partition):
-        """Yields (key, value) of every record of one partition, oldest first."""
-        lg = self.broker.get_log(TOPIC, partition)
-        if lg is None:
-            return
-        offset = lg.log_start_offset
-        end = lg.log_end_offset
-        while offset < end:
-            data = lg.read(offset, READ_CHUNK_BYTES).read()
-            if not data:
-                break
-            next_offset = offset
-            try:
-                for batch in iter_batches(data):
-                    if not batch.is_control:
-                        for rec in batch:
-                            if rec.offset >= offset and rec.key is not None:
-                                yield rec.key, rec.value
-                    next_offset = batch.next_offset
-            except CorruptRecordError as e:
-                log.error("%s-%d: unreadable batch after offset %d, the rest is skipped: %s",
-                          TOPIC, partition, next_offset, e)
-                return
-            if next_offset <= offset:
-                break
-            offset = next_offset
+        return super().replicated(group_id, info, _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS)

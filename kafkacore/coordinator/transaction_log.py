@@ -10,7 +10,7 @@ import logging
 from ..protocol.coordinator.transaction_log_key import TransactionLogKey
 from ..protocol.coordinator.transaction_log_value import PartitionsSchema, TransactionLogValue
 from ..protocol.wire import ProtocolDecodeError, Reader, Writer
-from .offset_store import partition_for
+from .internal_topic import partition_for
 from .transaction_metadata import TransactionMetadata, TxnState, TxnTransition
 
 log = logging.getLogger("kafkacore.transactions")

@@ -25,6 +25,7 @@ MODULES = (
     "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
     "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown", "elect_leaders",
     "alter_partition_reassignments", "list_partition_reassignments",
+    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions",
 )
 
 

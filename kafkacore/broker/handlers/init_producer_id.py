@@ -3,25 +3,34 @@
 Idempotent producers (no transactional id) get a new producer id with epoch 0 from the
 ProducerIdManager (never reused, across restarts too). A producer that sends its current id and
 epoch (v3+, KIP-360: recovering after an error) gets the same id with the epoch bumped; at the
-maximum epoch it gets a new id. Transactional ids are refused with INVALID_REQUEST: this broker
-has no transaction coordinator.
+maximum epoch it gets a new id. Transactional producers go to the transaction coordinator
+(docs/transactions.md §3.3): a new id or epoch, fencing of the previous instance. PRODUCER_FENCED
+is INVALID_PRODUCER_EPOCH for v0-3, as Kafka answers them.
 """
 import logging
 
 from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
+from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
 API_KEY = 22
 VERSIONS = (0, 5)
-INVALID_REQUEST = 42
 MAX_EPOCH = 32767
 log = logging.getLogger("kafkacore.broker")
 
 
 def handle(ctx, req):
     if req.transactional_id is not None:
-        log.info("client %s asked for transactional id %r: transactions are not supported", ctx.client_id,
-                 req.transactional_id)
-        return InitProducerIdResponse(error_code=INVALID_REQUEST)
+        tc = transaction_coordinator(ctx)
+        if tc is None:
+            return InitProducerIdResponse(error_code=NOT_AVAILABLE)
+        pid, epoch = (req.producer_id, req.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+
+        async def run():
+            code, new_pid, new_epoch = await tc.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+                                                                 pid, epoch)
+            return InitProducerIdResponse(error_code=fenced_for(code, ctx.api_version, 4), producer_id=new_pid,
+                                          producer_epoch=new_epoch)
+        return run()
     ids = ctx.broker.producer_ids
     if ctx.api_version >= 3 and req.producer_id >= 0 and req.producer_epoch >= 0:
         if req.producer_epoch + 1 < MAX_EPOCH:

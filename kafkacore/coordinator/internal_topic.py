@@ -1,0 +1,152 @@
+"""A coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``): compacted,
+created on first use, written by its partition's leader as one uncompressed v2 batch per call
+(producer id -1), replicated with acks=all on a cluster, and replayed from log start to end when
+the coordinator loads a partition. The group and transaction coordinators differ only in the
+topic, its settings and how append errors map to the error their clients get."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..errors import KafkaError, TopicAlreadyExistsError, UnknownServerError, UnknownTopicOrPartitionError
+from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
+
+log = logging.getLogger("kafkacore.coordinator")
+
+READ_CHUNK_BYTES = 1 << 20
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class StoreError(Exception):
+    """An append to a coordinator's topic failed; ``code`` is the error for the client."""
+
+    def __init__(self, code, cause):
+        super().__init__(f"error {code}: {cause}")
+        self.code = code
+        self.cause = cause
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_abs(n: int) -> int:
+    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, not to itself."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """Kafka's partitionFor of a group id or transactional id."""
+    return java_abs(java_string_hash(key)) % partitions
+
+
+class InternalTopicLog:
+    def __init__(self, broker, topic, configured_partitions, segment_bytes, configs=None):
+        self.broker = broker
+        self.topic = topic
+        self.configured_partitions = configured_partitions
+        self.segment_bytes = segment_bytes
+        self.configs = dict(configs or {})
+
+    @property
+    def partitions(self) -> int:
+        info = self.broker.topic(self.topic)
+        return info.partitions if info is not None else self.configured_partitions
+
+    def partition_for(self, key) -> int:
+        return partition_for(key, self.partitions)
+
+    def exists(self) -> bool:
+        return self.broker.topic(self.topic) is not None
+
+    def ensure_topic(self):
+        if self.broker.topic(self.topic) is not None:
+            return
+        try:
+            self.broker.create_topic(self.topic, self.configured_partitions, 1, configs={
+                "cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes), **self.configs})
+            log.info("created %s with %d partitions", self.topic, self.configured_partitions)
+        except TopicAlreadyExistsError:
+            pass
+
+    def append(self, key, records, errors):
+        """Appends [(record key, value or None)] as one batch to the partition of ``key``; the
+        LogAppendInfo (None for no records). Raises StoreError with ``errors``' mapping of the
+        failure's code (the code itself when unmapped)."""
+        if not records:
+            return None
+        try:
+            self.ensure_topic()
+            partition = self.partition_for(key)
+            if self.broker.cluster is not None and self.broker.cluster.metadata_cache.leader(self.topic, partition) < 0:
+                raise UnknownTopicOrPartitionError(f"{self.topic}-{partition} has no leader yet")
+            lg = self.broker.leader_log(self.topic, partition)
+            builder = RecordBatchBuilder(compression="none")
+            ts = now_ms()
+            for k, value in records:
+                builder.append(value, key=k, timestamp_ms=ts)
+            return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(self.topic, partition))
+        except KafkaError as e:
+            log.warning("writing %d record(s) for %s to %s failed: %s", len(records), key, self.topic, e)
+            raise StoreError(errors.get(e.code, e.code), e) from None
+
+    def replicated(self, key, info, errors):
+        """On a cluster, a future resolved when the append reached the ISR (Kafka writes
+        coordinator records with acks=-1), failing with StoreError; None on a single node."""
+        if self.broker.cluster is None or info is None:
+            return None
+        partition = self.broker.cluster.replica_manager.partitions.get((self.topic, self.partition_for(key)))
+        if partition is None:
+            return None
+        partition.maybe_increment_high_watermark()
+        wait = partition.wait_for_commit(info.last_offset + 1, partition.log.config.min_insync_replicas)
+        out = asyncio.get_running_loop().create_future()
+
+        def done(f):
+            if out.done():
+                return
+            e = f.exception() if not f.cancelled() else None
+            if e is None:
+                out.set_result(None)
+            else:
+                code = e.code if isinstance(e, KafkaError) else UnknownServerError.code
+                out.set_exception(StoreError(errors.get(code, code), e))
+        wait.add_done_callback(done)
+        return out
+
+    def read_partition(self, partition):
+        """Yields (key, value) of every record of one partition, oldest first (control batches,
+        the transaction markers of transactional offset commits, are not records)."""
+        lg = self.broker.get_log(self.topic, partition)
+        if lg is None:
+            return
+        offset = lg.log_start_offset
+        end = lg.log_end_offset
+        while offset < end:
+            data = lg.read(offset, READ_CHUNK_BYTES).read()
+            if not data:
+                break
+            next_offset = offset
+            try:
+                for batch in iter_batches(data):
+                    if not batch.is_control:
+                        for rec in batch:
+                            if rec.offset >= offset and rec.key is not None:
+                                yield rec.key, rec.value
+                    next_offset = batch.next_offset
+            except CorruptRecordError as e:
+                log.error("%s-%d: unreadable batch after offset %d, the rest is skipped: %s",
+                          self.topic, partition, next_offset, e)
+                return
+            if next_offset <= offset:
+                break
+            offset = next_offset

@@ -1,0 +1,355 @@
+"""The transaction coordinator (Kafka's TransactionCoordinator with its TransactionStateManager),
+docs/transactions.md §3: one TransactionMetadata per transactional id, every transition written
+to ``__transaction_state`` before it takes effect, COMMIT/ABORT markers written to every partition
+of a transaction when it ends, hung transactions aborted after their timeout and idle ids
+expired.
+
+It runs on the broker's event loop (no locks): a transactional id with a write in flight has a
+pending transition, and other requests for it answer CONCURRENT_TRANSACTIONS meanwhile.
+
+This first version serves a single node: the coordinator epoch is 0 and markers are local
+appends (``txn_markers.write_marker``). On a cluster FindCoordinator still answers
+COORDINATOR_NOT_AVAILABLE for transactional ids (docs/transactions.md, plan step 13)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..errors import (ConcurrentTransactionsError, CoordinatorNotAvailableError, InvalidProducerIdMappingError,
+                      InvalidRequestError, InvalidTransactionTimeoutError, InvalidTxnStateError,
+                      KafkaStorageError, MessageTooLargeError, NotCoordinatorError, NotEnoughReplicasAfterAppendError,
+                      NotEnoughReplicasError, NotLeaderOrFollowerError, ProducerFencedError, RecordListTooLargeError,
+                      RequestTimedOutError, UnknownServerError, UnknownTopicOrPartitionError)
+from .internal_topic import InternalTopicLog, StoreError, now_ms
+from .transaction_log import TRANSACTION_STATE_TOPIC, decode_key, decode_value, key_bytes, value_bytes
+from .transaction_metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TERMINAL_STATES, TransactionMetadata,
+                                   TxnState, TxnTransition, TxnTransitionError)
+from .txn_markers import write_marker
+
+log = logging.getLogger("kafkacore.transactions")
+
+NONE = 0
+MARKER_RETRY_S = 0.1  # a partition whose marker failed (a storage error) is retried this often
+
+# Kafka's TransactionStateManager.appendTransactionToLog: append errors as the client sees them
+_APPEND_ERRORS = {
+    UnknownTopicOrPartitionError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasAfterAppendError.code: CoordinatorNotAvailableError.code,
+    RequestTimedOutError.code: CoordinatorNotAvailableError.code,
+    NotLeaderOrFollowerError.code: NotCoordinatorError.code,
+    KafkaStorageError.code: NotCoordinatorError.code,
+    MessageTooLargeError.code: UnknownServerError.code,
+    RecordListTooLargeError.code: UnknownServerError.code,
+}
+
+
+class TransactionStateStore(InternalTopicLog):
+    """``__transaction_state`` with Kafka's transactionTopicConfigs."""
+
+    def __init__(self, broker):
+        cfg = broker.config
+        super().__init__(broker, TRANSACTION_STATE_TOPIC, cfg["transaction.state.log.num.partitions"],
+                         cfg["transaction.state.log.segment.bytes"],
+                         configs={"compression.type": "uncompressed", "unclean.leader.election.enable": "false"})
+
+
+class TransactionCoordinator:
+    def __init__(self, broker):
+        self.broker = broker
+        cfg = broker.config
+        self.max_timeout_ms = cfg["transaction.max.timeout.ms"]
+        self.expiration_ms = cfg["transactional.id.expiration.ms"]
+        self.abort_interval_ms = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self.expiry_interval_ms = cfg["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        self.store = TransactionStateStore(broker)
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.loop = None
+        self._timers = []
+        self._tasks = set()
+        self._started = False
+        self.coordinator_epoch = 0  # a single node: the partition's leader epoch is 0
+
+    # -- life cycle -----------------------------------------------------------------------------
+    @property
+    def available(self) -> bool:
+        """False on a cluster until plan step 13: FindCoordinator answers COORDINATOR_NOT_AVAILABLE."""
+        return self.broker.cluster is None
+
+    def start(self, loop):
+        if self._started:
+            return
+        self._started = True
+        self.loop = loop
+        if not self.available:
+            return
+        self._load()
+        self._timers.append(loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick))
+        self._timers.append(loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick))
+
+    def shutdown(self):
+        for t in self._timers:
+            t.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        log.info("transaction coordinator stopped (%d transactional ids)", len(self.transactions))
+
+    def _spawn(self, coro):
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _load(self):
+        """Replays __transaction_state (last value per id wins, tombstones delete); transactions
+        found in PrepareCommit/PrepareAbort are completed: their markers are written again
+        (harmless twice) and CompleteX follows."""
+        if not self.store.exists():
+            return
+        found: dict[str, TransactionMetadata | None] = {}
+        records = 0
+        for partition in range(self.store.partitions):
+            for key, value in self.store.read_partition(partition):
+                records += 1
+                txn_id = decode_key(key)
+                if txn_id is None:
+                    continue
+                try:
+                    found[txn_id] = decode_value(txn_id, value)
+                except Exception as e:  # noqa: BLE001 - reported; the id keeps its previous record
+                    log.error("%s-%d: a record of transactional id %r does not decode: %s", TRANSACTION_STATE_TOPIC,
+                              partition, txn_id, e)
+        self.transactions = {tid: md for tid, md in found.items() if md is not None}
+        unfinished = [md for md in self.transactions.values()
+                      if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
+        log.info("loaded %d transactional ids from %d records of %s; %d to complete", len(self.transactions),
+                 records, TRANSACTION_STATE_TOPIC, len(unfinished))
+        for md in unfinished:
+            self._spawn(self._complete(md))
+
+    # -- writing ----------------------------------------------------------------------------------
+    async def _write(self, md: TransactionMetadata, t: TxnTransition | None, fence=False) -> int:
+        """Writes ``t`` (None: the id's tombstone) and applies it; the error code for the client
+        (NONE on success). A failed write leaves memory as it was."""
+        value = None if t is None else value_bytes(t)
+        try:
+            info = self.store.append(md.transactional_id, [(key_bytes(md.transactional_id), value)], _APPEND_ERRORS)
+            wait = self.store.replicated(md.transactional_id, info, _APPEND_ERRORS)
+            if wait is not None:
+                await wait
+        except StoreError as e:
+            md.abort_pending(fence_failed=fence)
+            log.warning("transactional id %r: writing %s failed: %s", md.transactional_id,
+                        "its tombstone" if t is None else t.state.kafka_name, e.cause)
+            return e.code
+        if t is None:
+            self.transactions.pop(md.transactional_id, None)
+        else:
+            md.complete_transition(t)
+        return NONE
+
+    # -- InitProducerId ---------------------------------------------------------------------------
+    async def init_producer_id(self, txn_id, txn_timeout_ms, producer_id=NO_PRODUCER_ID,
+                               producer_epoch=NO_PRODUCER_EPOCH):
+        """(error code, producer id, epoch) for a transactional producer (docs/transactions.md
+        §3.3, InitProducerId steps 1-6). PRODUCER_FENCED is left to the handler to turn into
+        INVALID_PRODUCER_EPOCH for old request versions."""
+        if txn_id == "":
+            return InvalidRequestError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if not 0 < txn_timeout_ms <= self.max_timeout_ms:
+            return InvalidTransactionTimeoutError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+            return InvalidRequestError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        now = now_ms()
+        md = self.transactions.get(txn_id)
+        if md is None:
+            md = TransactionMetadata(txn_id, self.broker.producer_ids.next_id(), NO_PRODUCER_EPOCH, txn_timeout_ms,
+                                     TxnState.EMPTY, txn_last_update_ms=now)
+            self.transactions[txn_id] = md
+        if md.pending_state is not None or md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                                                         TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD):
+            return ConcurrentTransactionsError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        expected = None
+        if producer_id != NO_PRODUCER_ID:  # KIP-360: the client names the id and epoch it has
+            known = (md.producer_epoch == NO_PRODUCER_EPOCH or producer_id == md.producer_id
+                     or (producer_id == md.previous_producer_id
+                         and TransactionMetadata.is_epoch_exhausted(producer_epoch)))
+            if not known:
+                return ProducerFencedError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            expected = producer_epoch
+        if md.state is TxnState.ONGOING:
+            # a new instance: fence the old one (epoch + 1) and abort its transaction; the client
+            # retries and, once the abort is complete, bumps the epoch once more
+            md.prepare_fence_producer_epoch()
+            self._spawn(self._end(md, commit=False, fence=True))
+            return ConcurrentTransactionsError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        try:
+            if md.producer_epoch_exhausted and (expected is None or expected == md.producer_epoch):
+                t = md.prepare_producer_id_rotation(self.broker.producer_ids.next_id(), txn_timeout_ms, now,
+                                                    record_last_epoch=expected is not None)
+            else:
+                t = md.prepare_incr_producer_epoch(txn_timeout_ms, expected, now)
+        except TxnTransitionError as e:
+            return _code(e), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        code = await self._write(md, t)
+        if code:
+            return code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        log.info("transactional id %r: producer id %d, epoch %d", txn_id, md.producer_id, md.producer_epoch)
+        return NONE, md.producer_id, md.producer_epoch
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn -----------------------------------------------------
+    def _check(self, txn_id, producer_id, producer_epoch):
+        """The checks before the state table (§3.3): (error code or None, metadata)."""
+        if not txn_id:
+            return InvalidRequestError.code, None
+        md = self.transactions.get(txn_id)
+        if md is None or md.producer_id != producer_id:
+            return InvalidProducerIdMappingError.code, md
+        if md.producer_epoch != producer_epoch:
+            return ProducerFencedError.code, md
+        if md.pending_state is not None:
+            return ConcurrentTransactionsError.code, md
+        return None, md
+
+    async def add_partitions(self, txn_id, producer_id, producer_epoch, partitions) -> int:
+        """One error code for all the partitions (they are existing ones: the handler checked)."""
+        code, md = self._check(txn_id, producer_id, producer_epoch)
+        if code is not None:
+            return code
+        if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ConcurrentTransactionsError.code
+        if md.state is TxnState.ONGOING and set(partitions) <= md.partitions:
+            return NONE
+        try:
+            t = md.prepare_add_partitions(partitions, now_ms())
+        except TxnTransitionError as e:
+            return _code(e)
+        return await self._write(md, t)
+
+    def verify_partition(self, txn_id, producer_id, producer_epoch, topic, partition) -> int:
+        """KIP-890 verification for a produce (§4.3): NONE when the partition is in the
+        producer's Ongoing transaction."""
+        code, md = self._check(txn_id, producer_id, producer_epoch)
+        if code is not None:
+            return code
+        if md.state is TxnState.ONGOING and (topic, partition) in md.partitions:
+            return NONE
+        return InvalidTxnStateError.code
+
+    # -- EndTxn -----------------------------------------------------------------------------------
+    async def end_txn(self, txn_id, producer_id, producer_epoch, commit: bool) -> int:
+        code, md = self._check(txn_id, producer_id, producer_epoch)
+        if code is not None:
+            return code
+        state = md.state
+        if state is TxnState.ONGOING:
+            return await self._end(md, commit)
+        if state is TxnState.COMPLETE_COMMIT:
+            return NONE if commit else InvalidTxnStateError.code
+        if state is TxnState.COMPLETE_ABORT:
+            return InvalidTxnStateError.code if commit else NONE
+        if state is TxnState.PREPARE_COMMIT:
+            return ConcurrentTransactionsError.code if commit else InvalidTxnStateError.code
+        if state is TxnState.PREPARE_ABORT:
+            return InvalidTxnStateError.code if commit else ConcurrentTransactionsError.code
+        return InvalidTxnStateError.code
+
+    async def _end(self, md, commit, fence=False) -> int:
+        """PrepareX written, then the markers, then CompleteX. The answer is NONE once PrepareX
+        is written: from then on the outcome is decided and the rest is retried until done."""
+        try:
+            t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms())
+        except TxnTransitionError as e:
+            if fence:
+                md.abort_pending(fence_failed=True)
+            return _code(e)
+        code = await self._write(md, t, fence=fence)
+        if code:
+            return code
+        log.info("transactional id %r: %s %d partition(s)%s", md.transactional_id,
+                 "committing" if commit else "aborting", len(md.partitions), " (fenced)" if fence else "")
+        await self._complete(md)
+        return NONE
+
+    async def _complete(self, md):
+        """Markers to every partition of the transaction, retried on storage errors, then
+        CompleteCommit/CompleteAbort."""
+        commit = md.state is TxnState.PREPARE_COMMIT
+        todo = set(md.partitions)
+        while todo:
+            for topic, partition in sorted(todo):
+                code = write_marker(self.broker, topic, partition, md.producer_id, md.producer_epoch,
+                                    self.coordinator_epoch, commit)
+                if code in (NONE, UnknownTopicOrPartitionError.code):  # a deleted partition is skipped, as Kafka
+                    todo.discard((topic, partition))
+                elif code in _MARKER_STOP:
+                    log.warning("transactional id %r: the marker for %s-%d was refused (error %d): a newer epoch "
+                                "or coordinator took over", md.transactional_id, topic, partition, code)
+                    return
+            if todo:
+                await asyncio.sleep(MARKER_RETRY_S)
+            if self.transactions.get(md.transactional_id) is not md:
+                return
+        while True:
+            try:
+                t = md.prepare_complete(now_ms())
+            except TxnTransitionError as e:
+                log.error("transactional id %r: cannot complete: %s", md.transactional_id, e)
+                return
+            code = await self._write(md, t)
+            if code in (NONE, NotCoordinatorError.code):
+                return
+            await asyncio.sleep(MARKER_RETRY_S)
+
+    # -- timeouts and expiry (§3.6) ---------------------------------------------------------------
+    def _abort_timed_out_tick(self):
+        now = now_ms()
+        for md in list(self.transactions.values()):
+            if (md.state is TxnState.ONGOING and md.pending_state is None
+                    and md.txn_start_ms + md.txn_timeout_ms < now):
+                log.info("transactional id %r: transaction open for over %d ms; aborting it", md.transactional_id,
+                         md.txn_timeout_ms)
+                md.prepare_fence_producer_epoch()
+                self._spawn(self._end(md, commit=False, fence=True))
+        self._timers.append(self.loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick))
+
+    def _expire_tick(self):
+        self._spawn(self._expire())
+        self._timers.append(self.loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick))
+
+    async def _expire(self):
+        limit = now_ms() - self.expiration_ms
+        for md in list(self.transactions.values()):
+            if md.state in TERMINAL_STATES and md.pending_state is None and md.txn_last_update_ms <= limit:
+                try:
+                    md.prepare_dead()
+                except TxnTransitionError:
+                    continue
+                if await self._write(md, None) == NONE:
+                    log.info("transactional id %r expired (idle for over %d ms)", md.transactional_id,
+                             self.expiration_ms)
+
+    # -- describing -------------------------------------------------------------------------------
+    def describe(self, txn_id):
+        return self.transactions.get(txn_id)
+
+    def list(self, states=(), producer_ids=(), min_duration_ms=-1):
+        now = now_ms()
+        out = []
+        for md in self.transactions.values():
+            if states and md.state.kafka_name not in states:
+                continue
+            if producer_ids and md.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (md.state is not TxnState.ONGOING or now - md.txn_start_ms < min_duration_ms):
+                continue
+            out.append(md)
+        return out
+
+
+# InvalidProducerEpoch (47) and TransactionCoordinatorFenced (52) from a partition: stop
+_MARKER_STOP = frozenset({47, 52})
+
+
+def _code(e: TxnTransitionError) -> int:
+    return e.code if e.code >= 0 else UnknownServerError.code
