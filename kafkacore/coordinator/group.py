@@ -89,7 +89,8 @@ class Member:
 class Group:
     __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol_name", "leader_id", "members",
                  "pending_members", "static_members", "pending_sync", "offsets", "current_state_timestamp",
-                 "new_member_added", "initial_delay", "join_timer", "sync_timer", "subscribed_topics")
+                 "new_member_added", "initial_delay", "join_timer", "sync_timer", "subscribed_topics",
+                 "pending_txn_offsets")
 
     def __init__(self, group_id, now_ms=-1):
         self.group_id = group_id
@@ -103,6 +104,9 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_sync: set[str] = set()  # members that have not sent SyncGroup for this generation
         self.offsets: dict = {}  # (topic, partition) -> OffsetAndMetadata
+        # TxnOffsetCommit's offsets, by producer id, until that producer's COMMIT (applied) or
+        # ABORT (dropped) marker reaches the group's __consumer_offsets partition
+        self.pending_txn_offsets: dict[int, dict] = {}
         self.current_state_timestamp = now_ms
         self.new_member_added = False
         self.initial_delay = False  # the first rebalance of an empty group is being delayed

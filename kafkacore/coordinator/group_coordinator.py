@@ -174,14 +174,27 @@ class GroupCoordinator:
         metadata: dict[str, object] = {}
         offsets: dict[str, dict] = {}
         records = 0
+        pending: dict[int, dict] = {}  # producer id -> {group id: {(topic, partition): offset}}
         for partition in (range(self.store.partitions) if partitions is None else partitions):
-            for key, value in self.store.read_partition(partition):
+            for kind_, *item in self.store.read_partition_with_markers(partition):
+                if kind_ == "marker":
+                    producer_id, committed = item
+                    for group_id, txn_offsets in pending.pop(producer_id, {}).items():
+                        if committed:
+                            offsets.setdefault(group_id, {}).update(txn_offsets)
+                    continue
+                key, value, txn_producer = item
                 records += 1
                 kind = decode_key(key)
                 if kind is None:
                     continue
                 try:
-                    if kind[0] == "offset":
+                    if kind[0] == "offset" and txn_producer is not None:
+                        _k, group_id, topic, p = kind
+                        if value is not None:
+                            pending.setdefault(txn_producer, {}).setdefault(group_id, {})[(topic, p)] = \
+                                decode_offset_value(value)
+                    elif kind[0] == "offset":
                         _k, group_id, topic, p = kind
                         if value is None:
                             offsets.get(group_id, {}).pop((topic, p), None)
@@ -202,6 +215,12 @@ class GroupCoordinator:
                 self._restore_metadata(group, value)
             group.offsets = offsets.get(group_id, {})
             self.groups[group_id] = group
+        for producer_id, by_group in pending.items():  # transactions still open: their offsets wait
+            for group_id, txn_offsets in by_group.items():
+                group = self.groups.get(group_id)
+                if group is None:
+                    group = self.groups[group_id] = Group(group_id, -1)
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_offsets)
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
         log.info("loaded %d groups and %d committed offsets from %d records of %s%s", len(self.groups),
@@ -814,6 +833,88 @@ class GroupCoordinator:
             group.offsets.update(store)
         results.update(dict.fromkeys(store, NONE))
         return results
+
+    def commit_txn_offsets(self, group_id, producer_id, producer_epoch, member_id, instance_id, generation, offsets):
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): ``offsets`` {(topic, partition):
+        OffsetAndMetadata} are written as a transactional batch of the producer and held pending
+        until its transaction ends. A group that does not exist is created (Kafka does); a
+        member id or generation, when given (v3+), must match. Returns {(topic, partition):
+        error} or a future of it (a cluster)."""
+        self._ensure_started()
+        not_coordinator = self._not_coordinator(group_id)
+        if not_coordinator is not None:
+            return dict.fromkeys(offsets, not_coordinator)
+        results, valid = {}, {}
+        for tp, om in offsets.items():
+            if not self._partition_exists(*tp):
+                results[tp] = UnknownTopicOrPartitionError.code
+            elif om.metadata is not None and len(om.metadata.encode("utf-8")) > self.metadata_max_bytes:
+                results[tp] = OffsetMetadataTooLargeError.code
+            else:
+                valid[tp] = om
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, now_ms())
+        error = None
+        if group.state == g.DEAD:
+            error = CoordinatorNotAvailableError.code
+        elif group.is_static_fenced(member_id, instance_id):
+            error = FencedInstanceIdError.code
+        elif member_id and member_id not in group.members:
+            error = UnknownMemberIdError.code
+        elif generation >= 0 and generation != group.generation:
+            error = IllegalGenerationError.code
+        if error is not None:
+            results.update(dict.fromkeys(valid, error))
+            return results
+        if not valid:
+            return results
+        try:
+            info = self.store.append_transactional(group_id, [(offset_key(group_id, t, p), offset_value(om))
+                                                              for (t, p), om in valid.items()],
+                                                   producer_id, producer_epoch, self.store.offset_errors)
+        except StoreError as e:
+            results.update(dict.fromkeys(valid, e.code))
+            return results
+
+        def hold():
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+            results.update(dict.fromkeys(valid, NONE))
+            return results
+        replicated = self.store.replicated(group_id, info)
+        if replicated is None:
+            return hold()
+        out = self.loop.create_future()
+
+        def done(f):
+            if f.exception() is None:
+                out.set_result(hold())
+            else:
+                results.update(dict.fromkeys(valid, f.exception().code))
+                out.set_result(results)
+        replicated.add_done_callback(done)
+        return out
+
+    def on_transaction_completed(self, partition, producer_id, committed):
+        """A transaction marker was written to __consumer_offsets-``partition``: the producer's
+        pending offsets of the groups there count (COMMIT) or are dropped (ABORT)."""
+        for group in self.groups.values():
+            if producer_id not in group.pending_txn_offsets or self.store.partition_for(group.group_id) != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id)
+            if committed:
+                group.offsets.update(pending)
+
+    def has_pending_txn_offsets(self, group_id, partitions=None) -> bool:
+        """OffsetFetch's require_stable (KIP-447): a transaction of the group still holds offsets
+        for these partitions (all when None)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return False
+        for txn_offsets in group.pending_txn_offsets.values():
+            if partitions is None or any(tp in txn_offsets for tp in partitions):
+                return True
+        return False
 
     def _after_replication(self, replicated, group, store, results):
         """A future of the commit's results: the offsets count once the ISR has them."""

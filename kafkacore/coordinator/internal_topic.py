@@ -11,10 +11,12 @@ import time
 
 from ..errors import KafkaError, TopicAlreadyExistsError, UnknownServerError, UnknownTopicOrPartitionError
 from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
+from ..record.control import COMMIT, parse_control_key
 
 log = logging.getLogger("kafkacore.coordinator")
 
 READ_CHUNK_BYTES = 1 << 20
+COORDINATOR_ORIGIN = "coordinator"  # Log.append's origin for a coordinator's writes (no sequence checks)
 
 
 def now_ms() -> int:
@@ -99,6 +101,27 @@ class InternalTopicLog:
             log.warning("writing %d record(s) for %s to %s failed: %s", len(records), key, self.topic, e)
             raise StoreError(errors.get(e.code, e.code), e) from None
 
+    def append_transactional(self, key, records, producer_id, producer_epoch, errors):
+        """Like append, as a transactional batch of the producer (TxnOffsetCommit's offsets,
+        which count only once the transaction's COMMIT marker lands in this partition). The
+        append has coordinator origin: no sequence check."""
+        if not records:
+            return None
+        try:
+            self.ensure_topic()
+            partition = self.partition_for(key)
+            lg = self.broker.leader_log(self.topic, partition)
+            builder = RecordBatchBuilder(compression="none")
+            ts = now_ms()
+            for k, value in records:
+                builder.append(value, key=k, timestamp_ms=ts)
+            builder.set_producer_state(producer_id, producer_epoch, 0, transactional=True)
+            return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(self.topic, partition),
+                             origin=COORDINATOR_ORIGIN)
+        except KafkaError as e:
+            log.warning("writing %d transactional record(s) for %s to %s failed: %s", len(records), key, self.topic, e)
+            raise StoreError(errors.get(e.code, e.code), e) from None
+
     def replicated(self, key, info, errors):
         """On a cluster, a future resolved when the append reached the ISR (Kafka writes
         coordinator records with acks=-1), failing with StoreError; None on a single node."""
@@ -124,8 +147,16 @@ class InternalTopicLog:
         return out
 
     def read_partition(self, partition):
-        """Yields (key, value) of every record of one partition, oldest first (control batches,
-        the transaction markers of transactional offset commits, are not records)."""
+        """Yields (key, value) of every record of one partition, oldest first, transactional
+        ones included (control batches, the transaction markers, are not records)."""
+        for kind, *rest in self.read_partition_with_markers(partition):
+            if kind == "record":
+                yield rest[0], rest[1]
+
+    def read_partition_with_markers(self, partition):
+        """Yields ("record", key, value, producer id of a transactional batch or None) and
+        ("marker", producer id, committed?) in log order: what a coordinator that keeps
+        transactional writes pending until their marker replays."""
         lg = self.broker.get_log(self.topic, partition)
         if lg is None:
             return
@@ -138,10 +169,15 @@ class InternalTopicLog:
             next_offset = offset
             try:
                 for batch in iter_batches(data):
-                    if not batch.is_control:
+                    if batch.is_control:
+                        for rec in batch:
+                            if rec.offset >= offset:
+                                yield "marker", batch.producer_id, parse_control_key(rec.key) == COMMIT
+                    else:
+                        txn = batch.producer_id if batch.is_transactional else None
                         for rec in batch:
                             if rec.offset >= offset and rec.key is not None:
-                                yield rec.key, rec.value
+                                yield "record", rec.key, rec.value, txn
                     next_offset = batch.next_offset
             except CorruptRecordError as e:
                 log.error("%s-%d: unreadable batch after offset %d, the rest is skipped: %s",

@@ -161,6 +161,8 @@ class OffsetStore(InternalTopicLog):
         cfg = broker.config
         super().__init__(broker, TOPIC, cfg["offsets.topic.num.partitions"], cfg["offsets.topic.segment.bytes"])
 
+    offset_errors = _OFFSET_ERRORS
+
     def append(self, group_id, records, for_offsets=True):
         return super().append(group_id, records, _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS)
 

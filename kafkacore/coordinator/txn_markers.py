@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import KafkaError
+from .offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 
 log = logging.getLogger("kafkacore.transactions")
 
@@ -25,4 +26,7 @@ def write_marker(broker, topic, partition, producer_id, producer_epoch, coordina
         log.warning("%s marker of producer %d (epoch %d) for %s-%d not written: %s", "COMMIT" if commit else "ABORT",
                     producer_id, producer_epoch, topic, partition, e)
         return e.code
+    if topic == CONSUMER_OFFSETS_TOPIC and broker.group_coordinator is not None:
+        # TxnOffsetCommit's offsets count (or are dropped) once the marker is in their partition
+        broker.group_coordinator.on_transaction_completed(partition, producer_id, commit)
     return 0

@@ -5,13 +5,15 @@
   -1, metadata "" and no error, as Kafka. v0 (ZooKeeper storage in old Kafka) reads the same
   store as the other versions.
 - v2+: a null topic list asks for every committed offset of the group; a top-level error code
-  (v2-7). v7+: ``require_stable`` is accepted; with no transactions here every offset is
-  stable. v8+: several groups per request, each with its own topics (null: all) and error.
+  (v2-7). v7+: ``require_stable`` (KIP-447): a partition for which an open transaction holds
+  offsets of the group (TxnOffsetCommit not yet committed or aborted) answers
+  UNSTABLE_OFFSET_COMMIT with offset -1, and the client retries. v8+: several groups per request, each with its own topics (null: all) and error.
   v9's member id and epoch only apply to KIP-848 consumer groups and are ignored.
 """
 from ...protocol.messages.offset_fetch_response import (OffsetFetchResponse, OffsetFetchResponseGroup,
                                                          OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
                                                          OffsetFetchResponseTopic, OffsetFetchResponseTopics)
+from ...errors import UnstableOffsetCommitError
 from ._group_common import coordinator
 
 API_KEY = 9
@@ -36,23 +38,37 @@ def _fetch(gc, group_id, topics):
 def handle(ctx, req):
     v = ctx.api_version
     gc = coordinator(ctx)
+    stable = v >= 7 and req.require_stable
     if v >= 8:
         groups = []
         for grp in req.groups:
             error, topics = _fetch(gc, grp.group_id, grp.topics)
+            unstable = _unstable(gc, grp.group_id, topics) if stable else set()
             groups.append(OffsetFetchResponseGroup(group_id=grp.group_id, error_code=error, topics=[
                 OffsetFetchResponseTopics(name=name, partitions=[
                     OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                                  metadata=md, error_code=0) for p, o, e, md in parts])
+                                                  metadata=md, error_code=0) if (name, p) not in unstable else
+                    OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                                  metadata="", error_code=UnstableOffsetCommitError.code)
+                    for p, o, e, md in parts])
                 for name, parts in topics]))
         return OffsetFetchResponse(groups=groups)
     error, topics = _fetch(gc, req.group_id, req.topics)
     part_error = error if v < 2 else 0
+    unstable = _unstable(gc, req.group_id, topics) if stable else set()
     return OffsetFetchResponse(error_code=error, topics=[
         OffsetFetchResponseTopic(name=name, partitions=[
             OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md,
-                                         error_code=part_error) for p, o, e, md in parts])
+                                         error_code=part_error) if (name, p) not in unstable else
+            OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                         error_code=UnstableOffsetCommitError.code)
+            for p, o, e, md in parts])
         for name, parts in topics])
+
+
+def _unstable(gc, group_id, topics):
+    return {(name, p) for name, parts in topics for p, *_rest in parts
+            if gc.has_pending_txn_offsets(group_id, [(name, p)])}
 
 
 def error_response(req, version, code):

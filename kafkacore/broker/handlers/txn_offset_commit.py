@@ -1,0 +1,76 @@
+"""TxnOffsetCommit (API key 28), versions 0-4: a transactional producer commits a consumer
+group's offsets inside its transaction (docs/transactions.md §2.5, §5). The offsets are written
+to the group's __consumer_offsets partition as a transactional batch of the producer and count
+only once its COMMIT marker lands there (an ABORT drops them).
+
+Checks, in order: the group's partition must be in the producer's Ongoing transaction
+(AddOffsetsToTxn; KIP-890 verification: INVALID_TXN_STATE, TRANSACTION_ABORTABLE for v4);
+unknown producer id: INVALID_PRODUCER_ID_MAPPING; an old epoch: INVALID_PRODUCER_EPOCH; then the
+group checks of v3+ (member id, generation, group.instance.id) as Kafka's
+handleTxnCommitOffsets, and per partition UNKNOWN_TOPIC_OR_PARTITION /
+OFFSET_METADATA_TOO_LARGE.
+"""
+import asyncio
+
+from ...coordinator.group_coordinator import make_offset
+from ...coordinator.offset_store import now_ms
+from ...errors import InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError
+from ...protocol.messages.txn_offset_commit_response import (TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
+                                                             TxnOffsetCommitResponseTopic)
+from ._group_common import coordinator
+from ._txn_common import NOT_AVAILABLE, transaction_coordinator
+
+API_KEY = 28
+VERSIONS = (0, 4)
+
+
+def _verify(ctx, tc, req, store):
+    code = tc.verify_partition(req.transactional_id, req.producer_id, req.producer_epoch, store.topic,
+                               store.partition_for(req.group_id))
+    if code == ProducerFencedError.code:
+        return InvalidProducerEpochError.code
+    if code == InvalidTxnStateError.code and ctx.api_version >= 4:
+        return TransactionAbortableError.code
+    return code
+
+
+def handle(ctx, req):
+    v = ctx.api_version
+    tc = transaction_coordinator(ctx)
+    if tc is None:
+        return error_response(req, v, NOT_AVAILABLE)
+    gc = coordinator(ctx)
+    code = _verify(ctx, tc, req, gc.store)
+    if code:
+        return error_response(req, v, code)
+    now = now_ms()
+    offsets = {(t.name, p.partition_index): make_offset(p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                                                        p.committed_metadata, now, None)
+               for t in req.topics for p in t.partitions}
+    errors = gc.commit_txn_offsets(req.group_id, req.producer_id, req.producer_epoch,
+                                   req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
+                                   req.generation_id if v >= 3 else -1, offsets)
+    if asyncio.isfuture(errors):
+        return _when_replicated(errors, req)
+    return _response(errors, req)
+
+
+async def _when_replicated(errors, req):
+    return _response(await errors, req)
+
+
+def _response(errors, req):
+    return TxnOffsetCommitResponse(topics=[
+        TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                             error_code=errors.get((t.name, p.partition_index), 0))
+            for p in t.partitions])
+        for t in req.topics])
+
+
+def error_response(req, version, code):
+    return TxnOffsetCommitResponse(topics=[
+        TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+            for p in t.partitions])
+        for t in req.topics])
