@@ -5,11 +5,16 @@ these, and the broker turns them into the error code of a response without trans
 
 
 class KafkaError(Exception):
-    """An error with a Kafka error code. ``retriable`` as Kafka classifies it."""
+    """An error with a Kafka error code. ``retriable`` as Kafka classifies it. For a
+    transactional producer, ``fatal``: the producer cannot go on (fenced: close it and start
+    another); ``txn_requires_abort``: the transaction must be aborted, then the producer goes on
+    (confluent-kafka's KafkaError has the same two flags)."""
 
     code = -1
     name = "UNKNOWN_SERVER_ERROR"
     retriable = False
+    fatal = False
+    txn_requires_abort = False
 
     def __init__(self, message: str = ""):
         self.message = message or self.name

@@ -318,7 +318,9 @@ def test_config_validation_names_key_and_value():
         ({"enable.idempotence": True, "acks": 1}, "enable.idempotence"),
         ({"batch.size": "many"}, "batch.size"),
         ({"delivery.timeout.ms": 1000}, "delivery.timeout.ms"),
-        ({"transactional.id": "tx"}, "transactional.id"),
+        ({"transactional.id": "tx", "enable.idempotence": False}, "transactional.id"),
+        ({"transactional.id": "tx", "acks": 1}, "transactional.id"),
+        ({"transactional.id": ""}, "transactional.id"),
     ]
     for conf, key in cases:
         with pytest.raises(KafkaConfigError, match=key.replace(".", r"\.")):

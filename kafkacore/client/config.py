@@ -133,6 +133,7 @@ PRODUCER = dict(COMMON, **{
     "partitioner": (_callable_or_name, "murmur2"),
     "partitioner.ignore.keys": (_bool, False),
     "transactional.id": (_optional_string, None),
+    "transaction.timeout.ms": (_int(1, INT_MAX), 60000),
     "metadata.max.idle.ms": (_int(5000, LONG_MAX), 300000),
 })
 
@@ -204,7 +205,16 @@ def producer_config(config: dict | None, bootstrap_required: bool = True) -> dic
                     f"{c['max.in.flight.requests.per.connection']})")
             c["enable.idempotence"] = False
     if c["transactional.id"] is not None:
-        raise KafkaConfigError("transactional.id: transactions are not supported yet")
+        # the Java client's rule: a transactional producer is idempotent, with acks=all and at
+        # most 5 requests in flight; an explicit contradiction is refused
+        if c["transactional.id"] == "":
+            raise KafkaConfigError("transactional.id must not be empty")
+        if not c["enable.idempotence"] or c["acks"] != -1 or c["max.in.flight.requests.per.connection"] > 5:
+            raise KafkaConfigError(
+                "transactional.id needs enable.idempotence=true, acks=all and "
+                "max.in.flight.requests.per.connection <= 5 (got enable.idempotence="
+                f"{str(c['enable.idempotence']).lower()}, acks={c['acks']}, max.in.flight.requests.per.connection="
+                f"{c['max.in.flight.requests.per.connection']})")
     if c["delivery.timeout.ms"] < c["linger.ms"] + c["request.timeout.ms"]:
         raise KafkaConfigError(
             f"delivery.timeout.ms={c['delivery.timeout.ms']} must be at least linger.ms + request.timeout.ms "

@@ -38,6 +38,10 @@ CLIENT_VERSIONS = {
     18: (0, 3),   # ApiVersions
     19: (2, 7),   # CreateTopics
     22: (0, 4),   # InitProducerId
+    24: (0, 3),   # AddPartitionsToTxn (v4 batches transactions, for brokers)
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    28: (0, 3),   # TxnOffsetCommit
 }
 _size = struct.Struct(">i")
 _cid = struct.Struct(">i")

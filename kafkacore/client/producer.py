@@ -19,11 +19,12 @@ import threading
 import time
 
 from .._loader import load_native
-from ..errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from ..errors import ClientClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from . import accumulator_py
 from .cluster import Cluster
 from .config import producer_config
 from .sender import Sender
+from .transaction_manager import IN_TRANSACTION, TransactionManager
 
 _native = load_native("records")
 if _native is not None:
@@ -68,6 +69,11 @@ class Producer:
         # saving a Python-level call per record. It comes back here (slow_path) only when it
         # must wait for metadata or memory.
         self.send = self._acc.send
+        self._txn = None
+        if c["transactional.id"] is not None:
+            self._txn = TransactionManager(c, self._cluster)
+            self._sender.txn = self._txn
+            self.send = self._send_in_transaction
         self._sender.start()
 
     # -- sending --------------------------------------------------------------------------
@@ -158,6 +164,66 @@ class Producer:
                 deadline = time.monotonic() + self._max_block
                 time.sleep(0)  # let the sender take the GIL
             start = nxt
+
+    # -- transactions (confluent-kafka's names; docs/transactions.md §9.1) -------------------
+    def _send_in_transaction(self, topic, value, key=None, partition=None, headers=None, timestamp_ms=None,
+                             on_delivery=None):
+        txn = self._txn
+        if not txn.in_transaction:
+            txn._raise_if_failed((IN_TRANSACTION,))
+        return self._acc.send(topic, value, key, partition, headers, timestamp_ms, on_delivery)
+
+    def _require_txn(self):
+        if self._txn is None:
+            raise KafkaConfigError("transactions need transactional.id in the producer's config")
+        return self._txn
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Registers transactional.id with its coordinator: fences any previous producer with
+        the same id (its open transaction is aborted) and gets this one's producer id and epoch."""
+        self._require_txn().init(self._timeout(timeout))
+        self._sender.wakeup()
+
+    def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout: float | None = None) -> None:
+        """Commits a consumer group's ``offsets`` ({(topic, partition): next offset} or
+        [(topic, partition, offset)]) as part of the transaction; ``group_metadata`` from
+        Consumer.consumer_group_metadata()."""
+        if not isinstance(offsets, dict):
+            offsets = {(t, p): o for t, p, o in offsets}
+        self._require_txn().send_offsets(offsets, group_metadata, self._timeout(timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Sends every record of the transaction, then commits it. A record that failed makes
+        this raise an error with ``txn_requires_abort`` (call abort_transaction); ``fatal``
+        errors (fenced) mean the producer must be closed."""
+        txn = self._require_txn()
+        txn._raise_if_failed((IN_TRANSACTION,))
+        deadline = time.monotonic() + self._timeout(timeout)
+        left = self.flush(max(0.0, deadline - time.monotonic()))
+        if left:
+            raise KafkaTimeoutError(f"{left} record(s) of the transaction still unsent after the timeout; "
+                                    f"retry commit_transaction or abort it")
+        txn.end(True, max(0.1, deadline - time.monotonic()))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drops the records not yet sent, waits for those in flight, and aborts the
+        transaction: read_committed consumers never see any of it."""
+        txn = self._require_txn()
+        deadline = time.monotonic() + self._timeout(timeout)
+        err = KafkaError("the transaction was aborted before the record was sent")
+        err.txn_requires_abort = True
+        self._sender.purge_error = err
+        self._sender.wakeup()
+        left = self.flush(max(0.0, deadline - time.monotonic()))
+        if left:
+            raise KafkaTimeoutError(f"{left} record(s) still in flight after the timeout; retry abort_transaction")
+        txn.end(False, max(0.1, deadline - time.monotonic()))
+
+    def _timeout(self, timeout):
+        return self._max_block if timeout is None else float(timeout)
 
     # -- lifecycle ------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> int:

@@ -77,6 +77,8 @@ class Sender(threading.Thread):
         self.sleeping = False
         self.held: set = set()  # partitions whose open batch waits behind a queued one
         self.idle = threading.Condition(threading.Lock())
+        self.txn = None  # the TransactionManager of a transactional producer
+        self.purge_error = None  # abort_transaction: fail every batch not yet sent with this
 
     # -- called from other threads --------------------------------------------------------
     def wakeup(self):
@@ -122,7 +124,17 @@ class Sender(threading.Thread):
 
     def _run_once(self):
         now = now_ms()
-        if self.idempotent and self.producer_id < 0:
+        if self.purge_error is not None:
+            self._purge(self.purge_error)
+        if self.txn is not None:
+            if self.producer_id != self.txn.producer_id or self.producer_epoch != self.txn.producer_epoch:
+                # init_transactions gave a new id or epoch: sequences start over (Kafka's rule)
+                self.producer_id, self.producer_epoch = self.txn.producer_id, self.txn.producer_epoch
+                self.sequences.clear()
+            if self.producer_id < 0:
+                self._sleep(self.retry_backoff_ms / 1000.0)
+                return
+        elif self.idempotent and self.producer_id < 0:
             if not self._init_producer_id():
                 self._sleep(self.retry_backoff_ms / 1000.0)
                 return
@@ -181,7 +193,8 @@ class Sender(threading.Thread):
             seq = self.sequences.get(tp, 0)
             batch.base_sequence = seq
             self.sequences[tp] = (seq + batch.count) & 0x7FFFFFFF
-            batch.builder.set_producer_state(self.producer_id, self.producer_epoch, seq)
+            batch.builder.set_producer_state(self.producer_id, self.producer_epoch, seq,
+                                             transactional=self.txn is not None)
         batch.data = batch.builder.build()
         batch.builder = None
         with self.lock:
@@ -234,7 +247,38 @@ class Sender(threading.Thread):
         self.connections[node] = conn
         return conn
 
+    def _add_to_transaction(self, now):
+        """A transactional producer's partitions join the transaction before their first batch
+        is sent (AddPartitionsToTxn, one request for all the new ones). A refusal fails their
+        queued batches: the transaction must then be aborted."""
+        new = [tp for tp, q in self.queues.items() if q and tp not in self.txn.partitions]
+        if not new:
+            return
+        try:
+            self.txn.add_partitions(new, self.request_timeout_ms / 1000.0)
+        except KafkaError as e:
+            for tp in new:
+                with self.lock:
+                    q = self.queues.pop(tp, deque())
+                for b in q:
+                    self._complete(b, -1, -1, e)
+
+    def _purge(self, err):
+        """abort_transaction: every batch not yet sent (open in the accumulator or queued here)
+        fails with ``err``; batches in flight finish as the broker answers them."""
+        self.purge_error = None
+        for batch in self.acc.drain(now_ms(), True, set()):
+            batch.builder = None
+            self._complete(batch, -1, -1, err)
+        with self.lock:
+            queued = [b for q in self.queues.values() for b in q]
+            self.queues.clear()
+        for b in queued:
+            self._complete(b, -1, -1, err)
+
     def _send_requests(self, now):
+        if self.txn is not None:
+            self._add_to_transaction(now)
         by_node: dict[int, list] = {}
         for tp, q in self.queues.items():
             if not q or q[0].retry_at > now:
@@ -276,7 +320,8 @@ class Sender(threading.Thread):
         topics: dict[str, list] = {}
         for b in batches:
             topics.setdefault(b.topic, []).append(_PartitionProduceData(index=b.partition, records=b.data))
-        body = _ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+        body = _ProduceRequest(transactional_id=self.txn.transactional_id if self.txn is not None else None,
+                               acks=self.acks, timeout_ms=self.request_timeout_ms,
                                topic_data=[_TopicProduceData(name=t, partition_data=p) for t, p in topics.items()])
         with self.lock:
             self.in_flight_batches.update(batches)
@@ -420,6 +465,8 @@ class Sender(threading.Thread):
     def _complete(self, batch, base_offset, log_append_time, error):
         self.acc.release(batch)
         batch.data = None
+        if error is not None and self.txn is not None and not getattr(error, "txn_requires_abort", False):
+            self.txn.fail(error)  # a record of the transaction failed: it can only be aborted now
         batch.result.complete(base_offset, log_append_time, error)
 
     def _fail_everything(self, err):

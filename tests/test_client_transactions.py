@@ -1,0 +1,144 @@
+"""kafkacore's transactional Producer (docs/transactions.md §9.1) against a real ``kafkacore
+serve``: init/begin/commit/abort with confluent-kafka's names, fencing of a second instance,
+offsets sent to the transaction, and the errors a wrong call order gets. What it wrote is read
+back by confluent-kafka's consumer in both isolation levels."""
+import uuid
+
+import pytest
+
+from broker_client import BrokerProcess
+from kafkacore import Producer
+from kafkacore.client.transaction_manager import ConsumerGroupMetadata
+from kafkacore.errors import KafkaConfigError, KafkaError
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+WAIT = 30
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("client-txn") / "data", settings={
+        "num.partitions": "2", "transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "2"})
+    b.start()
+    yield b
+    b.stop()
+
+
+def _read(bootstrap, topic, partitions, isolation):
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4()}",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                  "isolation.level": isolation, "enable.partition.eof": True})
+    try:
+        c.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+        out, eof = [], set()
+        while len(eof) < partitions:
+            m = c.poll(WAIT)
+            assert m is not None, "no end of partition within the wait"
+            if m.error():
+                assert m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF, m.error()
+                eof.add(m.partition())
+                continue
+            out.append(m.value())
+        return out
+    finally:
+        c.close()
+
+
+def _producer(broker, txn_id, **extra):
+    return Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "linger.ms": 2, **extra})
+
+
+def test_committed_records_are_read_committed_and_aborted_ones_are_not(broker):
+    topic = f"ct-{uuid.uuid4().hex[:8]}"
+    with _producer(broker, f"t-{topic}") as p:
+        p.init_transactions(WAIT)
+        p.begin_transaction()
+        handles = [p.send(topic, b"c%d" % i, key=b"k%d" % i) for i in range(20)]
+        p.commit_transaction(WAIT)
+        assert all(h.result(0).offset >= 0 for h in handles)
+        p.begin_transaction()
+        aborted = [p.send(topic, b"a%d" % i) for i in range(20)]
+        p.abort_transaction(WAIT)
+        p.begin_transaction()
+        p.send(topic, b"last")
+        p.commit_transaction(WAIT)
+    assert sorted(_read(broker.bootstrap, topic, 2, "read_committed")) == sorted(
+        [b"c%d" % i for i in range(20)] + [b"last"])
+    # aborted records that reached the log before the abort are there for read_uncommitted
+    # readers; the others failed in the producer and were never written
+    reached = sum(1 for h in aborted if _succeeded(h))
+    assert len(_read(broker.bootstrap, topic, 2, "read_uncommitted")) == 21 + reached
+
+
+def _succeeded(handle):
+    try:
+        handle.result(0)
+        return True
+    except KafkaError:
+        return False
+
+
+def test_a_second_instance_fences_the_first(broker):
+    topic = f"cf-{uuid.uuid4().hex[:8]}"
+    tid = f"t-{topic}"
+    first = _producer(broker, tid)
+    try:
+        first.init_transactions(WAIT)
+        first.begin_transaction()
+        first.send(topic, b"zombie").result(WAIT)
+        with _producer(broker, tid) as second:
+            second.init_transactions(WAIT)  # fences the first and aborts its transaction
+            second.begin_transaction()
+            second.send(topic, b"alive")
+            second.commit_transaction(WAIT)
+        with pytest.raises(KafkaError) as e:
+            first.commit_transaction(WAIT)
+        assert e.value.fatal, e.value
+        with pytest.raises(KafkaError):
+            first.begin_transaction()  # fatal: every call raises it again
+    finally:
+        first.close(1)
+    assert _read(broker.bootstrap, topic, 2, "read_committed") == [b"alive"]
+
+
+def test_offsets_sent_to_the_transaction_commit_with_it(broker):
+    topic = f"co-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    with _producer(broker, f"t-{topic}") as p:
+        p.init_transactions(WAIT)
+        p.begin_transaction()
+        p.send(topic, b"x", partition=0)
+        p.send_offsets_to_transaction({(topic, 0): 7}, ConsumerGroupMetadata(group), WAIT)
+        p.abort_transaction(WAIT)
+        p.begin_transaction()
+        p.send(topic, b"y", partition=0)
+        p.send_offsets_to_transaction([(topic, 0, 42)], ConsumerGroupMetadata(group), WAIT)
+        p.commit_transaction(WAIT)
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert c.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=WAIT)[0].offset == 42
+    finally:
+        c.close()
+
+
+def test_calls_out_of_order_and_bad_configs_are_refused(broker):
+    with _producer(broker, f"t-order-{uuid.uuid4().hex[:6]}") as p:
+        with pytest.raises(KafkaError, match="state"):
+            p.begin_transaction()  # before init_transactions
+        p.init_transactions(WAIT)
+        with pytest.raises(KafkaError, match="state"):
+            p.send("anything", b"v")  # outside a transaction
+        with pytest.raises(KafkaError, match="state"):
+            p.commit_transaction(WAIT)
+        p.begin_transaction()
+        with pytest.raises(KafkaError, match="state"):
+            p.begin_transaction()
+        p.abort_transaction(WAIT)  # nothing sent: nothing to end at the coordinator
+    with pytest.raises(KafkaConfigError, match="transactional.id"):
+        _producer(broker, "x", acks=1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    try:
+        with pytest.raises(KafkaConfigError, match="transactional.id"):
+            plain.begin_transaction()
+    finally:
+        plain.close()
