@@ -2,8 +2,10 @@
 
 - Partitions are named by topic (v4-12) or by topic id (v13+; unknown id: UNKNOWN_TOPIC_ID).
 - Each partition is read from its fetch offset up to ``partition_max_bytes`` and the response
-  up to ``max_bytes``, in whole batches, never past the high watermark (the last stable offset
-  is the same: no transactions here, so read_committed and read_uncommitted read alike). As in
+  up to ``max_bytes``, in whole batches, never past the high watermark; under read_committed
+  (``isolation_level`` 1) never past the last stable offset, with the range's aborted
+  transactions in ``aborted_transactions`` (docs/transactions.md §4.4; an empty list when none,
+  null for read_uncommitted and followers). As in
   Kafka (KIP-74) the first batch of the first partition that has data is returned whole even
   when it is larger than the limits, so a consumer always makes progress.
 - Records are FileSlices of the segment files: the network layer sends them with sendfile.
@@ -34,13 +36,14 @@ import time
 
 from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
-from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, new_partitions, \
     next_epoch
 
 API_KEY = 1
 VERSIONS = (4, 17)
 LEADER_EPOCH = 0
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation_level
 _EMPTY = b""
 
 
@@ -56,10 +59,11 @@ def _resolve(broker, req, v):
     return out
 
 
-def _read(broker, resolved, max_bytes, v, replica_id=-1):
+def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED):
     """(response topics, bytes gathered, logs read). On a cluster only the leader serves, a
-    consumer reads up to the high watermark and a follower (replica_id >= 0) up to the log end;
-    a single node leads everything with leader epoch 0."""
+    consumer reads up to the high watermark (read_committed: the last stable offset, with the
+    aborted transactions of the range) and a follower (replica_id >= 0) up to the log end; a
+    single node leads everything with leader epoch 0."""
     rm = broker.cluster.replica_manager if broker.cluster is not None else None
     total = 0
     first_data = True
@@ -90,7 +94,7 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1):
             logs.append(lg)
             hw = lg.high_watermark
             pd.high_watermark = hw
-            pd.last_stable_offset = hw
+            pd.last_stable_offset = lg.last_stable_offset
             pd.log_start_offset = lg.log_start_offset
             if v >= 9 and p.current_leader_epoch >= 0 and p.current_leader_epoch != epoch:
                 pd.error_code = (UnknownLeaderEpochError.code if p.current_leader_epoch > epoch
@@ -100,8 +104,13 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1):
             if limit <= 0 and not first_data:
                 continue
             try:
-                sl = lg.read(p.fetch_offset, max(limit, 0), max_offset=None if replica_id >= 0 else hw,
-                             min_one_batch=first_data)
+                if isolation == READ_COMMITTED and replica_id < 0:
+                    sl, aborted = lg.read_committed(p.fetch_offset, max(limit, 0), min_one_batch=first_data)
+                    pd.aborted_transactions = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                                               for a in aborted]
+                else:
+                    sl = lg.read(p.fetch_offset, max(limit, 0), max_offset=None if replica_id >= 0 else hw,
+                                 min_one_batch=first_data)
             except OffsetOutOfRangeError:
                 pd.error_code = OffsetOutOfRangeError.code
                 continue
@@ -149,10 +158,11 @@ def handle(ctx, req):
     # without a session (librdkafka, aiokafka, ...): _serve's body inline, this is the hot path
     resolved = _resolve(broker, req, v)
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
-    topics, total, logs = _read(broker, resolved, max_bytes, v)
+    read = _read_committed if req.isolation_level == READ_COMMITTED else _read_any
+    topics, total, logs = read(broker, resolved, max_bytes, v)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
-    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless)
+    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
 
 
 def _replica_fetch(broker, req, v, replica_id):
@@ -173,14 +183,19 @@ def _replica_fetch(broker, req, v, replica_id):
 def _serve(broker, resolved, req, v, finish):
     """Read now, or long-poll; ``finish(topics)`` makes the response."""
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
-    topics, total, logs = _read(broker, resolved, max_bytes, v)
+    read = _read_committed if req.isolation_level == READ_COMMITTED else _read_any
+    topics, total, logs = read(broker, resolved, max_bytes, v)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
         return finish(topics)
-    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish)
+    return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish, read)
 
 
 def _read_any(broker, resolved, max_bytes, v):
     return _read(broker, resolved, max_bytes, v)
+
+
+def _read_committed(broker, resolved, max_bytes, v):
+    return _read(broker, resolved, max_bytes, v, isolation=READ_COMMITTED)
 
 
 def _has_error(topics):
