@@ -288,14 +288,18 @@ cdef class RecordBatchBuilder:
         """Uncompressed size of the batch so far (header + records)."""
         return self.buf.len
 
-    def set_producer_state(self, long long producer_id, int producer_epoch, int base_sequence):
+    def set_producer_state(self, long long producer_id, int producer_epoch, int base_sequence,
+                           transactional=False):
         """Stamps the idempotent producer's id, epoch and first sequence (a producer assigns the
-        sequence when the batch is drained, after its records were appended)."""
+        sequence when the batch is drained, after its records were appended), and whether the
+        batch belongs to a transaction (attribute bit 0x10), set either way as Kafka's
+        MemoryRecordsBuilder.setProducerState does."""
         if not -32768 <= producer_epoch <= 32767:
             raise OverflowError("producer_epoch must fit in 16 bits")
         self.header.producer_id = producer_id
         self.header.producer_epoch = <int16_t>producer_epoch
         self.header.base_sequence = base_sequence
+        self.transactional = bool(transactional)
 
     cdef int _add(self, const uint8_t *value, int32_t value_len, const uint8_t *key, int32_t key_len,
                   int64_t ts, const kc_header_in *headers, int32_t n_headers) except -1:

@@ -263,8 +263,51 @@ def test_builder_can_build_again_after_more_appends():
     assert len(b) == 2
 
 
+@pytest.mark.parametrize("builder_cls", [RecordBatchBuilder, TWIN_BUILDER], ids=["selected", "twin"])
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_set_producer_state_sets_the_transactional_bit(builder_cls, codec):
+    b = builder_cls(compression=codec, base_offset=5)
+    b.append(b"v", timestamp_ms=1)
+    b.set_producer_state(7, 2, 10, transactional=True)
+    data = b.build()
+    assert struct.unpack_from(">h", data, 21)[0] & 0x10  # attributes, bit 4
+    (batch,) = iter_batches(data)
+    batch.validate()
+    assert batch.is_transactional and not batch.is_control and batch.compression == codec
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 2, 10)
+    assert b.transactional
+    # Set either way, as Kafka's setProducerState: the default stamps a non-transactional batch
+    # (what the idempotent producer's sender does today), even over the constructor's flag.
+    t = builder_cls(compression=codec, transactional=True)
+    t.append(b"v", timestamp_ms=1)
+    t.set_producer_state(7, 2, 10)
+    (batch,) = iter_batches(t.build())
+    assert not batch.is_transactional and not t.transactional
+    assert batch.attributes == (0 if codec == "none" else 4)
+
+
 # ---------------------------------------------------------------------------------------
 # Native against twin (native pass only)
+
+
+@needs_native
+@settings(max_examples=examples(100))
+@given(spec=batch_specs(), state=st.tuples(st.integers(-1, INT64_MAX), st.integers(-1, 32767),
+                                           st.integers(-1, 2**31 - 1), st.booleans()))
+def test_native_set_producer_state_equals_twin(spec, state):
+    def build(cls):
+        params, records = spec
+        b = cls(**params)
+        for value, key, ts, headers in records:
+            b.append(value, key=key, timestamp_ms=ts, headers=headers)
+        pid, epoch, seq, txn = state
+        b.set_producer_state(pid, epoch, seq, transactional=txn)
+        return b.build()
+
+    data = build(native.RecordBatchBuilder)
+    assert data == build(TWIN_BUILDER)
+    (batch,) = native.iter_batches(data)
+    assert batch.is_transactional == state[3]
 
 
 @needs_native

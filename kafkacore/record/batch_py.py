@@ -136,14 +136,17 @@ class RecordBatchBuilder:
         """Uncompressed size of the batch so far (header + records)."""
         return RECORD_BATCH_OVERHEAD + len(self._records)
 
-    def set_producer_state(self, producer_id, producer_epoch, base_sequence) -> None:
+    def set_producer_state(self, producer_id, producer_epoch, base_sequence, transactional=False) -> None:
         """Stamps the idempotent producer's id, epoch and first sequence (a producer assigns the
-        sequence when the batch is drained, after its records were appended)."""
+        sequence when the batch is drained, after its records were appended), and whether the
+        batch belongs to a transaction (attribute bit 0x10), set either way as Kafka's
+        MemoryRecordsBuilder.setProducerState does."""
         try:
             struct.pack(">qhi", producer_id, producer_epoch, base_sequence)
         except struct.error as e:
             raise OverflowError(f"producer state out of range: {e}") from None
         self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+        self.transactional = bool(transactional)
 
     def append(self, value, key=None, timestamp_ms=None, headers=None) -> None:
         value = _as_bytes(value, "value")
