@@ -169,7 +169,7 @@ int kc_control_type(const uint8_t *records, const uint8_t *end, int32_t count, i
         return KC_OK;
     }
     if (records >= end) {
-        *err = "control batch holds fewer records than its record count";
+        *err = "batch holds fewer records than its record count";
         return KC_CORRUPT;
     }
     int st = kc_record_parse_inline(records, end, &r, err);
