@@ -1,6 +1,7 @@
 #include "kc_record.h"
 #include "kc_crc32c.h"
 #include "kc_varint.h"
+#include <stdlib.h>
 #include <string.h>
 
 int kc_batch_frame(const uint8_t *p, size_t len, kc_batch_header *h, size_t *total, const char **err) {
@@ -155,4 +156,104 @@ void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *
     kc_put_be32(batch + KC_RECORDS_COUNT_OFFSET, h->records_count);
     uint32_t crc = kc_crc32c(0, batch + KC_ATTRIBUTES_OFFSET, total - KC_ATTRIBUTES_OFFSET);
     kc_put_be32(batch + KC_CRC_OFFSET, (int32_t)crc);
+}
+
+int kc_control_type(const uint8_t *records, const uint8_t *end, int32_t count, int *type, const char **err) {
+    kc_record r;
+    if (count < 0) {
+        *err = "negative record count";
+        return KC_CORRUPT;
+    }
+    if (count == 0) { /* Kafka: a marker without records ends nothing */
+        *type = KC_CONTROL_NONE;
+        return KC_OK;
+    }
+    if (records >= end) {
+        *err = "batch holds fewer records than its record count";
+        return KC_CORRUPT;
+    }
+    int st = kc_record_parse_inline(records, end, &r, err);
+    if (st) return st;
+    if (r.key == NULL || r.key_len < 4) {
+        *err = "control record key is null or shorter than 4 bytes";
+        return KC_CORRUPT;
+    }
+    if (kc_be16(r.key) < 0) {
+        *err = "control record key has a negative version";
+        return KC_CORRUPT;
+    }
+    *type = kc_be16(r.key + 2);
+    return KC_OK;
+}
+
+static int cmp_txn_first_offset(const void *x, const void *y) {
+    const kc_aborted_txn *a = x, *b = y;
+    return (a->first_offset > b->first_offset) - (a->first_offset < b->first_offset);
+}
+
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+int kc_aborted_init(kc_aborted *a, const kc_aborted_txn *txns, size_t count) {
+    memset(a, 0, sizeof *a);
+    if (count == 0) return KC_OK; /* nothing aborted: only markers are looked at */
+    if (count > SIZE_MAX / sizeof(kc_aborted_txn)) return KC_NOMEM;
+    a->txns = malloc(count * sizeof(kc_aborted_txn));
+    a->pids = malloc(count * sizeof(int64_t));
+    a->active = calloc(count, 1);
+    if (!a->txns || !a->pids || !a->active) {
+        kc_aborted_free(a);
+        return KC_NOMEM;
+    }
+    memcpy(a->txns, txns, count * sizeof(kc_aborted_txn));
+    qsort(a->txns, count, sizeof(kc_aborted_txn), cmp_txn_first_offset);
+    a->count = count;
+    /* The producer ids, sorted and unique: a fixed table, so the active set never grows. */
+    for (size_t i = 0; i < count; i++) a->pids[i] = txns[i].producer_id;
+    qsort(a->pids, count, sizeof(int64_t), cmp_i64);
+    size_t n = 1;
+    for (size_t i = 1; i < count; i++)
+        if (a->pids[i] != a->pids[n - 1]) a->pids[n++] = a->pids[i];
+    a->n_pids = n;
+    return KC_OK;
+}
+
+void kc_aborted_free(kc_aborted *a) {
+    free(a->txns);
+    free(a->pids);
+    free(a->active);
+    memset(a, 0, sizeof *a);
+}
+
+/* Index of producer_id in a->pids, or n_pids when absent. */
+static size_t pid_index(const kc_aborted *a, int64_t producer_id) {
+    size_t lo = 0, hi = a->n_pids;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->pids[mid] < producer_id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < a->n_pids && a->pids[lo] == producer_id ? lo : a->n_pids;
+}
+
+int kc_aborted_batch(kc_aborted *a, const kc_batch_header *h) {
+    if (h->producer_id < 0) return KC_TXN_KEEP; /* Kafka's hasProducerId(): no transaction */
+    /* Two's-complement wrap as Java's long arithmetic, without signed-overflow UB. */
+    int64_t last = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)h->last_offset_delta);
+    while (a->next < a->count && a->txns[a->next].first_offset <= last) {
+        size_t i = pid_index(a, a->txns[a->next].producer_id);
+        if (i < a->n_pids) a->active[i] = 1; /* always found: pids holds every listed id */
+        a->next++;
+    }
+    if (h->attributes & KC_ATTR_CONTROL) return KC_TXN_MARKER;
+    if (!(h->attributes & KC_ATTR_TRANSACTIONAL) || a->n_pids == 0) return KC_TXN_KEEP;
+    size_t i = pid_index(a, h->producer_id);
+    return i < a->n_pids && a->active[i] ? KC_TXN_ABORTED : KC_TXN_KEEP;
+}
+
+void kc_aborted_end(kc_aborted *a, int64_t producer_id) {
+    size_t i = pid_index(a, producer_id);
+    if (i < a->n_pids) a->active[i] = 0;
 }

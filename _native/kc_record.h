@@ -133,6 +133,52 @@ size_t kc_record_encode(uint8_t *dst, int64_t timestamp_delta, int32_t offset_de
 /* Fills the 61-byte header, then the CRC over [21, total). */
 void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *h);
 
+/* ---- Read-committed reading (KIP-98; docs/transactions.md 9.2) ----
+ * Kafka's consumer rules (the Java client's CompletedFetch): batches are walked in offset
+ * order; for each batch with a producer id, every aborted transaction of the Fetch response
+ * whose first offset is at or below the batch's last offset makes its producer "aborting";
+ * an ABORT marker (control batch) of that producer ends it; a transactional data batch of an
+ * aborting producer belongs to an aborted transaction and its records are dropped. */
+
+/* ControlRecordType, the int16 at byte 2 of a control record's key. */
+#define KC_CONTROL_ABORT 0
+#define KC_CONTROL_COMMIT 1
+#define KC_CONTROL_NONE (-1) /* a control batch without records: it ends nothing */
+
+/* The control record type of a control batch: the key of its first record, [records, end)
+ * being its (decompressed) records section and count its record count. The key must hold at
+ * least 4 bytes with a non-negative version (newer versions may append fields); other types
+ * than ABORT and COMMIT are returned as read. KC_CORRUPT with *err otherwise. */
+int kc_control_type(const uint8_t *records, const uint8_t *end, int32_t count, int *type, const char **err);
+
+typedef struct {
+    int64_t producer_id;
+    int64_t first_offset;
+} kc_aborted_txn; /* one entry of a Fetch response's aborted_transactions */
+
+typedef struct {
+    kc_aborted_txn *txns; /* sorted by first_offset; owned */
+    size_t count;
+    size_t next;     /* txns[next..] have not been reached yet */
+    int64_t *pids;   /* the distinct producer ids of txns, sorted; owned */
+    uint8_t *active; /* active[i]: pids[i] is inside an aborted transaction */
+    size_t n_pids;
+} kc_aborted;
+
+/* What kc_aborted_batch says about a batch. */
+#define KC_TXN_KEEP 0    /* read it as read_uncommitted would (control batches still give no records) */
+#define KC_TXN_ABORTED 1 /* a transactional data batch of an aborted transaction: drop its records */
+#define KC_TXN_MARKER 2  /* a control batch with a producer id: read its type (kc_control_type) and
+                          * call kc_aborted_end on ABORT; it gives no records */
+
+/* Copies and sorts the list. KC_OK or KC_NOMEM (then *a holds nothing to free). */
+int kc_aborted_init(kc_aborted *a, const kc_aborted_txn *txns, size_t count);
+void kc_aborted_free(kc_aborted *a);
+/* The verdict for the next batch in offset order, from its header alone. */
+int kc_aborted_batch(kc_aborted *a, const kc_batch_header *h);
+/* An ABORT marker of producer_id: its aborted transaction ends here. */
+void kc_aborted_end(kc_aborted *a, int64_t producer_id);
+
 /* Inline bodies of kc_header_next / kc_record_parse, for decode loops in other files. */
 #include "kc_varint.h"
 static inline int kc_header_next_inline(const uint8_t **pp, const uint8_t *end, const uint8_t **key, int32_t *key_len,

@@ -37,8 +37,8 @@ cdef class ConsumerRecord:
                 f"timestamp_ms={self.timestamp_ms}, key={self.key!r}, value={self.value!r}, headers={self.headers!r})")
 
 
-def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs=True):
-    """decode_records(buf, topic, partition, min_offset=0, check_crcs=True) -> (records, next_offset, error)
+def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs=True, aborted=None):
+    """decode_records(buf, topic, partition, min_offset=0, check_crcs=True, aborted=None) -> (records, next_offset, error)
 
     Every record at ``min_offset`` or later in a fetched buffer of batches, as ConsumerRecord
     objects in offset order. Control batches are skipped; a truncated final batch (a fetch
@@ -46,8 +46,14 @@ def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs
     batch (-1 when there was none). A bad CRC or a malformed record is a CorruptRecordError
     naming the topic, partition and the batch's base offset: raised when it is in the first
     batch, else returned as ``error`` with the records of the batches before it (as Kafka's
-    consumer hands out the good records first and fails at the bad one)."""
+    consumer hands out the good records first and fails at the bad one).
+
+    ``aborted`` reads committed (Kafka's CompletedFetch): the Fetch response's aborted
+    transactions, (producer_id, first_offset) pairs or objects with those attributes; the
+    batches of aborted transactions are dropped after their CRC check, never decompressed,
+    and ``next_offset`` still moves past them. None reads uncommitted."""
     cdef _BufferRef ref = _BufferRef(buf)
+    cdef _AbortedState txn = _aborted_state(aborted)
     cdef Py_ssize_t pos = 0
     cdef bint check = bool(check_crcs)
     cdef list out = []
@@ -56,7 +62,8 @@ def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs
     try:
         while pos < <Py_ssize_t>ref.length:
             good = len(out)
-            pos, next_offset = _decode_one_batch(ref, pos, out, topic, partition, min_offset, check, next_offset)
+            pos, next_offset = _decode_one_batch(ref, pos, out, topic, partition, min_offset, check, next_offset,
+                                                 txn)
             if pos < 0:
                 break
     except CorruptRecordError as e:
@@ -68,7 +75,7 @@ def decode_records(buf, topic, int partition, long long min_offset=0, check_crcs
 
 
 cdef tuple _decode_one_batch(_BufferRef ref, Py_ssize_t pos, list out, topic, int partition, long long min_offset,
-                             bint check, long long next_offset):
+                             bint check, long long next_offset, _AbortedState txn):
     """Decodes the batch at pos into out; (position after it or -1 at a truncated tail, next offset)."""
     cdef size_t total
     cdef kc_batch_header h
@@ -77,6 +84,7 @@ cdef tuple _decode_one_batch(_BufferRef ref, Py_ssize_t pos, list out, topic, in
     cdef uint32_t computed
     cdef bytes data
     cdef const uint8_t *p
+    cdef int verdict = KC_TXN_KEEP
     st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
     if st == KC_TRUNCATED:
         return -1, next_offset
@@ -84,6 +92,22 @@ cdef tuple _decode_one_batch(_BufferRef ref, Py_ssize_t pos, list out, topic, in
         raise CorruptRecordError(f"{topic}-{partition}: malformed batch after offset {next_offset}: "
                                  f"{err.decode()}", <Py_ssize_t>pos)
     p = ref.data + pos
+    if txn is not None:
+        verdict = kc_aborted_batch(&txn.a, &h)
+        if verdict == KC_TXN_MARKER:
+            # Read even before min_offset: an ABORT marker ends its producer's aborted range.
+            if check:
+                computed = _batch_crc(p, total)
+                if computed != h.crc:
+                    raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: "
+                                             f"{_crc_mismatch(h.crc, computed)}", <Py_ssize_t>pos)
+            try:
+                if _marker_type(ref, <size_t>pos, total, &h) == KC_CONTROL_ABORT:
+                    kc_aborted_end(&txn.a, h.producer_id)
+            except CorruptRecordError as e:
+                raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: {e.reason}",
+                                         e.position) from None
+            return pos + <Py_ssize_t>total, _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
     if _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1) <= min_offset:
         # wholly before the position (a seek, or a compressed batch's head)
         return pos + <Py_ssize_t>total, _wrap_add(h.base_offset, <int64_t>h.last_offset_delta + 1)
@@ -92,7 +116,7 @@ cdef tuple _decode_one_batch(_BufferRef ref, Py_ssize_t pos, list out, topic, in
         if computed != h.crc:
             raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: "
                                      f"{_crc_mismatch(h.crc, computed)}", <Py_ssize_t>pos)
-    if not h.attributes & KC_ATTR_CONTROL and h.records_count > 0:
+    if not h.attributes & KC_ATTR_CONTROL and h.records_count > 0 and verdict != KC_TXN_ABORTED:
         if h.attributes & 0x07:
             if (h.attributes & 0x07) not in _CODEC_NAMES:
                 raise CorruptRecordError(f"{topic}-{partition} offset {h.base_offset}: unknown compression "

@@ -85,6 +85,24 @@ cdef extern from "kc_record.h" nogil:
                             int32_t key_len, const uint8_t *value, int32_t value_len,
                             const kc_header_in *headers, int32_t n_headers)
     void kc_batch_write_header(uint8_t *batch, size_t total, const kc_batch_header *h)
+    enum:
+        KC_CONTROL_ABORT
+        KC_CONTROL_COMMIT
+        KC_CONTROL_NONE
+        KC_TXN_KEEP
+        KC_TXN_ABORTED
+        KC_TXN_MARKER
+    int kc_control_type(const uint8_t *records, const uint8_t *end, int32_t count, int *type, const char **err)
+    ctypedef struct kc_aborted_txn:
+        int64_t producer_id
+        int64_t first_offset
+    ctypedef struct kc_aborted:
+        size_t count
+        size_t n_pids
+    int kc_aborted_init(kc_aborted *a, const kc_aborted_txn *txns, size_t count)
+    void kc_aborted_free(kc_aborted *a)
+    int kc_aborted_batch(kc_aborted *a, const kc_batch_header *h)
+    void kc_aborted_end(kc_aborted *a, int64_t producer_id)
 
 cdef extern from "kc_columns.h" nogil:
     ctypedef struct kc_columns:

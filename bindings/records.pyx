@@ -288,14 +288,18 @@ cdef class RecordBatchBuilder:
         """Uncompressed size of the batch so far (header + records)."""
         return self.buf.len
 
-    def set_producer_state(self, long long producer_id, int producer_epoch, int base_sequence):
+    def set_producer_state(self, long long producer_id, int producer_epoch, int base_sequence,
+                           transactional=False):
         """Stamps the idempotent producer's id, epoch and first sequence (a producer assigns the
-        sequence when the batch is drained, after its records were appended)."""
+        sequence when the batch is drained, after its records were appended), and whether the
+        batch belongs to a transaction (attribute bit 0x10), set either way as Kafka's
+        MemoryRecordsBuilder.setProducerState does."""
         if not -32768 <= producer_epoch <= 32767:
             raise OverflowError("producer_epoch must fit in 16 bits")
         self.header.producer_id = producer_id
         self.header.producer_epoch = <int16_t>producer_epoch
         self.header.base_sequence = base_sequence
+        self.transactional = bool(transactional)
 
     cdef int _add(self, const uint8_t *value, int32_t value_len, const uint8_t *key, int32_t key_len,
                   int64_t ts, const kc_header_in *headers, int32_t n_headers) except -1:
@@ -573,6 +577,81 @@ cdef object _corrupt(str reason, Py_ssize_t position):
     return CorruptRecordError(reason, position)
 
 
+# -- read_committed (KIP-98): Kafka's consumer rules for aborted transactions, in kc_record.c
+# (kc_aborted, kc_control_type); the twin is batch_py.AbortedFilter / control_type.
+
+cdef object _aborted_pairs = None  # batch_py.aborted_pairs, imported on first use
+
+
+cdef class _AbortedState:
+    """The C filter (kc_aborted) over one Fetch response's aborted transactions."""
+    cdef kc_aborted a
+
+    def __cinit__(self):
+        memset(&self.a, 0, sizeof(kc_aborted))
+
+    def __dealloc__(self):
+        kc_aborted_free(&self.a)
+
+
+cdef _AbortedState _aborted_state(object aborted):
+    """None for None (read_uncommitted), else the filter for ``aborted``. The input is checked
+    by the twin's aborted_pairs, so both implementations accept and refuse the same things."""
+    global _aborted_pairs
+    cdef _AbortedState s
+    cdef kc_aborted_txn *txns = NULL
+    cdef Py_ssize_t i, n
+    cdef int st
+    if aborted is None:
+        return None
+    if _aborted_pairs is None:
+        from kafkacore.record.batch_py import aborted_pairs
+        _aborted_pairs = aborted_pairs
+    pairs = _aborted_pairs(aborted)
+    n = len(pairs)
+    s = _AbortedState.__new__(_AbortedState)
+    if n == 0:
+        kc_aborted_init(&s.a, NULL, 0)  # cannot fail: nothing to allocate
+        return s
+    txns = <kc_aborted_txn *>malloc(<size_t>n * sizeof(kc_aborted_txn))
+    if txns == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            txns[i].producer_id = pairs[i][0]
+            txns[i].first_offset = pairs[i][1]
+        st = kc_aborted_init(&s.a, txns, <size_t>n)
+    finally:
+        free(txns)
+    if st != KC_OK:
+        raise MemoryError()
+    return s
+
+
+cdef int _marker_type(_BufferRef ref, size_t pos, size_t total, const kc_batch_header *h) except -2:
+    """The ControlRecordType of the control batch at pos, KC_CONTROL_NONE without records.
+    Kafka never compresses markers, but a compressed control batch is read like Kafka's
+    consumer does: decompressed."""
+    cdef int t = KC_CONTROL_NONE
+    cdef const char *err = NULL
+    cdef int st
+    cdef bytes data
+    cdef int codec = h.attributes & 0x07
+    if codec and h.records_count > 0:
+        if codec not in _CODEC_NAMES:
+            raise _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
+        data = codecs.decompress(codec, ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total), <Py_ssize_t>pos)
+        st = kc_control_type(<const uint8_t *>PyBytes_AS_STRING(data),
+                             <const uint8_t *>PyBytes_AS_STRING(data) + PyBytes_GET_SIZE(data),
+                             h.records_count, &t, &err)
+    else:
+        st = kc_control_type(ref.data + pos + KC_RECORD_BATCH_OVERHEAD, ref.data + pos + total,
+                             h.records_count, &t, &err)
+    if st != KC_OK:
+        raise _corrupt(f"control batch: {err.decode()}", <Py_ssize_t>pos)
+    return t
+
+
 @cython.final
 cdef class _RecordIterator:
     """Decodes a batch's records one per __next__, as Kafka's own reader does: a record the
@@ -660,6 +739,7 @@ cdef class RecordBatch:
     cdef kc_batch_header h
     cdef readonly Py_ssize_t position
     cdef readonly Py_ssize_t size_in_bytes
+    cdef readonly bint aborted  # set by iter_batches(aborted=...): a read_committed reader drops its records
 
     @property
     def base_offset(self): return self.h.base_offset
@@ -778,6 +858,7 @@ cdef class RecordBatch:
 cdef class _BatchIterator:
     cdef _BufferRef ref
     cdef size_t pos
+    cdef _AbortedState txn  # None: read_uncommitted
 
     def __iter__(self):
         return self
@@ -799,17 +880,28 @@ cdef class _BatchIterator:
         b.h = h
         b.position = <Py_ssize_t>self.pos
         b.size_in_bytes = <Py_ssize_t>total
+        if self.txn is not None:
+            verdict = kc_aborted_batch(&self.txn.a, &h)
+            if verdict == KC_TXN_MARKER and _marker_type(self.ref, self.pos, total, &h) == KC_CONTROL_ABORT:
+                kc_aborted_end(&self.txn.a, h.producer_id)
+            b.aborted = verdict == KC_TXN_ABORTED
         self.pos += total
         return b
 
 
-def iter_batches(buf):
-    """iter_batches(buf): each RecordBatch of a buffer of concatenated batches (a segment, a
-    fetch response). A truncated final batch ends the iteration quietly; a batch whose
-    length or magic can't be v2 raises CorruptRecordError."""
+def iter_batches(buf, aborted=None):
+    """iter_batches(buf, aborted=None): each RecordBatch of a buffer of concatenated batches (a
+    segment, a fetch response). A truncated final batch ends the iteration quietly; a batch
+    whose length or magic can't be v2 raises CorruptRecordError.
+
+    ``aborted``: a Fetch response's aborted transactions, (producer_id, first_offset) pairs or
+    objects with those attributes. Every batch is still yielded; ``RecordBatch.aborted`` tells
+    whether a read_committed reader drops its records. Markers are read for that (a malformed
+    one raises CorruptRecordError); CRCs are not checked (validate() does)."""
     cdef _BatchIterator it = _BatchIterator.__new__(_BatchIterator)
     it.ref = _BufferRef(buf)
     it.pos = 0
+    it.txn = _aborted_state(aborted)
     return it
 
 
@@ -932,12 +1024,16 @@ cdef int _crc_matches(const _PendingBatch *b) noexcept nogil:
     return _batch_crc(b.batch, b.total) == b.h.crc
 
 
-def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
-    """decode_to_arrow(buf, topic=None, partition=None, check_crcs=True) -> pyarrow.RecordBatch
+def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=None):
+    """decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=None) -> pyarrow.RecordBatch
 
     Every record of every batch in ``buf`` decoded in one native pass into the columns of
     Spark's Kafka source (key, value, topic, partition, offset, timestamp, timestampType,
     headers). Control batches are skipped; a truncated final batch ends the input.
+
+    ``aborted`` reads committed: the Fetch response's aborted transactions ((producer_id,
+    first_offset) pairs or objects with those attributes); batches of aborted transactions
+    are dropped after their CRC check, never decompressed. None reads uncommitted.
 
     Pass 1 frames every batch (and decompresses compressed ones, holding the GIL for the
     codec libraries); pass 2 reserves each column once and decodes all records without the
@@ -959,6 +1055,8 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
     cdef list keep_alive = []  # decompressed sections referenced by pending items
     first_error = None  # a pass-1 error, raised unless pass 2 finds an earlier one
     cdef dict pool_buffers = {}
+    cdef _AbortedState txn = _aborted_state(aborted)
+    cdef int verdict
     _need_arrow()
     memset(&pending, 0, sizeof(kc_buf))
     kc_columns_init(&cols)
@@ -982,7 +1080,28 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True):
             item.position = pos
             item.batch = p
             item.total = total
+            verdict = KC_TXN_KEEP if txn is None else kc_aborted_batch(&txn.a, &h)
             if h.attributes & KC_ATTR_CONTROL:
+                item.records = item.end = NULL
+                item.h.records_count = 0
+                item.check_crc = check
+                if verdict == KC_TXN_MARKER:
+                    # Its key steers the filter: CRC first (as the twin), then the key.
+                    if check:
+                        computed = _batch_crc(p, total)
+                        if computed != h.crc:
+                            first_error = _corrupt(_crc_mismatch(h.crc, computed), <Py_ssize_t>pos)
+                            break
+                        item.check_crc = False
+                    try:
+                        if _marker_type(ref, pos, total, &h) == KC_CONTROL_ABORT:
+                            kc_aborted_end(&txn.a, h.producer_id)
+                    except CorruptRecordError as e:
+                        first_error = e
+                        break
+            elif verdict == KC_TXN_ABORTED:
+                # An aborted transaction's batch: like a control batch, CRC checked in pass 2
+                # and nothing decompressed or decoded.
                 item.records = item.end = NULL
                 item.h.records_count = 0
                 item.check_crc = check

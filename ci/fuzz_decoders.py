@@ -1,6 +1,8 @@
 """Coverage-guided fuzzing (atheris/libFuzzer) of the record decoders with hostile bytes.
 
-Every input goes through iter_batches, batch iteration, validate() and decode_to_arrow;
+Every input goes through iter_batches, batch iteration, validate() and decode_to_arrow, and
+through the read_committed paths (iter_batches, decode_to_arrow and the consumer's
+decode_records with an aborted-transaction list taken from the input's last bytes);
 the only exception allowed out is CorruptRecordError. It also goes through the storage
 engine's native paths: produce validation (only Kafka's CORRUPT_MESSAGE, INVALID_RECORD and
 MESSAGE_TOO_LARGE may come out), offset stamping of what passed, the recovery scan, the index
@@ -21,6 +23,8 @@ import atheris
 with atheris.instrument_imports(include=["kafkacore"]):
     from kafkacore.record import CorruptRecordError, decode_to_arrow, iter_batches
     from kafkacore.record import RecordBatchBuilder
+    from kafkacore.record.control import end_txn_marker_batch
+    from kafkacore.client.consumer import decode_records
     from kafkacore.errors import CorruptMessageError, InvalidRecordError, MessageTooLargeError
     from kafkacore.storage._hot import hot
 
@@ -55,8 +59,35 @@ def exercise_storage(data: bytes) -> None:
             pass
 
 
+def aborted_list(data: bytes) -> list:
+    """Up to 4 (producer_id, first_offset) pairs from the input's tail, so the fuzzer steers
+    them too: small producer ids (those of the seeds), offsets small or any int64."""
+    n = data[-1] % 5 if data else 0
+    out = []
+    for i in range(n):
+        chunk = data[-2 - 9 * (i + 1):-2 - 9 * i] if len(data) >= 2 + 9 * (i + 1) else b"\x00" * 9
+        first = int.from_bytes(chunk[1:], "big", signed=True)
+        out.append((chunk[0] % 12 - 1, first if chunk[0] & 0x80 else first % 64))
+    return out
+
+
 def exercise(data: bytes) -> None:
     exercise_storage(data)
+    aborted = aborted_list(data)
+    try:
+        for batch in iter_batches(data, aborted):
+            batch.aborted
+    except CorruptRecordError:
+        pass
+    for check in (True, False):
+        try:
+            decode_to_arrow(data, check_crcs=check, aborted=aborted).validate(full=True)
+        except CorruptRecordError:
+            pass
+        try:
+            decode_records(data, "t", 0, 0, check, aborted)
+        except CorruptRecordError:
+            pass
     try:
         for batch in iter_batches(data):
             for rec in batch:
@@ -83,6 +114,16 @@ def seeds():
     b.append(b"\x00\x00\x00\x00", key=b"\x00\x00\x00\x01", timestamp_ms=1)
     out.append(b.build())
     out.append(out[0] + out[3] + out[0][:30])
+    # a read_committed buffer: producer 3 aborts a compressed batch, producer 9 commits
+    parts = []
+    for pid, base, codec in ((3, 0, "zstd"), (9, 2, "none"), (3, 4, "lz4")):
+        b = RecordBatchBuilder(compression=codec, base_offset=base)
+        b.set_producer_state(pid, 0, 0, transactional=True)
+        b.extend([b"a", b"b"], timestamps_ms=[1, 2])
+        parts.append(b.build())
+    parts.append(end_txn_marker_batch(3, 0, 0, False, 1, base_offset=6))
+    parts.append(end_txn_marker_batch(9, 0, 0, True, 1, base_offset=7))
+    out.append(b"".join(parts) + bytes([4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]))  # tail: aborted [(3, 0)]
     return out
 
 

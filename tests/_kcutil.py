@@ -227,3 +227,93 @@ def poll(pred, timeout=15.0, interval=0.02):
             return True
         time.sleep(interval)
     return pred()
+
+
+# ---------------------------------------------------------------------------------------
+# Transactions (read_committed decoding)
+
+
+def txn_batch(producer_id, base_offset, n, codec="none", transactional=True, epoch=0, ts=1_700_000_000_000,
+              builder_cls=None):
+    """A data batch of n records valued b"<offset>" (so kept offsets can be read back from values)."""
+    b = (builder_cls or batch_py.RecordBatchBuilder)(compression=codec, base_offset=base_offset)
+    b.set_producer_state(producer_id, epoch, 0, transactional=transactional)
+    for i in range(n):
+        b.append(b"%d" % (base_offset + i), key=b"p%d" % producer_id, timestamp_ms=ts + base_offset + i)
+    return b.build()
+
+
+def txn_marker(producer_id, offset, commit, epoch=0):
+    from kafkacore.record.control import end_txn_marker_batch
+    return end_txn_marker_batch(producer_id, epoch, 0, commit, 1_700_000_000_000, base_offset=offset)
+
+
+def interleaved_txns(codec="none"):
+    """Producer 1 aborts twice and commits once between, producer 2 commits, producer 3 is
+    idempotent (not transactional), producer -1 plain: kept offsets and the aborted list."""
+    parts = [
+        txn_batch(1, 0, 2, codec),            # 0-1   P1 txn A (aborted)
+        txn_batch(2, 2, 2, codec),            # 2-3   P2 txn (committed)
+        txn_batch(3, 4, 1, codec, transactional=False),  # 4  idempotent producer
+        txn_batch(1, 5, 1, codec),            # 5     P1 txn A
+        txn_marker(1, 6, commit=False),       # 6     ABORT A
+        txn_batch(-1, 7, 2, codec, transactional=False),  # 7-8 plain producer
+        txn_batch(1, 9, 2, codec),            # 9-10  P1 txn B (committed)
+        txn_marker(2, 11, commit=True),       # 11    COMMIT P2
+        txn_marker(1, 12, commit=True),       # 12    COMMIT B
+        txn_batch(1, 13, 3, codec),           # 13-15 P1 txn C (aborted)
+        txn_batch(2, 16, 1, codec),           # 16    P2 txn (open at the end of the fetch)
+        txn_marker(1, 17, commit=False),      # 17    ABORT C
+        txn_batch(1, 18, 1, codec, transactional=False),  # 18 P1 outside a transaction
+    ]
+    aborted = [(1, 13), (1, 0)]  # a broker lists them by segment; the order is not relied on
+    kept = [2, 3, 4, 7, 8, 9, 10, 16, 18]
+    return b"".join(parts), aborted, kept
+
+
+@st.composite
+def txn_logs(draw):
+    """A partition's log as a broker writes it: producers 0-3 interleave transactions that end
+    with a COMMIT or ABORT marker (or are still open), with idempotent and plain batches in
+    between, in random codecs. Returns (buffer, aborted list as Fetch returns it, kept offsets)."""
+    offset = draw(st.integers(0, 1 << 40))
+    open_first, pending = {}, {}
+    parts, aborted, kept = [], [], []
+    for _ in range(draw(st.integers(1, 20))):
+        kind = draw(st.sampled_from(["data", "data", "end", "plain"]))
+        pid = draw(st.integers(0, 3))
+        if kind == "data":
+            n = draw(st.integers(1, 3))
+            parts.append(txn_batch(pid, offset, n, draw(st.sampled_from(CODECS))))
+            open_first.setdefault(pid, offset)
+            pending.setdefault(pid, []).extend(range(offset, offset + n))
+            offset += n
+        elif kind == "end":
+            commit = draw(st.booleans())
+            parts.append(txn_marker(pid, offset, commit))  # also for a producer without an open transaction
+            offset += 1
+            if pid in open_first:
+                first = open_first.pop(pid)
+                recs = pending.pop(pid)
+                if commit:
+                    kept += recs
+                else:
+                    aborted.append((pid, first))
+        else:
+            n = draw(st.integers(1, 3))
+            parts.append(txn_batch(draw(st.sampled_from([-1, 10])), offset, n, draw(st.sampled_from(CODECS)),
+                                   transactional=False))
+            kept += range(offset, offset + n)
+            offset += n
+    for recs in pending.values():  # still open: a read_committed fetch stops before them (LSO)
+        kept += recs
+    aborted = draw(st.permutations(aborted))
+    aborted += draw(st.lists(st.tuples(st.integers(50, 60), st.integers(0, 1 << 41)), max_size=2))  # unseen ids
+    return b"".join(parts), list(aborted), sorted(kept)
+
+
+def corrupt_payload_txn_batch(producer_id, base_offset, codec_id=4):
+    """A transactional batch whose compressed records section is garbage under a valid CRC:
+    reading its records fails, dropping it unread does not."""
+    return assemble_batch(b"\x00not a zstd frame\xff" * 3, 2, attributes=codec_id | 0x10, base_offset=base_offset,
+                          producer_id=producer_id, producer_epoch=0, base_sequence=0)

@@ -4,9 +4,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkacore.record import SPARK_KAFKA_SCHEMA, RecordBatchBuilder, decode_to_arrow, iter_batches
+from kafkacore.record import SPARK_KAFKA_SCHEMA, CorruptRecordError, RecordBatchBuilder, arrow_py, decode_to_arrow
+from kafkacore.record import codecs as kc_codecs
+from kafkacore.record import iter_batches
 
-from _kcutil import CODECS, batch_specs, build_batch, by_mode, examples, expected_records, random_bytes
+from _kcutil import (
+    CODECS, batch_specs, build_batch, by_mode, corrupt_payload_txn_batch, examples, expected_records,
+    interleaved_txns, native_module, random_bytes, requires_native, txn_batch, txn_logs, txn_marker,
+)
+
+native = native_module("records")
+needs_native = requires_native("records")
 
 EXPECTED_SCHEMA = pa.schema([
     pa.field("key", pa.binary()),
@@ -251,3 +259,85 @@ def test_concurrent_decoding_and_building():
         built = list(pool.map(build, range(20)))
     assert all(r.equals(expected) for r in results)
     assert built == [build(i) for i in range(20)]
+
+
+# ---------------------------------------------------------------------------------------
+# read_committed: decode_to_arrow(aborted=...)
+
+TO_ARROW = {"selected": decode_to_arrow, "twin": arrow_py.decode_to_arrow}
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_read_committed_columns(codec, impl):
+    buf, aborted, kept = interleaved_txns(codec)
+    to_arrow = TO_ARROW[impl]
+    t = to_arrow(buf, topic="t", partition=1, aborted=aborted)
+    t.validate(full=True)
+    assert t.schema.equals(SPARK_KAFKA_SCHEMA)
+    assert t.column("offset").to_pylist() == kept
+    assert t.column("value").to_pylist() == [b"%d" % o for o in kept]
+    # None (the default) reads uncommitted: every data record; markers are never rows
+    everything = [o for o in range(19) if o not in (6, 11, 12, 17)]
+    for ab in (None, []):
+        assert to_arrow(buf, aborted=ab).column("offset").to_pylist() == everything
+    assert to_arrow(buf, aborted=None).equals(to_arrow(buf))
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_read_committed_skips_compressed_aborted_batches_unread(impl, monkeypatch):
+    to_arrow = TO_ARROW[impl]
+    buf = (txn_batch(1, 0, 2, "snappy") + corrupt_payload_txn_batch(2, 2) + txn_batch(1, 4, 1, "zstd")
+           + txn_marker(2, 5, False) + txn_marker(1, 6, True))
+    with pytest.raises(CorruptRecordError):
+        to_arrow(buf)  # read uncommitted, the garbage is decompressed and fails
+    calls = []
+    real = kc_codecs.decompress
+    monkeypatch.setattr(kc_codecs, "decompress", lambda codec, data, position=-1: (
+        calls.append(codec), real(codec, data, position))[1])
+    t = to_arrow(buf, aborted=[(2, 2)])
+    assert t.column("offset").to_pylist() == [0, 1, 4]
+    assert calls == [2, 4]  # snappy and zstd: the two kept batches only
+    # the dropped batch's CRC is still checked
+    bad = bytearray(buf)
+    bad[len(txn_batch(1, 0, 2, "snappy")) + 70] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        to_arrow(bytes(bad), aborted=[(2, 2)])
+    assert to_arrow(bytes(bad), aborted=[(2, 2)], check_crcs=False).num_rows == 3
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_read_committed_bad_marker_and_bad_list(impl):
+    to_arrow = TO_ARROW[impl]
+    b = RecordBatchBuilder(control=True, transactional=True, base_offset=2, producer_id=1)
+    b.append(b"", key=b"\x00", timestamp_ms=1)
+    head = txn_batch(1, 0, 2)
+    buf = head + b.build()
+    with pytest.raises(CorruptRecordError, match="control batch: control record key is null or shorter") as e:
+        to_arrow(buf, aborted=[(1, 0)])
+    assert e.value.position == len(head)
+    assert to_arrow(buf).num_rows == 2  # read uncommitted: not looked into
+    with pytest.raises(TypeError, match="aborted"):
+        to_arrow(buf, aborted=[(1, "0")])
+
+
+@settings(max_examples=examples(100, 30))
+@given(log=txn_logs())
+def test_read_committed_rows_are_the_committed_records(log):
+    buf, aborted, kept = log
+    for to_arrow in TO_ARROW.values():
+        t = to_arrow(buf, topic="t", partition=0, aborted=aborted)
+        assert t.column("offset").to_pylist() == kept
+        assert t.column("value").to_pylist() == [b"%d" % o for o in kept]
+
+
+@needs_native
+@settings(max_examples=examples(150))
+@given(log=txn_logs(), extra=st.lists(st.tuples(st.integers(-1, 4), st.integers(0, 1 << 41)), max_size=3),
+       check=st.booleans())
+def test_native_read_committed_arrow_equals_twin(log, extra, check):
+    buf, aborted, _kept = log
+    for ab in (None, [], aborted, aborted + extra, extra):
+        n = native.decode_to_arrow(buf, topic="t", partition=2, check_crcs=check, aborted=ab)
+        t = arrow_py.decode_to_arrow(buf, topic="t", partition=2, check_crcs=check, aborted=ab)
+        assert n.equals(t)

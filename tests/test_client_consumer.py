@@ -283,3 +283,47 @@ def test_consumer_carries_on_across_a_broker_restart(tmp_path):
                 p.send_many(t, [b"b%d" % i for i in range(50)], partition=1).result(20)
             again = _poll_all(c, 50, timeout=30)
     assert [r.value for r in again] == [b"b%d" % i for i in range(50)]
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_fetched_aborted_transactions_reach_the_decoders(isolation):
+    """No broker serves aborted lists yet (issue 15 step 7): a Fetch response is handed to the
+    fetcher by hand. Under read_committed it keeps the partition's aborted_transactions with
+    the buffered data and both poll paths drop those transactions; under read_uncommitted
+    the list is ignored, as the Java client does."""
+    import threading
+    from types import SimpleNamespace
+
+    from _kcutil import interleaved_txns
+    from kafkacore.client.consumer import Consumer
+    from kafkacore.client.fetcher import Fetcher, PartitionState
+    from kafkacore.protocol.messages.fetch_response import AbortedTransaction, PartitionData
+
+    buf, aborted, kept = interleaved_txns("lz4")
+    everything = [o for o in range(19) if o not in (6, 11, 12, 17)]
+    config = {"fetch.max.wait.ms": 500, "fetch.min.bytes": 1, "fetch.max.bytes": 1 << 20,
+              "max.partition.fetch.bytes": 1 << 20, "isolation.level": isolation, "retry.backoff.ms": 100}
+    for arrow in (False, True):
+        lock = threading.Lock()
+        st = PartitionState()
+        st.position = st.fetch_position = 0
+        st.in_flight = True
+        fetcher = Fetcher(config, cluster=None, states={("t", 0): st}, lock=lock,
+                          data_ready=threading.Condition(lock))
+        try:
+            part = PartitionData(partition_index=0, high_watermark=19, last_stable_offset=19, log_start_offset=0,
+                                 aborted_transactions=[AbortedTransaction(producer_id=p, first_offset=f)
+                                                       for p, f in aborted], records=memoryview(buf))
+            fetcher._handle([(("t", 0), 0, st.version)],
+                            SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])]))
+        finally:
+            os.close(fetcher._wake_r)
+            os.close(fetcher._wake_w)
+        (data,) = st.buffered
+        assert data.next_offset == 19
+        assert (data.aborted is not None) == (isolation == "read_committed")
+        consumer = SimpleNamespace(_check_crcs=True, _lock=lock)
+        count, chunk, new_pos, exhausted = Consumer._decode(consumer, ("t", 0), st, data, 1000, arrow)
+        got = chunk.column("offset").to_pylist() if arrow else [r.offset for r in chunk]
+        assert got == (kept if isolation == "read_committed" else everything)
+        assert (count, new_pos, exhausted) == (len(got), 19, True)

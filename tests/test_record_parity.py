@@ -8,12 +8,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkacore.record import RecordBatchBuilder, decode_to_arrow, iter_batches
+from kafkacore.client import records_py
+from kafkacore.client.consumer import decode_records  # the selected implementation
+from kafkacore.record import CorruptRecordError, RecordBatchBuilder, decode_to_arrow, iter_batches
 from kafkacore.record import arrow_py, batch_py
+from kafkacore.record import codecs as kc_codecs
 
 from _kcutil import (
     BATCH_FIELDS, CODECS, INT64_MAX, INT64_MIN, assemble_batch, batch_fields, batch_specs, build_batch, by_mode,
-    examples, expected_records, native_module, random_bytes, rec_tuple, requires_native, wrap64,
+    corrupt_payload_txn_batch, examples, expected_records, fix_crc, interleaved_txns, native_module, random_bytes,
+    rec_tuple, requires_native, txn_batch, txn_logs, txn_marker, wrap64,
 )
 
 native = native_module("records")
@@ -263,8 +267,51 @@ def test_builder_can_build_again_after_more_appends():
     assert len(b) == 2
 
 
+@pytest.mark.parametrize("builder_cls", [RecordBatchBuilder, TWIN_BUILDER], ids=["selected", "twin"])
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_set_producer_state_sets_the_transactional_bit(builder_cls, codec):
+    b = builder_cls(compression=codec, base_offset=5)
+    b.append(b"v", timestamp_ms=1)
+    b.set_producer_state(7, 2, 10, transactional=True)
+    data = b.build()
+    assert struct.unpack_from(">h", data, 21)[0] & 0x10  # attributes, bit 4
+    (batch,) = iter_batches(data)
+    batch.validate()
+    assert batch.is_transactional and not batch.is_control and batch.compression == codec
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 2, 10)
+    assert b.transactional
+    # Set either way, as Kafka's setProducerState: the default stamps a non-transactional batch
+    # (what the idempotent producer's sender does today), even over the constructor's flag.
+    t = builder_cls(compression=codec, transactional=True)
+    t.append(b"v", timestamp_ms=1)
+    t.set_producer_state(7, 2, 10)
+    (batch,) = iter_batches(t.build())
+    assert not batch.is_transactional and not t.transactional
+    assert batch.attributes == (0 if codec == "none" else 4)
+
+
 # ---------------------------------------------------------------------------------------
 # Native against twin (native pass only)
+
+
+@needs_native
+@settings(max_examples=examples(100))
+@given(spec=batch_specs(), state=st.tuples(st.integers(-1, INT64_MAX), st.integers(-1, 32767),
+                                           st.integers(-1, 2**31 - 1), st.booleans()))
+def test_native_set_producer_state_equals_twin(spec, state):
+    def build(cls):
+        params, records = spec
+        b = cls(**params)
+        for value, key, ts, headers in records:
+            b.append(value, key=key, timestamp_ms=ts, headers=headers)
+        pid, epoch, seq, txn = state
+        b.set_producer_state(pid, epoch, seq, transactional=txn)
+        return b.build()
+
+    data = build(native.RecordBatchBuilder)
+    assert data == build(TWIN_BUILDER)
+    (batch,) = native.iter_batches(data)
+    assert batch.is_transactional == state[3]
 
 
 @needs_native
@@ -436,3 +483,208 @@ def test_builder_copies_its_inputs():
     (batch,) = iter_batches(b.build())
     assert [(r.key, r.value, r.headers) for r in batch] == [
         (b"key", b"value", [("h", b"hv")]), (b"key", b"value", [])]
+
+
+# ---------------------------------------------------------------------------------------
+# read_committed: decoders with the Fetch response's aborted transactions (both passes, and
+# native against twin)
+
+
+def _crec(r):
+    return (r.topic, r.partition, r.offset, r.timestamp_ms, r.timestamp_type, r.key, r.value, list(r.headers))
+
+
+def _offsets(result):
+    records, next_offset, error = result
+    return [r.offset for r in records], next_offset, error
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_read_committed_drops_aborted_transactions(codec, impl):
+    buf, aborted, kept = interleaved_txns(codec)
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    it = iter_batches if impl == "selected" else batch_py.iter_batches
+    got, next_offset, error = _offsets(dec(buf, "t", 0, 0, True, aborted))
+    assert (got, next_offset, error) == (kept, 19, None)
+    # read_uncommitted (None, the default): every data record, markers still dropped
+    everything = [o for o in range(19) if o not in (6, 11, 12, 17)]
+    assert _offsets(dec(buf, "t", 0, 0, True, None)) == _offsets(dec(buf, "t", 0)) == (everything, 19, None)
+    # an empty list (read_committed, nothing aborted) keeps every data record too
+    assert _offsets(dec(buf, "t", 0, 0, True, [])) == (everything, 19, None)
+    # iter_batches yields every batch and says which ones a read_committed reader drops
+    flags = [(b.base_offset, b.aborted) for b in it(buf, aborted)]
+    assert [o for o, a in flags if a] == [0, 5, 13]
+    assert not any(b.aborted for b in it(buf))
+    assert not any(b.aborted for b in it(buf, []))
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_aborted_transactions_as_fetch_response_objects(impl):
+    from kafkacore.protocol.messages.fetch_response import AbortedTransaction
+    buf, aborted, kept = interleaved_txns()
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    objs = [AbortedTransaction(producer_id=p, first_offset=f) for p, f in aborted]
+    assert _offsets(dec(buf, "t", 0, 0, True, objs))[0] == kept
+    assert _offsets(dec(buf, "t", 0, 0, True, iter([list(a) for a in aborted])))[0] == kept
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_markers_before_the_position_still_end_aborted_ranges(impl):
+    # P1 aborts [0, 1], then commits [3, 4]: a reader positioned at 3 must keep 3 and 4, so
+    # the ABORT marker at 2 is read although it lies before min_offset.
+    buf = txn_batch(1, 0, 2) + txn_marker(1, 2, False) + txn_batch(1, 3, 2) + txn_marker(1, 5, True)
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    for pos in (0, 1, 2, 3):
+        assert _offsets(dec(buf, "t", 0, pos, True, [(1, 0)])) == ([3, 4], 6, None)
+    assert _offsets(dec(buf, "t", 0, 4, True, [(1, 0)])) == ([4], 6, None)
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_only_aborted_data_still_moves_the_position(impl):
+    buf = txn_batch(4, 10, 3, "lz4") + txn_marker(4, 13, False)
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    assert _offsets(dec(buf, "t", 0, 10, True, [(4, 10)])) == ([], 14, None)
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+def test_aborted_compressed_batches_are_never_decompressed(impl, monkeypatch):
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    buf = (txn_batch(1, 0, 2, "gzip") + corrupt_payload_txn_batch(2, 2) + txn_batch(1, 4, 1, "zstd")
+           + txn_marker(2, 5, False) + txn_marker(1, 6, True))
+    # the garbage is real: read uncommitted, the batch fails
+    with pytest.raises(CorruptRecordError):
+        list(batch_py.iter_batches(buf))[1].validate()
+    records, _next, error = dec(buf, "t", 0, 0, True, None)
+    assert [r.offset for r in records] == [0, 1] and isinstance(error, CorruptRecordError)
+    # read committed: it is dropped from its header, and only the kept batches are decompressed
+    calls = []
+    real = kc_codecs.decompress
+    monkeypatch.setattr(kc_codecs, "decompress", lambda codec, data, position=-1: (
+        calls.append(position), real(codec, data, position))[1])
+    assert _offsets(dec(buf, "t", 0, 0, True, [(2, 2)])) == ([0, 1, 4], 7, None)
+    positions = [b.position for b in batch_py.iter_batches(buf)]
+    assert calls == [positions[0], positions[2]]
+    # its CRC is still checked: a flipped byte in it is reported
+    bad = bytearray(buf)
+    bad[positions[1] + 70] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        records, _n, error = dec(bytes(bad), "t", 0, 0, True, [(2, 2)])
+        raise error
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+@pytest.mark.parametrize("bad, exc", [
+    (5, TypeError), ([(1,)], TypeError), ([(1, 2, 3)], TypeError), ([("1", 2)], TypeError),
+    ([(1, 2.0)], TypeError), ([object()], TypeError), ([(1 << 63, 0)], OverflowError),
+    ([(0, -(1 << 63) - 1)], OverflowError), ([(True, 0)], TypeError),
+])
+def test_bad_aborted_lists_are_refused(impl, bad, exc):
+    buf, _aborted, _kept = interleaved_txns()
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    it = iter_batches if impl == "selected" else batch_py.iter_batches
+    with pytest.raises(exc, match="aborted"):
+        dec(buf, "t", 0, 0, True, bad)
+    with pytest.raises(exc, match="aborted"):
+        it(buf, bad)
+
+
+@pytest.mark.parametrize("impl", ["selected", "twin"])
+@pytest.mark.parametrize("key, reason", [
+    (None, "key is null or shorter than 4 bytes"), (b"\x00\x00\x00", "key is null or shorter than 4 bytes"),
+    (b"\xff\xff\x00\x00", "key has a negative version"),
+])
+def test_a_malformed_marker_is_a_clear_error_when_reading_committed(impl, key, reason):
+    b = batch_py.RecordBatchBuilder(control=True, transactional=True, base_offset=2, producer_id=1)
+    b.append(b"\x00\x00\x00\x00\x00\x00", key=key, timestamp_ms=1)
+    marker = b.build()
+    head = txn_batch(2, 0, 2)  # kept records before the bad marker: they come first, the error after
+    buf = head + marker + txn_batch(1, 3, 1)
+    dec = decode_records if impl == "selected" else records_py.decode_records
+    it = iter_batches if impl == "selected" else batch_py.iter_batches
+    records, next_offset, error = dec(buf, "t", 0, 0, True, [(1, 0)])
+    assert [r.offset for r in records] == [0, 1] and next_offset == 2
+    assert isinstance(error, CorruptRecordError)
+    assert error.reason == f"t-0 offset 2: control batch: control record {reason}"
+    assert error.position == len(head)
+    # nothing good before it: raised
+    with pytest.raises(CorruptRecordError, match=reason):
+        dec(marker + txn_batch(1, 3, 1), "t", 0, 0, True, [])
+    with pytest.raises(CorruptRecordError, match=reason):
+        list(it(buf, [(1, 0)]))
+    # read uncommitted, a control batch is not looked into
+    assert _offsets(dec(buf, "t", 0)) == ([0, 1, 3], 4, None)
+    assert len(list(it(buf))) == 3
+
+
+@settings(max_examples=examples(150, 40), suppress_health_check=[HealthCheck.too_slow])
+@given(log=txn_logs())
+def test_read_committed_keeps_exactly_the_committed_records(log):
+    buf, aborted, kept = log
+    for dec in (decode_records, records_py.decode_records):
+        records, _next, error = dec(buf, "t", 0, 0, True, aborted)
+        assert error is None
+        assert [r.offset for r in records] == kept
+        assert [r.value for r in records] == [b"%d" % o for o in kept]
+    flags = [not b.aborted for b in iter_batches(buf, aborted) if not b.is_control for _ in range(b.count)]
+    assert sum(flags) == len(kept)
+
+
+@needs_native
+@settings(max_examples=examples(200))
+@given(log=txn_logs(), min_offset=st.integers(0, 1 << 41), extra=st.lists(
+    st.tuples(st.integers(-1, 4), st.integers(0, 1 << 41)), max_size=3), check=st.booleans())
+def test_native_read_committed_equals_twin(log, min_offset, extra, check):
+    buf, aborted, _kept = log
+    for ab in (None, [], aborted, aborted + extra, extra):
+        n = native.decode_records(buf, "t", 3, min_offset, check, ab)
+        t = records_py.decode_records(buf, "t", 3, min_offset, check, ab)
+        assert [_crec(r) for r in n[0]] == [_crec(r) for r in t[0]]
+        assert n[1] == t[1] and (n[2] is None) == (t[2] is None)
+        assert ([(b.base_offset, b.aborted) for b in native.iter_batches(buf, ab)]
+                == [(b.base_offset, b.aborted) for b in batch_py.iter_batches(buf, ab)])
+
+
+@needs_native
+@settings(max_examples=examples(300), suppress_health_check=list(HealthCheck))
+@given(log=txn_logs(), edits=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=4),
+       cut=st.integers(0, 1 << 20), fix=st.booleans(), aborted=st.lists(
+           st.tuples(st.integers(-2, 4), st.one_of(st.integers(0, 1 << 41),
+                                                   st.integers(-(1 << 63), (1 << 63) - 1))), max_size=5))
+def test_fuzz_read_committed_decoders(log, edits, cut, fix, aborted):
+    """Hostile bytes (a log with bytes changed, CRCs refixed or not, cut anywhere) and any
+    aborted list: every decoder raises nothing but CorruptRecordError, and native and twin
+    agree whenever both succeed."""
+    buf = bytearray(log[0])
+    for at, v in edits:
+        if buf:
+            buf[at % len(buf)] = v
+    buf = bytes(buf[: cut % (len(buf) + 1)])
+    if fix:
+        try:
+            buf = b"".join(fix_crc(b.to_bytes()) for b in batch_py.iter_batches(buf))
+        except CorruptRecordError:
+            pass
+    for ab in (aborted, log[1]):
+        results = []
+        for dec in (native.decode_records, records_py.decode_records):
+            try:
+                records, nxt, err = dec(buf, "t", 0, 0, True, ab)
+                results.append(([r.offset for r in records], nxt, err is None))
+            except CorruptRecordError:
+                results.append("error")
+        if "error" not in results:
+            assert results[0][0][:len(results[1][0])] == results[1][0][:len(results[0][0])]
+        tabs = []
+        for arrow in (native.decode_to_arrow, arrow_py.decode_to_arrow):
+            try:
+                tabs.append(arrow(buf, aborted=ab))
+            except CorruptRecordError:
+                tabs.append(None)
+        if tabs[0] is not None and tabs[1] is not None:
+            assert tabs[0].equals(tabs[1])
+        for it in (native.iter_batches, batch_py.iter_batches):
+            try:
+                assert all(b.aborted in (True, False) for b in it(buf, ab))
+            except CorruptRecordError:
+                pass

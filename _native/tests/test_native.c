@@ -3540,6 +3540,254 @@ static void test_log_robustness(void) {
     CHECK(s_ok > 200 && s_other > 200 && s_full > 50);
 }
 
+
+/* ------------------------------------------------------------------------------------ */
+/* Read-committed filtering: kc_control_type, kc_aborted_* */
+
+/* The records section of a one-record control batch with the given key (key_len -1: null). */
+static uint8_t *control_records(const uint8_t *key, int32_t key_len, size_t *len) {
+    static const uint8_t value[6] = {0, 0, 0, 0, 0, 7};
+    rec_spec r = {0, 0, key, key_len, value, 6, NULL, 0};
+    *len = spec_size(&r);
+    uint8_t *b = xmalloc(*len);
+    CHECK(spec_encode(b, &r) == *len);
+    return b;
+}
+
+static void test_control_type(void) {
+    const uint8_t abort_key[4] = {0, 0, 0, 0}, commit_key[4] = {0, 0, 0, 1}, v1_key[6] = {0, 1, 0, 1, 9, 9},
+                  odd_key[4] = {0, 0, 0x7F, 0x05}, neg_version[4] = {0xFF, 0xFF, 0, 0}, short_key[3] = {0, 0, 0};
+    struct {
+        const uint8_t *key;
+        int32_t key_len;
+        int st, type;
+    } cases[] = {
+        {abort_key, 4, KC_OK, KC_CONTROL_ABORT}, {commit_key, 4, KC_OK, KC_CONTROL_COMMIT},
+        {v1_key, 6, KC_OK, KC_CONTROL_COMMIT},   /* a newer key version with more fields */
+        {odd_key, 4, KC_OK, 0x7F05},             /* unknown types are returned as read */
+        {neg_version, 4, KC_CORRUPT, 0},         {short_key, 3, KC_CORRUPT, 0},
+        {NULL, -1, KC_CORRUPT, 0},               {abort_key, 0, KC_CORRUPT, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len;
+        uint8_t *rs = control_records(cases[i].key, cases[i].key_len, &len);
+        int type = -99;
+        const char *err = NULL;
+        int st = kc_control_type(rs, rs + len, 1, &type, &err);
+        CHECKF(st == cases[i].st, "case %zu: status %d", i, st);
+        if (st == KC_OK) CHECKF(type == cases[i].type, "case %zu: type %d", i, type);
+        else CHECKF(err != NULL, "case %zu: no message", i);
+        /* Only the first record is read: a count above 1 does not matter... */
+        if (cases[i].st == KC_OK) CHECK(kc_control_type(rs, rs + len, 3, &type, &err) == KC_OK);
+        /* ...and every truncation of that record is CORRUPT, never a read past the end. */
+        for (size_t k = 0; k < len; k++) {
+            uint8_t *t = xmalloc(k);
+            memcpy(t, rs, k);
+            err = NULL;
+            st = kc_control_type(t, t + k, 1, &type, &err);
+            CHECKF(st == KC_CORRUPT && err != NULL, "case %zu truncated to %zu: status %d", i, k, st);
+            free(t);
+        }
+        free(rs);
+    }
+    int type = -99;
+    const char *err = NULL;
+    CHECK(kc_control_type(NULL, NULL, 0, &type, &err) == KC_OK && type == KC_CONTROL_NONE);
+    err = NULL;
+    CHECK(kc_control_type(NULL, NULL, -1, &type, &err) == KC_CORRUPT && err != NULL);
+    /* A real marker batch: frame it, then read the type from its records section. */
+    {
+        kc_batch_header mh = {.base_offset = 9, .magic = 2, .attributes = KC_ATTR_TRANSACTIONAL | KC_ATTR_CONTROL,
+                              .producer_id = 5, .producer_epoch = 1, .base_sequence = -1};
+        static const uint8_t val[6] = {0, 0, 0, 0, 0, 3};
+        rec_spec rr = {0, 0, abort_key, 4, val, 6, NULL, 0};
+        size_t blen;
+        uint8_t *b = build_batch(&rr, 1, &mh, &blen);
+        kc_batch_header h;
+        size_t total;
+        CHECK(blen == 78); /* Kafka's marker: 61-byte header + a 17-byte record */
+        CHECK(kc_batch_frame(b, blen, &h, &total, &err) == KC_OK && kc_batch_crc_ok(b, total, &h));
+        CHECK(kc_control_type(b + KC_RECORD_BATCH_OVERHEAD, b + total, h.records_count, &type, &err) == KC_OK &&
+              type == KC_CONTROL_ABORT);
+        free(b);
+    }
+}
+
+static kc_batch_header txn_hdr(int64_t pid, int64_t base, int32_t last_delta, int16_t attrs) {
+    kc_batch_header h;
+    memset(&h, 0, sizeof h);
+    h.producer_id = pid;
+    h.base_offset = base;
+    h.last_offset_delta = last_delta;
+    h.attributes = attrs;
+    h.magic = 2;
+    h.records_count = last_delta + 1;
+    return h;
+}
+
+#define TX KC_ATTR_TRANSACTIONAL
+#define CTL (KC_ATTR_TRANSACTIONAL | KC_ATTR_CONTROL)
+
+/* A step of a scripted read: the batch, whether it is an ABORT marker, the expected verdict. */
+typedef struct {
+    int64_t pid, base;
+    int32_t last_delta;
+    int16_t attrs;
+    int abort_marker;
+    int want;
+} txn_step;
+
+static void run_txn_script(const char *name, const kc_aborted_txn *list, size_t n, const txn_step *steps,
+                           size_t n_steps) {
+    kc_aborted a;
+    CHECK(kc_aborted_init(&a, list, n) == KC_OK);
+    for (size_t i = 0; i < n_steps; i++) {
+        kc_batch_header h = txn_hdr(steps[i].pid, steps[i].base, steps[i].last_delta, steps[i].attrs);
+        int v = kc_aborted_batch(&a, &h);
+        CHECKF(v == steps[i].want, "%s step %zu: verdict %d, want %d", name, i, v, steps[i].want);
+        if (v == KC_TXN_MARKER && steps[i].abort_marker) kc_aborted_end(&a, steps[i].pid);
+    }
+    kc_aborted_free(&a);
+    CHECK(a.txns == NULL && a.pids == NULL && a.active == NULL && a.count == 0);
+}
+
+/* Reference for the random test: the same rules with linear scans and an insertion sort. */
+static void ref_txn_run(const kc_aborted_txn *list, size_t n, const kc_batch_header *hs, const int *aborts,
+                        size_t nb, int *out) {
+    kc_aborted_txn *sorted = xmalloc(n * sizeof *sorted);
+    int64_t *active = xmalloc(n * sizeof *active);
+    size_t n_active = 0, next = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0 && sorted[j - 1].first_offset > list[i].first_offset) {
+            sorted[j] = sorted[j - 1];
+            j--;
+        }
+        sorted[j] = list[i];
+    }
+    for (size_t b = 0; b < nb; b++) {
+        const kc_batch_header *h = &hs[b];
+        out[b] = KC_TXN_KEEP;
+        if (h->producer_id < 0) continue;
+        int64_t last = (int64_t)((uint64_t)h->base_offset + (uint64_t)(int64_t)h->last_offset_delta);
+        for (; next < n && sorted[next].first_offset <= last; next++) {
+            size_t k = 0;
+            while (k < n_active && active[k] != sorted[next].producer_id) k++;
+            if (k == n_active) active[n_active++] = sorted[next].producer_id;
+        }
+        size_t k = 0;
+        while (k < n_active && active[k] != h->producer_id) k++;
+        if (h->attributes & KC_ATTR_CONTROL) {
+            out[b] = KC_TXN_MARKER;
+            if (aborts[b] && k < n_active) active[k] = active[--n_active];
+        } else if ((h->attributes & KC_ATTR_TRANSACTIONAL) && k < n_active) {
+            out[b] = KC_TXN_ABORTED;
+        }
+    }
+    free(sorted);
+    free(active);
+}
+
+static void test_aborted(void) {
+    /* Interleaved producers 1 and 2, two aborted transactions of producer 1 (listed out of
+     * order: the Fetch response's order is not trusted), a committed one between them. */
+    const kc_aborted_txn list1[] = {{1, 10}, {1, 0}, {3, 100}};
+    const txn_step s1[] = {
+        {1, 0, 1, TX, 0, KC_TXN_ABORTED},   /* producer 1's first transaction, aborted */
+        {2, 2, 0, TX, 0, KC_TXN_KEEP},      /* producer 2, committed (not listed) */
+        {-1, 3, 0, 0, 0, KC_TXN_KEEP},      /* a plain producer */
+        {1, 4, 0, TX, 0, KC_TXN_ABORTED},   /* still producer 1's aborted transaction */
+        {1, 5, 0, 0, 0, KC_TXN_KEEP},       /* non-transactional data of an aborting producer: kept */
+        {1, 6, 0, CTL, 1, KC_TXN_MARKER},   /* its ABORT marker ends the range */
+        {1, 7, 1, TX, 0, KC_TXN_KEEP},      /* producer 1's next transaction (committed) */
+        {2, 9, 0, CTL, 0, KC_TXN_MARKER},   /* producer 2's COMMIT */
+        {1, 8, 0, CTL, 0, KC_TXN_MARKER},   /* producer 1's COMMIT */
+        {1, 10, 2, TX, 0, KC_TXN_ABORTED},  /* the second aborted transaction starts at 10 */
+        {2, 13, 0, TX, 0, KC_TXN_KEEP},
+        {1, 14, 0, CTL, 1, KC_TXN_MARKER},  /* ABORT */
+        {1, 15, 0, TX, 0, KC_TXN_KEEP},
+        {3, 16, 0, TX, 0, KC_TXN_KEEP},     /* producer 3's aborted transaction starts later */
+        {3, 95, 10, TX, 0, KC_TXN_ABORTED}, /* a batch whose range reaches first offset 100 */
+    };
+    run_txn_script("interleaved", list1, 3, s1, sizeof s1 / sizeof s1[0]);
+
+    /* A first offset reached by a batch of another producer (or of no producer) still
+     * counts once a batch with a producer id passes it. */
+    const kc_aborted_txn list2[] = {{7, 0}};
+    const txn_step s2[] = {
+        {-1, 0, 5, 0, 0, KC_TXN_KEEP},
+        {8, 6, 0, TX, 0, KC_TXN_KEEP},
+        {7, 7, 0, TX, 0, KC_TXN_ABORTED},
+        {7, 8, 0, CTL, 0, KC_TXN_MARKER}, /* a COMMIT does not end an aborted range */
+        {7, 9, 0, TX, 0, KC_TXN_ABORTED},
+        {9, 10, 0, CTL, 1, KC_TXN_MARKER}, /* another producer's ABORT does not either */
+        {7, 11, 0, TX, 0, KC_TXN_ABORTED},
+    };
+    run_txn_script("late", list2, 1, s2, sizeof s2 / sizeof s2[0]);
+
+    /* No list: nothing is aborted, markers are still reported; offsets at the int64 edges
+     * (the last offset wraps as Java's long) without undefined behaviour. */
+    const txn_step s3[] = {
+        {1, 0, 0, TX, 0, KC_TXN_KEEP},
+        {1, 1, 0, CTL, 1, KC_TXN_MARKER},
+        {1, INT64_MAX, 1, TX, 0, KC_TXN_KEEP},
+        {-5, INT64_MIN, -1, CTL, 0, KC_TXN_KEEP}, /* a control batch without a producer id */
+    };
+    run_txn_script("empty", NULL, 0, s3, sizeof s3 / sizeof s3[0]);
+    const kc_aborted_txn list4[] = {{4, INT64_MIN}, {4, INT64_MAX}};
+    const txn_step s4[] = {
+        {4, INT64_MAX, 1, TX, 0, KC_TXN_ABORTED}, /* last offset wraps to INT64_MIN: only the first is reached */
+        {4, 0, 0, CTL, 1, KC_TXN_MARKER},
+        {4, 1, INT32_MIN, TX, 0, KC_TXN_KEEP},
+        {4, INT64_MAX, 0, TX, 0, KC_TXN_ABORTED},
+    };
+    run_txn_script("edges", list4, 2, s4, sizeof s4 / sizeof s4[0]);
+
+    /* Random lists and batch sequences against the reference. */
+    clock_t t0 = clock();
+    long mismatches = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t n = rnd_below(12);
+        size_t nb = 1 + rnd_below(40);
+        kc_aborted_txn *list = xmalloc(n * sizeof *list);
+        kc_batch_header *hs = xmalloc(nb * sizeof *hs);
+        int *aborts = xmalloc(nb * sizeof(int)), *want = xmalloc(nb * sizeof(int));
+        for (size_t i = 0; i < n; i++) {
+            list[i].producer_id = (int64_t)rnd_below(5) - 1;
+            list[i].first_offset = rnd_below(8) == 0 ? (int64_t)rnd64() : (int64_t)rnd_below(60);
+        }
+        int64_t off = 0;
+        for (size_t b = 0; b < nb; b++) {
+            int16_t attrs = (int16_t)((rnd_below(2) ? TX : 0) | (rnd_below(4) == 0 ? KC_ATTR_CONTROL : 0));
+            int32_t delta = rnd_below(10) == 0 ? (int32_t)rnd64() : (int32_t)rnd_below(4);
+            hs[b] = txn_hdr((int64_t)rnd_below(5) - 1, off, delta, attrs);
+            aborts[b] = (int)rnd_below(2);
+            off += 1 + rnd_below(4);
+        }
+        ref_txn_run(list, n, hs, aborts, nb, want);
+        kc_aborted a;
+        if (kc_aborted_init(&a, list, n) != KC_OK) {
+            CHECK(0);
+        } else {
+            for (size_t b = 0; b < nb; b++) {
+                int v = kc_aborted_batch(&a, &hs[b]);
+                if (v != want[b]) mismatches++;
+                if (v == KC_TXN_MARKER && aborts[b]) kc_aborted_end(&a, hs[b].producer_id);
+            }
+            kc_aborted_free(&a);
+        }
+        free(list);
+        free(hs);
+        free(aborts);
+        free(want);
+    }
+    CHECKF(mismatches == 0, "%ld verdicts differ from the reference", mismatches);
+    printf("# aborted-transaction filter: 3000 random runs, %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
+}
+
+#undef TX
+#undef CTL
+
 static void test_log(void) {
     clock_t t0 = clock();
     lg_pool_init();
@@ -3573,6 +3821,8 @@ int main(void) {
     test_buffer();
     test_pool();
     test_robustness();
+    test_control_type();
+    test_aborted();
     test_log();
     printf("# total %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
     printf("%ld passed, %ld failed\n", g_pass, g_fail);

@@ -465,7 +465,7 @@ class Consumer:
         try:
             if arrow:
                 if data.arrow is None:
-                    data.arrow = _decode_arrow(data.records, tp, self._check_crcs)
+                    data.arrow = _decode_arrow(data.records, tp, self._check_crcs, data.aborted)
                     data.used = _first_at(data.arrow, pos)
                 batch = data.arrow
                 avail = batch.num_rows - data.used
@@ -481,7 +481,7 @@ class Consumer:
                 return take, chunk, data.next_offset if exhausted else new_pos, exhausted
             if data.decoded is None:
                 data.decoded, good_end, data.error = decode_records(data.records, tp[0], tp[1], pos,
-                                                                    self._check_crcs)
+                                                                    self._check_crcs, data.aborted)
                 if data.error is not None:
                     data.next_offset = good_end  # the records before the bad batch come first
                 data.used = 0
@@ -560,10 +560,10 @@ class Consumer:
         self.close()
 
 
-def _decode_arrow(records, tp, check_crcs):
+def _decode_arrow(records, tp, check_crcs, aborted=None):
     from ..record import decode_to_arrow
     try:
-        return decode_to_arrow(records, tp[0], tp[1], check_crcs)
+        return decode_to_arrow(records, tp[0], tp[1], check_crcs, aborted)
     except CorruptRecordError as e:
         raise CorruptRecordError(f"{tp[0]}-{tp[1]}: {e.reason}", e.position) from None
 

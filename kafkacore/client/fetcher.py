@@ -33,12 +33,15 @@ _LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}
 class FetchedData:
     """One partition's share of a fetch response, not yet handed to the application."""
 
-    __slots__ = ("records", "fetch_offset", "next_offset", "decoded", "arrow", "used", "error")
+    __slots__ = ("records", "fetch_offset", "next_offset", "aborted", "decoded", "arrow", "used", "error")
 
-    def __init__(self, records, fetch_offset, next_offset):
+    def __init__(self, records, fetch_offset, next_offset, aborted=None):
         self.records = records  # memoryview of the response frame
         self.fetch_offset = fetch_offset
         self.next_offset = next_offset  # after the last whole batch
+        # read_committed: the partition's aborted_transactions from the response, handed to the
+        # decoders (which drop those transactions' batches); None: read_uncommitted
+        self.aborted = aborted
         self.decoded = None  # list of records once poll() decoded it
         self.arrow = None  # pyarrow.RecordBatch once poll_arrow() decoded it
         self.used = 0  # records of ``decoded``/``arrow`` already returned
@@ -243,7 +246,10 @@ class Fetcher(threading.Thread):
                                 f"{tp[0]}-{tp[1]}: malformed record batch at offset {offset}: {problem}")
                             got_data = True
                         continue  # else only a partial batch (the broker sends the first whole, KIP-74)
-                    st.buffered.append(FetchedData(records, offset, next_offset))
+                    # As the Java client: the list is only used under read_committed (a broker sends
+                    # null otherwise); a null list there means nothing aborted in this range.
+                    aborted = (p.aborted_transactions or ()) if self.isolation else None
+                    st.buffered.append(FetchedData(records, offset, next_offset, aborted))
                     st.fetch_position = next_offset
                     got_data = True
             for tp, (_offset, version) in sent.items():  # partitions the broker left out

@@ -2,7 +2,8 @@
 in bindings/consumer_records.pxi (kafkacore._ext.records)."""
 from __future__ import annotations
 
-from ..record import CorruptRecordError, iter_batches
+from ..record import CorruptRecordError
+from ..record.batch_py import ABORTED, CONTROL_ABORT, MARKER, AbortedFilter, control_type, iter_batches
 
 
 class ConsumerRecord:
@@ -28,13 +29,15 @@ class ConsumerRecord:
                 f"timestamp_ms={self.timestamp_ms}, key={self.key!r}, value={self.value!r}, headers={self.headers!r})")
 
 
-def decode_records(buf, topic, partition, min_offset=0, check_crcs=True):
+def decode_records(buf, topic, partition, min_offset=0, check_crcs=True, aborted=None):
     """(records at min_offset or later, offset after the last whole batch or -1, error): a
     corrupt batch raises CorruptRecordError when it is the first, else ends the records and
-    comes back as ``error``."""
+    comes back as ``error``. ``aborted``: the Fetch response's aborted transactions
+    (read_committed; None reads uncommitted), see batch_py.AbortedFilter."""
     out = []
+    txn = None if aborted is None else AbortedFilter(aborted)
     try:
-        return _decode(buf, topic, partition, min_offset, check_crcs, out)
+        return _decode(buf, topic, partition, min_offset, check_crcs, out, txn)
     except _Partial as p:
         return p.args
 
@@ -43,17 +46,26 @@ class _Partial(Exception):
     pass
 
 
-def _decode(buf, topic, partition, min_offset, check_crcs, out):
+def _decode(buf, topic, partition, min_offset, check_crcs, out, txn):
     next_offset = -1
     try:
         for batch in iter_batches(buf):
-            if batch.next_offset <= min_offset:
-                next_offset = batch.next_offset
-                continue
+            verdict = 0 if txn is None else txn.batch(batch)
             good = len(out)
             try:
+                if verdict == MARKER:
+                    # Read even before min_offset: an ABORT marker ends its producer's aborted range.
+                    if check_crcs:
+                        batch.validate(records=False)
+                    if control_type(batch) == CONTROL_ABORT:
+                        txn.end(batch.producer_id)
+                    next_offset = batch.next_offset
+                    continue
+                if batch.next_offset <= min_offset:
+                    next_offset = batch.next_offset
+                    continue
                 batch.validate(records=False) if check_crcs else None
-                if not batch.is_control:
+                if not batch.is_control and verdict != ABORTED:  # an aborted batch: CRC checked, not decoded
                     ts_type = batch.timestamp_type
                     for r in batch:
                         if r.offset >= min_offset:

@@ -3,21 +3,29 @@ pyarrow builds the columns. Used to check the native decoder and when extensions
 
 pyarrow (and the schema module, which needs it) is imported on the first call, so importing
 kafkacore.record with the twins doesn't load it."""
-from .batch_py import iter_batches
+from .batch_py import ABORTED, CONTROL_ABORT, MARKER, AbortedFilter, control_type, iter_batches
 from .errors import CorruptRecordError
 
 
-def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True) -> "pyarrow.RecordBatch":  # noqa: F821
+def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True,
+                    aborted=None) -> "pyarrow.RecordBatch":  # noqa: F821
     import pyarrow as pa
 
     from .arrow_schema import HEADERS_TYPE, SPARK_KAFKA_SCHEMA, constant_columns
 
+    txn = None if aborted is None else AbortedFilter(aborted)
     keys, values, offsets, timestamps, ts_types, headers = [], [], [], [], [], []
     for batch in iter_batches(buf):
         if batch.count < 0:
             raise CorruptRecordError("negative record count", batch.position)
         if check_crcs:
             batch.validate(records=False)
+        if txn is not None:
+            verdict = txn.batch(batch)
+            if verdict == MARKER and control_type(batch) == CONTROL_ABORT:
+                txn.end(batch.producer_id)
+            if verdict == ABORTED:
+                continue  # CRC checked above; never decompressed
         if batch.is_control:
             continue
         ts_type = batch.timestamp_type

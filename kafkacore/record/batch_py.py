@@ -136,14 +136,17 @@ class RecordBatchBuilder:
         """Uncompressed size of the batch so far (header + records)."""
         return RECORD_BATCH_OVERHEAD + len(self._records)
 
-    def set_producer_state(self, producer_id, producer_epoch, base_sequence) -> None:
+    def set_producer_state(self, producer_id, producer_epoch, base_sequence, transactional=False) -> None:
         """Stamps the idempotent producer's id, epoch and first sequence (a producer assigns the
-        sequence when the batch is drained, after its records were appended)."""
+        sequence when the batch is drained, after its records were appended), and whether the
+        batch belongs to a transaction (attribute bit 0x10), set either way as Kafka's
+        MemoryRecordsBuilder.setProducerState does."""
         try:
             struct.pack(">qhi", producer_id, producer_epoch, base_sequence)
         except struct.error as e:
             raise OverflowError(f"producer state out of range: {e}") from None
         self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
+        self.transactional = bool(transactional)
 
     def append(self, value, key=None, timestamp_ms=None, headers=None) -> None:
         value = _as_bytes(value, "value")
@@ -215,9 +218,10 @@ class Record:
 
 
 def parse_records(data, start: int, end: int, count: int, base_offset: int, base_ts: int,
-                  max_ts: int, log_append: bool, error_position):
+                  max_ts: int, log_append: bool, error_position, whole: bool = True):
     """Decodes `count` records from data[start:end]; error_position(pos) maps a position in
-    data to the one reported. Returns a list of Record."""
+    data to the one reported. Returns a list of Record. ``whole=False`` allows bytes after
+    them (reading only a batch's first records)."""
     out = []
     pos = start
     for _ in range(count):
@@ -274,7 +278,7 @@ def parse_records(data, start: int, end: int, count: int, base_offset: int, base
             raise CorruptRecordError(e.reason, error_position(rec_start)) from None
         ts = max_ts if log_append else _wrap64(base_ts + ts_delta)
         out.append(Record(_wrap64(base_offset + offset_delta), ts, fields[0], fields[1], headers))
-    if pos != end:
+    if whole and pos != end:
         raise CorruptRecordError("batch has bytes left after its last record", error_position(pos))
     return out
 
@@ -289,6 +293,7 @@ class RecordBatch:
         (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
          self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
          self.producer_id, self.producer_epoch, self.base_sequence, self.count) = _HEADER.unpack_from(buf, position)
+        self.aborted = False  # set by iter_batches(aborted=...): a read_committed reader drops its records
 
     @property
     def last_offset(self) -> int:
@@ -362,13 +367,111 @@ class RecordBatch:
                 f"compression={self.compression!r}, size={self.size_in_bytes})")
 
 
-def iter_batches(buf):
+# -- read_committed (KIP-98): the twin of kc_aborted / kc_control_type in _native/kc_record.c --
+KEEP, ABORTED, MARKER = 0, 1, 2  # AbortedFilter.batch verdicts (KC_TXN_*)
+CONTROL_NONE, CONTROL_ABORT, CONTROL_COMMIT = -1, 0, 1  # ControlRecordType; NONE: a marker without records
+
+
+def _int64(v, what: str) -> int:
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"aborted transaction {what} must be an int, not {type(v).__name__}")
+    v = v.__index__()
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise OverflowError(f"aborted transaction {what} {v} does not fit in 64 bits")
+    return v
+
+
+def aborted_pairs(aborted) -> list:
+    """[(producer_id, first_offset)] from an iterable of such pairs or of objects with those
+    attributes (a Fetch response's AbortedTransaction). Shared by the native decoders."""
+    out = []
+    try:
+        items = iter(aborted)
+    except TypeError:
+        raise TypeError(f"aborted must be an iterable of (producer_id, first_offset), not "
+                        f"{type(aborted).__name__}") from None
+    for item in items:
+        if isinstance(item, (tuple, list)):
+            if len(item) != 2:
+                raise TypeError(f"an aborted transaction is (producer_id, first_offset), got {item!r}")
+            pid, first = item
+        else:
+            try:
+                pid, first = item.producer_id, item.first_offset
+            except AttributeError:
+                raise TypeError(f"an aborted transaction is (producer_id, first_offset) or has those "
+                                f"attributes, got {type(item).__name__}") from None
+        out.append((_int64(pid, "producer_id"), _int64(first, "first_offset")))
+    return out
+
+
+class AbortedFilter:
+    """Kafka's consumer rules for a Fetch response's aborted transactions (CompletedFetch):
+    batches are shown in offset order; a listed transaction whose first offset is at or below
+    the last offset of a batch with a producer id makes its producer aborting, until that
+    producer's ABORT marker; its transactional data batches meanwhile are dropped."""
+
+    def __init__(self, aborted):
+        self._txns = sorted(aborted_pairs(aborted), key=lambda t: t[1])
+        self._next = 0
+        self._active = set()
+
+    def batch(self, batch) -> int:
+        if batch.producer_id < 0:  # Kafka's hasProducerId()
+            return KEEP
+        last = batch.last_offset
+        txns = self._txns
+        while self._next < len(txns) and txns[self._next][1] <= last:
+            self._active.add(txns[self._next][0])
+            self._next += 1
+        if batch.is_control:
+            return MARKER
+        if batch.is_transactional and batch.producer_id in self._active:
+            return ABORTED
+        return KEEP
+
+    def end(self, producer_id: int) -> None:
+        self._active.discard(producer_id)
+
+
+def control_type(batch) -> int:
+    """The ControlRecordType in the key of a control batch's first record (decompressing it if
+    need be); CONTROL_NONE when the batch has no records; CorruptRecordError (at the batch's
+    position) for a malformed key."""
+    if batch.count < 0:
+        raise CorruptRecordError("control batch: negative record count", batch.position)
+    if batch.count == 0:
+        return CONTROL_NONE
+    data, start, end, _where = batch._records_section()
+    try:
+        (rec,) = parse_records(data, start, end, 1, 0, 0, 0, False, lambda p: batch.position, whole=False)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"control batch: {e.reason}", batch.position) from None
+    key = rec.key
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control batch: control record key is null or shorter than 4 bytes",
+                                 batch.position)
+    version, marker_type = struct.unpack_from(">hh", key)
+    if version < 0:
+        raise CorruptRecordError("control batch: control record key has a negative version", batch.position)
+    return marker_type
+
+
+def iter_batches(buf, aborted=None):
     """Yields each batch of a buffer of concatenated batches (a segment, a fetch response's
     records). A truncated final batch ends the iteration quietly; a batch whose length or
-    magic can't be v2 raises CorruptRecordError."""
+    magic can't be v2 raises CorruptRecordError.
+
+    ``aborted`` (a Fetch response's aborted transactions, see AbortedFilter) sets each batch's
+    ``aborted``: whether a read_committed reader drops its records. Markers are read for that
+    (a malformed one raises CorruptRecordError); CRCs are not checked (validate() does)."""
     mv = memoryview(buf)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
+    return _iter_batches(mv, None if aborted is None else AbortedFilter(aborted))
+
+
+def _iter_batches(mv, txn):
     n = len(mv)
     pos = 0
     while n - pos >= LOG_OVERHEAD:
@@ -380,5 +483,11 @@ def iter_batches(buf):
         total = blen + LOG_OVERHEAD
         if n - pos < total:
             return
-        yield RecordBatch(mv, pos, total)
+        batch = RecordBatch(mv, pos, total)
+        if txn is not None:
+            verdict = txn.batch(batch)
+            if verdict == MARKER and control_type(batch) == CONTROL_ABORT:
+                txn.end(batch.producer_id)
+            batch.aborted = verdict == ABORTED
+        yield batch
         pos += total
