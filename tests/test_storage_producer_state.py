@@ -14,8 +14,9 @@ import pytest
 from kafkacore.errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceNumberError,
                               TransactionCoordinatorFencedError)
 from kafkacore.record.control import ABORT, COMMIT
-from kafkacore.storage.producer_state import (AppendOrigin, CompletedTxn, CorruptSnapshotError, ProducerBatch,
-                                              ProducerStateManager, decode_snapshot, encode_snapshot, snapshot_path)
+from kafkacore.storage.producer_state import (AppendOrigin, CompletedTxn, CorruptSnapshotError, MarkerBatch,
+                                              ProducerBatch, ProducerStateManager, decode_snapshot, encode_snapshot,
+                                              snapshot_path)
 
 CLIENT, COORDINATOR, REPLICATION = AppendOrigin.CLIENT, AppendOrigin.COORDINATOR, AppendOrigin.REPLICATION
 TS = 1_700_000_000_000
@@ -51,7 +52,7 @@ def data(pid, epoch, seq, n=1, transactional=False, ts=TS):
 
 
 def marker(pid, epoch, commit, coordinator_epoch=0, ts=TS):
-    return ProducerBatch(pid, epoch, -1, 0, ts, True, True, COMMIT if commit else ABORT, coordinator_epoch)
+    return MarkerBatch(pid, epoch, -1, 0, ts, True, COMMIT if commit else ABORT, coordinator_epoch)
 
 
 def apply(m, batch, first, origin=CLIENT):

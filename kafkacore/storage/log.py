@@ -50,8 +50,8 @@ from .file_slice import FileSlice
 from .leader_epoch_cache import LeaderEpochFileCache
 from .log_loader import load_segments
 from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment, now_ms
-from .producer_state import (AppendOrigin, ProducerBatch, ProducerStateManager, list_snapshots, parse_marker,
-                             producer_batches)
+from .producer_state import (AppendOrigin, MarkerBatch, ProducerBatch, ProducerStateManager, list_snapshots,
+                             parse_marker, producer_batches)
 from .scheduler import InlineScheduler
 from .time_index import NO_TIMESTAMP
 
@@ -63,6 +63,8 @@ _BASE_LEN_EPOCH = struct.Struct(">qii")
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BATCH_OVERHEAD = 61
 _HEADER_WALK_CHUNK = 1 << 16
+
+_CLIENT, _COORDINATOR = AppendOrigin.CLIENT, AppendOrigin.COORDINATOR
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -336,11 +338,12 @@ class Log:
         (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE,
         TRANSACTION_COORDINATOR_FENCED) or KafkaStorageError; on any of them but the last the
         log is unchanged."""
-        if origin is not AppendOrigin.CLIENT and origin not in (AppendOrigin.CLIENT, AppendOrigin.COORDINATOR):
-            raise ValueError(f"append origin {origin!r}: client or coordinator (a follower uses append_as_follower)")
+        if origin is not _CLIENT:  # (the default: one identity test)
+            if origin == _COORDINATOR:
+                allow_control = True
+            elif origin != _CLIENT:
+                raise ValueError(f"append origin {origin!r}: client or coordinator (a follower uses append_as_follower)")
         config = self.config
-        if origin == AppendOrigin.COORDINATOR:
-            allow_control = True
         info = hot.validate_records(records, config.max_message_bytes, allow_control)
         # one test per append: transactional and control batches take the slower path below,
         # everything else runs as it did before transactions
@@ -1268,8 +1271,8 @@ def _follower_producer_batch(records, b):
         except CorruptRecordError as e:
             raise CorruptMessageError(f"control batch at offset {b.base} of producer {b.producer_id}: {e}") from None
         marker, coordinator_epoch = parsed if parsed is not None else (None, -1)
-        return ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
-                             bool(b.attributes & 0x10), True, marker, coordinator_epoch)
+        return MarkerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
+                           bool(b.attributes & 0x10), marker, coordinator_epoch)
     return ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
                          bool(b.attributes & 0x10))
 

@@ -138,15 +138,17 @@ class ProducerStateEntry:
 
 
 class ProducerBatch:
-    """The producer fields of one v2 batch about to be appended. For a control batch,
-    ``marker`` is ABORT or COMMIT (None for an empty control batch, which a cleaner leaves when
-    a transaction's data is all gone: Kafka skips it) and ``coordinator_epoch`` the marker's."""
+    """The producer fields of one v2 data batch about to be appended (MarkerBatch for a control
+    batch). The marker fields are class attributes here, so an idempotent batch costs no more
+    than it did before transactions."""
 
     __slots__ = ("producer_id", "epoch", "first_seq", "last_seq", "offset_delta", "max_timestamp",
-                 "transactional", "control", "marker", "coordinator_epoch")
+                 "transactional")
+    control = False
+    marker = None
+    coordinator_epoch = -1
 
-    def __init__(self, producer_id, epoch, first_seq, offset_delta, max_timestamp, transactional,
-                 control=False, marker=None, coordinator_epoch=-1):
+    def __init__(self, producer_id, epoch, first_seq, offset_delta, max_timestamp, transactional):
         self.producer_id = producer_id
         self.epoch = epoch
         self.first_seq = first_seq
@@ -154,7 +156,19 @@ class ProducerBatch:
         self.last_seq = _seq_add(first_seq, offset_delta)
         self.max_timestamp = max_timestamp
         self.transactional = transactional
-        self.control = control
+
+
+class MarkerBatch(ProducerBatch):
+    """A control batch: ``marker`` is ABORT or COMMIT (None for an empty control batch, which a
+    cleaner leaves when a transaction's data is all gone: Kafka skips it) and
+    ``coordinator_epoch`` the marker's."""
+
+    __slots__ = ("marker", "coordinator_epoch")
+    control = True
+
+    def __init__(self, producer_id, epoch, first_seq, offset_delta, max_timestamp, transactional, marker,
+                 coordinator_epoch):
+        super().__init__(producer_id, epoch, first_seq, offset_delta, max_timestamp, transactional)
         self.marker = marker
         self.coordinator_epoch = coordinator_epoch
 
@@ -226,7 +240,7 @@ def parse_marker(batch):
 def producer_batches(buf):
     """ProducerBatch for every batch in buf that carries a producer id (already validated).
     CorruptMessageError for a control batch whose record is not an end-transaction marker."""
-    mv = memoryview(buf).cast("B")
+    mv = memoryview(buf)
     n = mv.nbytes
     pos = 0
     out = []
@@ -240,8 +254,8 @@ def producer_batches(buf):
                 except CorruptRecordError as e:
                     raise CorruptMessageError(f"control batch at offset {base} of producer {pid}: {e}") from None
                 marker, coordinator_epoch = parsed if parsed is not None else (None, -1)
-                out.append(ProducerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & _TRANSACTIONAL),
-                                         True, marker, coordinator_epoch))
+                out.append(MarkerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & _TRANSACTIONAL),
+                                       marker, coordinator_epoch))
             else:
                 out.append(ProducerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & _TRANSACTIONAL)))
         pos += 12 + blen
@@ -342,10 +356,8 @@ class ProducerStateManager:
         None (it may be appended); raises INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
         INVALID_TXN_STATE or TRANSACTION_COORDINATOR_FENCED by the rules of the module doc.
         The state is not changed."""
-        if origin == AppendOrigin.REPLICATION:
-            return None
         entry = self.producers.get(batch.producer_id)
-        if entry is None:
+        if entry is None or origin == AppendOrigin.REPLICATION:
             return None
         if batch.epoch < entry.epoch:
             raise InvalidProducerEpochError(
@@ -387,41 +399,50 @@ class ProducerStateManager:
         if entry is None:
             entry = ProducerStateEntry(batch.epoch)
             self.producers[pid] = entry
-        if batch.control:
-            if batch.marker is None:
-                return None  # an empty control batch: its transaction's data is gone (Kafka)
-            if origin == AppendOrigin.REPLICATION:
-                if batch.epoch < entry.epoch:
-                    log.warning("%s: marker of producer %d at offset %d has epoch %d, older than %d (replicated)",
+        if not batch.control:
+            if batch.epoch != entry.epoch:  # Kafka's maybeUpdateProducerEpoch, inlined: the hot path
+                if origin == AppendOrigin.REPLICATION and batch.epoch < entry.epoch:
+                    log.warning("%s: batch of producer %d at offset %d has epoch %d, older than %d (replicated)",
                                 self.log_dir, pid, first_offset, batch.epoch, entry.epoch)
-                if batch.coordinator_epoch < entry.coordinator_epoch:
-                    log.info("%s: marker of producer %d at offset %d has coordinator epoch %d, older than %d "
-                             "(replicated)", self.log_dir, pid, first_offset, batch.coordinator_epoch,
-                             entry.coordinator_epoch)
-            completed = None
-            if entry.current_txn_first_offset >= 0:
-                completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset, batch.marker == ABORT)
-            # Kafka's ProducerStateEntry.update(epoch, coordinatorEpoch, timestamp)
-            entry._take_epoch(batch.epoch)
-            entry.coordinator_epoch = batch.coordinator_epoch
+                entry.batches.clear()
+                entry.epoch = batch.epoch
+            entry.batches.append(BatchMetadata(batch.first_seq, batch.last_seq, first_offset, last_offset, timestamp))
             entry.last_timestamp = timestamp
-            entry.current_txn_first_offset = -1
-            return completed
-        if origin == AppendOrigin.REPLICATION and batch.epoch < entry.epoch:
-            log.warning("%s: batch of producer %d at offset %d has epoch %d, older than %d (replicated)",
-                        self.log_dir, pid, first_offset, batch.epoch, entry.epoch)
-        entry._take_epoch(batch.epoch)
-        entry.batches.append(BatchMetadata(batch.first_seq, batch.last_seq, first_offset, last_offset, timestamp))
-        entry.last_timestamp = timestamp
+            if batch.transactional or entry.current_txn_first_offset >= 0:
+                self._transactional_data(pid, entry, batch, first_offset)
+            return None
+        return self._marker(pid, entry, batch, first_offset, timestamp, origin)
+
+    def _transactional_data(self, pid, entry, batch, first_offset):
         if batch.transactional:
             if entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = first_offset
                 self.ongoing[first_offset] = pid
-        elif entry.current_txn_first_offset >= 0:
+        else:
             # only a replicated batch gets here (check refuses the others): the leader wrote it
             log.warning("%s: non-transactional batch of producer %d at offset %d inside its transaction opened "
                         "at %d (replicated)", self.log_dir, pid, first_offset, entry.current_txn_first_offset)
-        return None
+
+    def _marker(self, pid, entry, batch, first_offset, timestamp, origin):
+        if batch.marker is None:
+            return None  # an empty control batch: its transaction's data is gone (Kafka)
+        if origin == AppendOrigin.REPLICATION:
+            if batch.epoch < entry.epoch:
+                log.warning("%s: marker of producer %d at offset %d has epoch %d, older than %d (replicated)",
+                            self.log_dir, pid, first_offset, batch.epoch, entry.epoch)
+            if batch.coordinator_epoch < entry.coordinator_epoch:
+                log.info("%s: marker of producer %d at offset %d has coordinator epoch %d, older than %d "
+                         "(replicated)", self.log_dir, pid, first_offset, batch.coordinator_epoch,
+                         entry.coordinator_epoch)
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset, batch.marker == ABORT)
+        # Kafka's ProducerStateEntry.update(epoch, coordinatorEpoch, timestamp)
+        entry._take_epoch(batch.epoch)
+        entry.coordinator_epoch = batch.coordinator_epoch
+        entry.last_timestamp = timestamp
+        entry.current_txn_first_offset = -1
+        return completed
 
     def last_stable_offset(self, completed: CompletedTxn):
         """The lastStableOffset of completed's .txnindex entry, taken before complete_txn (Kafka's
