@@ -5,10 +5,18 @@ last one active.
   epoch in place (LogAppendTime also stamps maxTimestamp and the CRC), roll when needed, write
   to the page cache. Returns LogAppendInfo.
 - ``read(offset, max_bytes, max_offset=None)``: a FileSlice from the batch holding offset to a
-  batch boundary, for os.sendfile.
+  batch boundary, for os.sendfile. ``read_committed(offset, max_bytes)``: the same bounded by
+  the last stable offset, with the aborted transactions a read_committed consumer needs.
 - Offsets: log start offset, high watermark (= log end offset on a single broker, where acks=-1
   means the leader wrote it), recovery point; ``offset_for_timestamp`` (ListOffsets).
 - Retention (``delete_old_segments``) and DeleteRecords (``delete_records``).
+
+Transactions (docs/transactions.md, sections 4.1-4.5): ``append(..., origin=)`` takes
+transactional batches (attributes bit 0x10) from clients and the coordinator, ``append_marker``
+writes a COMMIT or ABORT marker (a control batch) for the coordinator; the producer state keeps
+the open transactions, each ABORT of a transaction that wrote data gets an entry in its
+segment's ``.txnindex`` (txn_index.py), and ``last_stable_offset`` (Kafka's LSO) is kept up to
+date on appends, markers, high watermark and log start moves, so reading it costs nothing.
 
 Replication (Kafka's UnifiedLog, ZooKeeper-mode broker):
 
@@ -24,7 +32,6 @@ Replication (Kafka's UnifiedLog, ZooKeeper-mode broker):
 Readers take a snapshot of the segment list without a lock; appends, rolls, retention and the
 cleaner's swaps take the log's lock briefly. The cleaner does its work outside the lock."""
 import bisect
-import copy
 import os
 import shutil
 import struct
@@ -35,6 +42,7 @@ from ..checksum import crc32c
 from ..errors import (CorruptMessageError, DuplicateSequenceNumberError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
                       RecordListTooLargeError)
 from ..record import CorruptRecordError, codecs, iter_batches
+from ..record.control import end_txn_marker_batch
 from ._hot import hot
 from .batch_rewrite import records_section, recompress
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, PartitionMetadataFile, fsync_dir
@@ -42,7 +50,8 @@ from .file_slice import FileSlice
 from .leader_epoch_cache import LeaderEpochFileCache
 from .log_loader import load_segments
 from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment, now_ms
-from .producer_state import ProducerBatch, ProducerStateManager, list_snapshots, producer_batches
+from .producer_state import (AppendOrigin, MarkerBatch, ProducerBatch, ProducerStateManager, list_snapshots,
+                             parse_marker, producer_batches)
 from .scheduler import InlineScheduler
 from .time_index import NO_TIMESTAMP
 
@@ -54,6 +63,8 @@ _BASE_LEN_EPOCH = struct.Struct(">qii")
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BATCH_OVERHEAD = 61
 _HEADER_WALK_CHUNK = 1 << 16
+
+_CLIENT, _COORDINATOR = AppendOrigin.CLIENT, AppendOrigin.COORDINATOR
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -156,10 +167,22 @@ class Log:
         # LogManager writes its checkpoints, so a stale recovery point cannot outlive the cut)
         self.truncation_listeners = []
         self.leader_epoch_cache = self._load_leader_epoch_cache()
+        if not clean_shutdown or loaded.truncated_bytes:
+            # entries of markers a crash cut off the log (recovery rebuilding the .txnindex of
+            # recovered segments is step 4 of docs/transactions.md's plan)
+            for segment in self._view[0]:
+                if segment.base_offset >= loaded.first_repaired_offset or segment is self._view[0][-1]:
+                    segment.txn_index.truncate_to(segment.next_offset)
+        # the first offset of the earliest open or unreplicated transaction, raised to the log
+        # start (None: none); with the high watermark it makes the LSO
+        self._first_unstable = None
         self.producer_state = ProducerStateManager(directory)
         self.producer_state.load(self.log_end_offset, self._replay_producers)
         if replicated:
             self.make_replicated()
+        else:
+            self.producer_state.on_high_watermark_updated(self.high_watermark)
+        self._update_first_unstable()
 
     @property
     def config(self):
@@ -248,19 +271,27 @@ class Log:
                 self.replicated = True
                 checkpointed = self.checkpointed_high_watermark
                 self.high_watermark = self._bounded(0 if checkpointed is None else checkpointed)
+                if self.producer_state.on_high_watermark_updated(self.high_watermark):
+                    self._update_first_unstable()
             return self.high_watermark
 
     def update_high_watermark(self, offset):
         """Sets the high watermark to offset bounded by [log start offset, log end offset]
         (Kafka's updateHighWatermark; it may move down, as a follower taking the leader's
-        does). A change wakes the append listeners (long-polling fetches read up to it).
-        Returns the new high watermark."""
+        does). Transactions whose marker it passed become stable (the LSO moves with it). A
+        change wakes the append listeners (long-polling fetches read up to it). Returns the
+        new high watermark."""
         with self.lock:
             if self.closed:
                 raise KafkaStorageError(f"log {self.name} is closed")
             hw = self._bounded(offset)
             changed = hw != self.high_watermark
+            # the high watermark first, then the first unstable offset: a reader of the LSO
+            # reads them in the other order, so it never sees a later pair of values mixed
+            # with an earlier one in the unsafe direction (see last_stable_offset)
             self.high_watermark = hw
+            if changed and self.producer_state.on_high_watermark_updated(hw):
+                self._update_first_unstable()
         if changed:
             for listener in self.append_listeners:
                 listener(self)
@@ -269,18 +300,61 @@ class Log:
     def _bounded(self, offset):
         return min(max(offset, self.log_start_offset), self.log_end_offset)
 
+    # -- last stable offset ---------------------------------------------------------------------
+    @property
+    def last_stable_offset(self):
+        """Kafka's UnifiedLog.lastStableOffset: the first unstable offset (the first offset of
+        the earliest transaction still open, or completed with its marker at or above the high
+        watermark, raised to the log start) when it is below the high watermark, else the high
+        watermark. O(1), without the lock: the high watermark is read first and writers
+        publish a transaction's first offset before a high watermark covering its data (and
+        move the high watermark past a marker before dropping the transaction), so a reader
+        never gets an LSO above an undecided record."""
+        hw = self.high_watermark
+        fu = self._first_unstable
+        return fu if fu is not None and fu < hw else hw
+
+    @property
+    def first_unstable_offset(self):
+        """The first offset of the earliest open or unreplicated transaction (raised to the log
+        start), None when there is none."""
+        return self._first_unstable
+
+    def _update_first_unstable(self):
+        """Recomputes the first unstable offset after a transaction opened, completed or became
+        replicated, or the log start moved (under the lock)."""
+        fu = self.producer_state.first_unstable_offset()
+        if fu is not None and fu < self.log_start_offset:
+            fu = self.log_start_offset  # Kafka's maybeIncrementFirstUnstableOffset
+        self._first_unstable = fu
+
     # -- append -----------------------------------------------------------------------------
-    def append(self, records, leader_epoch=0, allow_control=False):
-        """Appends produced batches (one or more, bytes-like). Raises CorruptMessageError,
-        InvalidRecordError, MessageTooLargeError, RecordListTooLargeError or KafkaStorageError;
-        on any of them the log is unchanged."""
+    def append(self, records, leader_epoch=0, allow_control=False, origin=AppendOrigin.CLIENT):
+        """Appends produced batches (one or more, bytes-like) as the leader. origin is Kafka's
+        AppendOrigin: ``client`` (Produce: sequences checked), ``coordinator`` (markers and
+        transactional offset commits: epochs checked, sequences not; control batches allowed, as
+        with allow_control). Raises CorruptMessageError, InvalidRecordError,
+        MessageTooLargeError, RecordListTooLargeError, the producer state's errors
+        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED) or KafkaStorageError; on any of them but the last the
+        log is unchanged."""
+        if origin is not _CLIENT:  # (the default: one identity test)
+            if origin == _COORDINATOR:
+                allow_control = True
+            elif origin != _CLIENT:
+                raise ValueError(f"append origin {origin!r}: client or coordinator (a follower uses append_as_follower)")
         config = self.config
         info = hot.validate_records(records, config.max_message_bytes, allow_control)
+        # one test per append: transactional and control batches take the slower path below,
+        # everything else runs as it did before transactions
+        txn = info.is_transactional or info.has_control
+        if txn:
+            self._check_transactional(records)
         if config.compact:
             self._check_keys(records)
         buf = records
         target = config.compression_type
-        if target != "producer":
+        if target != "producer" and not info.has_control:  # a marker is never recompressed
             codec = codecs.codec_id("none" if target == "uncompressed" else target)
             if codec != info.attributes & 0x07 or info.batches > 1:
                 try:
@@ -304,7 +378,7 @@ class Log:
                 raise KafkaStorageError(f"log {self.name} is closed")
             first = self.log_end_offset
             if pbatches:
-                dup = self._check_producers(pbatches)
+                dup = self._check_producers(pbatches, origin)
                 if dup is not None:
                     return LogAppendInfo(dup.first_offset, dup.last_offset, -1, dup.timestamp, dup.last_offset, 0, 0,
                                          self.log_start_offset, duplicate=True)
@@ -321,10 +395,14 @@ class Log:
                 # which the next load cuts, never records without their epoch's entry
                 self.leader_epoch_cache.assign(leader_epoch, first)
             segment.append(buf, log_append_time if log_append_time >= 0 else info.max_timestamp)
+            if pbatches:
+                # before the high watermark moves: a transaction opened here is unstable
+                # before a reader can see its data below the high watermark
+                self._update_producers(buf, pbatches, first, log_append_time, origin, segment, txn)
             if not self.replicated:
                 self.high_watermark = segment.next_offset
-            if pbatches:
-                self._update_producers(buf, pbatches, first, log_append_time)
+                if txn and self.producer_state.on_high_watermark_updated(self.high_watermark):
+                    self._update_first_unstable()  # a single node's markers are replicated at once
             self._unflushed += info.records
             flush_now = self._unflushed >= config.flush_messages
         if flush_now:
@@ -337,6 +415,20 @@ class Log:
             max_ts, max_ts_offset = info.max_timestamp, first + info.max_timestamp_delta
         return LogAppendInfo(first, last, log_append_time, max_ts, max_ts_offset, info.records, len(buf),
                              self.log_start_offset)
+
+    def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, leader_epoch=0,
+                      timestamp_ms=None):
+        """Writes the COMMIT (commit=True) or ABORT marker of producer_id's transaction: a
+        control batch (record/control.py) appended with coordinator origin. Refused with
+        INVALID_PRODUCER_EPOCH when producer_epoch is below the partition's epoch for the
+        producer, TRANSACTION_COORDINATOR_FENCED when coordinator_epoch is below the last one
+        seen. The open transaction completes (an ABORT of one that wrote data gets its
+        .txnindex entry) and the LSO moves; a producer without an open transaction only takes
+        the epochs (a retried marker is harmless). Wakes the append listeners like any append.
+        Returns the LogAppendInfo (first_offset is the marker's offset)."""
+        marker = end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                      now_ms() if timestamp_ms is None else timestamp_ms)
+        return self.append(bytearray(marker), leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
 
     def append_as_follower(self, records):
         """Appends the leader's batches as they are (Kafka's appendAsFollower): offsets, leader
@@ -354,10 +446,14 @@ class Log:
         not move. On a failed write the log keeps the batches written before it."""
         batches = _follower_batches(records)
         config = self.config
+        txn = False
         for b in batches:
             if b.size > config.segment_bytes:
                 raise RecordListTooLargeError(
                     f"a {b.size}-byte batch at offset {b.base} exceeds segment.bytes={config.segment_bytes}")
+            if b.producer_id >= 0:
+                b.pb = _follower_producer_batch(records, b)
+                txn = txn or b.attributes & 0x30
         first, last = batches[0].base, batches[-1].last
         with self.lock:
             if self.closed:
@@ -378,7 +474,7 @@ class Log:
             if epochs:
                 cache.assign_all(epochs)  # before the records (see append)
             try:
-                self._write_as_follower(records, batches)
+                self._write_as_follower(records, batches, txn)
             except BaseException:
                 if epochs:  # entries for batches that were not written
                     cache.truncate_from_end(self.log_end_offset)
@@ -394,9 +490,11 @@ class Log:
         return LogAppendInfo(first, last, -1, top.max_ts, top.last, records_count, len(memoryview(records).cast("B")),
                              self.log_start_offset)
 
-    def _write_as_follower(self, records, batches):
+    def _write_as_follower(self, records, batches, txn=False):
         """Writes batches (already checked) into segments: the rest of them at once when they
-        need no roll, else one batch (rolling first if it needs one) and look again."""
+        need no roll, else one batch (rolling first if it needs one) and look again. The
+        producer state follows each piece written (replication origin: nothing refused), and a
+        marker's .txnindex entry goes to the segment the piece went to, as on the leader."""
         config = self.config
         mv = memoryview(records).cast("B")
         index_slots = min(config.segment_index_bytes // 8, config.segment_index_bytes // 12 - 1)
@@ -424,29 +522,44 @@ class Log:
             state = self.producer_state
             for b in batches[i:j]:
                 if b.producer_id >= 0:
-                    pb = ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
-                                       bool(b.attributes & 0x10))
-                    state.update(pb, b.base, b.last, b.max_ts)
+                    completed = state.update(b.pb, b.base, b.last, b.max_ts, AppendOrigin.REPLICATION)
+                    if completed is not None:
+                        self._complete_txn(segment, completed)
             i = j
+        if txn:
+            self._update_first_unstable()
 
-    def _check_producers(self, pbatches):
-        """Sequence and epoch checks of every producer batch, in order (a second batch of the
-        same producer in one append must follow the first). Returns the original's metadata when
-        a single batch is a retry; raises on a sequence or epoch error, state unchanged."""
+    def _check_producers(self, pbatches, origin):
+        """Sequence, epoch and transaction checks of every producer batch, in order (a second
+        batch of the same producer in one append must follow the first). Returns the
+        original's metadata when a single batch is a retry; raises on an error, state
+        unchanged."""
         state = self.producer_state
         if len(pbatches) == 1:
-            return state.check(pbatches[0])
+            return state.check(pbatches[0], origin)
         scratch = ProducerStateManager(self.dir)
-        scratch.producers = {pid: copy.deepcopy(e) for pid, e in state.producers.items()
+        scratch.producers = {pid: e.copy() for pid, e in state.producers.items()
                              if pid in {b.producer_id for b in pbatches}}
         for b in pbatches:
-            if scratch.check(b) is not None:
+            if scratch.check(b, origin) is not None:
                 raise DuplicateSequenceNumberError(
                     f"producer {b.producer_id}: a batch of a multi-batch append repeats sequence {b.first_seq}")
-            scratch.update(b, 0, b.offset_delta, b.max_timestamp)
+            scratch.update(b, 0, b.offset_delta, b.max_timestamp, origin)
         return None
 
-    def _update_producers(self, buf, pbatches, first, log_append_time):
+    def _check_transactional(self, records):
+        """A transactional data batch must carry a producer id: without one it could neither
+        open nor end a transaction, and a read_committed reader would take it as committed.
+        (kafkacore's rule; Kafka stores such a batch as plain data.)"""
+        mv = memoryview(records).cast("B")
+        pos = 0
+        while pos + 61 <= mv.nbytes:
+            base, blen, _e, _m, _c, attrs, *_rest, pid, _pe, _bs, _n = _HEADER.unpack_from(mv, pos)
+            if attrs & 0x10 and not attrs & 0x20 and pid < 0:
+                raise InvalidRecordError(f"a transactional batch needs a producer id (at byte {pos})")
+            pos += 12 + blen
+
+    def _update_producers(self, buf, pbatches, first, log_append_time, origin, segment, txn):
         offsets = {}
         mv = memoryview(buf)
         pos = 0
@@ -455,10 +568,38 @@ class Log:
             if _PID.unpack_from(mv, pos + 43)[0] >= 0:
                 offsets.setdefault(len(offsets), base)
             pos += 12 + blen
+        state = self.producer_state
+        if not txn:
+            for i, b in enumerate(pbatches):
+                base = offsets.get(i, first)
+                ts = log_append_time if log_append_time >= 0 else b.max_timestamp
+                state.update(b, base, base + b.offset_delta, ts, origin)
+            return
         for i, b in enumerate(pbatches):
             base = offsets.get(i, first)
             ts = log_append_time if log_append_time >= 0 else b.max_timestamp
-            self.producer_state.update(b, base, base + b.offset_delta, ts)
+            completed = state.update(b, base, base + b.offset_delta, ts, origin)
+            if completed is not None:
+                self._complete_txn(segment, completed)
+        self._update_first_unstable()
+
+    def _complete_txn(self, segment, completed):
+        """Kafka's order after a marker: the .txnindex entry (an ABORT) with the LSO taken
+        before the completion, then the transaction leaves the open set. Each marker is done
+        before the next batch is applied, so an append split differently (a follower's fetch)
+        writes the same entries. A failed index write closes the log (its files and this
+        object disagree until a reopen) and raises KafkaStorageError."""
+        state = self.producer_state
+        lso = state.last_stable_offset(completed)
+        try:
+            segment.update_txn_index(completed, lso)
+        except (KafkaStorageError, ValueError) as e:
+            state.complete_txn(completed)
+            self._update_first_unstable()
+            self._close_on_failure()
+            raise KafkaStorageError(f"{self.name}: the .txnindex entry of {completed} was not written ({e}); "
+                                    "the log is closed") from e
+        state.complete_txn(completed)
 
     def _replay_producers(self, from_offset):
         """(ProducerBatch, first offset, last offset) of every batch from from_offset on (log
@@ -591,6 +732,46 @@ class Log:
         """FileSlice of whole batches from the one holding offset, about max_bytes long (one
         batch at least with min_one_batch), never past max_offset (exclusive; e.g. the high
         watermark). OffsetOutOfRangeError below the log start offset or past the end."""
+        return self._read(offset, max_bytes, max_offset, min_one_batch)[0]
+
+    def read_committed(self, offset, max_bytes, min_one_batch=True):
+        """A read_committed fetch (isolation_level 1): (FileSlice, aborted) where the slice is
+        read's bounded by the last stable offset and aborted lists the AbortedTxn entries
+        (txn_index.py; producer_id and first_offset go into the Fetch response) of every
+        aborted transaction overlapping [offset, upper), upper being Kafka's
+        fetchUpperBoundOffset: the offset of the first offset index entry at or after the
+        slice's end, else the next segment's base offset, else the log end offset (Kafka's
+        LocalLog.read with includeAbortedTxns). Nothing read: an empty list."""
+        lso = self.last_stable_offset
+        sl, segments, i, read_index = self._read(offset, max_bytes, lso, min_one_batch)
+        if sl.length == 0:
+            return sl, []
+        segment = segments[read_index]
+        upper = segment.fetch_upper_bound_offset(sl.position, sl.length)
+        if upper is None:
+            upper = segments[read_index + 1].base_offset if read_index + 1 < len(segments) \
+                else segments[-1].next_offset
+        return sl, self._collect_aborted(segments, i, offset, upper)
+
+    def collect_aborted_transactions(self, start_offset, upper_bound_offset):
+        """The AbortedTxn entries overlapping [start_offset, upper_bound_offset), from the
+        segment holding start_offset on (Kafka's LocalLog.collectAbortedTransactions)."""
+        segments, bases = self._view
+        i = max(0, bisect.bisect_right(bases, start_offset) - 1)
+        return self._collect_aborted(segments, i, start_offset, upper_bound_offset)
+
+    @staticmethod
+    def _collect_aborted(segments, i, start_offset, upper_bound_offset):
+        out = []
+        for segment in segments[i:]:
+            found, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            out += found
+            if complete:
+                break
+        return out
+
+    def _read(self, offset, max_bytes, max_offset, min_one_batch):
+        """(slice, segments, index of the segment holding offset, index of the segment read)."""
         for _attempt in range(3):
             if self.closed:
                 raise KafkaStorageError(f"log {self.name} is closed")
@@ -601,10 +782,12 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {self.name} is outside the log's range [{start}, {end}]")
             if offset == end or (max_offset is not None and offset >= max_offset):
-                return FileSlice(segments[-1].file, segments[-1].size, 0, offset)
+                return FileSlice(segments[-1].file, segments[-1].size, 0, offset), segments, len(segments) - 1, \
+                    len(segments) - 1
             i = max(0, bisect.bisect_right(bases, offset) - 1)
             try:
-                return self._read_from(segments, i, offset, max_bytes, max_offset, end, min_one_batch)
+                sl, read_index = self._read_from(segments, i, offset, max_bytes, max_offset, end, min_one_batch)
+                return sl, segments, i, read_index
             except (OSError, ValueError, KafkaStorageError) as e:
                 if self.closed:
                     raise KafkaStorageError(f"log {self.name} was closed during the read") from None
@@ -627,10 +810,10 @@ class Log:
                     max_position = found[0] if found else None
             result = segment.read(offset, max_bytes, max_position, min_one_batch)
             if result is not None:
-                return result
+                return result, i
             i += 1  # nothing at or after offset here (the cleaner left a gap): the next segment
         last = segments[-1]
-        return FileSlice(last.file, last.size, 0, offset)
+        return FileSlice(last.file, last.size, 0, offset), len(segments) - 1
 
     def read_batches_bytes(self, offset=None, max_bytes=1 << 62):
         """All bytes from offset (default: the log start) to the end, for tests and tools."""
@@ -707,11 +890,17 @@ class Log:
             if offset < 0 or offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot delete records of {self.name} before {offset}: the high watermark is {self.high_watermark}")
+            lso = self.last_stable_offset
             if offset > self.log_start_offset:
                 self.log_start_offset = offset
                 self.producer_state.truncate_head(offset)
+                self._update_first_unstable()
                 self.leader_epoch_cache.truncate_from_start(offset)
+            moved = self.last_stable_offset != lso
         self._delete_segments(lambda seg, next_base: next_base is not None and next_base <= self.log_start_offset)
+        if moved:  # read_committed fetches waiting on the LSO
+            for listener in self.append_listeners:
+                listener(self)
         return self.log_start_offset
 
     def delete_old_segments(self, now=None):
@@ -757,11 +946,17 @@ class Log:
                 segments = list(self._view[0])
             remaining = segments[len(doomed):]
             self._set_segments(remaining)
+            lso = self.last_stable_offset
             self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
             for seg in doomed:
                 self._retire(seg)
             self.producer_state.truncate_head(self.log_start_offset)
+            self._update_first_unstable()
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            moved = self.last_stable_offset != lso
+        if moved:
+            for listener in self.append_listeners:
+                listener(self)
         return len(doomed)
 
     def _retire(self, segment):
@@ -831,17 +1026,21 @@ class Log:
         try:
             fn(offset)
         except BaseException as e:
-            # the files and this object may disagree now: refuse everything until a reopen,
-            # whose load reconciles whatever state the files are in
-            self.closed = True
-            for seg in self._view[0]:  # close() will not run on a closed log
-                seg.offset_index.close()
-                seg.time_index.close()
+            self._close_on_failure()
             if isinstance(e, KafkaStorageError):
                 raise
             if isinstance(e, OSError):
                 raise KafkaStorageError(f"truncating {self.name} to {offset} failed: {e}") from e
             raise
+
+    def _close_on_failure(self):
+        """The files and this object may disagree now: refuse everything until a reopen, whose
+        load reconciles whatever state the files are in."""
+        self.closed = True
+        for seg in self._view[0]:  # close() will not run on a closed log
+            seg.offset_index.close()
+            seg.time_index.close()
+            seg.txn_index.close()
 
     def _truncate(self, offset):
         segments = list(self._view[0])
@@ -854,6 +1053,9 @@ class Log:
                 k -= 1
         keep, doomed = segments[k], segments[k + 1:]
         self._truncations += 1
+        # until the producer state is rebuilt below, nothing is stable past the log start: a
+        # transaction whose marker is cut is open again
+        self._first_unstable = self.log_start_offset
         for i in range(len(segments) - 1, k, -1):
             self._retire(segments[i])
             self._set_segments(segments[:i])  # the view keeps every segment not retired
@@ -871,12 +1073,14 @@ class Log:
             if active is not keep:
                 active.offset_index.close()
                 active.time_index.close()
+                active.txn_index.close()
             raise
         self._set_segments(segments[:k] + [active])
         if active is not keep:
             keep.deleted = True  # readers holding the old list read again
             keep.offset_index.close()
             keep.time_index.close()
+            keep.txn_index.close()
         new_end = active.next_offset
         doomed_bases = {seg.base_offset for seg in doomed}
         for snap_offset, path in list_snapshots(self.dir):
@@ -889,6 +1093,8 @@ class Log:
         self.recovery_point = min(self.recovery_point, new_end)
         self.producer_state.last_snapshot_offset = -1
         self.producer_state.load(new_end, self._replay_producers)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
+        self._update_first_unstable()
 
     def _cut(self, seg, offset):
         """Cuts seg (made the active segment) before the first batch whose last offset is >=
@@ -931,6 +1137,9 @@ class Log:
             raise KafkaStorageError(f"truncating {seg.log_path} failed: {e}") from e
         seg.size = pos
         seg.next_offset = max(scanner.next_offset, seg.base_offset)
+        # entries of markers cut go (Kafka's TransactionIndex.truncateTo); later segments'
+        # files went with their segments
+        seg.txn_index.truncate_to(seg.next_offset)
         seg.max_timestamp_so_far = scanner.max_timestamp
         seg.offset_of_max_timestamp_so_far = scanner.offset_of_max_timestamp
         seg.scanner = scanner
@@ -973,10 +1182,11 @@ class Log:
         self._set_segments([new])
         fsync_dir(self.dir)
         self.leader_epoch_cache.clear()
-        self.producer_state.producers = {}
+        self.producer_state.truncate()
         self.producer_state.last_snapshot_offset = -1
         self.log_start_offset = offset
         self.high_watermark = offset
+        self._first_unstable = None
         self.recovery_point = offset
         self._unflushed = 0
 
@@ -1034,7 +1244,7 @@ class Log:
 
 class _FollowerBatch:
     __slots__ = ("pos", "size", "base", "last", "epoch", "max_ts", "count", "producer_id", "producer_epoch",
-                 "base_sequence", "attributes")
+                 "base_sequence", "attributes", "pb")
 
     def __init__(self, pos, size, base, last, epoch, max_ts, count, producer_id, producer_epoch, base_sequence,
                  attributes):
@@ -1049,6 +1259,22 @@ class _FollowerBatch:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.attributes = attributes
+        self.pb = None  # the ProducerBatch of a batch with a producer id
+
+
+def _follower_producer_batch(records, b):
+    """The ProducerBatch of a follower's batch, its marker read before anything is written
+    (CorruptMessageError when a control batch holds no end-transaction marker)."""
+    if b.attributes & 0x20:
+        try:
+            parsed = parse_marker(memoryview(records).cast("B")[b.pos:b.pos + b.size])
+        except CorruptRecordError as e:
+            raise CorruptMessageError(f"control batch at offset {b.base} of producer {b.producer_id}: {e}") from None
+        marker, coordinator_epoch = parsed if parsed is not None else (None, -1)
+        return MarkerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
+                           bool(b.attributes & 0x10), marker, coordinator_epoch)
+    return ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
+                         bool(b.attributes & 0x10))
 
 
 def _follower_batches(records):

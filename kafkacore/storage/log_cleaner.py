@@ -218,7 +218,7 @@ class LogCleaner:
 
     def _clean_segment(self, lg, seg, offset_map, retain_tombstones, stats):
         stale = os.path.join(lg.dir, f"{seg.base_offset:020d}")
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             try:
                 os.unlink(stale + suffix + CLEANED_SUFFIX)
             except FileNotFoundError:
@@ -226,6 +226,11 @@ class LogCleaner:
         cleaned = LogSegment(lg.dir, seg.base_offset, lg.config, suffix=CLEANED_SUFFIX)
         cleaned.load(active=True)
         try:
+            # This pass keeps every transactional batch and marker, so the segment's aborted
+            # transactions stay as they are: its .txnindex goes along, swapped with the segment
+            # (docs/transactions.md 4.8 has the cleaner that drops aborted data: plan step 5).
+            for entry in seg.txn_index.entries:
+                cleaned.txn_index.append(entry)
             for _pos, batch in iter_segment_batches(seg):
                 stats.bytes_read += len(batch)
                 out = filter_batch(batch, offset_map, retain_tombstones, stats)

@@ -15,7 +15,7 @@ import os
 
 from ..errors import CorruptMessageError
 from .log_segment import (CLEANED_SUFFIX, DELETED_SUFFIX, FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX,
-                          SWAP_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, now_ms)
+                          SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, now_ms)
 
 
 class LoadResult:
@@ -66,7 +66,8 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
     bases = sorted(b for b in (_base_of(n) for n in names if n.endswith(LOG_SUFFIX)) if b is not None)
     base_set = set(bases)
     for name in names:
-        if (name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX)) and _base_of(name) not in base_set:
+        if (name.endswith(INDEX_SUFFIX) or name.endswith(TIME_INDEX_SUFFIX) or name.endswith(TXN_INDEX_SUFFIX)) \
+                and _base_of(name) not in base_set:
             os.unlink(os.path.join(directory, name))
 
     segments = [LogSegment(directory, b, config) for b in bases]

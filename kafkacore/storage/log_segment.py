@@ -1,5 +1,6 @@
-"""Kafka's LogSegment: one ``<base offset>.log`` file of record batches with its ``.index`` and
-``.timeindex``. Only the last segment of a log (the active one) is appended to.
+"""Kafka's LogSegment: one ``<base offset>.log`` file of record batches with its ``.index``,
+``.timeindex`` and, once an aborted transaction's marker lands in it, ``.txnindex``
+(txn_index.py). Only the last segment of a log (the active one) is appended to.
 
 The index rule is Kafka's, the same whether a batch arrives by append or by recovery: a batch
 gets an offset index entry (its last offset, its position) when more than index.interval.bytes
@@ -14,6 +15,7 @@ from ._hot import hot
 from .file_slice import FileSlice, SegmentFile
 from .offset_index import OffsetIndex
 from .time_index import NO_TIMESTAMP, TimeIndex
+from .txn_index import AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -53,6 +55,8 @@ class LogSegment:
         index_bytes = config.segment_index_bytes
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, index_bytes, mutable)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, index_bytes, mutable)
+        # no file until the first entry (Kafka's TransactionIndex)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + suffix, base_offset)
         self.next_offset = base_offset  # offset after the last batch; set by load/recover/append
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = -1
@@ -295,6 +299,24 @@ class LogSegment:
                 stop = from_pos
         return FileSlice(self.file, start, stop - start, found[1])
 
+    def fetch_upper_bound_offset(self, start_position, fetch_size):
+        """Kafka's LogSegment.fetchUpperBoundOffset: the offset of the first offset index entry
+        at or after the end of a read of fetch_size bytes from start_position (an offset no
+        record of the read reaches), None when no entry lies there."""
+        found = self.offset_index.upper_bound_for_position(start_position + fetch_size)
+        return None if found is None else found[0]
+
+    def update_txn_index(self, completed, last_stable_offset):
+        """Kafka's LogSegment.updateTxnIndex: an aborted transaction whose marker is in this
+        segment gets its .txnindex entry (a committed one gets none)."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                             last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset, upper_bound_offset):
+        """(entries, complete): txn_index.TransactionIndex.collect."""
+        return self.txn_index.collect(fetch_offset, upper_bound_offset)
+
     def timestamp_search_start(self, timestamp, starting_offset):
         """Where the search for the first record at or after timestamp (and starting_offset)
         begins: the offset index position for the later of the time index's answer and
@@ -342,6 +364,7 @@ class LogSegment:
                 self.offset_index.flush()
             if self.time_index.fd >= 0:
                 self.time_index.flush()
+            self.txn_index.flush()
         except OSError as e:
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {e}") from e
 
@@ -350,20 +373,29 @@ class LogSegment:
             self.become_inactive(flush=True)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         # the log file closes with its last holder: a FileSlice being sent may still use it
 
     def paths(self):
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files (the .txnindex only when it exists)."""
+        out = [self.log_path, self.offset_index.path, self.time_index.path]
+        if self.txn_index.exists:
+            out.append(self.txn_index.path)
+        return out
 
     def change_suffix(self, old, new):
-        """Renames the segment's files from suffix old to suffix new (the swap protocol)."""
-        for holder in (self.file, self.offset_index, self.time_index):
+        """Renames the segment's files from suffix old to suffix new (the swap protocol and
+        deletion); the .txnindex goes along when it exists (Kafka's renameTo)."""
+        for holder in (self.file, self.offset_index, self.time_index, self.txn_index):
             path = holder.path
             if old and not path.endswith(old):
                 raise ValueError(f"{path} does not end with {old}")
             target = (path[:-len(old)] if old else path) + new
-            os.rename(path, target)
-            holder.path = target
+            if holder is self.txn_index:
+                holder.rename(target)
+            else:
+                os.rename(path, target)
+                holder.path = target
         self.suffix = new
 
     def delete_files(self):
@@ -371,7 +403,8 @@ class LogSegment:
         self.deleted = True
         self.offset_index.close()
         self.time_index.close()
-        for path in self.paths() + [os.path.join(self.dir, segment_file_name(self.base_offset) + TXN_INDEX_SUFFIX)]:
+        self.txn_index.delete()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:

@@ -32,6 +32,19 @@ class OffsetIndex(IndexFile):
         slot = hot.offset_index_lookup_position(self.buffer(entries), entries, position)
         return 0 if slot < 0 else self.entry(slot)[1]
 
+    def upper_bound_for_position(self, position):
+        """(offset, position) of the first entry whose position is >= position, None when no
+        entry reaches it (Kafka's OffsetIndex.fetchUpperBoundOffset: the smallest upper bound
+        slot by value)."""
+        entries = self.entries
+        if entries == 0:
+            return None
+        slot = hot.offset_index_lookup_position(self.buffer(entries), entries, position)
+        if slot >= 0 and self.entry(slot)[1] == position:
+            return self.entry(slot)
+        slot += 1
+        return self.entry(slot) if slot < entries else None
+
     def last_entry(self):
         return self.entry(self.entries - 1) if self.entries else (self.base_offset, 0)
 
