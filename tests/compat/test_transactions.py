@@ -73,6 +73,7 @@ def test_confluent_committed_and_aborted_transactions_by_isolation_level(broker)
             p.commit_transaction(WAIT)
             committed.extend(v for _k, v in batch)
         else:
+            assert p.flush(WAIT) == 0  # written, then aborted: the log holds them, read_committed skips them
             p.abort_transaction(WAIT)
     got = _read_all(broker.bootstrap, topic, 3, "read_committed")
     assert sorted(v for _p, _k, v in got) == sorted(committed)
@@ -171,6 +172,7 @@ def test_kafka_python_and_aiokafka_read_committed(broker):
         p.begin_transaction()
         for i in range(10):
             p.produce(topic, f"{round_}-{i}".encode(), partition=i % 2)
+        assert p.flush(WAIT) == 0
         (p.commit_transaction if commit else p.abort_transaction)(WAIT)
     want = sorted(f"{r}-{i}".encode() for r in (0, 2) for i in range(10))
 
