@@ -2,6 +2,7 @@
 serve``: init/begin/commit/abort with confluent-kafka's names, fencing of a second instance,
 offsets sent to the transaction, and the errors a wrong call order gets. What it wrote is read
 back by confluent-kafka's consumer in both isolation levels."""
+import time
 import uuid
 
 import pytest
@@ -142,3 +143,67 @@ def test_calls_out_of_order_and_bad_configs_are_refused(broker):
             plain.begin_transaction()
     finally:
         plain.close()
+
+
+def test_kafkacore_consumer_read_committed_end_to_end_with_offsets(broker):
+    """kafkacore's own consume-transform-produce: a read_committed Consumer in a group, a
+    transactional Producer, output and offsets committed together; one transaction aborted
+    midway and redone."""
+    from kafkacore import Consumer
+
+    src, dst = f"in-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
+    with Producer({"bootstrap.servers": broker.bootstrap}) as plain:
+        for i in range(40):
+            plain.send(src, b"%d" % i, partition=0)
+    group = f"g-{src}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([src])
+    p = _producer(broker, f"t-{src}")
+    try:
+        p.init_transactions(WAIT)
+        done, aborted_once = 0, False
+        deadline = time.monotonic() + WAIT
+        while done < 40 and time.monotonic() < deadline:
+            recs = consumer.poll(1.0, max_records=15)
+            if not recs:
+                continue
+            p.begin_transaction()
+            for r in recs:
+                p.send(dst, b"x" + r.value, partition=0)
+            p.send_offsets_to_transaction({(src, recs[0].partition): recs[-1].offset + 1},
+                                          consumer.consumer_group_metadata(), WAIT)
+            if not aborted_once:
+                assert p.flush(WAIT) == 0  # the aborted output reaches the log
+                p.abort_transaction(WAIT)
+                aborted_once = True
+                consumer.seek(src, recs[0].partition, recs[0].offset)
+                continue
+            p.commit_transaction(WAIT)
+            done += len(recs)
+    finally:
+        consumer.close()
+        p.close(1)
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "isolation.level": "read_committed",
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        reader.assign([(dst, 0, 0)])
+        got = []
+        deadline = time.monotonic() + WAIT
+        while len(got) < 40 and time.monotonic() < deadline:
+            got.extend(r.value for r in reader.poll(0.5))
+        reader.seek(dst, 0, 0)
+        arrow_values = []
+        deadline = time.monotonic() + WAIT
+        while len(arrow_values) < 40 and time.monotonic() < deadline:
+            arrow_values.extend(reader.poll_arrow(0.5).column("value").to_pylist())
+    finally:
+        reader.close()
+    assert got == [b"x%d" % i for i in range(40)]
+    assert arrow_values == got  # the Arrow path drops the aborted records too
+    assert len(_read(broker.bootstrap, dst, 1, "read_uncommitted")) > 40  # the aborted output is in the log
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert c.committed([confluent_kafka.TopicPartition(src, 0)], timeout=WAIT)[0].offset == 40
+    finally:
+        c.close()

@@ -133,6 +133,18 @@ class Consumer:
     def assignment(self) -> set:
         return set(self._states)
 
+    def consumer_group_metadata(self):
+        """What a transactional producer's send_offsets_to_transaction needs: the group id,
+        generation and member id (KIP-447: the coordinator refuses offsets from a consumer that
+        is no longer a member of the current generation)."""
+        from .transaction_manager import ConsumerGroupMetadata
+
+        if self.config["group.id"] is None:
+            raise KafkaConfigError("consumer_group_metadata() needs a group.id")
+        g = self._group
+        return ConsumerGroupMetadata(self.config["group.id"], g.generation if g is not None else -1,
+                                     g.member_id if g is not None else "", self.config["group.instance.id"])
+
     def _set_assignment(self, tps: set):
         with self._lock:
             for tp in list(self._states):
