@@ -250,3 +250,68 @@ def test_the_state_survives_a_restart_in_kafkas_record_format(tmp_path):
     assert key == struct.pack(">hh", 0, len("persist-1")) + b"persist-1"
     version, vpid, vepoch, timeout, status = struct.unpack_from(">hqhib", value)
     assert (version, vpid, vepoch, timeout, status) == (0, pid, epoch, 45000, 1)  # Ongoing
+
+
+# -- the partition side: ListOffsets, DescribeProducers, WriteTxnMarkers ---------------------------
+LIST_OFFSETS, WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = 2, 27, 61
+
+
+def _latest(c, topic, partition, isolation):
+    from kafkacore.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+    r = c.call(LIST_OFFSETS, 5, request(LIST_OFFSETS, replica_id=-1, isolation_level=isolation, topics=[
+        ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=-1)])]))
+    return r.topics[0].partitions[0].offset
+
+
+def test_an_open_transaction_holds_the_lso_until_an_admin_abort_marker(broker):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from kafkacore.protocol.messages.describe_producers_request import TopicRequest
+    from kafkacore.protocol.messages.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
+
+    topic = "hanging"
+    plain = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        plain.produce(topic, b"before-%d" % i, partition=0)
+    plain.flush(30)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "hanging-1"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    p.flush(30)
+    plain.produce(topic, b"after", partition=0)
+    plain.flush(30)
+    with broker.client() as c:
+        assert _latest(c, topic, 0, 0) == 5  # the high watermark
+        assert _latest(c, topic, 0, 1) == 3  # the last stable offset: the open transaction's first offset
+        r = c.call(DESCRIBE_PRODUCERS, 0, request(DESCRIBE_PRODUCERS, topics=[
+            TopicRequest(name=topic, partition_indexes=[0, 9])]))
+        part, missing = r.topics[0].partitions
+        assert missing.error_code == UNKNOWN_TOPIC_OR_PARTITION
+        txn = [s for s in part.active_producers if s.current_txn_start_offset >= 0]
+        assert len(txn) == 1 and txn[0].current_txn_start_offset == 3
+        pid, epoch = txn[0].producer_id, txn[0].producer_epoch
+        # Kafka's admin abortTransaction: an ABORT marker straight to the partition leader
+        marker = WritableTxnMarker(producer_id=pid, producer_epoch=epoch, transaction_result=False,
+                                   coordinator_epoch=0, topics=[WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])
+        stale = WritableTxnMarker(producer_id=pid, producer_epoch=epoch - 1, transaction_result=False,
+                                  coordinator_epoch=0, topics=[WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])
+        r = c.call(WRITE_TXN_MARKERS, 1, request(WRITE_TXN_MARKERS, markers=[stale]))
+        assert r.markers[0].topics[0].partitions[0].error_code == INVALID_PRODUCER_EPOCH
+        r = c.call(WRITE_TXN_MARKERS, 1, request(WRITE_TXN_MARKERS, markers=[marker]))
+        assert r.markers[0].topics[0].partitions[0].error_code == NONE
+        assert _latest(c, topic, 0, 1) == _latest(c, topic, 0, 0) == 6  # the marker took offset 5
+    got = []
+    cons = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "hanging-reader",
+                                     "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                     "enable.partition.eof": True})
+    try:
+        cons.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        while True:
+            m = cons.poll(10)
+            assert m is not None
+            if m.error():
+                break
+            got.append(m.value())
+    finally:
+        cons.close()
+    assert got == [b"before-0", b"before-1", b"before-2", b"after"]

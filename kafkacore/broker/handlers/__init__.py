@@ -26,7 +26,7 @@ MODULES = (
     "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown", "elect_leaders",
     "alter_partition_reassignments", "list_partition_reassignments",
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions",
-    "txn_offset_commit",
+    "txn_offset_commit", "write_txn_markers", "describe_producers",
 )
 
 
