@@ -20,13 +20,14 @@ import uuid
 
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                       InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
+from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
 
 log = logging.getLogger("kafkacore.broker")
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, "__transaction_state"})
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 MAX_PARTITIONS = 1 << 20  # a sanity bound per CreateTopics/CreatePartitions request
 
 
@@ -277,9 +278,14 @@ class Broker:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1 and not assignments:
             replication_factor = self.config["default.replication.factor"]
+        live = max(1, len(self.cluster.metadata_cache.brokers))
         if name == CONSUMER_OFFSETS_TOPIC:
-            replication_factor = min(self.config["offsets.topic.replication.factor"],
-                                     max(1, len(self.cluster.metadata_cache.brokers)))
+            replication_factor = min(self.config["offsets.topic.replication.factor"], live)
+        elif name == TRANSACTION_STATE_TOPIC:
+            # capped at the live brokers as __consumer_offsets is (Kafka instead waits for them)
+            replication_factor = min(self.config["transaction.state.log.replication.factor"], live)
+            configs = dict(configs or {}, **{"min.insync.replicas": str(
+                min(self.config["transaction.state.log.min.isr"], replication_factor))})
         if not assignments and (num_partitions <= 0 or num_partitions > MAX_PARTITIONS):
             raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
         configs = {k: v for k, v in (configs or {}).items()}

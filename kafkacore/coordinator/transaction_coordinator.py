@@ -7,9 +7,12 @@ expired.
 It runs on the broker's event loop (no locks): a transactional id with a write in flight has a
 pending transition, and other requests for it answer CONCURRENT_TRANSACTIONS meanwhile.
 
-This first version serves a single node: the coordinator epoch is 0 and markers are local
-appends (``txn_markers.write_marker``). On a cluster FindCoordinator still answers
-COORDINATOR_NOT_AVAILABLE for transactional ids (docs/transactions.md, plan step 13)."""
+On a single node it coordinates every transactional id, with coordinator epoch 0, and markers
+are local appends. On a cluster (docs/transactions.md §3.1, §3.5) it coordinates the ids of the
+``__transaction_state`` partitions this broker leads: a partition is loaded when its leadership
+arrives (the coordinator epoch is its leader epoch) and dropped when it leaves; every write
+waits for the ISR; markers go to each partition's leader (WriteTxnMarkers, or a local append
+that waits for the high watermark)."""
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +27,7 @@ from .internal_topic import InternalTopicLog, StoreError, now_ms
 from .transaction_log import TRANSACTION_STATE_TOPIC, decode_key, decode_value, key_bytes, value_bytes
 from .transaction_metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TERMINAL_STATES, TransactionMetadata,
                                    TxnState, TxnTransition, TxnTransitionError)
-from .txn_markers import write_marker
+from .txn_markers import send_markers, write_marker, write_marker_replicated
 
 log = logging.getLogger("kafkacore.transactions")
 
@@ -68,22 +71,23 @@ class TransactionCoordinator:
         self._timers = []
         self._tasks = set()
         self._started = False
-        self.coordinator_epoch = 0  # a single node: the partition's leader epoch is 0
+        # On a cluster, {__transaction_state partition this broker leads: its leader epoch, the
+        # coordinator epoch of its ids' markers}; None on a single node (every id, epoch 0).
+        self.owned = None
 
     # -- life cycle -----------------------------------------------------------------------------
-    @property
-    def available(self) -> bool:
-        """False on a cluster until plan step 13: FindCoordinator answers COORDINATOR_NOT_AVAILABLE."""
-        return self.broker.cluster is None
+    available = True  # the handlers ask; kept so a broker without a coordinator could say so
 
     def start(self, loop):
         if self._started:
             return
         self._started = True
         self.loop = loop
-        if not self.available:
-            return
-        self._load()
+        if self.broker.cluster is not None:
+            self.owned = {}
+            self.broker.cluster.replica_manager.on_leadership_change.append(self.on_leadership_change)
+        else:
+            self._load()
         self._timers.append(loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick))
         self._timers.append(loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick))
 
@@ -100,15 +104,39 @@ class TransactionCoordinator:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _load(self):
-        """Replays __transaction_state (last value per id wins, tombstones delete); transactions
-        found in PrepareCommit/PrepareAbort are completed: their markers are written again
-        (harmless twice) and CompleteX follows."""
+    def coordinator_epoch(self, txn_id) -> int:
+        return 0 if self.owned is None else self.owned.get(self.store.partition_for(txn_id), -1)
+
+    def not_coordinator(self, txn_id):
+        """NOT_COORDINATOR when another broker coordinates ``txn_id``, else None."""
+        if self.owned is None or self.store.partition_for(txn_id) in self.owned:
+            return None
+        return NotCoordinatorError.code
+
+    def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
+        """The ReplicaManager's word on a __transaction_state partition (Kafka's
+        onElection/onResignation): load its ids, or forget them."""
+        if topic != TRANSACTION_STATE_TOPIC or self.owned is None:
+            return
+        if is_leader:
+            self.owned[partition] = leader_epoch
+            self._load([partition])
+        elif self.owned.pop(partition, None) is not None:
+            gone = [tid for tid in self.transactions if self.store.partition_for(tid) == partition]
+            for tid in gone:
+                del self.transactions[tid]
+            log.info("unloaded %d transactional ids of %s-%d: another broker coordinates them now", len(gone),
+                     TRANSACTION_STATE_TOPIC, partition)
+
+    def _load(self, partitions=None):
+        """Replays __transaction_state partitions (all: a single node), last value per id wins,
+        tombstones delete; transactions found in PrepareCommit/PrepareAbort are completed: their
+        markers are written again (harmless twice) and CompleteX follows."""
         if not self.store.exists():
             return
         found: dict[str, TransactionMetadata | None] = {}
         records = 0
-        for partition in range(self.store.partitions):
+        for partition in (range(self.store.partitions) if partitions is None else partitions):
             for key, value in self.store.read_partition(partition):
                 records += 1
                 txn_id = decode_key(key)
@@ -119,9 +147,12 @@ class TransactionCoordinator:
                 except Exception as e:  # noqa: BLE001 - reported; the id keeps its previous record
                     log.error("%s-%d: a record of transactional id %r does not decode: %s", TRANSACTION_STATE_TOPIC,
                               partition, txn_id, e)
-        self.transactions = {tid: md for tid, md in found.items() if md is not None}
-        unfinished = [md for md in self.transactions.values()
-                      if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
+        loaded = {tid: md for tid, md in found.items() if md is not None}
+        if partitions is not None:
+            for tid in [t for t in self.transactions if self.store.partition_for(t) in partitions]:
+                del self.transactions[tid]
+        self.transactions.update(loaded)
+        unfinished = [md for md in loaded.values() if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)]
         log.info("loaded %d transactional ids from %d records of %s; %d to complete", len(self.transactions),
                  records, TRANSACTION_STATE_TOPIC, len(unfinished))
         for md in unfinished:
@@ -156,6 +187,8 @@ class TransactionCoordinator:
         INVALID_PRODUCER_EPOCH for old request versions."""
         if txn_id == "":
             return InvalidRequestError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if self.not_coordinator(txn_id) is not None:
+            return NotCoordinatorError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not 0 < txn_timeout_ms <= self.max_timeout_ms:
             return InvalidTransactionTimeoutError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -202,6 +235,8 @@ class TransactionCoordinator:
         """The checks before the state table (§3.3): (error code or None, metadata)."""
         if not txn_id:
             return InvalidRequestError.code, None
+        if self.not_coordinator(txn_id) is not None:
+            return NotCoordinatorError.code, None
         md = self.transactions.get(txn_id)
         if md is None or md.producer_id != producer_id:
             return InvalidProducerIdMappingError.code, md
@@ -275,21 +310,25 @@ class TransactionCoordinator:
         """Markers to every partition of the transaction, retried on storage errors, then
         CompleteCommit/CompleteAbort."""
         commit = md.state is TxnState.PREPARE_COMMIT
+        coordinator_epoch = self.coordinator_epoch(md.transactional_id)
         todo = set(md.partitions)
         while todo:
-            for topic, partition in sorted(todo):
-                code = write_marker(self.broker, topic, partition, md.producer_id, md.producer_epoch,
-                                    self.coordinator_epoch, commit)
-                if code in (NONE, UnknownTopicOrPartitionError.code):  # a deleted partition is skipped, as Kafka
+            if self.broker.cluster is None:
+                codes = {tp: write_marker(self.broker, tp[0], tp[1], md.producer_id, md.producer_epoch,
+                                          coordinator_epoch, commit) for tp in sorted(todo)}
+            else:
+                codes = await self._markers_in_cluster(md, todo, coordinator_epoch, commit)
+            for (topic, partition), code in codes.items():
+                if code in _MARKER_DONE:  # a deleted partition is skipped, as Kafka
                     todo.discard((topic, partition))
                 elif code in _MARKER_STOP:
                     log.warning("transactional id %r: the marker for %s-%d was refused (error %d): a newer epoch "
                                 "or coordinator took over", md.transactional_id, topic, partition, code)
                     return
+            if self.transactions.get(md.transactional_id) is not md:
+                return  # the id's partition moved to another coordinator, which completes it
             if todo:
                 await asyncio.sleep(MARKER_RETRY_S)
-            if self.transactions.get(md.transactional_id) is not md:
-                return
         while True:
             try:
                 t = md.prepare_complete(now_ms())
@@ -300,6 +339,33 @@ class TransactionCoordinator:
             if code in (NONE, NotCoordinatorError.code):
                 return
             await asyncio.sleep(MARKER_RETRY_S)
+
+    async def _markers_in_cluster(self, md, todo, coordinator_epoch, commit):
+        """{(topic, partition): code} of one round: each partition's marker to its leader (a
+        local append waiting for the high watermark, or one WriteTxnMarkers per broker)."""
+        cache = self.broker.cluster.metadata_cache
+        by_leader: dict[int, list] = {}
+        codes = {}
+        for tp in sorted(todo):
+            if cache.partition(*tp) is None and self.broker.topic(tp[0]) is None:
+                codes[tp] = UnknownTopicOrPartitionError.code  # the topic is gone: nothing to mark
+                continue
+            leader = cache.leader(*tp)
+            if leader < 0:
+                codes[tp] = NotLeaderOrFollowerError.code  # an election is under way: next round
+                continue
+            by_leader.setdefault(leader, []).append(tp)
+
+        async def to_broker(node, tps):
+            if node == self.broker.node_id:
+                return {tp: await write_marker_replicated(self.broker, tp[0], tp[1], md.producer_id, md.producer_epoch,
+                                                          coordinator_epoch, commit, MARKER_TIMEOUT_S)
+                        for tp in tps}
+            return await send_markers(self.broker, node, md.producer_id, md.producer_epoch, coordinator_epoch,
+                                      commit, tps, MARKER_TIMEOUT_S)
+        for part in await asyncio.gather(*(to_broker(n, tps) for n, tps in by_leader.items())):
+            codes.update(part)
+        return codes
 
     # -- timeouts and expiry (§3.6) ---------------------------------------------------------------
     def _abort_timed_out_tick(self):
@@ -329,8 +395,23 @@ class TransactionCoordinator:
                     log.info("transactional id %r expired (idle for over %d ms)", md.transactional_id,
                              self.expiration_ms)
 
+    def coordinator_for(self, txn_id):
+        """FindCoordinator's answer: creates __transaction_state on first use; this node on a
+        single node, the leader of the id's partition on a cluster (COORDINATOR_NOT_AVAILABLE
+        while it has none)."""
+        self.store.ensure_topic()
+        if self.broker.cluster is None:
+            return self.broker.node_id
+        leader = self.broker.cluster.metadata_cache.leader(TRANSACTION_STATE_TOPIC, self.store.partition_for(txn_id))
+        if leader < 0:
+            raise CoordinatorNotAvailableError(
+                f"the partition of transactional id {txn_id!r} in {TRANSACTION_STATE_TOPIC} has no leader yet")
+        return leader
+
     # -- describing -------------------------------------------------------------------------------
     def describe(self, txn_id):
+        if self.not_coordinator(txn_id) is not None:
+            return None
         return self.transactions.get(txn_id)
 
     def list(self, states=(), producer_ids=(), min_duration_ms=-1):
@@ -347,8 +428,12 @@ class TransactionCoordinator:
         return out
 
 
-# InvalidProducerEpoch (47) and TransactionCoordinatorFenced (52) from a partition: stop
+# InvalidProducerEpoch (47) and TransactionCoordinatorFenced (52) from a partition: stop; NONE, a
+# deleted partition, UNSUPPORTED_FOR_MESSAGE_FORMAT (43) and UNSUPPORTED_VERSION (35): done (as
+# Kafka's TransactionMarkerRequestCompletionHandler); anything else: again next round
 _MARKER_STOP = frozenset({47, 52})
+_MARKER_DONE = frozenset({NONE, UnknownTopicOrPartitionError.code, 43, 35})
+MARKER_TIMEOUT_S = 30.0
 
 
 def _code(e: TxnTransitionError) -> int:

@@ -6,9 +6,9 @@
   ``__consumer_offsets`` (``offsets.topic.num.partitions`` partitions, compacted) and the
   answer names this node at once (Kafka answers COORDINATOR_NOT_AVAILABLE until its
   asynchronous creation is done; here creation is synchronous).
-- Key type 1 (transaction): on a single node this node (the first such request creates
-  ``__transaction_state``); on a cluster COORDINATOR_NOT_AVAILABLE until the coordinator runs
-  there (docs/transactions.md plan step 13); an empty transactional id is INVALID_REQUEST.
+- Key type 1 (transaction): this node on a single node, the leader of the id's
+  ``__transaction_state`` partition on a cluster (the first such request creates the topic);
+  an empty transactional id is INVALID_REQUEST.
 - Key type 2 (share group, v6+) and any other type: INVALID_REQUEST.
 - v0-3 carry one key (v0 has no key type: group); v4+ carry a batch (``coordinator_keys``),
   answered one ``Coordinator`` entry per key, in request order.
@@ -41,16 +41,25 @@ def _lookup(ctx, key_type, key):
         return 0, None, node, cfg.advertised_host, cfg.advertised_port
     if key_type == TRANSACTION:
         tc = transaction_coordinator(ctx)
-        if tc is None or not key:
-            return (CoordinatorNotAvailableError.code if tc is None else InvalidRequestError.code,
-                    "no transaction coordinator on this cluster yet" if tc is None else "empty transactional id",
-                    -1, "", -1)
+        if tc is None:
+            return CoordinatorNotAvailableError.code, "no transaction coordinator", -1, "", -1
+        if not key:
+            return InvalidRequestError.code, "empty transactional id", -1, "", -1
         try:
-            tc.store.ensure_topic()
+            node = tc.coordinator_for(key)
         except KafkaError as e:
-            return CoordinatorNotAvailableError.code, f"cannot create {tc.store.topic}: {e.message}", -1, "", -1
-        return 0, None, broker.node_id, cfg.advertised_host, cfg.advertised_port
+            return e.code, e.message, -1, "", -1
+        return _endpoint(broker, cfg, node)
     return InvalidRequestError.code, f"unsupported coordinator key type {key_type}", -1, "", -1
+
+
+def _endpoint(broker, cfg, node):
+    if broker.cluster is not None:
+        ep = broker.cluster.metadata_cache.brokers.get(node)
+        if ep is None:
+            return CoordinatorNotAvailableError.code, f"coordinator {node} is not live", -1, "", -1
+        return 0, None, node, ep.host, ep.port
+    return 0, None, node, cfg.advertised_host, cfg.advertised_port
 
 
 def handle(ctx, req):

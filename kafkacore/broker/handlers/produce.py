@@ -36,6 +36,7 @@ from ...errors import (InvalidProducerEpochError, InvalidProducerIdMappingError,
                        NotEnoughReplicasError, ProducerFencedError, RequestTimedOutError, TransactionAbortableError)
 from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
                                                    TopicProduceResponse)
+from ...coordinator.txn_verification import verify_partitions
 from ..broker import INTERNAL_TOPICS
 
 _LENGTH = struct.Struct(">i")
@@ -47,19 +48,22 @@ VERSIONS = (3, 11)
 ADVERTISED_MIN = 0
 
 
-def _verify_transaction(broker, txn_id, topic, partition, lg, records, v):
-    """KIP-890 part 1 for a transactional batch (None: go on; else the error to answer)."""
-    pid, epoch = _PID.unpack_from(records, 43)[0], _EPOCH.unpack_from(records, 51)[0]
-    entry = lg.producer_state.producers.get(pid)
-    if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == epoch:
-        return None  # its transaction is open here already: the coordinator added the partition
+def _needs_verification(broker, lg, records):
+    """A transactional batch whose producer has no transaction open in this partition yet (at
+    this epoch): the coordinator must confirm the partition is in its Ongoing transaction."""
     if not broker.config["transaction.partition.verification.enable"]:
-        return None
-    tc = broker.transaction_coordinator
-    code = tc.verify_partition(txn_id, pid, epoch, topic, partition) if tc is not None and tc.available else \
-        NotEnoughReplicasError.code
+        return False
+    entry = lg.producer_state.producers.get(_PID.unpack_from(records, 43)[0])
+    return not (entry is not None and entry.current_txn_first_offset >= 0
+                and entry.epoch == _EPOCH.unpack_from(records, 51)[0])
+
+
+def _verification_error(code, txn_id, topic, partition, records, v):
+    """The error a produce answers for the coordinator's verification ``code`` (None: go on),
+    as Kafka's ReplicaManager maps them."""
     if code == 0:
         return None
+    pid, epoch = _PID.unpack_from(records, 43)[0], _EPOCH.unpack_from(records, 51)[0]
     if code == InvalidTxnStateError.code:
         return (TransactionAbortableError if v >= 11 else InvalidTxnStateError)(
             f"{topic}-{partition} is not in the ongoing transaction of producer {pid}")
@@ -70,7 +74,32 @@ def _verify_transaction(broker, txn_id, topic, partition, lg, records, v):
     return NotEnoughReplicasError(f"the transaction coordinator could not verify {topic}-{partition} (error {code})")
 
 
-def _append(broker, topic, partition, records, acks, txn_id=None, v=11):
+def _leader_log(broker, topic, partition):
+    if broker.cluster is None:
+        return broker.leader_log(topic, partition)
+    return broker.cluster.replica_manager.leader_partition(topic, partition).log
+
+
+def _to_verify(broker, req):
+    """{(topic, partition): records} of the request's transactional batches that need the
+    coordinator's word; (producer id, epoch) of the request."""
+    out, pid_epoch = {}, None
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if records is None or len(records) < 61 or not records[22] & 0x10 or td.name in INTERNAL_TOPICS:
+                continue
+            try:
+                lg = _leader_log(broker, td.name, pd.index)
+            except KafkaError:
+                continue  # answered by the append's own checks
+            if _needs_verification(broker, lg, records):
+                out[(td.name, pd.index)] = records
+                pid_epoch = (_PID.unpack_from(records, 43)[0], _EPOCH.unpack_from(records, 51)[0])
+    return out, pid_epoch
+
+
+def _append(broker, topic, partition, records, acks, txn_id=None, v=11, verified=None):
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"cannot append to internal topic {topic}")
     if records is None or len(records) < 61:
@@ -82,17 +111,15 @@ def _append(broker, topic, partition, records, acks, txn_id=None, v=11):
     if transactional and txn_id is None:
         raise InvalidTxnStateError(f"a transactional batch for {topic}-{partition} in a request without a "
                                    "transactional id")
+    if transactional and verified is not None and (topic, partition) in verified:
+        err = _verification_error(verified[(topic, partition)], txn_id, topic, partition, records, v)
+        if err is not None:
+            raise err
     if broker.cluster is None:
         lg = broker.leader_log(topic, partition)
-        if transactional:
-            err = _verify_transaction(broker, txn_id, topic, partition, lg, records, v)
-            if err is not None:
-                raise err
         return lg, lg.append(records, leader_epoch=0), None
     partition_ = broker.cluster.replica_manager.leader_partition(topic, partition)
     lg = partition_.log
-    if transactional:
-        raise InvalidTxnStateError("transactions are not served on a cluster yet (docs/transactions.md, plan step 13)")
     min_isr = lg.config.min_insync_replicas
     if acks == -1:
         partition_.check_enough_replicas(min_isr)
@@ -107,6 +134,26 @@ def _append(broker, topic, partition, records, acks, txn_id=None, v=11):
 
 
 def handle(ctx, req):
+    broker = ctx.broker
+    if req.transactional_id is not None and req.acks in (0, 1, -1):
+        pending, pid_epoch = _to_verify(broker, req)
+        if pending:
+            return _verify_then_append(ctx, req, pending, pid_epoch)
+    return _handle(ctx, req, None)
+
+
+async def _verify_then_append(ctx, req, pending, pid_epoch):
+    """The coordinator's word first (a call to another broker on a cluster), then the appends
+    (each batch is checked again against the producer state, so a marker that arrived meanwhile
+    is seen)."""
+    verified = await verify_partitions(ctx.broker, req.transactional_id, pid_epoch[0], pid_epoch[1], list(pending))
+    response = _handle(ctx, req, verified)
+    if asyncio.iscoroutine(response):
+        response = await response
+    return response
+
+
+def _handle(ctx, req, verified):
     broker = ctx.broker
     v = ctx.api_version
     acks = req.acks
@@ -127,7 +174,7 @@ def handle(ctx, req):
                                                           "producer ids"), v)
             else:
                 try:
-                    lg, info, commit = _append(broker, td.name, pd.index, pd.records, acks, txn_id, v)
+                    lg, info, commit = _append(broker, td.name, pd.index, pd.records, acks, txn_id, v, verified)
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time
                     resp.log_start_offset = lg.log_start_offset

@@ -13,6 +13,7 @@ OFFSET_METADATA_TOO_LARGE.
 import asyncio
 
 from ...coordinator.group_coordinator import make_offset
+from ...coordinator.txn_verification import verify_partitions
 from ...coordinator.offset_store import now_ms
 from ...errors import InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError
 from ...protocol.messages.txn_offset_commit_response import (TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
@@ -24,9 +25,7 @@ API_KEY = 28
 VERSIONS = (0, 4)
 
 
-def _verify(ctx, tc, req, store):
-    code = tc.verify_partition(req.transactional_id, req.producer_id, req.producer_epoch, store.topic,
-                               store.partition_for(req.group_id))
+def _verification_code(ctx, code):
     if code == ProducerFencedError.code:
         return InvalidProducerEpochError.code
     if code == InvalidTxnStateError.code and ctx.api_version >= 4:
@@ -40,19 +39,25 @@ def handle(ctx, req):
     if tc is None:
         return error_response(req, v, NOT_AVAILABLE)
     gc = coordinator(ctx)
-    code = _verify(ctx, tc, req, gc.store)
-    if code:
-        return error_response(req, v, code)
-    now = now_ms()
-    offsets = {(t.name, p.partition_index): make_offset(p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
-                                                        p.committed_metadata, now, None)
-               for t in req.topics for p in t.partitions}
-    errors = gc.commit_txn_offsets(req.group_id, req.producer_id, req.producer_epoch,
-                                   req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
-                                   req.generation_id if v >= 3 else -1, offsets)
-    if asyncio.isfuture(errors):
-        return _when_replicated(errors, req)
-    return _response(errors, req)
+
+    async def run():
+        tp = (gc.store.topic, gc.store.partition_for(req.group_id))
+        codes = await verify_partitions(ctx.broker, req.transactional_id, req.producer_id, req.producer_epoch, [tp])
+        code = _verification_code(ctx, codes[tp])
+        if code:
+            return error_response(req, v, code)
+        now = now_ms()
+        offsets = {(t.name, p.partition_index): make_offset(p.committed_offset,
+                                                            p.committed_leader_epoch if v >= 2 else -1,
+                                                            p.committed_metadata, now, None)
+                   for t in req.topics for p in t.partitions}
+        errors = gc.commit_txn_offsets(req.group_id, req.producer_id, req.producer_epoch,
+                                       req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
+                                       req.generation_id if v >= 3 else -1, offsets)
+        if asyncio.isfuture(errors):
+            errors = await errors
+        return _response(errors, req)
+    return run()
 
 
 async def _when_replicated(errors, req):
