@@ -225,3 +225,177 @@ def test_aiokafka_transactional_producer(broker):
     asyncio.run(produce())
     got = _read_all(broker.bootstrap, topic, 2, "read_committed")
     assert sorted(v for _p, _k, v in got) == sorted(b"c%d" % i for i in range(10))
+
+
+# -- every transactional producer crossed with every reader -----------------------------------
+def _committed_history(bootstrap, topic, writer):
+    """Writes committed, aborted (flushed first), committed, then leaves one transaction open
+    with data in the log; returns (committed values, every value, close)."""
+    committed, every = [], []
+    for round_, commit in enumerate((True, False, True)):
+        vals = [f"{round_}-{i}".encode() for i in range(8)]
+        writer.begin()
+        writer.send(vals)
+        (writer.commit if commit else writer.abort)()
+        every += vals
+        if commit:
+            committed += vals
+    open_vals = [b"open-%d" % i for i in range(4)]
+    writer.begin()
+    writer.send(open_vals)
+    every += open_vals
+    return committed, every
+
+
+class _ConfluentWriter:
+    def __init__(self, bootstrap, topic, tid):
+        self.topic, self.p = topic, _txn_producer(bootstrap, tid)
+
+    def begin(self):
+        self.p.begin_transaction()
+
+    def send(self, vals):
+        for i, v in enumerate(vals):
+            self.p.produce(self.topic, v, partition=i % 2)
+        assert self.p.flush(WAIT) == 0
+
+    def commit(self):
+        self.p.commit_transaction(WAIT)
+
+    def abort(self):
+        self.p.abort_transaction(WAIT)
+
+    def close(self):
+        self.p.abort_transaction(WAIT)
+
+
+class _KafkacoreWriter:
+    def __init__(self, bootstrap, topic, tid):
+        from kafkacore import Producer as KProducer
+        self.topic = topic
+        self.p = KProducer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 2})
+        self.p.init_transactions(WAIT)
+
+    def begin(self):
+        self.p.begin_transaction()
+
+    def send(self, vals):
+        for i, v in enumerate(vals):
+            self.p.send(self.topic, v, partition=i % 2)
+        assert self.p.flush(WAIT) == 0
+
+    def commit(self):
+        self.p.commit_transaction(WAIT)
+
+    def abort(self):
+        self.p.abort_transaction(WAIT)
+
+    def close(self):
+        self.p.abort_transaction(WAIT)
+        self.p.close(5)
+
+
+class _AiokafkaWriter:
+    def __init__(self, bootstrap, topic, tid):
+        aiokafka = pytest.importorskip("aiokafka")
+        self.topic = topic
+        self.loop = asyncio.new_event_loop()
+
+        async def start():  # aiokafka binds to the loop running when it is made
+            p = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+            await p.start()
+            return p
+        self.p = self.loop.run_until_complete(start())
+
+    def begin(self):
+        self.loop.run_until_complete(self.p.begin_transaction())
+
+    def send(self, vals):
+        async def go():
+            for i, v in enumerate(vals):
+                await (await self.p.send(self.topic, v, partition=i % 2))
+        self.loop.run_until_complete(go())
+
+    def commit(self):
+        self.loop.run_until_complete(self.p.commit_transaction())
+
+    def abort(self):
+        self.loop.run_until_complete(self.p.abort_transaction())
+
+    def close(self):
+        self.abort()
+        self.loop.run_until_complete(self.p.stop())
+        self.loop.close()
+
+
+def _read_kafkacore(bootstrap, topic, isolation, expect):
+    from kafkacore import Consumer as KConsumer
+    c = KConsumer({"bootstrap.servers": bootstrap, "isolation.level": isolation, "auto.offset.reset": "earliest",
+                   "enable.auto.commit": False})
+    try:
+        c.assign([(topic, 0, 0), (topic, 1, 0)])
+        out = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(out) < expect:
+            out.extend(r.value for r in c.poll(0.3))
+        time.sleep(0.5)  # and nothing past what is expected arrives
+        out.extend(r.value for r in c.poll(0.5))
+        return out
+    finally:
+        c.close()
+
+
+def _read_kafka_python(bootstrap, topic, isolation, expect):
+    kafka = pytest.importorskip("kafka")
+    kc = kafka.KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=2000)
+    kc.assign([kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)])
+    kc.seek_to_beginning()
+    out = [m.value for m in kc]
+    kc.close()
+    return out
+
+
+def _read_aiokafka(bootstrap, topic, isolation, expect):
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def go():
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+                                      auto_offset_reset="earliest", enable_auto_commit=False)
+        await c.start()
+        try:
+            c.assign([aiokafka.TopicPartition(topic, 0), aiokafka.TopicPartition(topic, 1)])
+            await c.seek_to_beginning()
+            out = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and len(out) < expect:
+                batch = await c.getmany(timeout_ms=300)
+                out.extend(m.value for ms in batch.values() for m in ms)
+            batch = await c.getmany(timeout_ms=800)
+            out.extend(m.value for ms in batch.values() for m in ms)
+            return out
+        finally:
+            await c.stop()
+    return asyncio.run(go())
+
+
+def _read_confluent(bootstrap, topic, isolation, expect):
+    return [v for _p, _k, v in _read_all(bootstrap, topic, 2, isolation)]
+
+
+@pytest.mark.parametrize("writer_cls", [_ConfluentWriter, _KafkacoreWriter, _AiokafkaWriter],
+                         ids=["confluent", "kafkacore", "aiokafka"])
+def test_every_producer_crossed_with_every_reader(broker, writer_cls):
+    topic = f"cross-{writer_cls.__name__[1:9].lower()}-{uuid.uuid4().hex[:6]}"
+    _create(broker.bootstrap, topic, partitions=2)
+    writer = writer_cls(broker.bootstrap, topic, f"tid-{topic}")
+    try:
+        committed, every = _committed_history(broker.bootstrap, topic, writer)
+        for name, read in (("confluent", _read_confluent), ("kafkacore", _read_kafkacore),
+                           ("kafka-python", _read_kafka_python), ("aiokafka", _read_aiokafka)):
+            # the open transaction holds read_committed readers at the LSO: they see the
+            # committed records and nothing else
+            assert sorted(read(broker.bootstrap, topic, "read_committed", len(committed))) == sorted(committed), name
+            assert sorted(read(broker.bootstrap, topic, "read_uncommitted", len(every))) == sorted(every), name
+    finally:
+        writer.close()
