@@ -315,3 +315,70 @@ def test_an_open_transaction_holds_the_lso_until_an_admin_abort_marker(broker):
     finally:
         cons.close()
     assert got == [b"before-0", b"before-1", b"before-2", b"after"]
+
+
+def test_a_broker_killed_between_prepare_commit_and_the_markers_completes_the_commit(tmp_path):
+    """The crash Kafka's design is about: PrepareCommit is durable in __transaction_state but no
+    marker was written. The broker is SIGKILLed with a transaction open and PrepareCommit is
+    appended to its __transaction_state while it is down (what a crash right after that write
+    leaves); on restart the coordinator writes the markers and CompleteCommit, and readers see
+    the transaction whole."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from kafkacore.coordinator.transaction_log import decode_key, decode_value, key_bytes, value_bytes
+    from kafkacore.coordinator.transaction_metadata import TxnState
+    from kafkacore.record import RecordBatchBuilder
+    from kafkacore.storage import LogManager
+
+    b = BrokerProcess(tmp_path / "data", settings={"transaction.state.log.num.partitions": "1",
+                                                   "num.partitions": "2"})
+    b.start()
+    p = None
+    try:
+        p = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "crash-1"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("crash-topic", b"v%d" % i, partition=i % 2)
+        assert p.flush(30) == 0
+        with b.client() as c:
+            assert describe(c, "crash-1").transaction_state == "Ongoing"
+        b.kill()
+        lm = LogManager(b.data_dir, background=False, cleaner_enable=False)
+        try:
+            lg = lm.get_log("__transaction_state", 0)
+            last = None
+            for batch in iter_batches(lg.read(lg.log_start_offset, 1 << 20).read()):
+                for r in batch:
+                    if decode_key(r.key) == "crash-1":
+                        last = r.value
+            md = decode_value("crash-1", last)
+            assert md.state is TxnState.ONGOING and len(md.partitions) == 2
+            t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT, int(time.time() * 1000))
+            builder = RecordBatchBuilder(compression="none")
+            builder.append(value_bytes(t), key=key_bytes("crash-1"), timestamp_ms=t.txn_last_update_ms)
+            lg.append(builder.build(), leader_epoch=0)
+        finally:
+            lm.shutdown()
+        b.start()
+        with b.client() as c:
+            d = wait_state(c, "crash-1", "CompleteCommit")
+            assert d.producer_epoch == md.producer_epoch
+        cons = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "crash-reader",
+                                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                         "enable.partition.eof": True})
+        try:
+            cons.assign([confluent_kafka.TopicPartition("crash-topic", part, 0) for part in (0, 1)])
+            got, eof = [], set()
+            while len(eof) < 2:
+                m = cons.poll(10)
+                assert m is not None
+                if m.error():
+                    eof.add(m.partition())
+                    continue
+                got.append(m.value())
+        finally:
+            cons.close()
+        assert sorted(got) == [b"v%d" % i for i in range(6)]
+    finally:
+        if b.proc is not None and b.proc.poll() is None:
+            b.stop()
