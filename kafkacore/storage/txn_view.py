@@ -30,7 +30,7 @@ from ..checksum import crc32c
 from ..record.control import ABORT
 from ..record.errors import CorruptRecordError
 from .producer_state import CorruptSnapshotError, decode_snapshot, list_snapshots, parse_marker
-from .txn_index import ENTRY, ENTRY_SIZE, CURRENT_VERSION, AbortedTxn, CorruptIndexError
+from .txn_index import CURRENT_VERSION, ENTRY, ENTRY_SIZE, AbortedTxn, CorruptIndexError
 
 log = logging.getLogger(__name__)
 
