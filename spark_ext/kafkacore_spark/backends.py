@@ -3,25 +3,32 @@
 earliest / latest / by-timestamp offsets, how to split a range into tasks) and read one split
 in a task as Arrow record batches."""
 import math
+import os
 import time
 
 from pyspark.sql.datasource import InputPartition
+
+from kafkacore.storage.txn_view import TxnView
 
 from .options import EARLIEST, LATEST, OptionError, SourceOptions
 from .segments import DataLossError, PartitionFiles, list_partitions, read_range
 
 
 class SegmentSplit(InputPartition):
-    """Bytes [first, stop) of one segment file, records in [start_offset, end_offset)."""
+    """Bytes [first, stop) of one segment file, records in [start_offset, end_offset).
+    ``aborted``: None reads uncommitted; for read_committed, the (producer id, first offset,
+    last offset) of the aborted transactions overlapping the split (possibly none)."""
 
-    def __init__(self, topic, partition, log_path, first, stop, start_offset, end_offset):
+    def __init__(self, topic, partition, log_path, first, stop, start_offset, end_offset, aborted=None):
         self.topic, self.partition = topic, partition
         self.log_path, self.first, self.stop = log_path, first, stop
         self.start_offset, self.end_offset = start_offset, end_offset
+        self.aborted = aborted
 
     def __repr__(self):
+        txns = "" if self.aborted is None else f", read_committed, {len(self.aborted)} aborted transactions"
         return (f"SegmentSplit({self.topic}-{self.partition} {self.log_path}[{self.first}:{self.stop}] "
-                f"offsets [{self.start_offset}, {self.end_offset}))")
+                f"offsets [{self.start_offset}, {self.end_offset}){txns})")
 
 
 class BrokerSplit(InputPartition):
@@ -42,6 +49,7 @@ def backend_for(opts: SourceOptions):
 class PathBackend:
     def __init__(self, opts: SourceOptions):
         self.opts = opts
+        self.read_committed = read_committed(opts)
         self._files = {}
 
     def _pf(self, tp) -> PartitionFiles:
@@ -49,6 +57,13 @@ class PathBackend:
         if pf is None:
             pf = self._files[tp] = PartitionFiles(self.opts.path, tp[0], tp[1])
         return pf
+
+    def _txn_view(self, tp, segments=None) -> TxnView:
+        """The partition's transactions as of the segment sizes listed now (or given)."""
+        pf = self._pf(tp)
+        segments = pf.segments() if segments is None else segments
+        return TxnView(pf.dir, [(s.base_offset, s.size) for s in segments], pf.log_start_offset(segments),
+                       pf.log_end_offset(segments))
 
     def topic_partitions(self) -> list:
         present = list_partitions(self.opts.path)
@@ -64,10 +79,19 @@ class PathBackend:
         return {tp: self._pf(tp).log_start_offset() for tp in tps}
 
     def latest(self, tps) -> dict:
+        if self.read_committed:
+            return {tp: self._txn_view(tp).last_stable_offset for tp in tps}
         return {tp: self._pf(tp).log_end_offset() for tp in tps}
 
     def for_timestamps(self, targets: dict) -> dict:
-        return {tp: self._pf(tp).offset_for_timestamp(ts) for tp, ts in targets.items()}
+        out = {tp: self._pf(tp).offset_for_timestamp(ts) for tp, ts in targets.items()}
+        if self.read_committed:
+            # an offset at or past the LSO is not readable yet: "none", as a broker answers
+            # ListOffsets under read_committed (Kafka's fetchOffsetForTimestamp)
+            for tp, o in out.items():
+                if o is not None and o >= self._txn_view(tp).last_stable_offset:
+                    out[tp] = None
+        return out
 
     def plan(self, ranges: dict) -> list:
         """SegmentSplits of about maxBytesPerPartition each; smaller when minPartitions asks
@@ -94,8 +118,18 @@ class PathBackend:
         for tp, (start, end) in sorted(ranges.items()):
             if end <= start:
                 continue
+            aborted = None
+            if self.read_committed:
+                # the view of the sizes the splits read up to, so it covers [start, end)
+                aborted = [(a.producer_id, a.first_offset, a.last_offset)
+                           for a in self._txn_view(tp, segs[tp]).aborted_transactions(start, end)]
             for path, first, stop in self._pf(tp).splits(start, end, max_bytes, segs[tp]):
-                out.append(SegmentSplit(tp[0], tp[1], path, first, stop, start, end))
+                mine = None
+                if aborted is not None:
+                    # an entry whose marker is before this segment cannot concern its records
+                    base = int(os.path.basename(path)[:20])
+                    mine = [a for a in aborted if a[2] >= base]
+                out.append(SegmentSplit(tp[0], tp[1], path, first, stop, start, end, mine))
         return out
 
 
@@ -175,6 +209,11 @@ class BrokerBackend:
         return [BrokerSplit(tp[0], tp[1], a, b) for tp, a, b in pieces]
 
 
+def read_committed(opts: SourceOptions) -> bool:
+    """kafka.isolation.level, Spark's name and default (read_uncommitted)."""
+    return opts.kafka.get("isolation.level", "read_uncommitted") == "read_committed"
+
+
 def consumer_config(opts: SourceOptions) -> dict:
     conf = {"enable.auto.commit": False, "auto.offset.reset": "none"}
     conf.update(opts.kafka)
@@ -250,7 +289,7 @@ def read_split(split, opts: SourceOptions):
     if isinstance(split, SegmentSplit):
         try:
             yield from read_range(split.topic, split.partition, split.log_path, split.first, split.stop,
-                                  split.start_offset, split.end_offset)
+                                  split.start_offset, split.end_offset, split.aborted)
         except FileNotFoundError:
             if opts.fail_on_data_loss:
                 raise DataLossError(
@@ -285,7 +324,6 @@ def _read_from_broker(split: BrokerSplit, opts: SourceOptions):
                 consumer.seek_to_beginning([tp])
                 continue
             if batch.num_rows:
-                deadline = time.monotonic() + opts.poll_timeout_ms / 1000.0
                 offsets = batch.column("offset")
                 first = offsets[0].as_py()
                 if first > position and opts.fail_on_data_loss and position == split.start_offset:
@@ -298,7 +336,12 @@ def _read_from_broker(split: BrokerSplit, opts: SourceOptions):
                     batch = batch.filter(pc.less(offsets, split.end_offset))
                 if batch.num_rows:
                     yield batch
-            position = consumer.position(split.topic, split.partition)
+            moved = consumer.position(split.topic, split.partition)
+            if moved > position:
+                # progress without rows counts: aborted records and markers are skipped, and a
+                # range may hold nothing else (read_committed)
+                deadline = time.monotonic() + opts.poll_timeout_ms / 1000.0
+            position = moved
             if position < split.end_offset and time.monotonic() > deadline:
                 raise TimeoutError(
                     f"no progress reading {tp[0]}-{tp[1]} at offset {position} (want up to {split.end_offset}) "

@@ -280,9 +280,11 @@ class _BatchWalk:
         return pos, False
 
 
-def read_range(topic, partition, log_path, first, stop, start_offset, end_offset):
+def read_range(topic, partition, log_path, first, stop, start_offset, end_offset, aborted=None):
     """Arrow record batches of the records in [start_offset, end_offset) stored in bytes
-    [first, stop) of one segment file."""
+    [first, stop) of one segment file. ``aborted`` reads committed: (producer id, first offset,
+    last offset) of the aborted transactions overlapping the range (kafkacore.storage.txn_view);
+    None reads uncommitted."""
     import pyarrow.compute as pc
 
     fd = os.open(log_path, os.O_RDONLY)  # FileNotFoundError: retention deleted it
@@ -309,8 +311,17 @@ def read_range(topic, partition, log_path, first, stop, start_offset, end_offset
                 buf = os.pread(fd, _LOG_OVERHEAD + length, pos)  # one batch bigger than the chunk
                 used, stopped = walk.prefix(buf, pos)
             if used:
+                chunk_aborted = None
+                if aborted is not None:
+                    # The decoder starts each chunk afresh, as a consumer's fetch from the
+                    # chunk's first offset: it gets the transactions whose ABORT marker is at or
+                    # after that offset (Kafka's lastOffset >= fetch offset). An earlier one
+                    # would mark a later transaction of the same producer aborted.
+                    chunk_base = struct.unpack_from(">q", buf, 0)[0]
+                    chunk_aborted = [(pid, first_offset) for pid, first_offset, last_offset in aborted
+                                     if last_offset >= chunk_base]
                 try:
-                    batch = decode_to_arrow(memoryview(buf)[:used], topic, partition)
+                    batch = decode_to_arrow(memoryview(buf)[:used], topic, partition, aborted=chunk_aborted)
                 except CorruptRecordError as e:
                     at = pos + max(e.position, 0)
                     raise CorruptRecordError(
