@@ -1249,3 +1249,69 @@ def test_retention_and_delete_records_with_an_open_transaction(tmp_path):
     lg.append_marker(1, 0, 0, commit=True)
     assert lg.last_stable_offset == lg.log_end_offset
     lg.close()
+
+
+def test_sigkill_loop_with_transactions(tmp_path):
+    """storage_writer.py in txn mode (transactional appends, COMMIT and ABORT markers, plain
+    batches of four producers) killed with SIGKILL again and again on the same directory; after
+    every restart (clean and unclean closes alternate between rounds) each acknowledged write
+    is there, and the .txnindex files, the open transactions, the LSO, the aborted lists and
+    the read_committed view are those TxnModel computes from the log's batches. Bounded at
+    about 15 s."""
+    data_dir = str(tmp_path / "data")
+    config = W.make_config(**W.TXN_CONFIG)
+    seed = int(os.environ.get("KAFKACORE_CRASH_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    t0 = time.monotonic()
+    kills = 0
+    acked = {}  # first offset -> (kind, pid, last)
+    stats = {"recovered_segments": 0, "truncated_bytes": 0, "aborted_entries": 0, "open_at_restart": 0}
+    while kills < 4 or (time.monotonic() - t0 < 12 and kills < 30):
+        ack_path = tmp_path / f"acks-{kills}.txt"
+        err_path = tmp_path / f"err-{kills}.txt"
+        with open(ack_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, WRITER, data_dir, str(seed * 1000 + kills), "txn"],
+                                    stdout=out, stderr=err, close_fds=True)
+        try:
+            _wait_first_ack(proc, ack_path, err_path, time.monotonic() + 60)
+            time.sleep(rng.uniform(0.02, 0.25))
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL, err_path.read_text(errors="replace")
+        kills += 1
+        for line in ack_path.read_bytes().split(b"\n")[:-1]:
+            kind, pid, first, last = line.decode().split()
+            acked[int(first)] = (kind, int(pid), int(last))
+        manager = LogManager(data_dir, config, background=False, cleaner_enable=False)
+        try:
+            assert manager.had_clean_shutdown is False
+            lg = manager.get_log(W.TXN_TOPIC, W.PARTITION)
+            lr = lg.load_result
+            stats["recovered_segments"] += lr.recovered_segments
+            stats["truncated_bytes"] += lr.truncated_bytes
+            batches = {b[0]: b for b in log_batches(lg)}
+            for first, (kind, pid, last) in acked.items():
+                b = batches.get(first)
+                assert b is not None, (kills, seed, "acknowledged write lost", kind, first)
+                want = {"d": (False, False, None), "t": (True, False, None), "c": (True, True, _COMMIT),
+                        "a": (True, True, _ABORT)}[kind]
+                assert (b[1], b[2]) == (last, pid) and (b[3], b[4], b[5]) == want, (kills, seed, b, kind)
+            try:
+                model = check_txn_state(lg, f"round {kills} (seed {seed})")
+            except AssertionError as e:
+                raise AssertionError(f"round {kills} (seed {seed}): {e}") from e
+            stats["aborted_entries"] = len(model.entries)
+            stats["open_at_restart"] += len(model.open)
+        except BaseException:
+            abandon(manager)
+            raise
+        if kills % 2:
+            manager.shutdown()
+        else:
+            manager.checkpoint()
+            abandon(manager)
+    assert stats["aborted_entries"] >= 5 and stats["open_at_restart"] >= 2, stats
+    print(f"[txn sigkill loop] {kills} kills in {time.monotonic() - t0:.1f} s (seed {seed}), "
+          f"log end {lg.log_end_offset}, {stats}")
