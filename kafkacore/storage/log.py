@@ -971,6 +971,15 @@ class Log:
                 listener(self)
         return len(doomed)
 
+    def remove_expired_producers(self, expiration_ms, now=None):
+        """producer.id.expiration.ms: forgets the producers idle that long without an open
+        transaction (the cleaner then no longer keeps their last batch). Returns how many."""
+        now = now_ms() if now is None else now
+        with self.lock:
+            if self.closed:
+                return 0
+            return self.producer_state.remove_expired_producers(now, expiration_ms)
+
     def _retire(self, segment):
         """Rename to .deleted now; unlink after file.delete.delay.ms (readers of an older
         snapshot of the segment list may still be using it)."""

@@ -559,6 +559,16 @@ class ProducerStateManager:
             del self.unreplicated[first]
         self.delete_snapshots_below(log_start_offset)
 
+    def remove_expired_producers(self, now_ms, expiration_ms):
+        """Forgets producers idle for expiration_ms (their last timestamp that long before
+        now_ms) that have no open transaction (Kafka's removeExpiredProducers with
+        producer.id.expiration.ms). Returns how many went."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
     def delete_snapshots_below(self, offset):
         snaps = list_snapshots(self.log_dir)
         keep = max((o for o, _p in snaps if o <= offset), default=None)
