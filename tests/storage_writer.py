@@ -1,6 +1,7 @@
 """Crash-test writer for the storage engine (a script, not a test module).
 
     python tests/storage_writer.py DATA_DIR SEED
+    python tests/storage_writer.py DATA_DIR SEED txn
 
 Opens a LogManager (background threads on) on DATA_DIR with small segments and a small index
 interval, so that rolls, index entries, background flushes and checkpoints happen often, and
@@ -12,6 +13,12 @@ the acknowledgement,
 
 and flushes. A test kills it with SIGKILL at a random moment and checks that every
 acknowledged append survived.
+
+With ``txn`` it writes to ``txn-0`` instead: transactional batches of producers 1-3, COMMIT
+and ABORT markers (append_marker) and plain batches, in a seeded random order, carrying on the
+producers' sequences and open transactions from what the log holds; each ack is
+``kind producer_id first_offset last_offset`` with kind d (plain), t (transactional data),
+c (COMMIT) or a (ABORT).
 
 Everything in a record is a function of its offset (``record_for``), so a checker can verify
 any record it finds in the log, acknowledged or not. ``payload_digest`` is what the sha256 of
@@ -234,5 +241,60 @@ def main(argv):
         out.flush()
 
 
+TXN_TOPIC = "txn"
+TXN_CONFIG = {
+    "segment.bytes": 4096,
+    "index.interval.bytes": 256,
+    "retention.ms": -1,
+    "flush.ms": 150,
+}
+
+
+def txn_batch(pid, seq, n, transactional, ts=T0):
+    from kafkacore.record import RecordBatchBuilder
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=seq,
+                           transactional=transactional)
+    for i in range(n):
+        b.append(b"v%d/%d" % (pid, seq + i), key=b"k%d" % (i % 5), timestamp_ms=ts + i)
+    return b.build()
+
+
+def main_txn(data_dir, seed):
+    from kafkacore.storage import LogManager
+    rng = random.Random(seed)
+    manager = LogManager(data_dir, make_config(**TXN_CONFIG), background=True, flush_check_interval_ms=50,
+                         checkpoint_interval_ms=40, retention_check_interval_ms=3_600_000)
+    log = manager.get_or_create_log(TXN_TOPIC, PARTITION)
+    state = log.producer_state
+    seq = {}
+    for pid in (1, 2, 3):
+        e = state.producers.get(pid)
+        seq[pid] = e.last_seq + 1 if e is not None and e.batches else 0
+    out = sys.stdout
+    while True:
+        pid = rng.choice((1, 2, 3))
+        e = state.producers.get(pid)
+        is_open = e is not None and e.current_txn_first_offset >= 0
+        r = rng.random()
+        if r < 0.2:
+            n = rng.randint(1, 4)
+            info = log.append(txn_batch(-1, -1, n, False))
+            kind, pid = "d", -1
+        elif r < 0.7 or (not is_open and r < 0.9):
+            n = rng.randint(1, 4)
+            info = log.append(txn_batch(pid, seq[pid], n, True))
+            seq[pid] += n
+            kind = "t"
+        else:
+            commit = rng.random() < 0.4
+            info = log.append_marker(pid, 0, 0, commit=commit)
+            kind = "c" if commit else "a"
+        out.write(f"{kind} {pid} {info.first_offset} {info.last_offset}\n")
+        out.flush()
+
+
 if __name__ == "__main__":
-    main(sys.argv)
+    if len(sys.argv) > 3 and sys.argv[3] == "txn":
+        main_txn(sys.argv[1], int(sys.argv[2]))
+    else:
+        main(sys.argv)

@@ -1078,3 +1078,244 @@ def test_deleted_log_leaves_the_cleaner_checkpoint(tmp_path):
     mgr = LogManager(data, background=False)
     assert mgr.cleaner.first_dirty == {("x", 0): 2, ("y", 0): 6}
     mgr.shutdown()
+
+
+# ---------------------------------------------------------------------------------------
+# Transactions (docs/transactions.md 4.8, Kafka's LogCleaner rules)
+
+TXN_T0 = 10_000_000
+
+
+class TxnHistory:
+    """Appends plain, transactional and marker batches and remembers each batch as a dict:
+    base, last, pid, kind (plain / data / COMMIT / ABORT), txn (pid, n) for a producer's n-th
+    transaction, aborted, records [(offset, key)]."""
+
+    def __init__(self, lg):
+        self.lg = lg
+        self.batches = []
+        self.seq = {}
+        self.txn_no = {}
+        self.open = {}
+
+    def plain(self, keys):
+        b = RecordBatchBuilder()
+        for k in keys:
+            b.append(b"p" + k, key=k, timestamp_ms=TXN_T0)
+        info = self.lg.append(b.build())
+        self._add(info, -1, "plain", None, keys)
+
+    def data(self, pid, keys):
+        seq = self.seq.get(pid, 0)
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+        for k in keys:
+            b.append(b"t%d" % pid + k, key=k, timestamp_ms=TXN_T0)
+        info = self.lg.append(b.build())
+        self.seq[pid] = seq + len(keys)
+        self.open[pid] = True
+        self._add(info, pid, "data", (pid, self.txn_no.get(pid, 0)), keys)
+
+    def end(self, pid, commit):
+        info = self.lg.append_marker(pid, 0, 0, commit, timestamp_ms=TXN_T0)
+        txn = (pid, self.txn_no.get(pid, 0))
+        self.txn_no[pid] = txn[1] + 1
+        self.open.pop(pid, None)
+        if not commit:
+            for b in self.batches:
+                if b["txn"] == txn:
+                    b["aborted"] = True
+        self._add(info, pid, "COMMIT" if commit else "ABORT", txn, [])
+
+    def _add(self, info, pid, kind, txn, keys):
+        self.batches.append({"base": info.first_offset, "last": info.last_offset, "pid": pid, "kind": kind,
+                             "txn": txn, "aborted": False,
+                             "records": [(info.first_offset + i, k) for i, k in enumerate(keys)]})
+
+
+def reference_pass(batches, end, old, last_data):
+    """Kafka's rules for one cleaning pass over [0, end), written from the batch list: batches
+    of aborted transactions go; a data batch keeps the records that are the latest of their key
+    among the non-aborted records below end; a marker stays when a batch of its transaction is
+    still there, else only while its segment is young (not old); a producer's last data batch
+    stays header-only when nothing else of it would."""
+    latest = {}
+    for b in batches:
+        if b["kind"] in ("plain", "data") and not b["aborted"]:
+            for off, k in b["records"]:
+                if off < end:
+                    latest[k] = off
+    seen = {b["txn"] for b in batches if b["kind"] == "data" and b["base"] < end}
+    out = []
+    for b in batches:
+        if b["base"] >= end:
+            out.append(b)
+            continue
+        if b["kind"] in ("COMMIT", "ABORT"):
+            if b["txn"] in seen or not old:
+                out.append(b)
+            continue
+        keep_empty = b["pid"] >= 0 and last_data.get(b["pid"]) == b["last"]
+        kept = [] if b["aborted"] else [(o, k) for o, k in b["records"] if latest[k] == o]
+        if kept or keep_empty:
+            out.append(dict(b, records=kept))
+    return out
+
+
+def log_view(lg):
+    """[(base, last, pid, kind, [(offset, key)])] of lg's batches (kind: plain, data, COMMIT,
+    ABORT, empty-control)."""
+    out = []
+    for b in iter_batches(lg.read_batches_bytes()):
+        b.validate()
+        if b.is_control:
+            recs = list(b)
+            kind = ("COMMIT" if recs[0].key[3] == 1 else "ABORT") if recs else "empty-control"
+            out.append((b.base_offset, b.last_offset, b.producer_id, kind, []))
+        else:
+            kind = "data" if b.is_transactional else "plain"
+            out.append((b.base_offset, b.last_offset, b.producer_id, kind, [(r.offset, r.key) for r in b]))
+    return out
+
+
+def as_view(batches):
+    return [(b["base"], b["last"], b["pid"], b["kind"], list(b["records"])) for b in batches]
+
+
+def _txn_compaction_log(tmp_path, seed):
+    lg = Log(str(tmp_path / "tc-0"), compact_cfg(segment_bytes=600, min_cleanable_dirty_ratio=0.01))
+    h = TxnHistory(lg)
+    rnd = random.Random(seed)
+    keys = [b"k%d" % i for i in range(6)]
+    for _ in range(90):
+        pid = rnd.choice((1, 2, 3))
+        r = rnd.random()
+        if r < 0.25:
+            h.plain(rnd.sample(keys, rnd.randint(1, 3)))
+        elif r < 0.7 or (pid not in h.open and r < 0.85):
+            h.data(pid, rnd.sample(keys, rnd.randint(1, 3)))
+        else:
+            h.end(pid, commit=rnd.random() < 0.5)
+    for pid in (1, 2, 3):
+        if pid in h.open:
+            h.end(pid, commit=False)
+    h.end(2, commit=True)  # a marker without data
+    h.data(4, [keys[0], keys[1]])  # an open transaction: the LSO stops the cleaning at its segment
+    while len(lg.segments) < 3 + len(lg.segments):
+        h.plain([keys[2]])
+        if lg.segments[-1].base_offset > h.batches[-3]["base"] and len(lg.segments) > 2:
+            break
+    for _ in range(6):
+        h.plain([keys[3]])
+    return lg, h
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compaction_of_committed_aborted_and_open_transactions(tmp_path, seed):
+    """A compacted topic with committed, aborted and open transactions keeps exactly the
+    batches and records reference_pass computes from the written history; the range stops at
+    the segment holding the LSO; markers stay while their transaction's batches do and, once
+    none is left, until delete.retention.ms; the .txnindex entries left are those of the ABORT
+    markers kept; read_committed never sees aborted data. A second pass with the segments old
+    drops the markers whose data is gone; then the open transaction commits and a third pass
+    reaches past it."""
+    lg, h = _txn_compaction_log(tmp_path, seed)
+    cleaner = LogCleaner(str(tmp_path), lambda: {(lg.topic, lg.partition): lg}, background=False)
+    try:
+        lso = lg.last_stable_offset
+        assert lso == next(b["base"] for b in h.batches if b["pid"] == 4)
+        end = max(s.base_offset for s in lg.segments if s.base_offset <= lso)
+        assert end > 0
+        entries = {e.last_offset: e for e in lg.collect_aborted_transactions(0, lg.log_end_offset)}
+        assert entries
+        last_data = {pid: e.last_data_offset for pid, e in lg.producer_state.producers.items()}
+        batches = h.batches
+        for now, old in ((TXN_T0 + 1000, False), (TXN_T0 + 10 * 86_400_000, True)):
+            if old:  # the range is clean: map it again, as after a lost cleaner checkpoint
+                cleaner.first_dirty[(lg.topic, lg.partition)] = 0
+            stats = cleaner.clean_log(lg, now=now)
+            assert stats is not None and stats.end_offset == end
+            seen = {b["txn"] for b in batches if b["kind"] == "data"}  # what the pass walks over
+            batches = reference_pass(batches, end, old, last_data)
+            assert log_view(lg) == as_view(batches), (seed, old)
+            # an ABORT's entry stays where the pass saw a batch of its transaction, and in the
+            # segments it did not clean
+            kept_aborts = [b["base"] for b in batches if b["kind"] == "ABORT" and b["base"] in entries
+                           and (b["txn"] in seen or b["base"] >= end)]
+            assert [tuple(e) for e in lg.collect_aborted_transactions(0, lg.log_end_offset)] == \
+                [tuple(entries[o]) for o in kept_aborts], (seed, old)
+            aborted_offsets = {o for b in h.batches if b["aborted"] for o, _k in b["records"]}
+            visible = _read_committed_offsets(lg)
+            assert not visible & aborted_offsets
+            assert visible == {o for b in batches if not b["aborted"] and b["base"] < lg.last_stable_offset
+                               for o, _k in b["records"]}
+        kinds = [b["kind"] for b in batches if b["base"] < end]
+        assert "ABORT" in [b["kind"] for b in h.batches] and "COMMIT" in [b["kind"] for b in h.batches]
+        assert len([b for b in h.batches if b["kind"] in ("ABORT", "COMMIT") and b["base"] < end]) > \
+            kinds.count("ABORT") + kinds.count("COMMIT"), "the old pass should drop markers"
+        # the open transaction commits: the next pass cleans up to the new LSO's segment
+        n = len(h.batches)
+        h.end(4, commit=True)
+        for _ in range(8):
+            h.plain([b"k5"])
+        lg.roll()
+        h.plain([b"k5"])
+        last_data = {pid: e.last_data_offset for pid, e in lg.producer_state.producers.items()}
+        end = lg.active_segment.base_offset
+        assert cleaner.clean_log(lg, now=TXN_T0 + 10 * 86_400_000) is not None
+        batches = reference_pass(batches + h.batches[n:], end, True, last_data)
+        assert log_view(lg) == as_view(batches)
+        assert any(b["pid"] == 4 and b["kind"] == "COMMIT" for b in batches)  # its batches were seen
+    finally:
+        cleaner.shutdown()
+        lg.close()
+
+
+def _read_committed_offsets(lg):
+    out = set()
+    offset = lg.log_start_offset
+    while True:
+        sl, aborted = lg.read_committed(offset, 1 << 20)
+        if len(sl) == 0:
+            return out
+        pending = sorted(aborted, key=lambda a: a.first_offset)
+        active = set()
+        for b in iter_batches(sl.read()):
+            if b.producer_id >= 0:
+                while pending and pending[0].first_offset <= b.last_offset:
+                    active.add(pending.pop(0).producer_id)
+                if b.is_control:
+                    recs = list(b)
+                    if recs and recs[0].key[3] == 0:
+                        active.discard(b.producer_id)
+                    offset = b.next_offset
+                    continue
+                if b.is_transactional and b.producer_id in active:
+                    offset = b.next_offset
+                    continue
+            out.update(r.offset for r in b)
+            offset = b.next_offset
+
+
+def test_producer_expiry_forgets_idle_producers_without_open_transactions(tmp_path):
+    """producer.id.expiration.ms: LogManager's check forgets a producer idle that long unless
+    its transaction is open; once forgotten, the cleaner no longer keeps its last batch."""
+    mgr = LogManager(str(tmp_path / "data"), background=False, producer_id_expiration_ms=1000)
+    lg = mgr.create_log("exp", 0, compact_overrides(segment_bytes=300))
+    h = TxnHistory(lg)
+    h.data(1, [b"a"])
+    h.end(1, commit=True)
+    h.plain([b"a"])  # supersedes producer 1's only record
+    lg.roll()
+    h.data(2, [b"b"])  # stays open (the cleaning stops at its segment)
+    lg.roll()
+    h.plain([b"c"])
+    assert mgr.remove_expired_producers(now=TXN_T0 + 999) == 0
+    mgr.cleaner.clean_log(lg, now=TXN_T0 + 999)
+    assert (0, 0, 1, "data", []) in log_view(lg), "producer 1's last batch stays, emptied"
+    assert mgr.remove_expired_producers(now=TXN_T0 + 1000) == 1
+    assert set(lg.producer_state.producers) == {2}
+    mgr.cleaner.first_dirty[(lg.topic, lg.partition)] = 0
+    mgr.cleaner.clean_log(lg, now=TXN_T0 + 1000)
+    assert not any(v[2] == 1 and v[3] == "data" for v in log_view(lg))
+    assert lg.producer_state.ongoing == {h.batches[3]["base"]: 2}
+    mgr.shutdown()

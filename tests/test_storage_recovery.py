@@ -953,3 +953,365 @@ def test_offset_for_timestamp_respects_a_log_start_inside_a_segment(pristine, tm
     _data, bounds = read_all(log)
     check_timestamps(log, bounds, random.Random(where), count=4)
     log.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Transactions: .txnindex files, the LSO and open transactions after a restart
+# (docs/transactions.md 4.6, 4.7)
+
+TXN_CONFIG = {"segment.bytes": 700, "index.interval.bytes": 100}
+TXN_TS = 1_700_000_000_000
+_ABORT, _COMMIT = 0, 1
+
+
+def txn_batch(pid=-1, seq=-1, n=1, transactional=False):
+    from kafkacore.record import RecordBatchBuilder
+    b = RecordBatchBuilder(producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=seq,
+                           transactional=transactional)
+    for i in range(n):
+        b.append(b"v%d/%d" % (pid, seq + i), key=b"k%d" % (i % 3), timestamp_ms=TXN_TS + i)
+    return b.build()
+
+
+class TxnModel:
+    """What the log must say, computed from the batches of a log (offsets, producer ids,
+    transactional and control bits, marker types), with Kafka's rules written independently
+    of the engine: a transactional data batch opens its producer's transaction unless one is
+    open; an ABORT of an open transaction is an AbortedTxn whose lastStableOffset is the first
+    offset of the earliest other open transaction, else the marker's offset + 1; the LSO is the
+    first offset of the earliest open transaction, else the log end; read_committed sees every
+    non-transactional and committed record."""
+
+    def __init__(self, batches, end):
+        self.open = {}  # pid -> first offset
+        self.entries = []  # (pid, first, last, lso)
+        self.visible = set()
+        pending = {}
+        for base, last, pid, transactional, control, marker in batches:
+            if control:
+                first = self.open.pop(pid, None)
+                recs = pending.pop(pid, [])
+                if first is None:
+                    continue
+                if marker == _ABORT:
+                    others = [f for p, f in self.open.items()]
+                    self.entries.append((pid, first, base, min(others) if others else base + 1))
+                else:
+                    self.visible.update(recs)
+            elif transactional:
+                self.open.setdefault(pid, base)
+                pending.setdefault(pid, []).extend(range(base, last + 1))
+            else:
+                self.visible.update(range(base, last + 1))
+        self.lso = min(self.open.values()) if self.open else end
+
+    def txnindex_files(self, bases):
+        out = {}
+        for e in self.entries:
+            seg = bases[bisect.bisect_right(bases, e[2]) - 1]
+            out.setdefault(f"{seg:020d}.txnindex", bytearray()).extend(struct.pack(">hqqqq", 0, *e))
+        return {k: bytes(v) for k, v in out.items()}
+
+
+def log_batches(lg):
+    """(base, last, pid, transactional, control, marker type) of every batch of lg."""
+    from kafkacore.record import iter_batches
+    out = []
+    for b in iter_batches(lg.read_batches_bytes()):
+        marker = None
+        if b.is_control:
+            (rec,) = list(b)
+            marker = struct.unpack(">hh", rec.key)[1]
+        out.append((b.base_offset, b.last_offset, b.producer_id, b.is_transactional, b.is_control, marker))
+    return out
+
+
+def nonempty_txnindex_files(d):
+    out = {}
+    for n in sorted(os.listdir(d)):
+        if n.endswith(".txnindex"):
+            data = W._read_file(os.path.join(d, n))
+            if data:
+                out[n] = data
+    return out
+
+
+def read_committed_offsets(lg, max_bytes=900):
+    """The offsets a read_committed consumer gets reading lg from its start (Kafka's
+    CompletedFetch rule applied to each read_committed answer)."""
+    from kafkacore.record import iter_batches
+    out = set()
+    offset = lg.log_start_offset
+    while True:
+        sl, aborted = lg.read_committed(offset, max_bytes)
+        if len(sl) == 0:
+            return out
+        pending = sorted(aborted, key=lambda a: a.first_offset)
+        active = set()
+        for b in iter_batches(sl.read()):
+            if b.producer_id >= 0:
+                while pending and pending[0].first_offset <= b.last_offset:
+                    active.add(pending.pop(0).producer_id)
+                if b.is_control:
+                    if b.count and struct.unpack(">hh", list(b)[0].key)[1] == _ABORT:
+                        active.discard(b.producer_id)
+                    offset = b.next_offset
+                    continue
+                if b.is_transactional and b.producer_id in active:
+                    offset = b.next_offset
+                    continue
+            out.update(r.offset for r in b)
+            offset = b.next_offset
+
+
+def check_txn_state(lg, where=""):
+    """The log's .txnindex files, open transactions, LSO and read_committed view against
+    TxnModel of its batches."""
+    end = lg.log_end_offset
+    model = TxnModel(log_batches(lg), end)
+    bases = [s.base_offset for s in lg.segments]
+    assert nonempty_txnindex_files(lg.dir) == model.txnindex_files(bases), where
+    assert lg.producer_state.ongoing == {f: p for p, f in model.open.items()}, where
+    assert lg.last_stable_offset == model.lso, (where, lg.last_stable_offset, model.lso)
+    assert [tuple(e) for e in lg.collect_aborted_transactions(lg.log_start_offset, end)] == model.entries, where
+    assert read_committed_offsets(lg) == {o for o in model.visible if o < model.lso}, where
+    return model
+
+
+def txn_history(lg, rng, steps):
+    """Random appends of 3 transactional producers and a plain one: data, COMMIT and ABORT
+    markers (some for producers without an open transaction), interleaved."""
+    seq = {}
+    state = lg.producer_state
+    for pid in (1, 2, 3):
+        e = state.producers.get(pid)
+        seq[pid] = e.last_seq + 1 if e is not None and e.batches else 0
+    for _ in range(steps):
+        pid = rng.choice((1, 2, 3))
+        r = rng.random()
+        e = state.producers.get(pid)
+        is_open = e is not None and e.current_txn_first_offset >= 0
+        if r < 0.2:
+            lg.append(txn_batch(n=rng.randint(1, 3)))
+        elif r < 0.65 or (not is_open and r < 0.9):
+            n = rng.randint(1, 3)
+            lg.append(txn_batch(pid, seq[pid], n, transactional=True))
+            seq[pid] += n
+        else:
+            lg.append_marker(pid, 0, 0, commit=rng.random() < 0.4)
+
+
+def _txn_log(d, seed, steps=120):
+    from kafkacore.storage import LogConfig
+    config = LogConfig(TXN_CONFIG)
+    lg = Log(d, config)
+    txn_history(lg, random.Random(seed), steps)
+    for pid in (1, 2):  # two transactions left open, interleaved with plain data
+        e = lg.producer_state.producers[pid]
+        if e.current_txn_first_offset < 0:
+            lg.append(txn_batch(pid, e.last_seq + 1, 2, transactional=True))
+        lg.append(txn_batch(n=2))
+    return lg, config
+
+
+def _cut_txnindex(d, rng):
+    names = sorted(n for n in os.listdir(d) if n.endswith(".txnindex"))
+    assert names
+    for n in names:
+        p = os.path.join(d, n)
+        size = os.path.getsize(p)
+        with open(p, "r+b") as f:
+            f.truncate(rng.randrange(0, size))
+
+
+@pytest.mark.parametrize("damage", ["deleted", "cut", "corrupt-version", "corrupt-offset", "log-cut",
+                                    "no-snapshots"])
+def test_txnindex_rebuilt_byte_identical_after_a_crash(tmp_path, damage):
+    """The .txnindex files a recovery writes are byte for byte the ones the appends wrote (and
+    those of TxnModel, an independent reference), and the open transactions, the LSO and
+    read_committed reads are right after the restart: .txnindex files deleted or cut by a
+    crash (unclean start), one failing its sanity check after a clean shutdown (wrong version,
+    an entry below the segment's base: only the checked file is damaged, the loader must find
+    it), the log cut inside a batch, or no producer snapshot at all."""
+    d = str(tmp_path / "t-0")
+    rng = random.Random(damage)
+    lg, config = _txn_log(d, seed=7)
+    assert len(lg.segments) >= 6
+    written_model = check_txn_state(lg, "as written")
+    written = nonempty_txnindex_files(d)
+    assert len(written) >= 3 and written_model.open, "the history should abort several and leave one open"
+    end = lg.log_end_offset
+    clean = damage.startswith("corrupt")
+    if clean:
+        lg.close()
+    else:
+        abandon(lg)
+    names = sorted(written)
+    if damage == "deleted":
+        for n in names:
+            os.unlink(os.path.join(d, n))
+    elif damage == "cut":
+        _cut_txnindex(d, rng)
+    elif damage == "corrupt-version":
+        with open(os.path.join(d, names[1]), "r+b") as f:
+            f.write(struct.pack(">h", 1))
+    elif damage == "corrupt-offset":
+        p = os.path.join(d, names[1])
+        with open(p, "r+b") as f:
+            f.seek(18)  # lastOffset of the first entry, below the segment's base
+            f.write(struct.pack(">q", int(names[1][:20]) - 1))
+    elif damage == "log-cut":
+        last = sorted(n for n in os.listdir(d) if n.endswith(".log"))[-2]  # a segment holding data
+        p = os.path.join(d, last)
+        os.truncate(p, os.path.getsize(p) - 5)  # inside its last batch
+    elif damage == "no-snapshots":
+        for n in os.listdir(d):
+            if n.endswith(".snapshot"):
+                os.unlink(os.path.join(d, n))
+    again = Log(d, config, recovery_point=0 if not clean else end, clean_shutdown=clean)
+    try:
+        if clean:
+            assert again.load_result.corrupt_txn_indexes == 1
+            assert again.load_result.first_recovered_offset == int(names[1][:20])
+        model = check_txn_state(again, damage)
+        if damage == "log-cut":
+            assert again.log_end_offset < end
+            cut = again.log_end_offset
+            assert model.entries == [e for e in written_model.entries if e[2] < cut]
+        else:
+            assert again.log_end_offset == end
+            assert nonempty_txnindex_files(d) == written
+            assert model.entries == written_model.entries
+        # the rebuilt state takes appends as the original did
+        pid, _first = sorted(model.open.items())[0]
+        again.append_marker(pid, 0, 0, commit=False)
+        check_txn_state(again, damage + " + abort")
+    finally:
+        again.close()
+
+
+def test_recovery_from_the_recovery_point_keeps_earlier_txnindex_files(tmp_path):
+    """An unclean start recovers from the segment holding the recovery point: the earlier
+    segments' .txnindex files are trusted as they are (not rewritten), the later ones rebuilt
+    identical."""
+    d = str(tmp_path / "t-0")
+    lg, config = _txn_log(d, seed=3)
+    written = nonempty_txnindex_files(d)
+    bases = [s.base_offset for s in lg.segments]
+    rp = bases[len(bases) // 2] + 1
+    kept = [n for n in written if int(n[:20]) < bases[len(bases) // 2]]
+    assert kept and len(kept) < len(written)
+    mtimes = {n: os.stat(os.path.join(d, n)).st_mtime_ns for n in kept}
+    abandon(lg)
+    time.sleep(0.01)
+    again = Log(d, config, recovery_point=rp, clean_shutdown=False)
+    try:
+        assert again.load_result.first_recovered_offset == bases[len(bases) // 2]
+        assert nonempty_txnindex_files(d) == written
+        assert {n: os.stat(os.path.join(d, n)).st_mtime_ns for n in kept} == mtimes
+        check_txn_state(again)
+    finally:
+        again.close()
+
+
+def test_retention_and_delete_records_with_an_open_transaction(tmp_path):
+    """Retention deletes whole segments with their .txnindex; an open transaction whose first
+    offset falls below the new log start keeps the LSO at the log start until it ends, across
+    a clean and an unclean restart (docs/transactions.md 4.7)."""
+    from kafkacore.storage import LogConfig
+    d = str(tmp_path / "t-0")
+    config = LogConfig({"segment.bytes": 400, "retention.bytes": 1500, "file.delete.delay.ms": 0})
+    lg = Log(d, config)
+    lg.append(txn_batch(1, 0, 2, transactional=True))  # 0-1: producer 1 opens
+    lg.append(txn_batch(2, 0, 1, transactional=True))  # 2
+    lg.append_marker(2, 0, 0, commit=False)  # 3: an entry in the first segment
+    first_seg_txn = f"{lg.segments[-1].base_offset:020d}.txnindex"  # the marker's segment
+    assert first_seg_txn in nonempty_txnindex_files(d)
+    while len(lg.segments) < 8:
+        lg.append(txn_batch(n=3))
+    assert lg.last_stable_offset == 0
+    assert lg.delete_old_segments() > 0
+    start = lg.log_start_offset
+    assert start > 3
+    assert first_seg_txn not in os.listdir(d), "the .txnindex goes with its segment"
+    assert lg.last_stable_offset == start and 1 in lg.producer_state.producers
+    for clean in (True, False):
+        if clean:
+            lg.close()
+        else:
+            abandon(lg)
+        lg = Log(d, config, recovery_point=0, log_start_offset=start, clean_shutdown=clean)
+        assert lg.log_start_offset == start
+        assert lg.producer_state.ongoing == {0: 1}, clean
+        assert lg.last_stable_offset == start, clean
+    lg.delete_records(start + 2)
+    assert lg.last_stable_offset == start + 2
+    lg.append_marker(1, 0, 0, commit=True)
+    assert lg.last_stable_offset == lg.log_end_offset
+    lg.close()
+
+
+def test_sigkill_loop_with_transactions(tmp_path):
+    """storage_writer.py in txn mode (transactional appends, COMMIT and ABORT markers, plain
+    batches of four producers) killed with SIGKILL again and again on the same directory; after
+    every restart (clean and unclean closes alternate between rounds) each acknowledged write
+    is there, and the .txnindex files, the open transactions, the LSO, the aborted lists and
+    the read_committed view are those TxnModel computes from the log's batches. Bounded at
+    about 15 s."""
+    data_dir = str(tmp_path / "data")
+    config = W.make_config(**W.TXN_CONFIG)
+    seed = int(os.environ.get("KAFKACORE_CRASH_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    t0 = time.monotonic()
+    kills = 0
+    acked = {}  # first offset -> (kind, pid, last)
+    stats = {"recovered_segments": 0, "truncated_bytes": 0, "aborted_entries": 0, "open_at_restart": 0}
+    while kills < 4 or (time.monotonic() - t0 < 12 and kills < 30):
+        ack_path = tmp_path / f"acks-{kills}.txt"
+        err_path = tmp_path / f"err-{kills}.txt"
+        with open(ack_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, WRITER, data_dir, str(seed * 1000 + kills), "txn"],
+                                    stdout=out, stderr=err, close_fds=True)
+        try:
+            _wait_first_ack(proc, ack_path, err_path, time.monotonic() + 60)
+            time.sleep(rng.uniform(0.02, 0.25))
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL, err_path.read_text(errors="replace")
+        kills += 1
+        for line in ack_path.read_bytes().split(b"\n")[:-1]:
+            kind, pid, first, last = line.decode().split()
+            acked[int(first)] = (kind, int(pid), int(last))
+        manager = LogManager(data_dir, config, background=False, cleaner_enable=False)
+        try:
+            assert manager.had_clean_shutdown is False
+            lg = manager.get_log(W.TXN_TOPIC, W.PARTITION)
+            lr = lg.load_result
+            stats["recovered_segments"] += lr.recovered_segments
+            stats["truncated_bytes"] += lr.truncated_bytes
+            batches = {b[0]: b for b in log_batches(lg)}
+            for first, (kind, pid, last) in acked.items():
+                b = batches.get(first)
+                assert b is not None, (kills, seed, "acknowledged write lost", kind, first)
+                want = {"d": (False, False, None), "t": (True, False, None), "c": (True, True, _COMMIT),
+                        "a": (True, True, _ABORT)}[kind]
+                assert (b[1], b[2]) == (last, pid) and (b[3], b[4], b[5]) == want, (kills, seed, b, kind)
+            try:
+                model = check_txn_state(lg, f"round {kills} (seed {seed})")
+            except AssertionError as e:
+                raise AssertionError(f"round {kills} (seed {seed}): {e}") from e
+            stats["aborted_entries"] = len(model.entries)
+            stats["open_at_restart"] += len(model.open)
+        except BaseException:
+            abandon(manager)
+            raise
+        if kills % 2:
+            manager.shutdown()
+        else:
+            manager.checkpoint()
+            abandon(manager)
+    assert stats["aborted_entries"] >= 5 and stats["open_at_restart"] >= 2, stats
+    print(f"[txn sigkill loop] {kills} kills in {time.monotonic() - t0:.1f} s (seed {seed}), "
+          f"log end {lg.log_end_offset}, {stats}")

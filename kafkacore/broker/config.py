@@ -63,6 +63,7 @@ BROKER_CONFIGS = {
     "group.max.session.timeout.ms": (_int(0, INT_MAX), 1800000),
     "group.max.size": (_int(1, INT_MAX), INT_MAX),
     "producer.id.expiration.ms": (_int(1, INT_MAX), 86400000),
+    "producer.id.expiration.check.interval.ms": (_int(1, INT_MAX), 600000),
     "transactional.id.expiration.ms": (_int(1, INT_MAX), 604800000),
     "log.retention.check.interval.ms": (_int(1), 300000),
     "log.flush.scheduler.interval.ms": (_int(1), LONG_MAX),

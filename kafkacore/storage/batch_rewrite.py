@@ -37,6 +37,16 @@ def build_batch(header, records_raw, count, codec, max_timestamp=None) -> bytear
     return out
 
 
+def empty_batch(batch) -> bytearray:
+    """The header-only batch that stands for batch once all its records are gone (Kafka's
+    DefaultRecordBatch.writeEmptyHeader, the cleaner's RETAIN_EMPTY): same base offset, last
+    offset delta, producer id, epoch, base sequence, leader epoch, attributes (transactional,
+    control, timestamp type) and max timestamp; uncompressed, no records, base timestamp -1."""
+    out = bytearray(batch[:HEADER])
+    struct.pack_into(">q", out, 27, -1)
+    return build_batch(out, b"", 0, 0)
+
+
 def recompress(buf, codec) -> bytearray:
     """Every batch of buf in codec (id); batches already in it are copied unchanged."""
     mv = memoryview(buf).cast("B")

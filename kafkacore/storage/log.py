@@ -152,11 +152,6 @@ class Log:
         self.log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
-        if loaded.recovered_segments or loaded.rebuilt_indexes or loaded.truncated_bytes:
-            # fsync what recovery checked and rebuilt (from the first segment it touched);
-            # only then is the recovery point the end of the log
-            self.recovery_point = min(self.recovery_point, loaded.first_repaired_offset)
-            self.flush()
         self.high_watermark = self.log_end_offset
         self.replicated = False  # until make_replicated(): appends move the high watermark
         self.checkpointed_high_watermark = checkpointed_high_watermark  # replication-offset-checkpoint
@@ -167,17 +162,26 @@ class Log:
         # LogManager writes its checkpoints, so a stale recovery point cannot outlive the cut)
         self.truncation_listeners = []
         self.leader_epoch_cache = self._load_leader_epoch_cache()
-        if not clean_shutdown or loaded.truncated_bytes:
-            # entries of markers a crash cut off the log (recovery rebuilding the .txnindex of
-            # recovered segments is step 4 of docs/transactions.md's plan)
-            for segment in self._view[0]:
-                if segment.base_offset >= loaded.first_repaired_offset or segment is self._view[0][-1]:
-                    segment.txn_index.truncate_to(segment.next_offset)
         # the first offset of the earliest open or unreplicated transaction, raised to the log
         # start (None: none); with the high watermark it makes the LSO
         self._first_unstable = None
         self.producer_state = ProducerStateManager(directory)
-        self.producer_state.load(self.log_end_offset, self._replay_producers)
+        recovered = loaded.first_recovered_offset
+        if recovered is None:
+            self.producer_state.load(self.log_end_offset, self._replay_producers)
+        else:
+            # Kafka's LogLoader order (docs/transactions.md 4.6): the loader deleted the
+            # .txnindex files from the first recovered segment on; the state comes from the
+            # latest snapshot at or below its base (later ones are deleted: they may describe
+            # what recovery cut), and the replay writes the entries of every ABORT marker from
+            # there on, as the appends did
+            self.producer_state.load(recovered, self._replay_producers, index_from=recovered,
+                                     index=self._rebuild_txn_entry)
+        if loaded.recovered_segments or loaded.rebuilt_indexes or loaded.truncated_bytes:
+            # fsync what recovery checked and rebuilt (from the first segment it touched, the
+            # rebuilt .txnindex files too); only then is the recovery point the end of the log
+            self.recovery_point = min(self.recovery_point, loaded.first_repaired_offset)
+            self.flush()
         if replicated:
             self.make_replicated()
         else:
@@ -601,6 +605,13 @@ class Log:
                                     "the log is closed") from e
         state.complete_txn(completed)
 
+    def _rebuild_txn_entry(self, completed, last_stable_offset):
+        """The .txnindex entry of an ABORT met by the recovery replay, in the segment holding
+        its marker (what _complete_txn wrote when the marker was appended)."""
+        segments, bases = self._view
+        segment = segments[max(0, bisect.bisect_right(bases, completed.last_offset) - 1)]
+        segment.update_txn_index(completed, last_stable_offset)
+
     def _replay_producers(self, from_offset):
         """(ProducerBatch, first offset, last offset) of every batch from from_offset on (log
         load: the batches after the latest producer snapshot)."""
@@ -616,8 +627,9 @@ class Log:
                 base, blen = _BASE_LEN.unpack_from(mv, pos)
                 if pos + 12 + blen > len(data):
                     break
-                for b in producer_batches(mv[pos:pos + 12 + blen]):
-                    if base >= from_offset:
+                # (a batch without a producer id changes nothing: skipped at the cost of a read)
+                if base >= from_offset and _PID.unpack_from(mv, pos + 43)[0] >= 0:
+                    for b in producer_batches(mv[pos:pos + 12 + blen]):
                         yield b, base, base + b.offset_delta
                 nxt = base + _LAST_DELTA.unpack_from(mv, pos + 23)[0] + 1
                 pos += 12 + blen
@@ -958,6 +970,15 @@ class Log:
             for listener in self.append_listeners:
                 listener(self)
         return len(doomed)
+
+    def remove_expired_producers(self, expiration_ms, now=None):
+        """producer.id.expiration.ms: forgets the producers idle that long without an open
+        transaction (the cleaner then no longer keeps their last batch). Returns how many."""
+        now = now_ms() if now is None else now
+        with self.lock:
+            if self.closed:
+                return 0
+            return self.producer_state.remove_expired_producers(now, expiration_ms)
 
     def _retire(self, segment):
         """Rename to .deleted now; unlink after file.delete.delay.ms (readers of an older

@@ -2,15 +2,26 @@
 
 One pass over a log (``clean_log``):
 1. The cleanable range ends at the active segment, or earlier at the first segment with records
-   younger than ``min.compaction.lag.ms``. The dirty part starts at the first dirty offset
+   younger than ``min.compaction.lag.ms`` or reaching the last stable offset (so every
+   transaction the cleaner sees is decided and the ``.txnindex`` lists the aborted ones). The dirty part starts at the first dirty offset
    (``cleaner-offset-checkpoint``; the log start offset the first time).
 2. An offset map is built over the dirty part: xxh3-128 of each key -> its latest offset
-   (Kafka's SkimpyOffsetMap keeps a 16-byte hash of the key the same way).
+   (Kafka's SkimpyOffsetMap keeps a 16-byte hash of the key the same way). Batches of aborted
+   transactions and control batches are not mapped: an aborted write never hides an older
+   committed value.
 3. Every cleanable segment is rewritten to ``<base>.log.cleaned``: a record stays if it is the
    latest for its key (or its key is not in the map); records without a key go; a tombstone
    (null value) goes once its segment's newest record is older than ``delete.retention.ms``.
    Original offsets stay (gaps are normal); a batch that keeps all its records is copied as is,
    one that keeps some is rebuilt with its codec, header and record bytes; empty batches go.
+   Transactions (Kafka's LogCleaner and CleanedTransactionMetadata, docs/transactions.md 4.8):
+   batches of aborted transactions go whatever their keys; an ABORT marker stays while the
+   pass still sees a batch of its transaction (its AbortedTxn then goes to the cleaned
+   segment's ``.txnindex``), a COMMIT marker while the pass saw a batch of its transaction;
+   a marker without them goes once its segment is older than ``delete.retention.ms`` (the
+   tombstone rule: Kafka's horizon before KIP-534). The batch holding a known producer's last
+   data offset, and a marker that is a producer's last entry, stay as a header-only batch if
+   nothing else of them would (Kafka's RETAIN_EMPTY), so sequences and epochs survive a reload.
 4. Each cleaned segment is fsynced and swapped in (``.cleaned`` -> ``.swap`` -> live, see
    Log.replace_segment); a crash at any point leaves either the old or the new segment.
 5. The first dirty offset moves to the end of the mapped range and is checkpointed.
@@ -27,9 +38,11 @@ import xxhash
 
 from ..errors import KafkaStorageError
 from ._hot import hot
-from .batch_rewrite import HEADER, build_batch, records_section
+from ..record.control import ABORT
+from .batch_rewrite import HEADER, build_batch, empty_batch, records_section
 from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .log_segment import CLEANED_SUFFIX, LogSegment, now_ms
+from .producer_state import parse_marker
 
 log = logging.getLogger("kafkacore.storage")
 
@@ -85,19 +98,88 @@ def _key_hash(key):
     return xxhash.xxh3_128_intdigest(key)
 
 
-def _batch_fields(batch):
-    base, = struct.unpack_from(">q", batch, 0)
-    attrs, = struct.unpack_from(">h", batch, 21)
-    base_ts, = struct.unpack_from(">q", batch, 27)
-    count, = struct.unpack_from(">i", batch, 57)
-    return base, attrs, base_ts, count
+# a v2 batch header from baseOffset to recordsCount (Kafka's DefaultRecordBatch)
+_HDR = struct.Struct(">qiibIhiqqqhii")
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
-def filter_batch(batch, offset_map, retain_tombstones, stats):
-    """The batch to write in place of batch: batch itself, a rebuilt one, or None."""
-    base, attrs, base_ts, count = _batch_fields(batch)
+class CleanedTransactionMetadata:
+    """Kafka's CleanedTransactionMetadata: the transactions met while walking batches in offset
+    order. aborted: the AbortedTxn entries (txn_index.py) collected for the range walked."""
+
+    def __init__(self, aborted):
+        self._aborted = sorted(aborted, key=lambda a: a.first_offset)
+        self._next = 0
+        self._committed = set()  # producers whose transaction's batches were seen, not yet ended
+        self._aborted_open = {}  # producer id -> [AbortedTxn, a batch of it was seen]
+        self.cleaned_index = None  # the .txnindex of the segment being written (cleaning only)
+
+    def _consume_up_to(self, offset):
+        aborted, i = self._aborted, self._next
+        while i < len(aborted) and aborted[i].first_offset <= offset:
+            self._aborted_open.setdefault(aborted[i].producer_id, [aborted[i], False])
+            i += 1
+        self._next = i
+
+    def on_control_batch(self, batch, producer_id, last_offset):
+        """True when the control batch may go (Kafka's onControlBatchRead): an ABORT whose
+        transaction has no batch left in the walk, a COMMIT whose transaction had none, an
+        empty control batch. A kept ABORT's entry is appended to cleaned_index."""
+        self._consume_up_to(last_offset)
+        parsed = parse_marker(batch)  # CorruptRecordError for a control record that is no marker
+        if parsed is None:
+            return True  # emptied by an earlier pass
+        if parsed[0] == ABORT:
+            open_txn = self._aborted_open.pop(producer_id, None)
+            if open_txn is not None and open_txn[1]:
+                if self.cleaned_index is not None:
+                    self.cleaned_index.append(open_txn[0])
+                return False
+            return True
+        if producer_id in self._committed:
+            self._committed.discard(producer_id)
+            return False
+        return True
+
+    def on_data_batch(self, producer_id, last_offset):
+        """A transactional data batch: True when its transaction was aborted (Kafka's
+        onBatchRead)."""
+        self._consume_up_to(last_offset)
+        open_txn = self._aborted_open.get(producer_id)
+        if open_txn is not None:
+            open_txn[1] = True
+            return True
+        self._committed.add(producer_id)
+        return False
+
+
+def filter_batch(batch, offset_map, retain_deletes, stats, txns=None, producers=None):
+    """The batch to write in place of batch: batch itself, a rebuilt one, a header-only one, or
+    None. retain_deletes: the segment is younger than delete.retention.ms (tombstones and
+    markers without data stay); txns: the pass's CleanedTransactionMetadata; producers:
+    {producer id: (last data offset or -1, epoch)} of the log's producers."""
+    (base, _len, _epoch, _magic, _crc, attrs, delta, base_ts, _max_ts, pid, pepoch, _seq,
+     count) = _HDR.unpack_from(batch, 0)
     stats.records_read += count
-    if attrs & 0x20:  # control batches (transaction markers) stay
+    discard = False
+    retain_empty = False
+    if pid >= 0:
+        if attrs & (_TRANSACTIONAL | _CONTROL) and txns is not None:
+            if attrs & _CONTROL:
+                discard = txns.on_control_batch(batch, pid, base + delta) and not retain_deletes
+            else:
+                discard = txns.on_data_batch(pid, base + delta)
+        last = producers.get(pid) if producers else None
+        if last is not None:  # Kafka's isBatchLastRecordOfProducer
+            retain_empty = (base + delta == last[0] if last[0] >= 0
+                            else bool(attrs & _CONTROL) and pepoch == last[1])
+    if discard:
+        if retain_empty:
+            return batch if count == 0 else empty_batch(batch)
+        return None
+    if attrs & _CONTROL:  # a marker that stays keeps its record
+        if count == 0 and not retain_empty:
+            return None
         stats.records_kept += count
         return batch
     section = records_section(batch)
@@ -108,17 +190,32 @@ def filter_batch(batch, offset_map, retain_tombstones, stats):
         latest = offset_map.get(_key_hash(key))
         if latest is not None and base + offset_delta < latest:
             continue
-        if value_is_null and not retain_tombstones:
+        if value_is_null and not retain_deletes:
             continue
         kept.append((start, end, ts_delta))
     stats.records_kept += len(kept)
+    if not kept:
+        if retain_empty:
+            return batch if count == 0 else empty_batch(batch)
+        return None
     if len(kept) == count:
         return batch
-    if not kept:
-        return None
     raw = b"".join(section[s:e] for s, e, _t in kept)
     max_ts = base_ts + max(t for _s, _e, t in kept)
     return build_batch(batch[:HEADER], raw, len(kept), attrs & 0x07, max_ts)
+
+
+def _last_entries(producers):
+    """{producer id: (last data offset or -1, epoch)} (Kafka's lastRecordsOfActiveProducers),
+    read without the log's lock (the cleaner never waits for it but to swap): the copies of the
+    dict and of each entry's batches are single C-level operations, so an append racing them
+    gives an older or newer entry, never a torn one. A newer last batch lies in the active
+    segment, which this pass does not clean; keeping the older one as well is harmless."""
+    out = {}
+    for pid, entry in list(producers.items()):
+        batches = tuple(entry.batches)
+        out[pid] = (batches[-1].last_offset if batches else -1, entry.epoch)
+    return out
 
 
 class LogCleaner:
@@ -145,6 +242,11 @@ class LogCleaner:
         end = segments[-1].base_offset
         lag = lg.config.min_compaction_lag_ms
         first_dirty = max(self.first_dirty.get((lg.topic, lg.partition), 0), lg.log_start_offset)
+        lso = lg.last_stable_offset
+        for seg in segments[:-1]:  # nothing at or above the LSO: its transactions are undecided
+            if seg.next_offset > lso:
+                end = min(end, seg.base_offset)
+                break
         if lag > 0:
             for seg in segments[:-1]:
                 if seg.next_offset > first_dirty and seg.largest_timestamp > now - lag:
@@ -187,12 +289,21 @@ class LogCleaner:
         stats.first_dirty_offset = first_dirty
         offset_map = {}
         map_end = first_dirty
+        txns = CleanedTransactionMetadata(lg.collect_aborted_transactions(first_dirty, dirty[-1].next_offset))
         for seg in dirty:
             for _pos, batch in iter_segment_batches(seg):
-                base, attrs, _ts, count = _batch_fields(batch)
-                if attrs & 0x20:
+                base, _len, _epoch, _magic, _crc, attrs, delta, _bts, _mts, pid, _pe, _seq, count = \
+                    _HDR.unpack_from(batch, 0)
+                last = base + delta
+                if attrs & (_TRANSACTIONAL | _CONTROL) and pid >= 0:
+                    # markers and aborted batches never enter the map (Kafka's buildOffsetMapForSegment)
+                    if attrs & _CONTROL:
+                        txns.on_control_batch(batch, pid, last)
+                        continue
+                    if txns.on_data_batch(pid, last):
+                        continue
+                elif attrs & _CONTROL:
                     continue
-                last = base + struct.unpack_from(">i", batch, 23)[0]
                 if last < first_dirty:
                     continue
                 for offset_delta, _t, key, _n, _s, _e in hot.record_spans(records_section(batch), count):
@@ -203,12 +314,15 @@ class LogCleaner:
                 break  # the rest waits for the next pass, as Kafka's full map does
         stats.end_offset = map_end
         horizon = now - lg.config.delete_retention_ms
-        for seg in cleanable:
-            if seg.base_offset >= map_end:
-                break
+        to_clean = [seg for seg in cleanable if seg.base_offset < map_end]
+        # one walk over the pass's transactions, and each producer's last entry, as Kafka takes
+        # them when the pass starts
+        txns = CleanedTransactionMetadata(lg.collect_aborted_transactions(to_clean[0].base_offset, map_end))
+        producers = _last_entries(lg.producer_state.producers)
+        for seg in to_clean:
             if self._stop.is_set() or lg.closed:
                 return stats
-            self._clean_segment(lg, seg, offset_map, seg.largest_timestamp > horizon, stats)
+            self._clean_segment(lg, seg, offset_map, seg.largest_timestamp > horizon, stats, txns, producers)
         key = (lg.topic, lg.partition)
         self.first_dirty[key] = map_end
         self._write_checkpoint()
@@ -216,7 +330,7 @@ class LogCleaner:
         self.last_stats = stats
         return stats
 
-    def _clean_segment(self, lg, seg, offset_map, retain_tombstones, stats):
+    def _clean_segment(self, lg, seg, offset_map, retain_deletes, stats, txns, producers):
         stale = os.path.join(lg.dir, f"{seg.base_offset:020d}")
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             try:
@@ -225,15 +339,13 @@ class LogCleaner:
                 pass
         cleaned = LogSegment(lg.dir, seg.base_offset, lg.config, suffix=CLEANED_SUFFIX)
         cleaned.load(active=True)
+        # the AbortedTxn of every ABORT marker kept goes here (.txnindex.cleaned, swapped in
+        # with the segment)
+        txns.cleaned_index = cleaned.txn_index
         try:
-            # This pass keeps every transactional batch and marker, so the segment's aborted
-            # transactions stay as they are: its .txnindex goes along, swapped with the segment
-            # (docs/transactions.md 4.8 has the cleaner that drops aborted data: plan step 5).
-            for entry in seg.txn_index.entries:
-                cleaned.txn_index.append(entry)
             for _pos, batch in iter_segment_batches(seg):
                 stats.bytes_read += len(batch)
-                out = filter_batch(batch, offset_map, retain_tombstones, stats)
+                out = filter_batch(batch, offset_map, retain_deletes, stats, txns, producers)
                 if out is None:
                     continue
                 buf = bytearray(out) if isinstance(out, memoryview) else out

@@ -9,13 +9,25 @@
    recovered: batches checked (size, magic, CRC-32C, ascending offsets), the log cut at the first
    invalid byte, the indexes rebuilt; once a segment was cut, the segments after it are deleted
    (their offsets would no longer follow). Segments before it are loaded as they are, but an
-   index that fails its sanity check is rebuilt.
-4. The last segment becomes the active one; an empty log gets one at the log start offset."""
+   index that fails its sanity check is rebuilt; a ``.txnindex`` failing its sanity check makes
+   its segment the first recovered one (docs/transactions.md 4.6).
+4. The ``.txnindex`` of the first segment recovered or rebuilt and of every later one is deleted:
+   the log rebuilds them while it replays the producer state from there (Log.__init__), so they
+   are byte for byte what the appends wrote.
+5. The last segment becomes the active one; an empty log gets one at the log start offset."""
+import logging
 import os
 
 from ..errors import CorruptMessageError
+from .txn_index import CorruptIndexError
 from .log_segment import (CLEANED_SUFFIX, DELETED_SUFFIX, FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX,
                           SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, now_ms)
+
+
+NOTHING_REPAIRED = 1 << 62
+
+
+log = logging.getLogger("kafkacore.storage")
 
 
 class LoadResult:
@@ -26,7 +38,14 @@ class LoadResult:
         self.truncated_bytes = 0
         self.deleted_segments = 0
         self.completed_swaps = 0
-        self.first_repaired_offset = 1 << 62  # base offset of the first segment recovered or rebuilt
+        self.corrupt_txn_indexes = 0
+        self.first_repaired_offset = NOTHING_REPAIRED  # base offset of the first segment recovered or rebuilt
+
+    @property
+    def first_recovered_offset(self):
+        """The base offset of the first segment recovered or rebuilt, None when none was: the
+        .txnindex files from there on were deleted and are to be rebuilt."""
+        return None if self.first_repaired_offset == NOTHING_REPAIRED else self.first_repaired_offset
 
 
 def _base_of(name):
@@ -88,6 +107,13 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
         elif not seg.indexes_sane():
             cut = seg.recover(active=False)
             result.rebuilt_indexes += 1
+        elif not _txn_index_sane(seg):
+            # its entries cannot be trusted, nor the segments after it (Kafka recovers the
+            # segment; here the replay rebuilds every .txnindex from it on)
+            first_to_recover = i
+            cut = seg.recover(active=False)
+            result.recovered_segments += 1
+            result.corrupt_txn_indexes += 1
         else:
             try:
                 seg.load(active=False)
@@ -106,6 +132,10 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
             del segments[i + 1:]
         i += 1
 
+    if result.first_repaired_offset != NOTHING_REPAIRED:
+        for seg in segments:
+            if seg.base_offset >= result.first_repaired_offset:
+                seg.txn_index.delete()
     if not segments:
         segments.append(LogSegment(directory, max(log_start_offset, 0), config, created_ms=now_ms()))
         segments[-1].load(active=False)
@@ -113,3 +143,14 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
     active.load(active=True)  # grows the indexes back and sets up appends
     result.segments = segments
     return result
+
+
+def _txn_index_sane(seg):
+    """TransactionIndex.sanity_check as a yes/no (a file that cannot be read is a
+    KafkaStorageError and stops the load: it is not damage recovery can repair)."""
+    try:
+        seg.txn_index.sanity_check()
+    except CorruptIndexError as e:
+        log.warning("%s; the segment is recovered and its .txnindex rebuilt", e)
+        return False
+    return True

@@ -52,10 +52,13 @@ class LogManager:
     def __init__(self, data_dir, default_config=None, *, node_id=1, cluster_id=None, background=True,
                  retention_check_interval_ms=300000, flush_check_interval_ms=1000,
                  checkpoint_interval_ms=60000, cleaner_enable=True, cleaner_backoff_ms=15000,
-                 cleaner_dedupe_buffer_size=128 << 20, replicated=False):
-        """replicated: every log is opened (and created) replicated, its high watermark the
+                 cleaner_dedupe_buffer_size=128 << 20, replicated=False,
+                 producer_id_expiration_ms=86400000, producer_id_expiration_check_interval_ms=600000):
+        """producer_id_expiration_ms / _check_interval_ms: Kafka's producer.id.expiration.ms and
+        producer.id.expiration.check.interval.ms (docs/transactions.md 4.8). replicated: every log is opened (and created) replicated, its high watermark the
         checkpointed one; otherwise a caller switches logs with Log.make_replicated()."""
         self.replicated = replicated
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
         self.closed = True  # until opened: shutdown() of a half-built manager only drops the lock
@@ -63,14 +66,14 @@ class LogManager:
         try:
             self._open(node_id, cluster_id, default_config, background, retention_check_interval_ms,
                        flush_check_interval_ms, checkpoint_interval_ms, cleaner_enable, cleaner_backoff_ms,
-                       cleaner_dedupe_buffer_size)
+                       cleaner_dedupe_buffer_size, producer_id_expiration_check_interval_ms)
         except BaseException:
             self._dir_lock.release()
             raise
 
     def _open(self, node_id, cluster_id, default_config, background, retention_check_interval_ms,
               flush_check_interval_ms, checkpoint_interval_ms, cleaner_enable, cleaner_backoff_ms,
-              cleaner_dedupe_buffer_size):
+              cleaner_dedupe_buffer_size, producer_id_expiration_check_interval_ms):
         self.meta = load_or_create_meta_properties(self.data_dir, node_id, cluster_id)
         self.cluster_id = self.meta["cluster.id"]
         self.default_config = default_config or LogConfig()
@@ -113,6 +116,8 @@ class LogManager:
             self.scheduler.schedule(retention_check_interval_ms, self.run_retention, retention_check_interval_ms)
             self.scheduler.schedule(flush_check_interval_ms, self.flush_dirty_logs, flush_check_interval_ms)
             self.scheduler.schedule(checkpoint_interval_ms, self.checkpoint, checkpoint_interval_ms)
+            self.scheduler.schedule(producer_id_expiration_check_interval_ms, self.remove_expired_producers,
+                                    producer_id_expiration_check_interval_ms)
         self.closed = False
 
     # -- topics and partitions ---------------------------------------------------------------
@@ -212,6 +217,17 @@ class LogManager:
             if not lg.closed:
                 deleted += lg.delete_old_segments(now)
         return deleted
+
+    def remove_expired_producers(self, now=None):
+        """Kafka's PeriodicProducerExpirationCheck over every open log. Returns how many
+        producers went."""
+        removed = 0
+        with self._lock:
+            logs = list(self.logs.values())
+        for lg in logs:
+            if not lg.closed:
+                removed += lg.remove_expired_producers(self.producer_id_expiration_ms, now)
+        return removed
 
     def flush_dirty_logs(self, now=None):
         for lg in list(self.logs.values()):

@@ -508,13 +508,16 @@ class ProducerStateManager:
         os.replace(tmp, path)
         self.last_snapshot_offset = offset
 
-    def load(self, log_end_offset, replay):
-        """Restores state from the latest readable snapshot at or below the log end (reopening
-        its open transactions), then ``replay(from_offset)`` yields (ProducerBatch,
-        first_offset, last_offset) for the batches after it. Snapshots above the log end (a
-        truncated log) are deleted, unreadable ones are skipped and deleted. Transactions the
-        replay completes are left unreplicated: the log drops them as its high watermark
-        passes their markers."""
+    def load(self, log_end_offset, replay, index_from=None, index=None):
+        """Restores state from the latest readable snapshot at or below log_end_offset
+        (reopening its open transactions), then ``replay(from_offset)`` yields (ProducerBatch,
+        first_offset, last_offset) for the batches after it. Snapshots above log_end_offset (a
+        truncated log, or the part a recovery rescans) are deleted, unreadable ones are skipped
+        and deleted. Transactions the replay completes are left unreplicated: the log drops
+        them as its high watermark passes their markers. With index, every transaction the
+        replay aborts with its marker at or above index_from is passed to
+        ``index(completed, last_stable_offset)`` before it completes, as an append does (the
+        recovery rebuilding the .txnindex files)."""
         self.producers = {}
         start = 0
         for offset, path in reversed(list_snapshots(self.log_dir)):
@@ -531,8 +534,16 @@ class ProducerStateManager:
                 log.warning("%s: producer snapshot %s is unreadable (%s); it is deleted", self.log_dir, path, e)
                 _unlink(path)
         self._reset_transactions()
+        if index is None:
+            for batch, first, last in replay(start):
+                self.apply_replayed(batch, first, last)
+            return
         for batch, first, last in replay(start):
-            self.apply_replayed(batch, first, last)
+            completed = self.update(batch, first, last, batch.max_timestamp, AppendOrigin.REPLICATION)
+            if completed is not None:
+                if completed.is_aborted and completed.last_offset >= index_from:
+                    index(completed, self.last_stable_offset(completed))
+                self.complete_txn(completed)
 
     def truncate_head(self, log_start_offset):
         """Retention or DeleteRecords moved the log start: producers whose last batch is gone
@@ -547,6 +558,16 @@ class ProducerStateManager:
         for first in [f for f, (_pid, last) in self.unreplicated.items() if last < log_start_offset]:
             del self.unreplicated[first]
         self.delete_snapshots_below(log_start_offset)
+
+    def remove_expired_producers(self, now_ms, expiration_ms):
+        """Forgets producers idle for expiration_ms (their last timestamp that long before
+        now_ms) that have no open transaction (Kafka's removeExpiredProducers with
+        producer.id.expiration.ms). Returns how many went."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
 
     def delete_snapshots_below(self, offset):
         snaps = list_snapshots(self.log_dir)
