@@ -176,7 +176,8 @@ class Log:
             # what recovery cut), and the replay writes the entries of every ABORT marker from
             # there on, as the appends did
             self.producer_state.load(recovered, self._replay_producers, index_from=recovered,
-                                     index=self._rebuild_txn_entry)
+                                     index=self._rebuild_txn_entry,
+                                     snapshot_at=[b for b in self._view[1][1:] if b > recovered])
         if loaded.recovered_segments or loaded.rebuilt_indexes or loaded.truncated_bytes:
             # fsync what recovery checked and rebuilt (from the first segment it touched, the
             # rebuilt .txnindex files too); only then is the recovery point the end of the log
@@ -689,10 +690,10 @@ class Log:
         new = LogSegment.create(self.dir, new_base, self.config, now)
         try:
             old.become_inactive(flush=False)
-            # Kafka snapshots producer state at every roll, named by the new segment's base
-            # (skipped while no idempotent producer wrote here: there is nothing to restore)
-            if self.producer_state.producers:
-                self.producer_state.take_snapshot(new_base)
+            # Kafka snapshots producer state at every roll, named by the new segment's base,
+            # empty or not: recovery of a later segment then starts its replay there instead
+            # of at the log start (which costs a pass over every batch of the log)
+            self.producer_state.take_snapshot(new_base)
         except OSError as e:  # the final time index entry could not be written (disk full)
             new.delete_files()
             raise KafkaStorageError(f"rolling {self.name} failed: {e}") from e

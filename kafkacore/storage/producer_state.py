@@ -508,7 +508,7 @@ class ProducerStateManager:
         os.replace(tmp, path)
         self.last_snapshot_offset = offset
 
-    def load(self, log_end_offset, replay, index_from=None, index=None):
+    def load(self, log_end_offset, replay, index_from=None, index=None, snapshot_at=()):
         """Restores state from the latest readable snapshot at or below log_end_offset
         (reopening its open transactions), then ``replay(from_offset)`` yields (ProducerBatch,
         first_offset, last_offset) for the batches after it. Snapshots above log_end_offset (a
@@ -517,7 +517,9 @@ class ProducerStateManager:
         them as its high watermark passes their markers. With index, every transaction the
         replay aborts with its marker at or above index_from is passed to
         ``index(completed, last_stable_offset)`` before it completes, as an append does (the
-        recovery rebuilding the .txnindex files)."""
+        recovery rebuilding the .txnindex files). ``snapshot_at``: offsets (the bases of the
+        segments the recovery rescans) where a snapshot is taken as the replay passes them,
+        the ones the rolls wrote, so the next recovery starts there."""
         self.producers = {}
         start = 0
         for offset, path in reversed(list_snapshots(self.log_dir)):
@@ -534,16 +536,23 @@ class ProducerStateManager:
                 log.warning("%s: producer snapshot %s is unreadable (%s); it is deleted", self.log_dir, path, e)
                 _unlink(path)
         self._reset_transactions()
+        boundaries = sorted(b for b in snapshot_at if b > start)
         if index is None:
             for batch, first, last in replay(start):
+                while boundaries and first >= boundaries[0]:
+                    self.take_snapshot(boundaries.pop(0))
                 self.apply_replayed(batch, first, last)
-            return
-        for batch, first, last in replay(start):
-            completed = self.update(batch, first, last, batch.max_timestamp, AppendOrigin.REPLICATION)
-            if completed is not None:
-                if completed.is_aborted and completed.last_offset >= index_from:
-                    index(completed, self.last_stable_offset(completed))
-                self.complete_txn(completed)
+        else:
+            for batch, first, last in replay(start):
+                while boundaries and first >= boundaries[0]:
+                    self.take_snapshot(boundaries.pop(0))
+                completed = self.update(batch, first, last, batch.max_timestamp, AppendOrigin.REPLICATION)
+                if completed is not None:
+                    if completed.is_aborted and completed.last_offset >= index_from:
+                        index(completed, self.last_stable_offset(completed))
+                    self.complete_txn(completed)
+        for b in boundaries:  # no producer batch after them: the state there is the final one
+            self.take_snapshot(b)
 
     def truncate_head(self, log_start_offset):
         """Retention or DeleteRecords moved the log start: producers whose last batch is gone
