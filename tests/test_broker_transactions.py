@@ -382,3 +382,32 @@ def test_a_broker_killed_between_prepare_commit_and_the_markers_completes_the_co
     finally:
         if b.proc is not None and b.proc.poll() is None:
             b.stop()
+
+
+def test_an_idle_transactional_id_expires_and_starts_over(tmp_path):
+    """transactional.id.expiration.ms: an id idle that long in Empty/Complete* gets a tombstone
+    and is forgotten; an InitProducerId for it then starts over with a new producer id."""
+    b = BrokerProcess(tmp_path / "data", settings={
+        "transaction.state.log.num.partitions": "1", "transactional.id.expiration.ms": "300",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200"})
+    b.start()
+    try:
+        with b.client() as c:
+            _code, pid, _epoch = init_pid(c, "expiring-1")
+            deadline = time.monotonic() + 10
+            while describe(c, "expiring-1").error_code != TRANSACTIONAL_ID_NOT_FOUND:
+                assert time.monotonic() < deadline, "the idle id did not expire"
+                time.sleep(0.1)
+            code, pid2, epoch2 = init_pid(c, "expiring-1")
+            assert code == NONE and pid2 != pid and epoch2 == 0
+    finally:
+        b.stop()
+    # the expiry is a tombstone (null value) for the id in __transaction_state
+    import glob
+    records = []
+    for path in sorted(glob.glob(f"{b.data_dir}/__transaction_state-0/*.log")):
+        with open(path, "rb") as f:
+            records += [(r.key, r.value) for batch in iter_batches(f.read()) for r in batch]
+    key = struct.pack(">hh", 0, len("expiring-1")) + b"expiring-1"
+    values = [v for k, v in records if k == key]
+    assert None in values and values[-1] is not None  # expired, then written anew
