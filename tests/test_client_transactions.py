@@ -207,3 +207,36 @@ def test_kafkacore_consumer_read_committed_end_to_end_with_offsets(broker):
         assert c.committed([confluent_kafka.TopicPartition(src, 0)], timeout=WAIT)[0].offset == 40
     finally:
         c.close()
+
+
+def test_an_abortable_error_that_needs_a_new_epoch_recovers_with_abort(tmp_path):
+    """The coordinator forgot the producer's transactional id while it was idle
+    (transactional.id.expiration.ms): the next transaction's AddPartitionsToTxn gets
+    INVALID_PRODUCER_ID_MAPPING, an abortable error; abort_transaction then gets a new producer
+    id/epoch (KIP-360) and the producer goes on with fresh sequences."""
+    b = BrokerProcess(tmp_path / "data", settings={
+        "transaction.state.log.num.partitions": "1", "transactional.id.expiration.ms": "300",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200", "num.partitions": "1"})
+    b.start()
+    try:
+        topic = "expiry-recovery"
+        with _producer(b, "idle-1") as p:
+            p.init_transactions(WAIT)
+            p.begin_transaction()
+            p.send(topic, b"first")
+            p.commit_transaction(WAIT)
+            time.sleep(1.5)  # the id expires at the coordinator
+            p.begin_transaction()
+            h = p.send(topic, b"lost")
+            with pytest.raises(KafkaError) as e:
+                h.result(WAIT)
+            assert e.value.txn_requires_abort and not e.value.fatal, e.value
+            with pytest.raises(KafkaError):
+                p.commit_transaction(WAIT)
+            p.abort_transaction(WAIT)
+            p.begin_transaction()
+            p.send(topic, b"second")
+            p.commit_transaction(WAIT)
+        assert _read(b.bootstrap, topic, 1, "read_committed") == [b"first", b"second"]
+    finally:
+        b.stop()

@@ -19,7 +19,8 @@ import time
 from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError,
                       InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidTxnStateError, KafkaError,
                       KafkaTimeoutError, NotCoordinatorError, ProducerFencedError,
-                      TransactionalIdAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code)
+                      TransactionalIdAuthorizationFailedError, UnknownProducerIdError, UnknownTopicOrPartitionError,
+                      error_for_code)
 from ..protocol.frames import request_class
 from .connection import ConnectionClosed
 
@@ -37,6 +38,7 @@ _RETRY = frozenset({ConcurrentTransactionsError.code, CoordinatorLoadInProgressE
                     CoordinatorNotAvailableError.code, NotCoordinatorError.code, UnknownTopicOrPartitionError.code,
                     7})  # REQUEST_TIMED_OUT
 _REFIND = frozenset({CoordinatorNotAvailableError.code, NotCoordinatorError.code})
+_NEEDS_NEW_EPOCH = frozenset({UnknownProducerIdError.code, InvalidProducerIdMappingError.code})
 _FATAL = frozenset({ProducerFencedError.code, InvalidProducerEpochError.code, InvalidTxnStateError.code,
                     TransactionalIdAuthorizationFailedError.code})
 
@@ -74,6 +76,7 @@ class TransactionManager:
         self.producer_id = -1
         self.producer_epoch = -1
         self.partitions: set = set()  # in the current transaction (the coordinator answered NONE)
+        self._bump_epoch = False  # the abort must get a new epoch (KIP-360) before the next transaction
         self.lock = threading.RLock()  # the application thread and the sender both call in
         self._coordinators: dict[tuple, object] = {}  # (key type, key) -> connection
 
@@ -92,10 +95,18 @@ class TransactionManager:
         with self.lock:
             if fatal or err.code in _FATAL:
                 err.fatal = True
+                if not err.message.startswith("transactional id"):
+                    err.message = f"transactional id {self.transactional_id!r}: {err.message}"
+                    err.args = (f"{err.name}: {err.message}",)
                 self.state, self.error = FATAL_ERROR, err
             elif self.state in (IN_TRANSACTION, COMMITTING):
                 err.txn_requires_abort = True
                 self.state, self.error = ABORTABLE_ERROR, err
+                # the coordinator or a partition lost the producer's id, or a batch timed out
+                # after it may have been written: the abort bumps the epoch (KIP-360) so the
+                # next transaction's sequences start clean
+                if err.code in _NEEDS_NEW_EPOCH or isinstance(err, KafkaTimeoutError):
+                    self._bump_epoch = True
         return err
 
     @property
@@ -233,14 +244,30 @@ class TransactionManager:
             elif self.state not in (IN_TRANSACTION, ABORTABLE_ERROR, ABORTING):
                 raise _state_error(f"abort_transaction in state {self.state}: no transaction to abort")
             self.state = COMMITTING if commit else ABORTING
+            deadline = time.monotonic() + timeout
             if self.partitions:  # nothing written: nothing to end at the coordinator
                 resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, END_TXN, _request(
                     END_TXN, transactional_id=self.transactional_id, producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch, committed=commit), time.monotonic() + timeout)
-                if resp.error_code:
+                    producer_epoch=self.producer_epoch, committed=commit), deadline)
+                if resp.error_code and not (self._bump_epoch and resp.error_code in _NEEDS_NEW_EPOCH):
                     raise self.fail(error_for_code(resp.error_code, "EndTxn"))
+            if not commit and self._bump_epoch:
+                self._new_epoch(deadline)
             self.partitions.clear()
             self.state, self.error = READY, None
+
+    def _new_epoch(self, deadline):
+        """KIP-360: InitProducerId naming the current id and epoch gets the next epoch (or a new
+        id); the sender starts the sequences over when it sees it."""
+        resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, INIT_PRODUCER_ID, _request(
+            INIT_PRODUCER_ID, transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch), deadline)
+        if resp.error_code:
+            raise self.fail(error_for_code(resp.error_code, "InitProducerId (epoch bump)"), fatal=True)
+        log.info("transactional id %r: producer id %d epoch %d -> %d epoch %d after an abortable error",
+                 self.transactional_id, self.producer_id, self.producer_epoch, resp.producer_id, resp.producer_epoch)
+        self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        self._bump_epoch = False
 
 
 def _add_partitions_codes(resp):
