@@ -89,7 +89,9 @@ class Broker:
             flush_check_interval_ms=min(cfg["log.flush.scheduler.interval.ms"], 1000),
             checkpoint_interval_ms=cfg["log.flush.offset.checkpoint.interval.ms"] or 60000,
             cleaner_enable=cfg["log.cleaner.enable"], cleaner_backoff_ms=cfg["log.cleaner.backoff.ms"],
-            cleaner_dedupe_buffer_size=cfg["log.cleaner.dedupe.buffer.size"])
+            cleaner_dedupe_buffer_size=cfg["log.cleaner.dedupe.buffer.size"],
+            producer_id_expiration_ms=cfg["producer.id.expiration.ms"],
+            producer_id_expiration_check_interval_ms=cfg["producer.id.expiration.check.interval.ms"])
         self.cluster_id = self.log_manager.cluster_id
         self.data_dir = self.log_manager.data_dir
         self.loop = None
