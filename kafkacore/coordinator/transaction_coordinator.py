@@ -68,7 +68,7 @@ class TransactionCoordinator:
         self.store = TransactionStateStore(broker)
         self.transactions: dict[str, TransactionMetadata] = {}
         self.loop = None
-        self._timers = []
+        self._timers = {}  # "abort" / "expiry": the pending TimerHandle of each periodic job
         self._tasks = set()
         self._started = False
         # On a cluster, {__transaction_state partition this broker leads: its leader epoch, the
@@ -88,11 +88,11 @@ class TransactionCoordinator:
             self.broker.cluster.replica_manager.on_leadership_change.append(self.on_leadership_change)
         else:
             self._load()
-        self._timers.append(loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick))
-        self._timers.append(loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick))
+        self._timers["abort"] = loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick)
+        self._timers["expiry"] = loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick)
 
     def shutdown(self):
-        for t in self._timers:
+        for t in self._timers.values():
             t.cancel()
         for task in list(self._tasks):
             task.cancel()
@@ -370,18 +370,26 @@ class TransactionCoordinator:
     # -- timeouts and expiry (§3.6) ---------------------------------------------------------------
     def _abort_timed_out_tick(self):
         now = now_ms()
-        for md in list(self.transactions.values()):
-            if (md.state is TxnState.ONGOING and md.pending_state is None
-                    and md.txn_start_ms + md.txn_timeout_ms < now):
-                log.info("transactional id %r: transaction open for over %d ms; aborting it", md.transactional_id,
-                         md.txn_timeout_ms)
-                md.prepare_fence_producer_epoch()
-                self._spawn(self._end(md, commit=False, fence=True))
-        self._timers.append(self.loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick))
+        try:
+            for md in list(self.transactions.values()):
+                if (md.state is TxnState.ONGOING and md.pending_state is None
+                        and md.txn_start_ms + md.txn_timeout_ms < now):
+                    log.info("transactional id %r: transaction open for over %d ms; aborting it",
+                             md.transactional_id, md.txn_timeout_ms)
+                    try:
+                        md.prepare_fence_producer_epoch()
+                    except TxnTransitionError as e:  # the maximum epoch: reported, the others go on
+                        log.error("transactional id %r: cannot fence its hung transaction: %s", md.transactional_id, e)
+                        continue
+                    self._spawn(self._end(md, commit=False, fence=True))
+        finally:  # the next round is always scheduled
+            self._timers["abort"] = self.loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick)
 
     def _expire_tick(self):
-        self._spawn(self._expire())
-        self._timers.append(self.loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick))
+        try:
+            self._spawn(self._expire())
+        finally:
+            self._timers["expiry"] = self.loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick)
 
     async def _expire(self):
         limit = now_ms() - self.expiration_ms
