@@ -22,8 +22,13 @@ class AckedProducer:
         self.acked = {}  # (key, seq) -> (partition, offset)
         self.failed = []
         self._lock = threading.Lock()
+        # metadata.max.age.ms: librdkafka's default is 3 x topic.metadata.refresh.interval.ms (3 s
+        # here), and a refresh sent to a broker a test has SIGSTOPped waits out socket.timeout.ms
+        # (60 s): the cached leaders then expired and every record waited for metadata (two CI
+        # runs of the seed scenario: 100 records unacknowledged for 30 s, the brokers idle)
         conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                "message.timeout.ms": 60000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
+                "message.timeout.ms": 60000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+                "metadata.max.age.ms": 60000}
         conf.update(extra)
         self.producer = Producer(conf)
         self.sent = 0

@@ -18,7 +18,8 @@ WAIT = 60
 
 def _producer(cluster, txn_id):
     p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txn_id, "linger.ms": 5,
-                  "transaction.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
+                  "transaction.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000,
+                  "metadata.max.age.ms": 60000})  # see _history.AckedProducer
     p.init_transactions(WAIT)
     return p
 
