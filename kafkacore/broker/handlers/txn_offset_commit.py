@@ -60,10 +60,6 @@ def handle(ctx, req):
     return run()
 
 
-async def _when_replicated(errors, req):
-    return _response(await errors, req)
-
-
 def _response(errors, req):
     return TxnOffsetCommitResponse(topics=[
         TxnOffsetCommitResponseTopic(name=t.name, partitions=[
