@@ -1004,7 +1004,9 @@ class GroupCoordinator:
         """Tombstones for the offsets (and for the group when it is Empty without offsets
         left, or when asked): written first, then forgotten. Raises StoreError."""
         remaining = len(group.offsets) - len(partitions)
-        dead = remove_group or (group.state == g.EMPTY and remaining == 0)
+        # a member that got its id (MEMBER_ID_REQUIRED) and is about to join keeps its group: the
+        # retention check must not pull the group from under its JoinGroup
+        dead = remove_group or (group.state == g.EMPTY and remaining == 0 and not group.pending_members)
         records = [(offset_key(group.group_id, t, p), None) for t, p in partitions]
         if dead:
             records.append((group_key(group.group_id), None))
@@ -1089,7 +1091,7 @@ class GroupCoordinator:
         removed = 0
         for group in list(self.groups.values()):
             expired = self._expired_offsets(group, now)
-            if not expired and not (group.state == g.EMPTY and not group.offsets):
+            if not expired and not (group.state == g.EMPTY and not group.offsets and not group.pending_members):
                 continue
             try:
                 self._remove_offsets(group, expired)
