@@ -1,6 +1,9 @@
 """The ``kafkacore`` command: ``kafkacore serve`` runs the broker, ``kafkacore info`` reports
-the build."""
+the build, ``kafkacore cluster up`` runs a local cluster, and the operator commands
+(``kafkacore [-b HOST:PORT] NOUN VERB ...``, kafkacore/tools/) manage any Kafka-compatible
+cluster."""
 import argparse
+import importlib
 import sys
 
 
@@ -53,10 +56,41 @@ def _count(text):
     return n
 
 
+def _run_tool(args) -> int:
+    """Runs an operator command; every failure becomes one line on stderr and an exit code."""
+    from .client.connection import ConnectionClosed
+    from .errors import KafkaError, KafkaTimeoutError
+    from .tools.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, ToolError
+
+    prog = " ".join(["kafkacore"] + [v for v in (args.command, getattr(args, "verb", None)) if v])
+    try:
+        return args.run(args)
+    except ToolError as e:
+        code, message = e.exit_code, e.message
+    except KafkaTimeoutError as e:
+        code, message = EXIT_UNREACHABLE, e.message
+    except KafkaError as e:
+        code, message = EXIT_FAILED, f"{e.name}: {e.message}" if e.message != e.name else e.name
+    except (ConnectionClosed, ConnectionError, TimeoutError) as e:
+        code, message = EXIT_UNREACHABLE, f"cannot reach the cluster: {e}"
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error
+        sys.stderr.close()
+        return EXIT_OK
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv=None) -> int:
+    from .tools import NOUNS
+    from .tools.common import add_global_options, common_parent
+
     parser = _Parser(prog="kafkacore", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    add_global_options(parser, top_level=True)
+    common = common_parent()
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
     sub.add_parser("info", help="show the version and which native paths are in use")
     serve = sub.add_parser("serve", help="run the broker (127.0.0.1:9092 and the default data directory "
                                          "unless told otherwise)")
@@ -78,7 +112,11 @@ def main(argv=None) -> int:
     up.add_argument("--base-port", type=_port, help="broker i listens on base-port + i - 1 (default: free ports)")
     up.add_argument("--zookeeper-port", type=_port, help="ZooKeeper's client port (default: a free port)")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
+    for noun in NOUNS:
+        importlib.import_module(f"kafkacore.tools.{noun}").register(sub, common)
     args = parser.parse_args(argv)
+    if getattr(args, "run", None) is not None:
+        return _run_tool(args)
     if args.version:
         import kafkacore
 

@@ -42,6 +42,21 @@ CLIENT_VERSIONS = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 3),   # EndTxn
     28: (0, 3),   # TxnOffsetCommit
+    # the admin requests (client/admin.py)
+    15: (0, 5),   # DescribeGroups
+    16: (0, 4),   # ListGroups (v5 adds a type filter kafkacore does not use)
+    20: (1, 6),   # DeleteTopics
+    21: (0, 2),   # DeleteRecords
+    32: (1, 4),   # DescribeConfigs (v1: config sources)
+    35: (1, 4),   # DescribeLogDirs
+    37: (0, 3),   # CreatePartitions
+    42: (0, 2),   # DeleteGroups
+    43: (1, 2),   # ElectLeaders (v1: election type)
+    44: (0, 1),   # IncrementalAlterConfigs
+    45: (0, 0),   # AlterPartitionReassignments
+    46: (0, 0),   # ListPartitionReassignments
+    47: (0, 0),   # OffsetDelete
+    60: (0, 1),   # DescribeCluster
 }
 _size = struct.Struct(">i")
 _cid = struct.Struct(">i")
