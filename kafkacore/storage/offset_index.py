@@ -7,11 +7,14 @@ from ._hot import hot
 from .index_file import IndexFile
 
 
+ENTRY = struct.Struct(">ii")  # relative offset, position
+
+
 class OffsetIndex(IndexFile):
-    ENTRY_SIZE = 8
+    ENTRY_SIZE = ENTRY.size
 
     def entry(self, slot):
-        rel, pos = struct.unpack(">ii", self.entry_bytes(slot))
+        rel, pos = ENTRY.unpack(self.entry_bytes(slot))
         return self.base_offset + rel, pos
 
     def lookup(self, offset):

@@ -7,13 +7,14 @@ from ._hot import hot
 from .index_file import IndexFile
 
 NO_TIMESTAMP = -1
+ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 
 
 class TimeIndex(IndexFile):
-    ENTRY_SIZE = 12
+    ENTRY_SIZE = ENTRY.size
 
     def entry(self, slot):
-        ts, rel = struct.unpack(">qi", self.entry_bytes(slot))
+        ts, rel = ENTRY.unpack(self.entry_bytes(slot))
         return ts, self.base_offset + rel
 
     def last_entry(self):
@@ -38,7 +39,7 @@ class TimeIndex(IndexFile):
         maybeAppend with skipFullCheck: used once as a segment becomes inactive)."""
         if timestamp <= self.last_entry()[0] or self.entries >= self.max_entries:
             return
-        self.append_entries(struct.pack(">qi", timestamp, offset - self.base_offset))
+        self.append_entries(ENTRY.pack(timestamp, offset - self.base_offset))
 
     def sane(self):
         if self.corrupt_size:
