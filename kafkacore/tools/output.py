@@ -15,7 +15,7 @@ def show_bytes(data) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return repr(data)[2:-1]
-    if text.isprintable() or all(c.isprintable() or c in "\t" for c in text):
+    if text.isprintable() or text.replace("\t", "").isprintable():  # tabs are fine too (C speed, no per-char loop)
         return text
     return text.encode("unicode_escape").decode("ascii")
 
