@@ -298,9 +298,9 @@ class _Session:
         text = "\n".join([fmt(r) for r in records]) + "\n"
         for r in records:
             self.printed_next[(r.topic, r.partition)] = r.offset + 1
+        self.printed += len(records)  # counted first: a Ctrl-C right after the write must not lose them
         self.out.write(text.encode("utf-8", "surrogateescape"))
         self.out.flush()
-        self.printed += len(records)
 
     def close(self, interrupted: bool):
         """Commits (with --group) and leaves. After Ctrl-C or a closed pipe, only what was
