@@ -521,7 +521,7 @@ class _TextDump(FileDump):
         try:
             rows = list(self.read())
         except Exception as e:  # noqa: BLE001 - each reader's own error (KafkaStorageError, ValueError...)
-            self.problem(f"not a {self.kind.replace('-', ' ')} file: {getattr(e, 'message', None) or e}")
+            self.problem(f"cannot read as {self.kind}: {getattr(e, 'message', None) or e}")
             rows = []
         self.summary = {"entries": len(rows)}
         yield from rows
