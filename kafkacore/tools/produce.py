@@ -23,6 +23,7 @@ import sys
 import time
 from collections import Counter, deque
 
+from ..errors import KafkaError
 from .clients import (add_property_option, check_partition, make_producer, parse_time_ms, properties,
                       topic_partitions, unescape)
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError
@@ -34,6 +35,7 @@ ACKS = ("0", "1", "all", "-1")
 JSON_FIELDS = ("key", "value", "headers", "timestamp", "partition")
 JSON_IGNORED = ("topic", "offset", "timestamp_type")  # printed by consume --format json
 READ_SIZE = 1 << 20  # bytes per read: whatever is available, up to this (a chunk of records)
+SEND_MANY_MARGIN = 1024  # bytes of room for a record's and a batch's framing
 
 
 def register(sub, common):
@@ -119,6 +121,8 @@ def run(args) -> int:
                 break
     except ToolError as e:  # a bad line: what came before it is still sent and counted
         code, failure = e.exit_code, e
+    except KafkaError as e:  # the producer gave up (e.g. no memory within max.block.ms): same
+        code, failure = EXIT_FAILED, e
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     finally:
@@ -275,7 +279,7 @@ def _json_bytes(v):
 
 
 def _send(producer, args, headers, chunk, delivery):
-    if chunk.values and not headers:
+    if chunk.values and not headers and _fits(producer, chunk):
         handle = producer.send_many(args.topic, chunk.values, keys=chunk.keys or None, partition=args.partition)
         for r in handle.results:
             delivery.add(r)
@@ -286,6 +290,15 @@ def _send(producer, args, headers, chunk, delivery):
                                           args.partition, headers))
     for value, key, rec_headers, ts, partition in chunk.records:
         delivery.add_handle(producer.send(args.topic, value, key, partition, rec_headers, ts))
+
+
+def _fits(producer, chunk) -> bool:
+    """Whether every record of the chunk is well below the producer's size limits. send_many
+    raises for a record too large (and the records before it are then sent uncounted), send
+    reports it through the record's handle: chunks near the limits take send."""
+    limit = min(producer.config["max.request.size"], producer.config["buffer.memory"]) - SEND_MANY_MARGIN
+    largest = max(map(len, chunk.values)) + (max(map(len, chunk.keys)) if chunk.keys else 0)
+    return largest < limit
 
 
 def _summary(args, delivery, elapsed):

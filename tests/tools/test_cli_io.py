@@ -188,6 +188,17 @@ def test_a_bad_line_stops_produce_after_sending_the_lines_before_it(broker, admi
     p = kc(broker, "produce", topic, "--format", "json", stdin='{"value": "a", "vaule": "typo"}\n')
     assert p.returncode == 1 and "line 1: unknown field 'vaule'" in p.stderr
 
+    # a record the producer refuses: the others are written and counted, the error is named
+    for extra in ([], ["--header", "h=1"]):
+        before = end_offsets(admin, topic, 1)[0]
+        p = kc(broker, "produce", topic, "-X", "max.request.size=400", *extra,
+               stdin="small\n" + "x" * 1000 + "\nafter\n")
+        assert p.returncode == 1
+        summary, error = p.stderr.strip().splitlines()
+        assert summary.startswith(f"kafkacore produce: 2 records produced to {topic} (partition 0: 2), 1 failed in ")
+        assert error.startswith("kafkacore produce: error: 1 record(s) not written: MESSAGE_TOO_LARGE")
+        assert end_offsets(admin, topic, 1)[0] == before + 2
+
 
 def test_bad_input_is_one_line_and_an_exit_code(broker, admin, tmp_path):
     create(admin, "io-bad", partitions=2)
@@ -452,6 +463,8 @@ def test_log_dump_matches_what_was_produced(stopped_copy):
         assert s["summary"]["records"] == sum(b["count"] for b in s["batches"])
     indexes = [f for f in files if f["kind"] == "offset-index"]
     assert sum(f["summary"]["entries"] for f in indexes) > 0
+    time_entries = [e for f in files if f["kind"] == "time-index" for e in f["entries"]]
+    assert time_entries and all(e["timestamp"] == NOW_MS + e["offset"] for e in time_entries)  # the batch's last
     assert all(f["summary"]["empty_slots"] == 0 for f in indexes[:-1])  # rolled: trimmed to its entries
     snapshots = [f for f in files if f["kind"] == "producer-snapshot"]
     assert snapshots and snapshots[-1]["base_offset"] == DUMP_RECORDS  # taken at the clean shutdown
