@@ -65,6 +65,14 @@ def _run_tool(args) -> int:
     prog = " ".join(["kafkacore"] + [v for v in (args.command, getattr(args, "verb", None)) if v])
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error. Caught before
+        # ConnectionError, its base class; stdout goes to /dev/null so the exit's flush is quiet
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_OK
     except ToolError as e:
         code, message = e.exit_code, e.message
     except KafkaTimeoutError as e:
@@ -75,9 +83,6 @@ def _run_tool(args) -> int:
         code, message = EXIT_UNREACHABLE, f"cannot reach the cluster: {e}"
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error
-        sys.stderr.close()
-        return EXIT_OK
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
 
