@@ -640,16 +640,17 @@ DUMPERS = {c.kind: c for c in (SegmentDump, OffsetIndexDump, TimeIndexDump, TxnI
 def _files(paths):
     """(path, explicit) for every file to dump: named ones, and those under named directories."""
     for path in paths:
+        if not os.path.exists(path):
+            raise ToolError(f"cannot read {path}: no such file or directory", EXIT_FAILED)
+    for path in paths:
         if os.path.isdir(path):
             for root, dirs, names in os.walk(path):
                 dirs.sort()
                 for name in sorted(names, key=_order):
                     if not name.endswith(".tmp"):
                         yield os.path.join(root, name), False
-        elif os.path.exists(path):
-            yield path, True
         else:
-            raise ToolError(f"cannot read {path}: no such file or directory", EXIT_FAILED)
+            yield path, True
 
 
 def _order(name):

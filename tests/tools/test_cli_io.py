@@ -571,3 +571,12 @@ def test_log_dump_refuses_what_is_not_kafka(tmp_path, stopped_copy):
     ckpt = tmp_path / "recovery-point-offset-checkpoint"
     ckpt.write_text("0\n2\nevents 0 5\n")
     one_error_line(dump(ckpt), 1, "malformed checkpoint file", "expected 2 entries, found 1")
+
+
+def test_a_closed_pipe_ends_log_dump_quietly(stopped_copy):
+    proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "log", "dump", "--records", stopped_copy],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT),
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc.stdout.close()  # gone before the first line is written: `| head -0`
+    err = proc.stderr.read()
+    assert (proc.wait(30), err) == (0, b"")
