@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 
 from .common import EXIT_FAILED, EXIT_USAGE, ToolError, client_settings
 
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")  # Kafka's TimestampType names, by the attribute bit
+
 
 def add_property_option(parser: argparse.ArgumentParser, client: str) -> None:
     parser.add_argument("-X", dest="properties", action="append", default=[], metavar="PROP=VALUE",

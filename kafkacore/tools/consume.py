@@ -37,13 +37,12 @@ import string
 import sys
 import time
 
-from .clients import (add_property_option, check_partition, iso_time, make_consumer, parse_time_ms, properties,
-                      topic_partitions, unescape)
+from .clients import (TIMESTAMP_TYPES, add_property_option, check_partition, iso_time, make_consumer,
+                      parse_time_ms, properties, topic_partitions, unescape)
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError
 from .output import show_bytes
 
 TEMPLATE_FIELDS = ("topic", "partition", "offset", "timestamp", "time", "key", "value", "headers")
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 POLL_TIMEOUT = 0.5  # seconds per poll: how quickly an end, a timeout or Ctrl-C is noticed
 NULL = "null"  # how a null key or value prints outside JSON (kafka-console-consumer's way)

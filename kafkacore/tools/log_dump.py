@@ -29,7 +29,7 @@ import os
 import re
 import sys
 
-from .clients import iso_time
+from .clients import TIMESTAMP_TYPES, iso_time
 from .common import EXIT_FAILED, EXIT_OK, ToolError
 from .output import show_bytes, table
 from .progress import Progress
@@ -41,8 +41,6 @@ META_PROPERTIES, PARTITION_METADATA, CLEAN_SHUTDOWN = "meta-properties", "partit
 TOPIC_CONFIGS, PRODUCER_IDS, LOCK = "topic-configs", "producer-ids", "lock"
 MAGIC_OFFSET = 16  # baseOffset (8), batchLength (4), partitionLeaderEpoch (4), then magic
 PROGRESS_MIN_BYTES = 16 << 20  # segments smaller than this are decoded too quickly to need a bar
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-MARKERS = {0: "ABORT", 1: "COMMIT"}
 _STEM = re.compile(r"^(\d{20})(\.[a-z]+)$")
 
 
@@ -298,22 +296,25 @@ class SegmentDump(FileDump):
 def _marker(batch):
     """(COMMIT or ABORT, coordinator epoch) of a control batch, by kafkacore's control-record
     readers; (None, None) for a control batch without records."""
-    from ..record.control import parse_control_key, parse_end_txn_marker_value
-
     for r in batch:
-        kind = parse_control_key(r.key)
-        return MARKERS.get(kind, f"type {kind}"), parse_end_txn_marker_value(r.value) if kind in MARKERS else None
+        return _control(r)
     return None, None
+
+
+def _control(record):
+    """(COMMIT, ABORT or 'type N', coordinator epoch or None) of a control record."""
+    from ..record.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker_value
+
+    kind = parse_control_key(record.key)
+    if kind not in (ABORT, COMMIT):
+        return f"type {kind}", None
+    return ("COMMIT" if kind == COMMIT else "ABORT"), parse_end_txn_marker_value(record.value)
 
 
 def _record(r, control):
     out = {"offset": r.offset, "timestamp": r.timestamp_ms}
     if control:
-        from ..record.control import parse_control_key, parse_end_txn_marker_value
-
-        kind = parse_control_key(r.key)
-        out["marker"] = MARKERS.get(kind, f"type {kind}")
-        out["coordinator_epoch"] = parse_end_txn_marker_value(r.value) if kind in MARKERS else None
+        out["marker"], out["coordinator_epoch"] = _control(r)
         return out
     out.update(key=show_bytes(r.key), value=show_bytes(r.value), headers=[[k, show_bytes(v)] for k, v in r.headers])
     return out
