@@ -103,11 +103,13 @@ def classify(path: str):
     return None, None, state
 
 
-def _sibling(path, suffix):
+def _segment_of(path, state):
+    """The .log beside an index file (in the same state: a .index.deleted goes with the
+    .log.deleted), or None."""
     from ..storage.log_segment import LOG_SUFFIX
 
     stem = os.path.basename(path).split(".", 1)[0]
-    candidate = os.path.join(os.path.dirname(path), stem + (suffix or LOG_SUFFIX))
+    candidate = os.path.join(os.path.dirname(path), stem + LOG_SUFFIX + (f".{state}" if state else ""))
     return candidate if os.path.isfile(candidate) else None
 
 
@@ -383,7 +385,7 @@ class OffsetIndexDump(_IndexDump):
         data, empty = self._slots()
         base = self.base_offset or 0
         self.summary = {"base_offset": self.base_offset, "entries": len(data) // ENTRY.size, "empty_slots": empty}
-        log = _sibling(self.path, None) if self.opts.verify else None
+        log = _segment_of(self.path, self.state) if self.opts.verify else None
         batches = {p: (first, last) for p, first, last, *_ in self.logs.get(log)} if log else None
         prev = None
         for slot, (rel, pos) in enumerate(ENTRY.iter_unpack(data)):
@@ -417,7 +419,7 @@ class TimeIndexDump(_IndexDump):
         data, empty = self._slots()
         base = self.base_offset or 0
         self.summary = {"base_offset": self.base_offset, "entries": len(data) // ENTRY.size, "empty_slots": empty}
-        log = _sibling(self.path, None) if self.opts.verify else None
+        log = _segment_of(self.path, self.state) if self.opts.verify else None
         batches = {last: max_ts for _p, _f, last, max_ts, *_ in self.logs.get(log)} if log else None
         prev = None
         for slot, (ts, rel) in enumerate(ENTRY.iter_unpack(data)):
@@ -455,7 +457,7 @@ class TxnIndexDump(FileDump):
             self.problem(f"not a transaction index: {e.message}")
             entries = []
         self.summary = {"base_offset": self.base_offset, "entries": len(entries)}
-        log = _sibling(self.path, None) if self.opts.verify else None
+        log = _segment_of(self.path, self.state) if self.opts.verify else None
         aborts = None
         if log:
             aborts = {}
