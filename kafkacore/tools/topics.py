@@ -1,5 +1,8 @@
 """``kafkacore topics list | describe | create | alter | delete | add-partitions``.
 
+``describe`` also shows each partition's newest record time (its largest record timestamp,
+ListOffsets MAX_TIMESTAMP), in ISO-8601 UTC.
+
 Sizes come from DescribeLogDirs: a partition's size is its leader's copy (what one replica
 holds); a broker without the API shows "-". Message counts are log end minus log start offset
 (ListOffsets): exact for plain topics, an upper bound where compaction, transaction markers or
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 from .common import (EXIT_OK, EXIT_USAGE, ToolError, add_noun, add_verb, admin_client, config_changes, config_map,
                      is_table, key_value, positive_int)
-from .output import emit, human_bytes, report, table
+from .output import emit, human_bytes, iso_utc, report, table
 
 
 def register(subparsers, common):
@@ -79,6 +82,20 @@ def _offsets(admin, topics: dict) -> tuple[dict, dict]:
     return {tp: o.offset for tp, o in start.items()}, {tp: o.offset for tp, o in end.items()}
 
 
+def _newest(admin, topic) -> dict:
+    """{(topic, partition): timestamp of its newest record} (ListOffsets MAX_TIMESTAMP, v7+);
+    empty partitions, and brokers too old to answer, are left out."""
+    from ..client.admin import MAX_TIMESTAMP
+    from ..errors import KafkaError
+
+    tps = [(topic.name, p.partition) for p in topic.partitions if p.leader >= 0]
+    try:
+        found = admin.list_offsets({tp: MAX_TIMESTAMP for tp in tps}, partial=True) if tps else {}
+    except KafkaError:
+        return {}
+    return {tp: o.timestamp for tp, o in found.items() if o.offset >= 0 and o.timestamp >= 0}
+
+
 def _sizes(admin, topics: dict) -> dict:
     """{(topic, partition): bytes of the leader's copy}; partitions whose leader did not say are
     left out (its broker does not serve DescribeLogDirs, or the partition has no leader)."""
@@ -123,6 +140,7 @@ def run_describe(args):
         topic = admin.describe_topics([args.topic])[args.topic]
         start, end = _offsets(admin, {topic.name: topic})
         sizes = _sizes(admin, {topic.name: topic})
+        newest = _newest(admin, topic)
         configs = [c for c in admin.describe_configs(TOPIC_RESOURCE, topic.name) if not c.is_default]
     partitions = []
     for p in topic.partitions:
@@ -130,7 +148,8 @@ def run_describe(args):
         partitions.append({
             "partition": p.partition, "leader": p.leader if p.leader >= 0 else None, "replicas": p.replicas,
             "isr": p.isr, "offline_replicas": p.offline, "log_start_offset": start.get(tp),
-            "log_end_offset": end.get(tp), "size_bytes": sizes.get(tp), "error": p.error})
+            "log_end_offset": end.get(tp), "size_bytes": sizes.get(tp), "max_timestamp_ms": newest.get(tp),
+            "error": p.error})
     result = {"name": topic.name, "topic_id": topic.topic_id, "internal": topic.internal,
               "partitions": partitions,
               "configs": {c.name: {"value": None if c.sensitive else c.value, "source": c.source} for c in configs}}
@@ -142,10 +161,12 @@ def run_describe(args):
           f"replication factor: {rf}{'  (internal)' if topic.internal else ''}")
     print()
     columns = [("partition", "PARTITION"), ("leader", "LEADER"), ("replicas", "REPLICAS"), ("isr", "ISR"),
-               ("log_start_offset", "LOG-START-OFFSET"), ("log_end_offset", "LOG-END-OFFSET"), ("size", "SIZE")]
+               ("log_start_offset", "LOG-START-OFFSET"), ("log_end_offset", "LOG-END-OFFSET"), ("size", "SIZE"),
+               ("newest", "NEWEST-RECORD")]
     if any(p["offline_replicas"] or p["error"] for p in partitions):
         columns += [("offline_replicas", "OFFLINE"), ("error", "ERROR")]
-    table([{**p, "size": human_bytes(p["size_bytes"])} for p in partitions], columns)
+    table([{**p, "size": human_bytes(p["size_bytes"]), "newest": iso_utc(p["max_timestamp_ms"])} for p in partitions],
+          columns)
     print()
     if configs:
         print("Configs set on the topic or the broker (the others are Kafka's defaults):")
