@@ -14,12 +14,14 @@ table or as JSON.
 from __future__ import annotations
 
 import base64
+import struct
 import time
 from dataclasses import dataclass, field
 
 from ..errors import (BrokerNotAvailableError, KafkaError, KafkaTimeoutError, NotControllerError,
                       UnknownTopicOrPartitionError, UnsupportedVersionError, error_for_code, error_name)
 from ..protocol.frames import request_class
+from ..protocol.wire import ProtocolDecodeError
 from .assignors import decode_assignment
 from .connection import BrokerConnection, ConnectionClosed
 
@@ -517,7 +519,24 @@ class AdminClient:
 
     def list_group_offsets(self, group_id: str, partitions=None) -> dict:
         """{(topic, partition): committed offset} of ``group_id`` (all its partitions, or those
-        asked; partitions without a commit are left out)."""
+        asked; partitions without a commit are left out).
+
+        All partitions are asked with a null topic list; a broker whose answer to that does not
+        decode (tansu 0.x sends a null or truncated topic list) is asked again for every
+        partition of every topic by name."""
+        if partitions is None:
+            try:
+                return self._group_offsets(group_id, None)
+            except ConnectionClosed as e:
+                if not isinstance(e.__cause__, (ProtocolDecodeError, ValueError, struct.error)):
+                    raise
+            _, topics = self.metadata(None)
+            partitions = [(t.name, p.partition) for t in topics.values() for p in t.partitions]
+            if not partitions:
+                return {}
+        return self._group_offsets(group_id, partitions)
+
+    def _group_offsets(self, group_id: str, partitions) -> dict:
         topics = None
         if partitions is not None:
             by_topic = {}

@@ -84,14 +84,16 @@ def _offsets(admin, topics: dict) -> tuple[dict, dict]:
 
 def _newest(admin, topic) -> dict:
     """{(topic, partition): timestamp of its newest record} (ListOffsets MAX_TIMESTAMP, v7+);
-    empty partitions, and brokers too old to answer, are left out."""
+    empty partitions, and brokers that cannot answer, are left out (tansu 0.x closes the
+    connection: the next request opens another)."""
     from ..client.admin import MAX_TIMESTAMP
+    from ..client.connection import ConnectionClosed
     from ..errors import KafkaError
 
     tps = [(topic.name, p.partition) for p in topic.partitions if p.leader >= 0]
     try:
         found = admin.list_offsets({tp: MAX_TIMESTAMP for tp in tps}, partial=True) if tps else {}
-    except KafkaError:
+    except (KafkaError, ConnectionClosed):
         return {}
     return {tp: o.timestamp for tp, o in found.items() if o.offset >= 0 and o.timestamp >= 0}
 
