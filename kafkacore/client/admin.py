@@ -188,7 +188,7 @@ class AdminClient:
                 self._any = BrokerConnection(host, port, self.client_id, timeout=self.timeout,
                                              connect_timeout=self.connect_timeout)
                 return self._any
-            except (ConnectionClosed, OSError) as e:
+            except (ConnectionClosed, OSError, KafkaTimeoutError) as e:  # the next address may answer
                 errors.append(str(e))
         raise ConnectionClosed("no broker reachable (" + "; ".join(dict.fromkeys(errors)) + ")")
 

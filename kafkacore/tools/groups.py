@@ -124,7 +124,7 @@ def run_describe(args):
     members = [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
                 "assignment": [f"{t}-{p}" for t, p in m.assignment]} for m in info.members]
     result = {"group": info.group_id, "state": info.state, "protocol_type": info.protocol_type,
-              "protocol": info.protocol, "coordinator": info.coordinator, "members": members, "offsets": offsets,
+              "protocol": info.protocol or None, "coordinator": info.coordinator, "members": members, "offsets": offsets,
               "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None)}
     if not is_table(args):
         emit(args, result)
