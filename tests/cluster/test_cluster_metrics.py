@@ -2,12 +2,14 @@
 active controller, under-replicated partitions while a follower is down, the ISR expanding when
 it returns, and replication bytes in and out."""
 import urllib.request
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
 from _cluster import CLUSTER_SETTINGS, _require_zookeeper, create_topic, topic_metadata, wait_for
 from _exposition import parse_exposition, value
+from _kcutil import SOURCE_ROOT
 from broker_client import free_port
 from kafkacore.cluster.local_cluster import LocalCluster
 
@@ -56,6 +58,10 @@ def test_controller_and_under_replicated_partitions(metrics_cluster):
     controller = next(b for b in c.brokers.values()
                       if value(scrape(b), "kafka_controller_kafkacontroller_activecontrollercount") == 1)
     m = scrape(controller)
+    with urllib.request.urlopen(f"http://127.0.0.1:{controller.settings['metrics.port']}/metrics", timeout=10) as r:
+        families = parse_exposition(r.read().decode())[1]
+    docs = Path(SOURCE_ROOT, "docs", "tools.md").read_text()
+    assert [f for f in families if f"`{f}`" not in docs] == []  # the cluster's metrics are documented too
     assert value(m, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert value(m, "kafka_controller_kafkacontroller_globalpartitioncount") == 3
 

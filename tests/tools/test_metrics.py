@@ -161,6 +161,17 @@ def test_consumer_lag_is_log_end_minus_committed(broker):
     assert value(m, "kafka_consumergroup_lag", consumergroup="lagging", topic="m-lag", partition="1") == 1
 
 
+def test_every_metric_served_is_documented(broker):
+    from _kcutil import SOURCE_ROOT
+
+    docs = Path(SOURCE_ROOT, "docs", "tools.md").read_text()
+    _status, _headers, body = http_get(broker.metrics_port, "/metrics")
+    _samples, types = parse_exposition(body)
+    assert len(types) >= 26  # a single node: no cluster-only families
+    undocumented = [f for f in types if f"`{f}`" not in docs]
+    assert not undocumented, f"metrics missing from docs/tools.md: {undocumented}"
+
+
 def test_healthz_and_the_http_surface(broker):
     status, headers, body = http_get(broker.metrics_port, "/healthz")
     assert (status, body) == (200, "ok\n")
