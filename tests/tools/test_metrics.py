@@ -132,6 +132,40 @@ def test_fetched_bytes_and_request_counts(broker):
     assert value(m, "kafka_network_requestmetrics_requests_total", request="Fetch", version="12") is None
 
 
+def test_large_and_long_polling_fetches_are_counted_once(broker):
+    """A fetch of 64 KiB and more leaves through sendfile after the handler returned, and a long
+    poll answers later: both are counted once, with their whole time."""
+    create_topic(broker.bootstrap, "m-big", 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.size": 1 << 20}) as p:
+        for i in range(300):
+            p.send("m-big", os.urandom(1000), partition=0)
+        p.flush(30)
+    size = segment_bytes(broker.data_dir, "m-big")
+    assert size > 300_000
+    before = scrape(broker.metrics_port)
+
+    def fetch(c, offset, max_wait_ms=0, min_bytes=0):
+        return c.call(FETCH, 12, request(FETCH, max_wait_ms=max_wait_ms, min_bytes=min_bytes, topics=[
+            FetchTopic(topic="m-big", partitions=[FetchPartition(partition=0, fetch_offset=offset,
+                                                                 partition_max_bytes=1 << 22)])]))
+    with KafkaConnection("127.0.0.1", broker.port) as c:
+        got = len(fetch(c, 0).responses[0].partitions[0].records)
+        t = time.monotonic()
+        empty = fetch(c, 300, max_wait_ms=300, min_bytes=1)  # at the log end: waits out max_wait_ms
+        waited = time.monotonic() - t
+    assert got == size and len(empty.responses[0].partitions[0].records) == 0 and waited >= 0.29
+    m = scrape(broker.metrics_port)
+
+    def delta(name, **labels):
+        return value(m, name, **labels) - (value(before, name, **labels) or 0)
+    assert delta("kafka_server_brokertopicmetrics_bytesout_total", topic="m-big") == size
+    assert delta("kafka_server_brokertopicmetrics_bytesout_total") == size
+    assert delta("kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer") == 2
+    assert delta("kafka_network_requestmetrics_totaltimems_sum", request="FetchConsumer") >= 290
+    assert delta("kafka_network_requestmetrics_totaltimems_bucket", request="FetchConsumer", le="250") <= 1
+    assert delta("kafka_network_requestmetrics_totaltimems_bucket", request="FetchConsumer", le="+Inf") == 2
+
+
 def test_consumer_lag_is_log_end_minus_committed(broker):
     create_topic(broker.bootstrap, "m-lag", 2)
     with Producer({"bootstrap.servers": broker.bootstrap}) as p:
@@ -194,6 +228,48 @@ def test_healthz_and_the_http_surface(broker):
         s.sendall(b"NONSENSE\r\n\r\n")
         assert f.readline().startswith(b"HTTP/1.1 400 ")
     assert http_get(broker.metrics_port, "/healthz")[0] == 200
+
+
+def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
+    """The broker's own parts in this process: /healthz answers 503 with the reason before the
+    Kafka listener serves, 200 while it does, 503 once it is closed, and 503 once the storage
+    is shut down."""
+    import asyncio
+
+    from kafkacore.broker.broker import Broker
+    from kafkacore.broker.config import BrokerConfig
+    from kafkacore.broker.metrics import BrokerMetrics
+    from kafkacore.broker.metrics_http import MetricsServer, health
+    from kafkacore.broker.server import KafkaServer, bind_listener
+
+    async def get(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
+        data = await reader.read()
+        writer.close()
+        head, _sep, body = data.decode().partition("\r\n\r\n")
+        return int(head.split(" ")[1]), body
+
+    async def main():
+        broker = Broker(BrokerConfig({"log.dirs": str(tmp_path / "d")}))
+        broker.attach_loop(asyncio.get_running_loop())
+        server = KafkaServer(broker)
+        metrics = MetricsServer(BrokerMetrics(broker), lambda: health(broker, server))
+        _host, port = await metrics.start(bind_listener("127.0.0.1", 0))
+        seen = [await get(port)]
+        await server.start("127.0.0.1", 0)
+        seen.append(await get(port))
+        await server.stop()
+        seen.append(await get(port))
+        await server.start("127.0.0.1", 0)
+        broker.shutdown()
+        seen.append(await get(port))
+        await server.stop()
+        await metrics.stop()
+        return seen
+
+    assert asyncio.run(main()) == [(503, "the Kafka listener is not serving\n"), (200, "ok\n"),
+                                   (503, "the Kafka listener is not serving\n"), (503, "the storage is closed\n")]
 
 
 def test_prometheus_scrapes_what_was_produced(broker, tmp_path):
