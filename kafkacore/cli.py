@@ -103,6 +103,8 @@ def main(argv=None) -> int:
                        help="a broker property (repeatable), e.g. --set num.partitions=3")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                        help="debug, info, warning or error (default info)")
+    serve.add_argument("--log-format", default="text", choices=("text", "json"),
+                       help="text, or json: one JSON object per line (ts, level, logger, message, exception)")
     cluster = sub.add_parser("cluster", help="a local cluster for development: ZooKeeper and brokers")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", parser_class=_Parser)
     up = cluster_sub.add_parser("up", help="start ZooKeeper (the system's) and N brokers on 127.0.0.1 until Ctrl-C")
