@@ -120,6 +120,8 @@ IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "metadata.log.dir", "queued.max.requests",
+    # Kafka's JMX metrics settings: kafkacore's metrics are metrics.port's Prometheus endpoint
+    "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
 })
 
 
