@@ -111,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a broker property (repeatable), e.g. --set num.partitions=3")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                        help="debug, info, warning or error (default info)")
+    serve.add_argument("--log-format", default="text", choices=("text", "json"),
+                       help="text, or json: one JSON object per line (ts, level, logger, message, exception)")
     cluster = sub.add_parser("cluster", help="describe a cluster; run a local one for development (ZooKeeper and "
                                              "brokers)")
     cluster.set_defaults(print_help=cluster.print_help)
