@@ -8,4 +8,4 @@ files. Modules import their heavy parts inside ``run`` so that ``kafkacore --hel
 """
 
 # the nouns, in the order ``kafkacore --help`` lists them; each names kafkacore.tools.<module>
-NOUNS = ()
+NOUNS = ("console",)
