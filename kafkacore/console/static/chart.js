@@ -10,6 +10,7 @@ const AXIS_TEXT = "#7a8599";
 const FONT = '11px system-ui, "DejaVu Sans", sans-serif';
 
 const TICKS = 4; // gridlines above zero
+const MIN_WINDOW_MS = 60000;
 
 // The smallest "round" step (1, 2 or 5 times a power of ten) at or above x.
 function roundStep(x) {
@@ -62,10 +63,12 @@ export class LineChart {
 
     const pts = this.points;
     const tMax = pts.length ? pts[pts.length - 1][0] : Date.now();
-    const tMin = tMax - this.windowMs;
+    // the window grows with the history up to windowMs, so a young chart is not a sliver
+    const span = Math.min(this.windowMs, Math.max(MIN_WINDOW_MS, pts.length ? tMax - pts[0][0] : 0));
+    const tMin = tMax - span;
     const visible = pts.filter(([t]) => t >= tMin);
     const yMax = TICKS * roundStep((Math.max(0, ...visible.map(([, v]) => v)) * 1.1) / TICKS);
-    const x = (t) => PAD.left + ((t - tMin) / this.windowMs) * plotW;
+    const x = (t) => PAD.left + ((t - tMin) / span) * plotW;
     const y = (v) => PAD.top + plotH - (v / yMax) * plotH;
 
     // horizontal gridlines and their values

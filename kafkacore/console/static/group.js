@@ -24,9 +24,8 @@ export async function render(ctx) {
     pageHead([link("/groups", "Consumer groups"), " /"], groupId, resetButton),
     tiles,
     card("Lag", { hint: "records behind the end of the log, all partitions" }, el("div", { class: "card-body" }, canvas, legend)),
-    el("div", { class: "grid-2" },
-      card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),
-      card("Members", {}, members)));
+    card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),
+    card("Members", {}, members));
 
   const draw = () => {
     fill(tiles,
@@ -41,7 +40,7 @@ export async function render(ctx) {
       { title: "Committed", num: true, cell: (o) => count(o.committed) },
       { title: "End", num: true, cell: (o) => count(o.end) },
       { title: "Lag", num: true, cell: (o) => count(o.lag) },
-      { title: "Member", cls: "mono", cell: (o) => o.member || "–" },
+      { title: "Member", cell: (o) => memberName(doc, o.member) },
     ], doc.offsets, { id: "offset-table", empty: "No committed offsets.",
       rowAttrs: (o) => ({ dataset: { topic: o.topic, partition: String(o.partition) } }) }));
     fill(members, table([
@@ -66,6 +65,13 @@ export async function render(ctx) {
   await refreshChart();
   ctx.live(refreshChart, 1500);
   ctx.live(async () => { doc = await get(base); if (ctx.isCurrent()) draw(); }, 5000);
+}
+
+// A member as people know it: its client id and host (the generated member id as a tooltip).
+function memberName(doc, memberId) {
+  const m = doc.members.find((x) => x.member_id === memberId);
+  if (!m) return "–";
+  return el("span", { title: m.member_id }, `${m.client_id} `, el("span", { class: "muted mono" }, m.host));
 }
 
 // A preview (the API's dry run) first; the reset itself only from the preview.

@@ -2,21 +2,26 @@
 
 import { get } from "./api.js";
 import { LineChart } from "./chart.js";
-import { badge, card, el, fill, pageHead, table, tile } from "./dom.js";
+import { badge, card, el, fill, link, pageHead, table, tile } from "./dom.js";
 import { count, rate } from "./format.js";
+
+const BUSIEST = 5;
 
 export async function render(ctx) {
   ctx.title("Overview");
   const o = await get("/api/overview");
   const tiles = el("div", { class: "tiles", id: "overview-tiles" });
   const brokers = el("div", { id: "brokers" });
+  const busiest = el("div", { id: "busiest" });
   const canvas = el("canvas", { class: "chart", id: "cluster-chart" });
   const legend = el("div", { class: "chart-legend" });
   fill(ctx.root,
     pageHead("Cluster", "Overview"),
     tiles,
     el("div", { class: "grid-2" },
-      card("Brokers", { hint: "controller marked" }, brokers),
+      el("div", {},
+        card("Brokers", { hint: "controller marked" }, brokers),
+        card("Busiest topics", { hint: "by records/s over the last seconds" }, busiest)),
       card("Throughput", { hint: "records/s produced, all topics" }, el("div", { class: "card-body" }, canvas, legend))));
 
   const draw = (doc) => {
@@ -47,7 +52,17 @@ export async function render(ctx) {
     fill(legend, el("span", {}, "now ", el("strong", {}, rate(last ? last[1] : null))),
       el("span", {}, "sampled every ", `${s.interval_s} s`));
   };
-  await refreshChart();
+  const refreshTopics = async () => {
+    const { topics } = await get("/api/topics");
+    const top = topics.filter((t) => t.rate !== null).sort((a, b) => b.rate - a.rate || b.messages - a.messages).slice(0, BUSIEST);
+    fill(busiest, table([
+      { title: "Topic", cls: "name", cell: (t) => link(`/topics/${encodeURIComponent(t.name)}`, t.name) },
+      { title: "Messages", num: true, cell: (t) => count(t.messages) },
+      { title: "Rate", num: true, cell: (t) => rate(t.rate) },
+    ], top, { id: "busiest-table", empty: "No rates yet: they need two samples." }));
+  };
+  await Promise.all([refreshChart(), refreshTopics()]);
   ctx.live(refreshChart, 1500);
+  ctx.live(refreshTopics, 3000);
   ctx.live(async () => draw(await get("/api/overview")), 5000);
 }
