@@ -111,8 +111,8 @@ class Console:
         return Response(200, body, ctype, {"Cache-Control": "no-cache"})
 
     async def _api_index(self, request: Request) -> Response:
-        return Response.json({"endpoints": [f"{m} {regex.pattern[1:-1]}" for m, regex, _ in self.router._routes
-                                            if "api" in regex.pattern and regex.pattern != "^/api$"],
+        return Response.json({"endpoints": [f"{m} {pattern}" for m, pattern in self.router.routes()
+                                            if pattern.startswith("/api/")],
                               "docs": "docs/tools.md, section Console"})
 
     async def _topics(self, request: Request) -> Response:

@@ -65,16 +65,20 @@ class HttpError(Exception):
 
 class Router:
     def __init__(self):
-        self._routes = []  # (method, compiled pattern, handler)
+        self._routes = []  # (method, pattern, compiled pattern, handler)
 
     def add(self, method: str, pattern: str, handler):
         regex = "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(pattern)) + "$"
-        self._routes.append((method, re.compile(regex), handler))
+        self._routes.append((method, pattern, re.compile(regex), handler))
+
+    def routes(self) -> list:
+        """[(method, pattern)] in the order they were added."""
+        return [(m, pattern) for m, pattern, _, _ in self._routes]
 
     def match(self, method: str, path: str):
         """(handler, params), or raises HttpError 404 / 405."""
         allowed = []
-        for m, regex, handler in self._routes:
+        for m, _, regex, handler in self._routes:
             found = regex.match(path)
             if found:
                 if m == method or (m == "GET" and method == "HEAD"):

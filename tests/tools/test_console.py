@@ -268,6 +268,16 @@ def test_api_writes_need_the_token_and_a_confirmation(console, admin, produced):
     assert status == 409 and doc["code"] == "TOPIC_ALREADY_EXISTS"
 
 
+def test_api_lists_its_endpoints_and_the_docs_describe_each(console):
+    from _kcutil import SOURCE_ROOT
+
+    status, doc = api(console, "/api")
+    assert status == 200 and "GET /api/topics/{name}/messages" in doc["endpoints"]
+    docs = (Path(SOURCE_ROOT) / "docs" / "tools.md").read_text()
+    documented = {e.replace("{name}", "NAME").replace("{group}", "ID") for e in doc["endpoints"]}
+    assert [e for e in sorted(documented) if f"`{e}" not in docs] == []
+
+
 # -- pages -------------------------------------------------------------------------------------
 def test_overview_shows_the_brokers_and_topic_counts(page, console, admin, produced):
     from playwright.sync_api import expect
