@@ -140,9 +140,10 @@ def delete_topic(admin, name: str) -> dict:
 
 def group_list(admin) -> dict:
     rows = []
+    known = admin.list_topics(internal=True)
     for g in admin.list_groups():
         committed = admin.list_group_offsets(g.group_id)
-        ends = _ends(admin, committed)
+        ends = _ends(admin, committed, known)
         described = admin.describe_group(g.group_id)
         rows.append({"group_id": g.group_id, "state": described.state or g.state,
                      "protocol_type": g.protocol_type, "members": len(described.members),
@@ -151,9 +152,10 @@ def group_list(admin) -> dict:
     return {"groups": rows}
 
 
-def _ends(admin, committed) -> dict:
-    """{topic: {partition: end}} for the partitions of ``committed`` that still exist."""
-    known = admin.list_topics(internal=True)
+def _ends(admin, committed, known=None) -> dict:
+    """{topic: {partition: end}} for the partitions of ``committed`` that still exist
+    (``known``: list_topics(internal=True), when the caller has it already)."""
+    known = admin.list_topics(internal=True) if known is None else known
     tps = [tp for tp in committed if tp[0] in known and tp[1] < len(known[tp[0]].partitions)]
     out = {}
     if tps:

@@ -29,6 +29,8 @@ CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
 # the pages the single-page application draws (anything else gets the shell with a 404)
 PAGES = ("/", "/topics", "/topics/{name}", "/topics/{name}/messages", "/groups", "/groups/{group}")
+WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 NOT_FOUND_ERRORS = ("UNKNOWN_TOPIC_OR_PARTITION", "GROUP_ID_NOT_FOUND")
 CONFLICT_ERRORS = ("TOPIC_ALREADY_EXISTS", "NON_EMPTY_GROUP", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION",
                    "REBALANCE_IN_PROGRESS")
@@ -46,13 +48,16 @@ class Console:
         self.sampler = Sampler(self.pool) if sample_interval_s is None else Sampler(self.pool, sample_interval_s)
         self.static = _load_static()
         self.router = self._routes()
-        self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found)
+        self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found, check=self._check_host)
         self.address = None
+        self.allowed_hosts = None  # None: any Host header (when serving on every address)
 
     async def start(self, host: str, port: int):
         """Checks the cluster answers, then listens; returns (host, port)."""
         await self.pool.run(lambda admin: admin.describe_cluster())
         self.address = await self.http.start(host, port)
+        if host not in WILDCARD_HOSTS:
+            self.allowed_hosts = {host.strip("[]").lower(), *LOOPBACK_NAMES}
         self.sampler.start()
         return self.address
 
@@ -60,6 +65,18 @@ class Console:
         await self.sampler.stop()
         await self.http.close()
         await asyncio.to_thread(self.pool.close)
+
+    def _check_host(self, request: Request):
+        """Answers only requests addressed to the console by a name of the address it serves
+        on: a page elsewhere that points its own domain name at 127.0.0.1 (DNS rebinding)
+        could otherwise read the console's pages and token as if it were the console."""
+        if self.allowed_hosts is None:
+            return
+        host = request.headers.get("host", "")
+        name = host[1:host.index("]")] if host.startswith("[") and "]" in host else host.rsplit(":", 1)[0]
+        if name.lower() not in self.allowed_hosts:
+            raise HttpError(HTTPStatus.MISDIRECTED_REQUEST, f"this console answers to {sorted(self.allowed_hosts)}, "
+                                                            f"not to Host {host!r}")
 
     # -- routes ------------------------------------------------------------------------------
     def _routes(self) -> Router:
@@ -175,7 +192,7 @@ class Console:
     async def _create_topic(self, request: Request) -> Response:
         doc = self._authorised(request, None)
         name = doc.get("name")
-        if doc.get("confirm") != name or not name:
+        if doc.get("confirm") != name:  # (no name at all: the API's own check says so)
             raise HttpError(HTTPStatus.PRECONDITION_REQUIRED,
                             "not confirmed: send \"confirm\" equal to \"name\" to create the topic")
         return Response.json(await self.pool.run(api.create_topic, doc), HTTPStatus.CREATED)

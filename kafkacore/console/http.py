@@ -90,11 +90,13 @@ class Router:
 
 
 class HttpServer:
-    """Serves ``router`` on (host, port); ``on_error(request, exc)`` turns an exception a
-    handler raised into a Response (HttpError is handled here)."""
+    """Serves ``router`` on (host, port); ``check(request)`` runs before every handler and may
+    raise HttpError; ``on_error(request, exc)`` turns an exception a handler raised into a
+    Response (HttpError is handled here)."""
 
-    def __init__(self, router: Router, on_error=None, not_found=None):
+    def __init__(self, router: Router, on_error=None, not_found=None, check=None):
         self.router = router
+        self.check = check
         self.on_error = on_error
         self.not_found = not_found  # handler for paths no route matches (GET), else a JSON 404
         self._server = None
@@ -130,6 +132,8 @@ class HttpServer:
 
     async def _dispatch(self, request: Request) -> Response:
         try:
+            if self.check is not None:
+                self.check(request)
             try:
                 handler, request.params = self.router.match(request.method, request.path)
             except HttpError as e:

@@ -12,6 +12,7 @@ import time
 from collections import deque
 
 from ..client.admin import LATEST
+from ..errors import KafkaError
 
 log = logging.getLogger("kafkacore.console")
 
@@ -32,7 +33,10 @@ def take_sample(admin) -> dict:
         ends[t][p] = o.offset
     committed = {}
     for g in admin.list_groups()[:MAX_GROUPS]:
-        committed[g.group_id] = admin.list_group_offsets(g.group_id)
+        try:
+            committed[g.group_id] = admin.list_group_offsets(g.group_id)
+        except KafkaError:
+            continue  # deleted or moving between coordinators: it is sampled again next round
     return {"time": int(time.time() * 1000), "ends": ends, "committed": committed}
 
 

@@ -268,6 +268,20 @@ def test_api_writes_need_the_token_and_a_confirmation(console, admin, produced):
     assert status == 409 and doc["code"] == "TOPIC_ALREADY_EXISTS"
 
 
+def test_requests_for_another_host_name_are_refused(console):
+    """A page whose domain name was pointed at 127.0.0.1 (DNS rebinding) sends its own name as
+    Host: the console does not answer it, so that page cannot read the write token."""
+    req = urllib.request.Request(console.origin + "/", headers={"Host": "attacker.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 421 and b"console-token" not in e.value.read()
+    port = console.origin.rsplit(":", 1)[1]
+    for name in ("localhost", "127.0.0.1"):
+        req = urllib.request.Request(console.origin + "/api/overview", headers={"Host": f"{name}:{port}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+
+
 def test_api_lists_its_endpoints_and_the_docs_describe_each(console):
     from _kcutil import SOURCE_ROOT
 

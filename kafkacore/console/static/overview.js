@@ -45,9 +45,11 @@ export async function render(ctx) {
 
   const chart = new LineChart(canvas, { color: "#2f6fed" });
   ctx.onLeave(() => chart.dispose());
+  let interval = 1000; // replaced by the server's sampling interval
   const refreshChart = async () => {
     const s = await get("/api/cluster/series");
     chart.update(s.points);
+    interval = s.interval_s * 1000;
     const last = s.points[s.points.length - 1];
     fill(legend, el("span", {}, "now ", el("strong", {}, rate(last ? last[1] : null))),
       el("span", {}, "sampled every ", `${s.interval_s} s`));
@@ -62,7 +64,7 @@ export async function render(ctx) {
     ], top, { id: "busiest-table", empty: "No rates yet: they need two samples." }));
   };
   await Promise.all([refreshChart(), refreshTopics()]);
-  ctx.live(refreshChart, 1500);
+  ctx.live(refreshChart, interval);
   ctx.live(refreshTopics, 3000);
   ctx.live(async () => draw(await get("/api/overview")), 5000);
 }

@@ -63,15 +63,17 @@ export async function render(ctx) {
 
   const chart = new LineChart(canvas, { color: "#2f6fed" });
   ctx.onLeave(() => chart.dispose());
+  let interval = 1000; // replaced by the server's sampling interval
   const refreshChart = async () => {
     const s = await get(`${base}/series`);
     chart.update(s.points);
+    interval = s.interval_s * 1000;
     const last = s.points[s.points.length - 1];
     fill(legend, el("span", {}, "now ", el("strong", { id: "topic-rate-now" }, rate(last ? last[1] : null))),
       el("span", {}, "end offsets summed: ", el("strong", {}, count(s.end_offset))));
   };
   await refreshChart();
-  ctx.live(refreshChart, 1500);
+  ctx.live(refreshChart, interval);
   ctx.live(async () => { doc = await get(base); if (ctx.isCurrent()) draw(); }, 5000);
 }
 
