@@ -556,6 +556,34 @@ def test_reset_is_refused_while_the_group_has_members(page, console, broker, adm
         consumer.close()
 
 
+def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
+    from playwright.sync_api import expect
+
+    with BrokerProcess(tmp_path / "data") as other:
+        second = ConsoleProcess(other.bootstrap)
+        context = browser.new_context()
+        try:
+            pg = context.new_page()
+            pg.set_default_timeout(15_000)
+            pg.goto(second.origin + "/topics")
+            expect(pg.locator("#connection")).to_have_class(re.compile(r"\bok\b"))
+            other.stop()
+            status, doc = api(second, "/api/overview")
+            assert status == 503 and doc["error"].startswith(f"cannot reach the cluster at {other.bootstrap}")
+            expect(pg.locator("#connection")).to_have_class(re.compile(r"\bdown\b"))  # the list's next refresh
+            expect(pg.locator("#connection")).to_contain_text("cannot reach the cluster")
+            pg.goto(second.origin + "/topics/anything")
+            expect(pg.locator(".alert.error")).to_contain_text("cannot reach the cluster")
+            other.start()
+            expect(pg.locator("#connection")).to_have_class(re.compile(r"\bok\b"), timeout=20_000)
+            # the page tried again by itself, and now gets the cluster's real answer
+            expect(pg.locator("#not-found")).to_contain_text("topic 'anything' does not exist")
+            assert api(second, "/api/overview")[0] == 200
+        finally:
+            context.close()
+            assert second.stop() == 0
+
+
 # -- the command -------------------------------------------------------------------------------
 def test_unreachable_cluster_is_one_line_and_exit_3(tmp_path):
     from broker_client import free_port

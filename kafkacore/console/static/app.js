@@ -19,12 +19,13 @@ const ROUTES = [
   [/^\/groups\/([^/]+)$/, group, "groups"],
 ];
 
+const RETRY_MS = 3000;
 const main = document.getElementById("main");
 let current = null; // { timers, disposers } of the page on screen
 
 function leave() {
   if (!current) return;
-  current.timers.forEach(clearInterval);
+  current.timers.forEach(clearInterval); // (clears the retry timeouts too: one id space)
   current.disposers.forEach((f) => f());
   current = null;
 }
@@ -73,8 +74,15 @@ async function show() {
     await mod.render(ctx);
   } catch (e) {
     if (current !== page) return;
-    if (e instanceof ApiError && e.status === 404) fill(root, notFound(e.message));
-    else fill(root, el("div", { class: "alert error", role: "alert" }, `Could not load this page: ${e.message}`));
+    if (e instanceof ApiError && e.status === 404) {
+      fill(root, notFound(e.message));
+    } else if (e instanceof ApiError && (e.status === 0 || e.status >= 502)) {
+      // the cluster (or the console) is away: try again until it is back
+      fill(root, el("div", { class: "alert error", role: "alert" }, `Could not load this page: ${e.message}. Trying again…`));
+      page.timers.push(setTimeout(() => { if (current === page) show(); }, RETRY_MS));
+    } else {
+      fill(root, el("div", { class: "alert error", role: "alert" }, `Could not load this page: ${e.message}`));
+    }
   }
 }
 
