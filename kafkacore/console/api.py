@@ -9,7 +9,6 @@ lag on a partition is ``end - committed``.
 from __future__ import annotations
 
 from ..client.admin import DESCRIBE_LOG_DIRS, EARLIEST, LATEST, TOPIC_RESOURCE
-from .sampler import group_lag
 
 # groups whose members hold partitions: an admin commit would be refused or overwritten
 ACTIVE_GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
@@ -25,17 +24,36 @@ class ApiError(ValueError):
         self.status = status
 
 
-def _offline(p) -> bool:
+def offline(p) -> bool:
+    """Whether a partition (PartitionInfo) has no leader to answer for it."""
     return p.leader < 0 or p.error == "LEADER_NOT_AVAILABLE"
 
 
-def _offsets(admin, tps) -> dict:
-    """{(topic, partition): (start, end)}."""
-    if not tps:
-        return {}
-    starts = admin.list_offsets({tp: EARLIEST for tp in tps})
-    ends = admin.list_offsets({tp: LATEST for tp in tps})
-    return {tp: (starts[tp].offset, ends[tp].offset) for tp in tps}
+def group_lag(committed: dict, ends: dict) -> dict:
+    """{(topic, partition): end - committed} for the committed partitions whose end is known."""
+    out = {}
+    for (t, p), offset in committed.items():
+        end = ends.get(t, {}).get(p)
+        if end is not None:
+            out[(t, p)] = max(0, end - offset)
+    return out
+
+
+def _offsets(admin, topics) -> dict:
+    """{(topic, partition): (start, end)} of the partitions of ``topics`` ({name: TopicInfo});
+    (None, None) for an offline one (its offsets cannot be asked: the AdminClient would wait
+    out its timeout for a leader)."""
+    online = [(t, p.partition) for t, info in topics.items() for p in info.partitions if not offline(p)]
+    out = {(t, p.partition): (None, None) for t, info in topics.items() for p in info.partitions}
+    if online:
+        starts = admin.list_offsets({tp: EARLIEST for tp in online})
+        ends = admin.list_offsets({tp: LATEST for tp in online})
+        out.update({tp: (starts[tp].offset, ends[tp].offset) for tp in online})
+    return out
+
+
+def _messages(start, end):
+    return None if start is None else end - start
 
 
 def _partition_sizes(admin) -> dict | None:
@@ -65,15 +83,14 @@ def overview(admin) -> dict:
         "partitions": sum(len(t.partitions) for t in user),
         "all_partitions": len(parts),
         "under_replicated": sum(1 for p in parts if p.under_replicated),
-        "offline": sum(1 for p in parts if _offline(p)),
+        "offline": sum(1 for p in parts if offline(p)),
         "groups": len(groups),
     }
 
 
 def topic_list(admin, internal: bool = False) -> dict:
     topics = admin.list_topics(internal=internal)
-    tps = [(t, p.partition) for t, info in topics.items() for p in info.partitions]
-    offsets = _offsets(admin, tps)
+    offsets = _offsets(admin, topics)
     sizes = _partition_sizes(admin)
     rows = []
     for name, info in topics.items():
@@ -83,25 +100,24 @@ def topic_list(admin, internal: bool = False) -> dict:
             "internal": info.internal,
             "partitions": len(info.partitions),
             "replication_factor": max((len(p.replicas) for p in info.partitions), default=0),
-            "messages": sum(offsets[tp][1] - offsets[tp][0] for tp in mine),
+            "messages": sum(_messages(*offsets[tp]) or 0 for tp in mine),
             "size": None if sizes is None else sum(sizes.get(tp, 0) for tp in mine),
             "under_replicated": sum(1 for p in info.partitions if p.under_replicated),
-            "offline": sum(1 for p in info.partitions if _offline(p)),
+            "offline": sum(1 for p in info.partitions if offline(p)),
         })
     return {"topics": rows, "sizes_known": sizes is not None}
 
 
 def topic_detail(admin, name: str) -> dict:
     info = admin.describe_topics([name])[name]
-    tps = [(name, p.partition) for p in info.partitions]
-    offsets = _offsets(admin, tps)
+    offsets = _offsets(admin, {name: info})
     sizes = _partition_sizes(admin)
     partitions = []
     for p in info.partitions:
         start, end = offsets[(name, p.partition)]
         partitions.append({
             "partition": p.partition, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
-            "offline_replicas": p.offline, "start": start, "end": end, "messages": end - start,
+            "offline_replicas": p.offline, "start": start, "end": end, "messages": _messages(start, end),
             "size": None if sizes is None else sizes.get((name, p.partition), 0),
             "under_replicated": p.under_replicated, "error": p.error,
         })
@@ -111,7 +127,7 @@ def topic_detail(admin, name: str) -> dict:
     return {
         "name": name, "topic_id": info.topic_id, "internal": info.internal,
         "replication_factor": max((len(p.replicas) for p in info.partitions), default=0),
-        "messages": sum(p["messages"] for p in partitions),
+        "messages": sum(p["messages"] or 0 for p in partitions),
         "size": None if sizes is None else sum(p["size"] for p in partitions),
         "partitions": partitions, "configs": configs,
     }
@@ -156,7 +172,8 @@ def _ends(admin, committed, known=None) -> dict:
     """{topic: {partition: end}} for the partitions of ``committed`` that still exist
     (``known``: list_topics(internal=True), when the caller has it already)."""
     known = admin.list_topics(internal=True) if known is None else known
-    tps = [tp for tp in committed if tp[0] in known and tp[1] < len(known[tp[0]].partitions)]
+    online = {(t, p.partition) for t, info in known.items() for p in info.partitions if not offline(p)}
+    tps = [tp for tp in committed if tp in online]
     out = {}
     if tps:
         for (t, p), o in admin.list_offsets({tp: LATEST for tp in tps}).items():
@@ -207,7 +224,10 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
                        "reset while no consumer is in the group (stop them first)", 409)
     info = admin.describe_topics([topic])[topic]
     tps = [(topic, p.partition) for p in info.partitions]
-    bounds = _offsets(admin, tps)
+    leaderless = [p.partition for p in info.partitions if offline(p)]
+    if leaderless:
+        raise ApiError(f"partitions {leaderless} of {topic!r} have no leader: their offsets cannot be reset now", 409)
+    bounds = _offsets(admin, {topic: info})
     current = admin.list_group_offsets(group_id, tps)
     plan = {}
     for tp in tps:

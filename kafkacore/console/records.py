@@ -123,6 +123,9 @@ def browse(admin, topic: str, mode: str = "newest", partition=None, offset=None,
         if p not in leaders:
             raise BrowseError(f"topic {topic!r} has no partition {p} (it has {len(leaders)}: 0-{len(leaders) - 1})")
         chosen = [p]
+    offline = [p for p in chosen if leaders[p] < 0]
+    if offline:
+        raise BrowseError(f"partition {offline[0]} of {topic!r} has no leader (offline): its records cannot be read now")
     tps = [(topic, p) for p in chosen]
     starts = admin.list_offsets({tp: EARLIEST for tp in tps})
     ends = admin.list_offsets({tp: LATEST for tp in tps})

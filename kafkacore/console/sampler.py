@@ -13,6 +13,7 @@ from collections import deque
 
 from ..client.admin import LATEST
 from ..errors import KafkaError
+from .api import group_lag, offline
 
 log = logging.getLogger("kafkacore.console")
 
@@ -26,7 +27,7 @@ def take_sample(admin) -> dict:
     """One round against the cluster (blocking): {"time": ms, "ends": {topic: {partition: end}},
     "committed": {group: {(topic, partition): offset}}}."""
     topics = admin.list_topics()
-    specs = {(t, p.partition): LATEST for t, info in topics.items() for p in info.partitions}
+    specs = {(t, p.partition): LATEST for t, info in topics.items() for p in info.partitions if not offline(p)}
     found = admin.list_offsets(specs) if specs else {}
     ends = {t: {} for t in topics}
     for (t, p), o in found.items():
@@ -38,16 +39,6 @@ def take_sample(admin) -> dict:
         except KafkaError:
             continue  # deleted or moving between coordinators: it is sampled again next round
     return {"time": int(time.time() * 1000), "ends": ends, "committed": committed}
-
-
-def group_lag(committed: dict, ends: dict) -> dict:
-    """{(topic, partition): end - committed} for the committed partitions whose end is known."""
-    out = {}
-    for (t, p), offset in committed.items():
-        end = ends.get(t, {}).get(p)
-        if end is not None:
-            out[(t, p)] = max(0, end - offset)
-    return out
 
 
 class Sampler:

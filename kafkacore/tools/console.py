@@ -9,7 +9,9 @@ DEFAULT_HOST = "127.0.0.1"
 
 def register(subparsers, common):
     p = subparsers.add_parser("console", parents=[common], help="a web console for the cluster: topics, messages, "
-                                                                "consumer groups, live charts")
+                                                                "consumer groups, live charts",
+                              description="Serves a web console for the cluster until Ctrl-C: open the address it "
+                                          "prints. docs/tools.md (Console) describes the pages and the JSON API.")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"the port to serve on (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--host", default=DEFAULT_HOST,
