@@ -41,11 +41,11 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 
 
 class Console:
-    def __init__(self, make_admin, bootstrap: str, pool_size: int = 3, sample_interval_s: float | None = None):
+    def __init__(self, make_admin, bootstrap: str, pool_size: int = 3):
         self.bootstrap = bootstrap
         self.token = secrets.token_urlsafe(24)
         self.pool = AdminPool(make_admin, pool_size)
-        self.sampler = Sampler(self.pool) if sample_interval_s is None else Sampler(self.pool, sample_interval_s)
+        self.sampler = Sampler(self.pool)
         self.static = _load_static()
         self.router = self._routes()
         self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found, check=self._check_host)

@@ -431,6 +431,9 @@ def test_group_page_lag_is_log_end_minus_committed(page, console, admin, produce
         assert (cell(row, "Committed"), cell(row, "End"), cell(row, "Lag")) == (str(c), str(ends[p][1]), str(lag))
     expect(page.locator("#tile-lag .value")).to_have_text(count_text(total))
     expect(page.locator("#tile-state")).to_contain_text("Empty")
+    status, doc = api(console, "/api/groups/lagging")
+    assert status == 200 and doc["lag"] == total and doc["state"] == admin.describe_group("lagging").state
+    assert {(o["topic"], o["partition"]): o["committed"] for o in doc["offsets"]} == admin.list_group_offsets("lagging")
     page.goto(console.origin + "/groups")
     expect(page.locator('#group-table tr[data-group="lagging"]')).to_contain_text(count_text(total))
 
