@@ -21,13 +21,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: broker_client, _browser
+from _browser import launch_chromium, skip_or_fail_without_browser  # tests/ (tests/tools/conftest.py)
+from broker_client import ROOT, BrokerProcess
 
-from _browser import launch_chromium, skip_or_fail_without_browser  # noqa: E402
-from broker_client import ROOT, BrokerProcess  # noqa: E402
-
-from kafkacore import Producer  # noqa: E402
-from kafkacore.client.admin import EARLIEST, LATEST, TOPIC_RESOURCE, AdminClient  # noqa: E402
+from kafkacore import Producer
+from kafkacore.client.admin import EARLIEST, LATEST, TOPIC_RESOURCE, AdminClient
 
 T0 = int(time.time() * 1000) - 3_600_000  # the payload records' timestamps: T0, T0 + 1 s, ...
 JSON_VALUE = {"id": 7, "items": ["a", "b"], "nested": {"ok": True}}
