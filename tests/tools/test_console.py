@@ -215,6 +215,10 @@ def test_api_topics_count_what_was_produced(console, admin, produced):
     expected = offsets(admin, "orders", ORDERS_PARTITIONS)
     assert {p["partition"]: (p["start"], p["end"]) for p in detail["partitions"]} == expected
     assert {p: end - start for p, (start, end) in expected.items()} == produced["orders"]
+    # sizes from DescribeLogDirs: one copy of each partition (a single broker here)
+    sizes = {p: size for (t, p, _broker), size in admin.log_dir_sizes().items() if t == "orders"}
+    assert {p["partition"]: p["size"] for p in detail["partitions"]} == sizes and all(sizes.values())
+    assert rows["orders"]["size"] == detail["size"] == sum(sizes.values()) and doc["sizes_known"]
     configs = {c["name"]: c for c in detail["configs"]}
     assert configs["retention.ms"]["value"] == "3600000" and not configs["retention.ms"]["is_default"]
     admin_configs = {c.name: c.value for c in admin.describe_configs(TOPIC_RESOURCE, "orders")}
@@ -332,6 +336,7 @@ def test_topic_page_shows_each_partitions_offsets_and_configs(page, console, adm
             str(start), str(end), str(produced["orders"][p]))
         assert cell(row, "Leader") == "1" and cell(row, "Replicas") == "1" and cell(row, "In sync") == "1"
     expect(page.locator("#tile-messages .value")).to_have_text("60")
+    expect(page.locator("#tile-size .value")).to_have_text(re.compile(r"^[\d.]+ (B|KiB|MiB)$"))
     changed = page.locator('#config-table tr[data-config="retention.ms"]')
     expect(changed).to_have_class("changed")
     assert cell(changed, "Value") == "3600000"

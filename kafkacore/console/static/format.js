@@ -27,7 +27,8 @@ export function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let v = n;
   let i = 0;
-  while (v >= 1024 && i < units.length - 1) { v /= 1024; i += 1; }
+  // switch unit at 1000, not 1024: "1,020.4 KiB" reads worse than "1 MiB"
+  while (v >= 1000 && i < units.length - 1) { v /= 1024; i += 1; }
   return i === 0 ? `${v} B` : `${DECIMAL.format(v)} ${units[i]}`;
 }
 
