@@ -11,4 +11,4 @@ printing, progress.py the progress bar.
 """
 
 # the nouns, in the order ``kafkacore --help`` lists them; each names kafkacore.tools.<module>
-NOUNS = ("topics", "groups", "configs", "records", "partitions", "leaders", "completion")
+NOUNS = ("topics", "groups", "configs", "records", "partitions", "leaders", "completion", "console")

@@ -370,7 +370,7 @@ def test_bash_completion(tmp_path):
     script = tmp_path / "kafkacore.bash"
     script.write_text(kafkacore("completion", "bash").out)
     assert _complete(script, "kafkacore to") == ["topics"]
-    assert _complete(script, "kafkacore c") == ["cluster", "completion", "configs"]
+    assert _complete(script, "kafkacore c") == ["cluster", "completion", "configs", "console"]
     assert _complete(script, "kafkacore -b 127.0.0.1:9092 topics de") == ["delete", "describe"]
     assert _complete(script, "kafkacore cluster ") == ["describe", "up"]
     assert _complete(script, "kafkacore topics create t --rep") == ["--replica-assignment", "--replication-factor"]
