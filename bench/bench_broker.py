@@ -6,6 +6,7 @@ librdkafka's mock cluster (``test.mock.num.brokers``, in this process), with con
 
     python bench/bench_broker.py [--quick] [--only SECTION] [--records N] [--peers LIST]
                                  [--rounds N] [--json FILE] [--profile DIR] [--keep]
+                                 [--kafkacore-set KEY=VALUE ...]
 
 Sections (``--only`` takes a comma-separated list of these):
 
@@ -1154,6 +1155,9 @@ def main(argv=None):
     ap.add_argument("--profile", metavar="DIR", help="then profile the kafkacore broker with py-spy into DIR")
     ap.add_argument("--workdir", default=os.path.join(HERE, ".work"), help="scratch directory (default bench/.work)")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' data and logs")
+    ap.add_argument("--kafkacore-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker property for the kafkacore peer (repeatable), e.g. metrics.port=0 to measure "
+                         "with metrics on")
     args = ap.parse_args(argv)
     cfg = Cfg(args)
 
@@ -1187,7 +1191,8 @@ def main(argv=None):
     failures = []
     profile = None
     peers = []
-    factories = {"kafkacore": lambda: Kafkacore(workdir), "tansu": lambda: Tansu(workdir, tbin),
+    kc_settings = dict(item.split("=", 1) for item in args.kafkacore_set)
+    factories = {"kafkacore": lambda: Kafkacore(workdir, kc_settings), "tansu": lambda: Tansu(workdir, tbin),
                  "mock": lambda: Mock(workdir)}
 
     def handle_term(signum, frame):

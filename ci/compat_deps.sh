@@ -2,9 +2,12 @@
 # System packages the tests need beyond the Python ones in pyproject's extras: kcat (Debian's
 # package, librdkafka built in) for the client compatibility suite (tests/compat), a Java 17
 # runtime for real local Spark (tests/spark), and Debian's zookeeper (3.8: a jar, no service) for
-# the real ZooKeeper the cluster tests run (tests/_zookeeper.py). Idempotent and quiet: installs
-# only what is not already there; runs `apt-get update` only when the install cannot find a
-# package in the current lists. Meant to be called from ci/test.sh.
+# the real ZooKeeper the cluster tests run (tests/_zookeeper.py), Debian's prometheus (the
+# binary: the tests start their own server) that scrapes the broker's /metrics in tests/tools/test_metrics.py,
+# and Debian's chromium, the headless browser the web console's tests drive through Playwright
+# (tests/tools/test_console.py; Playwright's own browser download is never used).
+# Idempotent and quiet: installs only what is not already there; runs `apt-get update` only when
+# the install cannot find a package in the current lists. Meant to be called from ci/test.sh.
 set -euo pipefail
 
 PACKAGES=()
@@ -13,6 +16,8 @@ command -v java >/dev/null 2>&1 || PACKAGES+=(openjdk-17-jre-headless)
 # zookeeper ships no command on PATH: look for its jar
 ZOOKEEPER_JAR=/usr/share/java/zookeeper.jar
 [ -f "$ZOOKEEPER_JAR" ] || PACKAGES+=(zookeeper)
+command -v prometheus >/dev/null 2>&1 || PACKAGES+=(prometheus)
+command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
@@ -45,7 +50,7 @@ if ! apt_install; then
         exit 1
     fi
 fi
-for tool in kcat java; do
+for tool in kcat java prometheus chromium; do
     command -v "$tool" >/dev/null 2>&1 || { cat "$log" >&2; echo "compat_deps: $tool not on PATH after install" >&2; exit 1; }
 done
 [ -f "$ZOOKEEPER_JAR" ] || { cat "$log" >&2; echo "compat_deps: $ZOOKEEPER_JAR missing after install" >&2; exit 1; }

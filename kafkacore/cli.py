@@ -4,6 +4,7 @@ the build, ``kafkacore cluster up`` runs a local cluster, and the operator comma
 cluster."""
 import argparse
 import importlib
+import os
 import sys
 
 
@@ -64,14 +65,14 @@ def _run_tool(args) -> int:
 
     prog = " ".join(["kafkacore"] + [v for v in (args.command, getattr(args, "verb", None)) if v])
     try:
-        return args.run(args)
-    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error. Caught before
-        # ConnectionError, its base class; stdout goes to /dev/null so the exit's flush is quiet
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        code = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (`| head`): not an error. Kafka connections never raise it
+        # (they raise ConnectionClosed), so it is stdout; point it at /dev/null so that the
+        # interpreter's final flush does not complain again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except ToolError as e:
         code, message = e.exit_code, e.message
@@ -87,8 +88,10 @@ def _run_tool(args) -> int:
     return code
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree (``kafkacore completion`` walks it to write shell completion)."""
     from .tools import NOUNS
+    from .tools.cluster_info import register_verbs as register_cluster_verbs
     from .tools.common import add_global_options, common_parent
 
     parser = _Parser(prog="kafkacore", description=__doc__)
@@ -108,8 +111,12 @@ def main(argv=None) -> int:
                        help="a broker property (repeatable), e.g. --set num.partitions=3")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                        help="debug, info, warning or error (default info)")
-    cluster = sub.add_parser("cluster", help="a local cluster for development: ZooKeeper and brokers")
-    cluster_sub = cluster.add_subparsers(dest="cluster_command", parser_class=_Parser)
+    serve.add_argument("--log-format", default="text", choices=("text", "json"),
+                       help="text, or json: one JSON object per line (ts, level, logger, message, exception)")
+    cluster = sub.add_parser("cluster", help="describe a cluster; run a local one for development (ZooKeeper and "
+                                             "brokers)")
+    cluster.set_defaults(print_help=cluster.print_help)
+    cluster_sub = cluster.add_subparsers(dest="verb", parser_class=_Parser, metavar="VERB")
     up = cluster_sub.add_parser("up", help="start ZooKeeper (the system's) and N brokers on 127.0.0.1 until Ctrl-C")
     up.add_argument("--brokers", type=_count, default=3, help="how many brokers (default 3)")
     up.add_argument("--data-dir", default="kafkacore-cluster", help="root of every broker's data directory and the "
@@ -117,8 +124,14 @@ def main(argv=None) -> int:
     up.add_argument("--base-port", type=_port, help="broker i listens on base-port + i - 1 (default: free ports)")
     up.add_argument("--zookeeper-port", type=_port, help="ZooKeeper's client port (default: a free port)")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
+    register_cluster_verbs(cluster_sub, common)
     for noun in NOUNS:
         importlib.import_module(f"kafkacore.tools.{noun}").register(sub, common)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is not None:
         return _run_tool(args)
@@ -130,8 +143,8 @@ def main(argv=None) -> int:
     if args.command == "info":
         return _info()
     if args.command == "cluster":
-        if args.cluster_command != "up":
-            cluster.print_help()
+        if args.verb != "up":
+            args.print_help()
             return 2
         for item in args.set or ():
             if "=" not in item:

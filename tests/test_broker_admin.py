@@ -1,6 +1,6 @@
 """The admin APIs against a real ``kafkacore serve`` process: CreateTopics, DeleteTopics,
 CreatePartitions, DeleteRecords, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
-DescribeCluster and OffsetForLeaderEpoch, at their lowest and highest versions, with Kafka's
+DescribeCluster, DescribeLogDirs and OffsetForLeaderEpoch, at their lowest and highest versions, with Kafka's
 error codes; configs reaching the live logs (segment rolling, retention, max.message.bytes)
 and surviving restarts; and confluent-kafka's and kafka-python's admin clients end to end."""
 import os
@@ -20,6 +20,7 @@ from kafkacore.protocol.messages.delete_records_request import (DeleteRecordsPar
 from kafkacore.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from kafkacore.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kafkacore.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from kafkacore.protocol.messages.describe_log_dirs_request import DescribableLogDirTopic, DescribeLogDirsRequest
 from kafkacore.protocol.messages.incremental_alter_configs_request import (AlterableConfig, AlterConfigsResource,
                                                                            IncrementalAlterConfigsRequest)
 from kafkacore.protocol.messages.list_offsets_request import (ListOffsetsPartition, ListOffsetsRequest,
@@ -475,6 +476,51 @@ def test_describe_cluster(conn, broker):
     assert r.endpoint_type == 1 and r.cluster_authorized_operations == -2147483648
     assert conn.call(60, 1, DescribeClusterRequest(endpoint_type=2)).error_code == MISMATCHED_ENDPOINT_TYPE
     assert conn.call(60, 1, DescribeClusterRequest(endpoint_type=7)).error_code == UNSUPPORTED_ENDPOINT_TYPE
+
+
+# -- DescribeLogDirs ----------------------------------------------------------------------------
+def log_dirs(c, v, topics=None):
+    r = c.call(35, v, DescribeLogDirsRequest(topics=topics))
+    assert len(r.results) == 1 and r.results[0].error_code == NONE, r
+    return r.results[0]
+
+
+@pytest.mark.parametrize("v", [0, 1, 3, 4])
+def test_describe_log_dirs(conn, broker, v):
+    t = f"ld-{v}"
+    created(conn, t, 3)
+    for _ in range(3):
+        produce(conn, t, 1, [b"x" * 100, b"y" * 50])
+    d = log_dirs(conn, v)
+    assert d.log_dir == os.path.abspath(broker.data_dir)
+    sizes = {p.partition_index: p for topic in d.topics if topic.name == t for p in topic.partitions}
+    on_disk = sum(os.path.getsize(os.path.join(broker.data_dir, f"{t}-1", f)) for f in segment_files(broker, t, 1))
+    assert sorted(sizes) == [0, 1, 2] and on_disk > 450
+    assert (sizes[0].partition_size, sizes[1].partition_size, sizes[2].partition_size) == (0, on_disk, 0)
+    assert all(p.offset_lag == 0 and not p.is_future_key for p in sizes.values())
+    if v >= 4:
+        vfs = os.statvfs(broker.data_dir)
+        assert d.total_bytes == vfs.f_blocks * vfs.f_frsize and 0 < d.usable_bytes <= d.total_bytes
+    else:
+        assert (d.total_bytes, d.usable_bytes) == (-1, -1)  # not in the version: the schema's default
+
+    asked = log_dirs(conn, v, [DescribableLogDirTopic(topic=t, partitions=[1, 7]),
+                               DescribableLogDirTopic(topic="ld-missing", partitions=[0])])
+    assert [(x.name, [(p.partition_index, p.partition_size) for p in x.partitions]) for x in asked.topics] == [
+        (t, [(1, on_disk)])]  # what this broker does not store is left out
+    assert log_dirs(conn, v, []).topics == []
+
+
+def test_describe_log_dirs_error_response_at_every_version():
+    from kafkacore.broker.handlers import HANDLERS
+    from kafkacore.protocol.frames import decode_response, encode_response
+
+    entry = HANDLERS[35]
+    assert (entry.min_version, entry.max_version) == (0, 4)
+    for v in range(5):
+        frame = encode_response(35, v, 7, entry.error_response(DescribeLogDirsRequest(topics=None), v, 42))
+        _cid, r = decode_response(35, v, frame.getvalue()[4:])
+        assert (r.error_code if v >= 3 else r.results[0].error_code) == 42, (v, r)
 
 
 # -- OffsetForLeaderEpoch -----------------------------------------------------------------------

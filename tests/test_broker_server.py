@@ -443,7 +443,8 @@ def test_config_file_uses_kafka_property_names(tmp_path):
     port = free_port()
     props = tmp_path / "server.properties"
     props.write_text(f"# a Kafka-style file\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'd'}\n"
-                     "num.partitions=4\nauto.create.topics.enable=true\nnum.network.threads=3\n")
+                     "num.partitions=4\nauto.create.topics.enable=true\nnum.network.threads=3\n"
+                     "metric.reporters=\nmetrics.num.samples=2\n")
     proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "serve", "--config", str(props)], cwd=str(ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

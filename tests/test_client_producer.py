@@ -247,6 +247,25 @@ def test_unknown_topic_with_auto_creation_off_times_out_after_max_block_ms(broke
     assert len(errs) == 1 and isinstance(errs[0], KafkaTimeoutError)
 
 
+def test_a_broker_that_never_answers_costs_the_connection_setup_timeout_not_the_request_timeout():
+    import socket
+
+    silent = socket.socket()  # accepts connections (the kernel's backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    conf = {"bootstrap.servers": f"127.0.0.1:{silent.getsockname()[1]}", "request.timeout.ms": 30000,
+            "socket.connection.setup.timeout.ms": 300, "max.block.ms": 1500}
+    try:
+        with Producer(conf) as p:
+            t0 = time.monotonic()
+            h = p.send("t", b"v")
+            with pytest.raises(KafkaTimeoutError, match="not present in metadata after 1500 ms.*127.0.0.1"):
+                h.result(20)
+            assert time.monotonic() - t0 < 5, "the connection waited for the request timeout"
+    finally:
+        silent.close()
+
+
 @pytest.fixture
 def own_broker(tmp_path):
     """A broker of the test's own, to pause (SIGSTOP) and restart."""

@@ -42,6 +42,18 @@ def test_every_source_module_is_in_the_tested_package():
     assert seen > 100 and missing == []
 
 
+@pytest.mark.skipif(not SOURCE_PACKAGES["kafkacore"].is_dir(), reason="no source tree beside the tests")
+def test_the_web_consoles_static_files_are_in_the_tested_package():
+    """The console serves its page, scripts and styles from package data (pyproject's
+    package-data, MANIFEST.in for the sdist): a wheel without them would serve nothing."""
+    source = SOURCE_PACKAGES["kafkacore"] / "console" / "static"
+    names = sorted(p.name for p in source.iterdir() if p.is_file())
+    assert {"index.html", "app.js", "console.css"} <= set(names)
+    installed = Path(importlib.util.find_spec("kafkacore.console").submodule_search_locations[0]) / "static"
+    assert [n for n in names if not (installed / n).is_file()] == []
+    assert all((installed / n).read_bytes() == (source / n).read_bytes() for n in names)
+
+
 def test_public_names_import_from_a_clean_directory(tmp_path):
     code = ("from kafkacore import Producer, Consumer, Broker, RecordMetadata; "
             "import kafkacore.client, kafkacore.embedded, kafkacore.broker.handlers; print('ok')")

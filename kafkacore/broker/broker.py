@@ -103,6 +103,7 @@ class Broker:
         self.group_coordinator = None
         self.transaction_coordinator = None
         self.producer_ids = None
+        self.metrics = None  # a BrokerMetrics (broker/metrics.py) when metrics.port is set
         # the ZooKeeper cluster this broker belongs to (kafkacore/cluster), attached by
         # attach_cluster; None on a single node
         self.cluster = None

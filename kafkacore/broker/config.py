@@ -107,6 +107,9 @@ BROKER_CONFIGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 3600000),
     "transaction.partition.verification.enable": (_bool, True),
+    # kafkacore's own (Kafka exports JMX): Prometheus' /metrics and /healthz over HTTP on this port
+    # of the listener's host (broker/metrics_http.py); absent: off; 0: a free port, printed at start
+    "metrics.port": (_int(0, 65535), None),
 }
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real
@@ -117,6 +120,8 @@ IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "metadata.log.dir", "queued.max.requests",
+    # Kafka's JMX metrics settings: kafkacore's metrics are metrics.port's Prometheus endpoint
+    "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
 })
 
 

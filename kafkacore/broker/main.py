@@ -1,9 +1,15 @@
 """``kafkacore serve``: builds the configuration, starts the broker and the server, and stops
 both cleanly on SIGTERM or SIGINT (logs flushed, checkpoints and the clean-shutdown marker
-written, committed offsets already durable in __consumer_offsets)."""
+written, committed offsets already durable in __consumer_offsets).
+
+With ``metrics.port`` set, /metrics and /healthz are served over HTTP on that port of the
+listener's host (broker/metrics_http.py), from the same event loop. ``--log-format json`` makes
+every line the broker writes, its log and its start and stop lines, one JSON object."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
 import logging
 import os
 import signal
@@ -13,6 +19,51 @@ from ..errors import InvalidConfigurationError, KafkaError
 from .config import BrokerConfig
 
 log = logging.getLogger("kafkacore.broker")
+
+_json_lines = False  # --log-format json: the start and stop lines are JSON objects too
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: ts (UTC, ISO 8601 with milliseconds), level, logger, message,
+    and exception (the formatted traceback) when there is one."""
+
+    def format(self, record):
+        out = {"ts": _timestamp(record.created), "level": record.levelname, "logger": record.name,
+               "message": record.getMessage()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            out["exception"] = record.exc_text
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def _timestamp(created):
+    return datetime.datetime.fromtimestamp(created, datetime.timezone.utc).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+def _say(message):
+    """A start or stop line on stdout: text, or with --log-format json a JSON object like a log
+    record's."""
+    if _json_lines:
+        import time
+
+        message = json.dumps({"ts": _timestamp(time.time()), "level": "INFO", "logger": "kafkacore.broker",
+                              "message": message}, ensure_ascii=False)
+    print(message, flush=True)
+
+
+def setup_logging(level="info", fmt="text"):
+    global _json_lines
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+        _json_lines = True
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
 
 
 def build_config(config_file=None, sets=(), host=None, port=None, data_dir=None) -> BrokerConfig:
@@ -47,11 +98,20 @@ async def run(config: BrokerConfig, ready=None) -> None:
     from .broker import Broker
     from .server import KafkaServer, bind_listener
 
-    # The port first: a port in use must fail before the data directory is created or locked.
+    # The ports first: a port in use must fail before the data directory is created or locked.
     try:
         sock = bind_listener(config.host, config.port)
     except OSError as e:
         raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
+    metrics_port = config["metrics.port"]
+    metrics_sock = None
+    if metrics_port is not None:
+        try:
+            metrics_sock = bind_listener(config.host, metrics_port)
+        except OSError as e:
+            sock.close()
+            raise SystemExit(f"kafkacore: cannot serve metrics on {config.host}:{metrics_port} (metrics.port): "
+                             f"{e.strerror or e}") from None
     loop = asyncio.get_running_loop()
     zk = None
     try:
@@ -63,9 +123,19 @@ async def run(config: BrokerConfig, ready=None) -> None:
             broker.attach_cluster(ClusterNode(broker, zk))
     except BaseException:
         sock.close()
+        if metrics_sock is not None:
+            metrics_sock.close()
         if zk is not None:
             zk.close()
         raise
+    metrics_server = None
+    stopping = False
+    if metrics_sock is not None:
+        from .metrics import BrokerMetrics
+        from .metrics_http import MetricsServer, health
+
+        broker.metrics = BrokerMetrics(broker)  # before the server: its connections count into it
+        metrics_server = MetricsServer(broker.metrics, lambda: health(broker, server, stopping))
     broker.attach_loop(loop)
     server = KafkaServer(broker)
     stop = asyncio.Event()
@@ -79,9 +149,17 @@ async def run(config: BrokerConfig, ready=None) -> None:
     except OSError as e:
         broker.shutdown()
         raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
-    print(f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {host}:{port}, "
-          f"advertised as {config.advertised_host}:{config.advertised_port}; data directory {broker.data_dir}",
-          flush=True)
+    _say(f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {host}:{port}, "
+         f"advertised as {config.advertised_host}:{config.advertised_port}; data directory {broker.data_dir}")
+    if metrics_server is not None:
+        try:
+            mhost, mport = await metrics_server.start(metrics_sock)
+        except OSError as e:
+            await server.stop()
+            broker.shutdown()
+            raise SystemExit(f"kafkacore: cannot serve metrics on {config.host}:{metrics_port} (metrics.port): "
+                             f"{e.strerror or e}") from None
+        _say(f"kafkacore metrics on http://{mhost}:{mport}/metrics (health: /healthz)")
     if config.ignored_keys:
         log.info("accepted but not used on a single plaintext node: %s", ", ".join(config.ignored_keys))
     try:
@@ -91,15 +169,18 @@ async def run(config: BrokerConfig, ready=None) -> None:
             ready(broker, host, port)
         await stop.wait()
     finally:
-        print("kafkacore: shutting down", flush=True)
+        stopping = True
+        _say("kafkacore: shutting down")
         if broker.cluster is not None:
             try:
                 await broker.cluster.controlled_shutdown()
             except Exception:  # noqa: BLE001 - stop anyway; the controller sees the session end
                 log.exception("controlled shutdown failed")
         await server.stop()
+        if metrics_server is not None:
+            await metrics_server.stop()
         broker.shutdown()
-        print("kafkacore: stopped cleanly", flush=True)
+        _say("kafkacore: stopped cleanly")
 
 
 def _connect_zookeeper(config):
@@ -121,13 +202,15 @@ def _connect_zookeeper(config):
 
 
 def serve(args) -> int:
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    setup_logging(args.log_level, getattr(args, "log_format", "text"))
     try:
         config = build_config(args.config, args.set or (), args.host, args.port, args.data_dir)
         check_data_dir(config.data_dir, "--data-dir" if args.data_dir is not None else "log.dirs")
         if config["zookeeper.connect"] and not ({"broker.id", "node.id"} & set(config.props)):
             raise InvalidConfigurationError("zookeeper.connect is set: every broker of a cluster needs its own broker.id")
+        if config["metrics.port"] and config["metrics.port"] == config.port:
+            raise InvalidConfigurationError(f"metrics.port={config['metrics.port']}: the Kafka listener's port; "
+                                            "metrics need a port of their own")
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2

@@ -15,7 +15,10 @@ One ``Connection`` per client socket:
   (slices below SENDFILE_MIN_BYTES are read and written instead: one pread is cheaper than the
   sendfile set-up for a few kilobytes);
 - when more than MAX_PENDING responses are waiting, reading pauses until they drain, and while
-  the socket's send buffer is full the writer waits (flow control both ways).
+  the socket's send buffer is full the writer waits (flow control both ways);
+- with metrics on (``Broker.metrics``, broker/metrics.py) every request answered is counted with
+  its time from arrival to the response handed to the socket, and a Fetch response's record
+  bytes as bytes out; with metrics off each request only tests ``self.metrics`` for None.
 """
 from __future__ import annotations
 
@@ -26,12 +29,14 @@ import itertools
 import logging
 import socket
 import struct
+from time import perf_counter
 
 from ..errors import KafkaError, UnsupportedVersionError
 from ..protocol.api_table import API_TABLE
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
+from .metrics import FETCH
 from .request import RequestContext
 
 log = logging.getLogger("kafkacore.broker")
@@ -62,6 +67,7 @@ class Connection(asyncio.BufferedProtocol):
     def __init__(self, server):
         self.server = server
         self.broker = server.broker
+        self.metrics = server.broker.metrics  # None unless metrics.port is set
         self.max_request = server.broker.config["socket.request.max.bytes"]
         self.id = next(_ids)
         self.transport = None
@@ -71,7 +77,8 @@ class Connection(asyncio.BufferedProtocol):
         self.start = 0  # first unparsed byte in buf
         self.end = 0  # end of received bytes in buf
         self.big = None  # a frame larger than buf, being received: (bytearray, received)
-        self.pending = collections.deque()  # [api_key, version, correlation_id, request, response]
+        # [api_key, version, correlation_id, request, response, entry, arrival time (perf_counter)]
+        self.pending = collections.deque()
         self.writer_task = None
         self.can_write = asyncio.Event()
         self.can_write.set()
@@ -164,6 +171,7 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- dispatch ---------------------------------------------------------------------------
     def _on_frame(self, frame):
+        t0 = perf_counter() if self.metrics is not None else 0.0
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolDecodeError as e:
@@ -173,7 +181,7 @@ class Connection(asyncio.BufferedProtocol):
         if entry is not None and entry.cluster_only and self.broker.cluster is None:
             entry = None  # an inter-broker API on a single node: not served
         if entry is None or not entry.min_version <= version <= entry.max_version:
-            self._unsupported(frame, api_key, version, correlation_id, entry)
+            self._unsupported(frame, api_key, version, correlation_id, entry, t0)
             return
         try:
             header, request = decode_request(frame)
@@ -188,15 +196,17 @@ class Connection(asyncio.BufferedProtocol):
             if response is None:
                 self.close(f"{entry.name} v{version} failed: {e!r}")
                 return
-        if response is None:
-            return  # acks=0
+        if response is None:  # acks=0
+            if self.metrics is not None:
+                self.metrics.request_done(api_key, version, request, None, t0)
+            return
         if asyncio.isfuture(response) or asyncio.iscoroutine(response):
             response = asyncio.ensure_future(response)
         elif not self.pending:
             # the common case: answered at once, nothing queued ahead
-            self._write_ready(api_key, version, correlation_id, request, response, entry)
+            self._write_ready(api_key, version, correlation_id, request, response, entry, t0)
             return
-        self.pending.append([api_key, version, correlation_id, request, response, entry])
+        self.pending.append([api_key, version, correlation_id, request, response, entry, t0])
         if self.writer_task is None or self.writer_task.done():
             self.writer_task = asyncio.ensure_future(self._drain())
         if len(self.pending) > MAX_PENDING and not self.reading_paused:
@@ -215,7 +225,7 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("building the error response of %s failed", entry.name)
             return None
 
-    def _unsupported(self, frame, api_key, version, correlation_id, entry):
+    def _unsupported(self, frame, api_key, version, correlation_id, entry, t0):
         """A request this broker does not serve, answered as Kafka answers it:
         - ApiVersions above what we speak: a v0 response with UNSUPPORTED_VERSION and our ranges
           (KIP-511: clients then retry with a version we have);
@@ -230,6 +240,8 @@ class Connection(asyncio.BufferedProtocol):
                      version)
             body = api_versions.response(UnsupportedVersionError.code, 0, clustered=self.broker.cluster is not None)
             self._write(encode_response(api_key, 0, correlation_id, body, header_version=0).parts())
+            if self.metrics is not None:
+                self.metrics.request_done(api_key, 0, None, None, t0)  # answered in v0
             return
         table = API_TABLE.get(api_key)
         if (entry is not None and entry.error_response is not None and entry.advertised_min <= version
@@ -237,7 +249,7 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 _header, request = decode_request(frame)
                 body = entry.error_response(request, version, UnsupportedVersionError.code)
-                self._queue_or_write(api_key, version, correlation_id, request, body, entry)
+                self._queue_or_write(api_key, version, correlation_id, request, body, entry, t0)
                 return
             except (ProtocolDecodeError, KeyError) as e:
                 self.close(f"malformed request (api key {api_key}, version {version}): {e}")
@@ -247,11 +259,11 @@ class Connection(asyncio.BufferedProtocol):
         self.close(f"api key {api_key} ({name}) version {version} is not enabled on this broker ({served}; "
                    "see ApiVersions)")
 
-    def _queue_or_write(self, api_key, version, correlation_id, request, response, entry):
+    def _queue_or_write(self, api_key, version, correlation_id, request, response, entry, t0):
         if not self.pending:
-            self._write_ready(api_key, version, correlation_id, request, response, entry)
+            self._write_ready(api_key, version, correlation_id, request, response, entry, t0)
         else:
-            self.pending.append([api_key, version, correlation_id, request, response, entry])
+            self.pending.append([api_key, version, correlation_id, request, response, entry, t0])
 
     # -- writing ----------------------------------------------------------------------------
     def _encode(self, api_key, version, correlation_id, response):
@@ -259,7 +271,7 @@ class Connection(asyncio.BufferedProtocol):
             return response
         return encode_response(api_key, version, correlation_id, response)
 
-    def _write_ready(self, api_key, version, correlation_id, request, response, entry):
+    def _write_ready(self, api_key, version, correlation_id, request, response, entry, t0):
         try:
             w = self._encode(api_key, version, correlation_id, response)
         except Exception as e:  # noqa: BLE001
@@ -268,13 +280,19 @@ class Connection(asyncio.BufferedProtocol):
             return
         if w.chunks is None:
             self.transport.write(w.buf)
+            if self.metrics is not None:
+                self.metrics.request_done(api_key, version, request, response, t0)
             return
         if w.size_before + len(w.buf) < SENDFILE_MIN_BYTES and not self.pending:
             # a small fetch response: one write of header, records and tail together
             self.transport.write(b"".join(p if isinstance(p, (bytes, bytearray, memoryview)) else p.read()
                                           for p in w.parts()))
+            if self.metrics is not None:
+                self.metrics.request_done(api_key, version, request, response, t0)
             return
-        self.pending.append([api_key, version, correlation_id, request, w, entry])
+        if self.metrics is not None and api_key == FETCH and not isinstance(response, Writer):
+            self.metrics.fetch_response(request, version, response)  # its time once sent, in _drain
+        self.pending.append([api_key, version, correlation_id, request, w, entry, t0])
         if self.writer_task is None or self.writer_task.done():
             self.writer_task = asyncio.ensure_future(self._drain())
 
@@ -285,7 +303,7 @@ class Connection(asyncio.BufferedProtocol):
     async def _drain(self):
         try:
             while self.pending and not self.closed:
-                api_key, version, correlation_id, request, response, entry = self.pending[0]
+                api_key, version, correlation_id, request, response, entry, t0 = self.pending[0]
                 if isinstance(response, asyncio.Future):
                     try:
                         response = await response
@@ -300,6 +318,8 @@ class Connection(asyncio.BufferedProtocol):
                             return
                     if response is None:
                         self.pending.popleft()
+                        if self.metrics is not None:
+                            self.metrics.request_done(api_key, version, request, None, t0)
                         continue
                 w = self._encode(api_key, version, correlation_id, response)
                 parts = w.parts()
@@ -316,6 +336,10 @@ class Connection(asyncio.BufferedProtocol):
                     else:
                         await self._send_slice(part)
                 self.pending.popleft()
+                if self.metrics is not None:
+                    # a Writer here was made by _write_ready, which counted its record bytes
+                    self.metrics.request_done(api_key, version, request, response if w is not response else None,
+                                              t0)
                 if self.reading_paused and len(self.pending) < MAX_PENDING // 2:
                     self.reading_paused = False
                     self.transport.resume_reading()

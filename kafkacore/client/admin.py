@@ -14,12 +14,14 @@ table or as JSON.
 from __future__ import annotations
 
 import base64
+import struct
 import time
 from dataclasses import dataclass, field
 
-from ..errors import (KafkaError, KafkaTimeoutError, NotControllerError, UnknownTopicOrPartitionError,
-                      UnsupportedVersionError, error_for_code)
+from ..errors import (BrokerNotAvailableError, KafkaError, KafkaTimeoutError, NotControllerError,
+                      UnknownTopicOrPartitionError, UnsupportedVersionError, error_for_code, error_name)
 from ..protocol.frames import request_class
+from ..protocol.wire import ProtocolDecodeError
 from .assignors import decode_assignment
 from .connection import BrokerConnection, ConnectionClosed
 
@@ -128,6 +130,16 @@ class GroupInfo:
 
 
 @dataclass
+class LogDirInfo:
+    broker: int
+    path: str
+    error: str | None  # the directory's error name (KAFKA_STORAGE_ERROR...), None when fine
+    total_bytes: int  # of its volume; -1 when the broker does not say (DescribeLogDirs before v4)
+    usable_bytes: int
+    sizes: dict  # {(topic, partition): bytes}
+
+
+@dataclass
 class OffsetAndTimestamp:
     offset: int
     timestamp: int
@@ -135,9 +147,12 @@ class OffsetAndTimestamp:
 
 
 class AdminClient:
-    """``AdminClient("127.0.0.1:9092")`` or ``AdminClient([(host, port)], ...)``."""
+    """``AdminClient("127.0.0.1:9092")`` or ``AdminClient([(host, port)], ...)``.
+    ``request_timeout_ms`` bounds each answer and each wait (Kafka's request.timeout.ms);
+    ``connect_timeout_ms`` each connection set-up (socket.connection.setup.timeout.ms)."""
 
-    def __init__(self, bootstrap, client_id: str = "kafkacore-admin", request_timeout_ms: int = 30000):
+    def __init__(self, bootstrap, client_id: str = "kafkacore-admin", request_timeout_ms: int = 30000,
+                 connect_timeout_ms: int = 10000):
         if isinstance(bootstrap, str):
             bootstrap = [_parse_address(a) for a in bootstrap.split(",") if a.strip()]
         if not bootstrap:
@@ -145,6 +160,7 @@ class AdminClient:
         self.bootstrap = list(bootstrap)
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000
+        self.connect_timeout = connect_timeout_ms / 1000
         self._conns: dict[int, BrokerConnection] = {}
         self._any: BrokerConnection | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -169,9 +185,10 @@ class AdminClient:
         errors = []
         for host, port in list(self._brokers.values()) + self.bootstrap:
             try:
-                self._any = BrokerConnection(host, port, self.client_id, timeout=self.timeout)
+                self._any = BrokerConnection(host, port, self.client_id, timeout=self.timeout,
+                                             connect_timeout=self.connect_timeout)
                 return self._any
-            except (ConnectionClosed, OSError) as e:
+            except (ConnectionClosed, OSError, KafkaTimeoutError) as e:  # the next address may answer
                 errors.append(str(e))
         raise ConnectionClosed("no broker reachable (" + "; ".join(dict.fromkeys(errors)) + ")")
 
@@ -183,9 +200,10 @@ class AdminClient:
             self.describe_cluster()
         addr = self._brokers.get(node_id)
         if addr is None:
-            raise ConnectionClosed(f"broker {node_id} is not in the cluster")
+            raise BrokerNotAvailableError(f"broker {node_id} is not in the cluster (brokers: "
+                                          f"{', '.join(map(str, sorted(self._brokers))) or 'none'})")
         conn = self._conns[node_id] = BrokerConnection(addr[0], addr[1], self.client_id, node_id=node_id,
-                                                       timeout=self.timeout)
+                                                       timeout=self.timeout, connect_timeout=self.connect_timeout)
         return conn
 
     def call_any(self, api_key, body):
@@ -265,11 +283,12 @@ class AdminClient:
         for t in resp.topics:
             if t.error_code:
                 if topics is not None:
-                    _raise(t.error_code, f"topic {t.name!r}")
+                    _raise(t.error_code, f"topic {t.name!r}"
+                           + (" does not exist" if t.error_code == UnknownTopicOrPartitionError.code else ""))
                 continue
             parts = sorted((PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
                                           list(p.isr_nodes), list(p.offline_replicas or ()),
-                                          error_for_code(p.error_code).name if p.error_code else None)
+                                          error_name(p.error_code) if p.error_code else None)
                             for p in t.partitions), key=lambda p: p.partition)
             out[t.name] = TopicInfo(t.name, uuid_text(t.topic_id), bool(t.is_internal), parts)
         return cluster, dict(sorted(out.items()))
@@ -364,11 +383,14 @@ class AdminClient:
             _raise(r.error_code, f"{_resource_name(resource_type)} {name!r}", r.error_message)
 
     # -- offsets and records ----------------------------------------------------------------
-    def list_offsets(self, specs: dict, read_committed: bool = False) -> dict:
+    def list_offsets(self, specs: dict, read_committed: bool = False, partial: bool = False) -> dict:
         """{(topic, partition): spec} with spec LATEST, EARLIEST, MAX_TIMESTAMP or a timestamp in
         ms -> {(topic, partition): OffsetAndTimestamp}; offset -1 where no record has that
-        timestamp or later. Asked of each partition's leader."""
-        return self._by_leader(specs, lambda node, items: self._list_offsets_at(node, items, read_committed))
+        timestamp or later. Asked of each partition's leader. ``partial``: partitions without a
+        leader or with an error are left out of the answer instead of waited for or raised (for
+        a report that shows what it can)."""
+        return self._by_leader(specs, lambda node, items: self._list_offsets_at(node, items, read_committed),
+                               partial)
 
     def _list_offsets_at(self, node, items, read_committed):
         part_cls = _req(LIST_OFFSETS, "ListOffsetsPartition")
@@ -402,10 +424,11 @@ class AdminClient:
                     for t in resp.topics for p in t.partitions}
         return self._by_leader(before, at)
 
-    def _by_leader(self, items: dict, ask) -> dict:
+    def _by_leader(self, items: dict, ask, partial: bool = False) -> dict:
         """Groups ``items`` by partition leader, asks each leader, retries partitions whose
         leader moved (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
-        right after a change) until the timeout; raises the first other error."""
+        right after a change) until the timeout; raises the first other error. ``partial``:
+        no retries, failed partitions left out."""
         deadline = time.monotonic() + self.timeout
         pending, out = dict(items), {}
         while pending:
@@ -419,10 +442,15 @@ class AdminClient:
                 by_node.setdefault(parts[p].leader, {})[(t, p)] = v
             retry = {}
             for node, group in by_node.items():
+                if node < 0 and partial:
+                    continue
                 answers = ask(node, group) if node >= 0 else {tp: (5, None) for tp in group}
                 for tp, v in group.items():
                     code, result = answers.get(tp, (3, None))
-                    if code in (3, 5, 6) and time.monotonic() < deadline:  # leadership moving
+                    if partial:
+                        if not code:
+                            out[tp] = result
+                    elif code in (3, 5, 6) and time.monotonic() < deadline:  # leadership moving
                         retry[tp] = v
                     else:
                         _raise(code, f"partition {tp[0]}-{tp[1]}")
@@ -491,7 +519,24 @@ class AdminClient:
 
     def list_group_offsets(self, group_id: str, partitions=None) -> dict:
         """{(topic, partition): committed offset} of ``group_id`` (all its partitions, or those
-        asked; partitions without a commit are left out)."""
+        asked; partitions without a commit are left out).
+
+        All partitions are asked with a null topic list; a broker whose answer to that does not
+        decode (tansu 0.x sends a null or truncated topic list) is asked again for every
+        partition of every topic by name."""
+        if partitions is None:
+            try:
+                return self._group_offsets(group_id, None)
+            except ConnectionClosed as e:
+                if not isinstance(e.__cause__, (ProtocolDecodeError, ValueError, struct.error)):
+                    raise
+            _, topics = self.metadata(None)
+            partitions = [(t.name, p.partition) for t in topics.values() for p in t.partitions]
+            if not partitions:
+                return {}
+        return self._group_offsets(group_id, partitions)
+
+    def _group_offsets(self, group_id: str, partitions) -> dict:
         topics = None
         if partitions is not None:
             by_topic = {}
@@ -547,31 +592,34 @@ class AdminClient:
                 _raise(p.error_code, f"group {group_id!r} partition {t.name}-{p.partition_index}")
 
     # -- storage ----------------------------------------------------------------------------
-    def log_dir_sizes(self) -> dict:
-        """{(topic, partition, broker): bytes on that broker's disk} from DescribeLogDirs on
-        every broker (future replicas left out). Brokers that do not serve DescribeLogDirs are
-        left out too (a tool shows the size as unknown)."""
-        out = {}
+    def describe_log_dirs(self) -> list:
+        """[LogDirInfo] of every broker that serves DescribeLogDirs (the others are left out:
+        a tool shows their sizes as unknown), by broker id."""
+        out = []
         for b in self.describe_cluster().brokers:
             try:
                 self._connection(b.node_id).version(DESCRIBE_LOG_DIRS)
             except UnsupportedVersionError:
                 continue
             resp = self.call_node(b.node_id, DESCRIBE_LOG_DIRS, _req(DESCRIBE_LOG_DIRS)(topics=None))
-            _raise(getattr(resp, "error_code", 0) or 0, f"DescribeLogDirs on broker {b.node_id}")
+            _raise(resp.error_code, f"DescribeLogDirs on broker {b.node_id}")
             for d in resp.results:
-                if d.error_code:
-                    continue
-                for t in d.topics:
-                    for p in t.partitions:
-                        if not p.is_future_key:
-                            out[(t.name, p.partition_index, b.node_id)] = p.partition_size
+                sizes = {(t.name, p.partition_index): p.partition_size
+                         for t in d.topics for p in t.partitions if not p.is_future_key}
+                out.append(LogDirInfo(b.node_id, d.log_dir, error_name(d.error_code) if d.error_code else None,
+                                      d.total_bytes, d.usable_bytes, sizes))
         return out
+
+    def log_dir_sizes(self) -> dict:
+        """{(topic, partition, broker): bytes on that broker's disk} from DescribeLogDirs (future
+        replicas and brokers without the API left out)."""
+        return {(t, p, d.broker): size for d in self.describe_log_dirs() for (t, p), size in d.sizes.items()}
 
     # -- replicas ---------------------------------------------------------------------------
     def elect_leaders(self, partitions=None, election_type: int = PREFERRED) -> dict:
         """ElectLeaders for [(topic, partition)] (None: every partition) -> {(topic, partition):
-        error name or None}; ELECTION_NOT_NEEDED counts as success (None)."""
+        None (elected) or the error name, with the broker's message after a colon}; the caller
+        decides whether ELECTION_NOT_NEEDED is a failure."""
         tps = None
         if partitions is not None:
             by_topic = {}
@@ -585,13 +633,13 @@ class AdminClient:
         out = {}
         for r in resp.replica_election_results:
             for p in r.partition_result:
-                ok = p.error_code in (0, 84)  # ELECTION_NOT_NEEDED
-                out[(r.topic, p.partition_id)] = None if ok else (
-                    error_for_code(p.error_code).name + (f": {p.error_message}" if p.error_message else ""))
+                out[(r.topic, p.partition_id)] = None if not p.error_code else (
+                    error_name(p.error_code) + (f": {p.error_message}" if p.error_message else ""))
         return out
 
-    def alter_partition_reassignments(self, targets: dict):
-        """{(topic, partition): [broker ids] or None (cancel)}."""
+    def alter_partition_reassignments(self, targets: dict) -> dict:
+        """{(topic, partition): [broker ids] or None (cancel)} -> {(topic, partition): None
+        (started, or cancelled) or the error name with the broker's message after a colon}."""
         by_topic = {}
         for (t, p), replicas in targets.items():
             by_topic.setdefault(t, []).append(_req(ALTER_PARTITION_REASSIGNMENTS, "ReassignablePartition")(
@@ -601,9 +649,9 @@ class AdminClient:
             for t, ps in by_topic.items()])
         resp = self._call_controller(ALTER_PARTITION_REASSIGNMENTS, body, lambda r: [r.error_code])
         _raise(resp.error_code, "AlterPartitionReassignments", resp.error_message)
-        for t in resp.responses:
-            for p in t.partitions:
-                _raise(p.error_code, f"partition {t.name}-{p.partition_index}", p.error_message)
+        return {(t.name, p.partition_index): None if not p.error_code else (
+                    error_name(p.error_code) + (f": {p.error_message}" if p.error_message else ""))
+                for t in resp.responses for p in t.partitions}
 
     def list_partition_reassignments(self) -> dict:
         """{(topic, partition): (replicas, adding, removing)} of the reassignments in progress."""

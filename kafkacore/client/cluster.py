@@ -23,10 +23,15 @@ _MetadataTopic = __import__("kafkacore.protocol.messages.metadata_request",
 
 class Cluster:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str = "kafkacore",
-                 request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000):
+                 request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000,
+                 connection_setup_timeout_ms: int = 10000):
         self.bootstrap = list(bootstrap)
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000.0
+        # socket.connection.setup.timeout.ms: a broker that is down costs this, not the request
+        # timeout; never more than the request timeout, since connecting blocks the caller's
+        # thread (the sender's too), which would hold back the expiry of timed-out batches
+        self.connect_timeout = min(connection_setup_timeout_ms, request_timeout_ms) / 1000.0
         self.max_age = metadata_max_age_ms / 1000.0
         self.brokers: dict[int, tuple[str, int]] = {}
         self.partition_counts: dict[str, int] = {}
@@ -50,11 +55,13 @@ class Cluster:
             addr = self.brokers.get(node_id)
             if addr is None:
                 raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster metadata")
-        return BrokerConnection(addr[0], addr[1], self.client_id, node_id=node_id, timeout=self.timeout)
+        return BrokerConnection(addr[0], addr[1], self.client_id, node_id=node_id, timeout=self.timeout,
+                                connect_timeout=self.connect_timeout)
 
     def connect_to(self, host: str, port: int, node_id: int) -> BrokerConnection:
         """A new connection to a broker named by address (e.g. a group coordinator)."""
-        return BrokerConnection(host, port, self.client_id, node_id=node_id, timeout=self.timeout)
+        return BrokerConnection(host, port, self.client_id, node_id=node_id, timeout=self.timeout,
+                                connect_timeout=self.connect_timeout)
 
     def _any_connection(self) -> BrokerConnection:
         if self._conn is not None and not self._conn.closed:
@@ -66,7 +73,8 @@ class Cluster:
         errors = []
         for nid, (host, port) in candidates:
             try:
-                self._conn = BrokerConnection(host, port, self.client_id, node_id=nid, timeout=self.timeout)
+                self._conn = BrokerConnection(host, port, self.client_id, node_id=nid, timeout=self.timeout,
+                                              connect_timeout=self.connect_timeout)
                 return self._conn
             except (ConnectionClosed, OSError, KafkaError) as e:
                 errors.append(f"{host}:{port}: {e}")
@@ -132,19 +140,25 @@ class Cluster:
         Raises the topic's error (e.g. UNKNOWN_TOPIC_OR_PARTITION) or KafkaTimeoutError."""
         deadline = time.monotonic() + timeout
         backoff = 0.05
+        unreachable = None  # no broker answered: retried like a missing topic, named at the end
         while True:
             n = self.partition_counts.get(topic)
             if n:
                 return n
-            self.refresh([topic], allow_auto_create=allow_auto_create)
+            try:
+                self.refresh([topic], allow_auto_create=allow_auto_create)
+                unreachable = None
+            except (ConnectionClosed, KafkaTimeoutError) as e:
+                unreachable = e
             n = self.partition_counts.get(topic)
             if n:
                 return n
             left = deadline - time.monotonic()
             if left <= 0:
                 err = self.topic_errors.get(topic)
+                why = f" ({err.name})" if err else f" ({unreachable})" if unreachable else ""
                 raise KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout * 1000:.0f} ms"
-                                        + (f" ({err.name})" if err else ""))
+                                        + why)
             time.sleep(min(backoff, left))
             backoff = min(backoff * 2, 1.0)
 

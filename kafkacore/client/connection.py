@@ -17,7 +17,7 @@ import threading
 import time
 
 from ..errors import KafkaTimeoutError, UnsupportedVersionError
-from ..protocol.frames import RequestHeader, decode_response, encode_request, request_class
+from ..protocol.frames import RequestHeader, api_name, decode_response, encode_request, request_class
 from ..protocol.wire import ProtocolDecodeError
 
 API_VERSIONS = 18
@@ -66,9 +66,11 @@ def pick_version(versions: dict, api_key: int, who: str) -> int:
     """The highest version of ``api_key`` in both CLIENT_VERSIONS and the broker's ``versions``."""
     lo, hi = CLIENT_VERSIONS[api_key]
     theirs = versions.get(api_key)
-    if theirs is None or min(hi, theirs[1]) < max(lo, theirs[0]):
-        raise UnsupportedVersionError(f"{who} does not speak a version of API {api_key} in {lo}-{hi} "
-                                      f"(it offers {theirs})")
+    if theirs is None:
+        raise UnsupportedVersionError(f"{who} does not support {api_name(api_key)} (API key {api_key})")
+    if min(hi, theirs[1]) < max(lo, theirs[0]):
+        raise UnsupportedVersionError(f"{who} speaks {api_name(api_key)} (API key {api_key}) v{theirs[0]}-"
+                                      f"{theirs[1]}, kafkacore v{lo}-{hi}")
     return min(hi, theirs[1])
 
 
@@ -94,7 +96,9 @@ class ConnectionClosed(ConnectionError):
 
 class BrokerConnection:
     def __init__(self, host: str, port: int, client_id: str = "kafkacore", node_id: int = -1,
-                 timeout: float = 10.0, software_version: str = "0.1.0"):
+                 timeout: float = 10.0, software_version: str = "0.1.0", connect_timeout: float | None = None):
+        """``connect_timeout`` bounds the TCP connect and the ApiVersions exchange (the Java
+        client's socket.connection.setup.timeout.ms); None: ``timeout``, which bounds the rest."""
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.lock = threading.Lock()  # held by ``call``; the owner of send/read holds it too
@@ -104,13 +108,17 @@ class BrokerConnection:
         self._chunk = bytearray(1 << 16)
         self.versions: dict[int, tuple[int, int]] = {}
         self.closed = False
+        setup = timeout if connect_timeout is None else connect_timeout
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
+            self.sock = socket.create_connection((host, port), timeout=setup)
+        except socket.timeout:
+            raise ConnectionClosed(f"cannot connect to {host}:{port}: no answer in {setup:g} s") from None
         except OSError as e:
-            raise ConnectionClosed(f"cannot connect to {host}:{port}: {e}") from e
+            raise ConnectionClosed(f"cannot connect to {host}:{port}: {e.strerror or e}") from e
+        self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            self._negotiate(software_version, timeout)
+            self._negotiate(software_version, setup)
         except BaseException:
             self.close()
             raise

@@ -78,7 +78,8 @@ class Consumer:
             self._cluster = _embedded.cluster_view()
         else:
             self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-consumer",
-                                    c["request.timeout.ms"], c["metadata.max.age.ms"])
+                                    c["request.timeout.ms"], c["metadata.max.age.ms"],
+                                    c["socket.connection.setup.timeout.ms"])
         self._fetcher = Fetcher(c, self._cluster, self._states, self._lock, self._data_ready)
         self._fetcher.start()
         self._group = None

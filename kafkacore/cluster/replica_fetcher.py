@@ -188,6 +188,9 @@ class ReplicaFetcher:
                 except KafkaError as e:
                     log.error("%s: the leader's batches could not be appended: %s", s.partition.name, e)
                     return
+                metrics = self.rm.broker.metrics
+                if metrics is not None:
+                    metrics.replication_bytes_in += len(records)
             lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
             if pd.log_start_offset > lg.log_start_offset and pd.log_start_offset <= lg.high_watermark:
                 lg.delete_records(pd.log_start_offset)

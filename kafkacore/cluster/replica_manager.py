@@ -62,6 +62,9 @@ class ReplicaManager:
         self._isr_changes: set = set()
         self._tasks = []
         self._closed = False
+        # ISR changes written for partitions led here (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.on_leadership_change = []  # fn(topic, partition, is_leader, leader_epoch): the coordinators
 
     # -- start / stop ---------------------------------------------------------------------------
@@ -296,6 +299,11 @@ class ReplicaManager:
                 partition.isr_update_in_flight = False
             if partition.leader_epoch != epoch or not partition.is_leader:
                 return  # the controller moved the partition meanwhile; its state wins
+            before, after = set(partition.isr), set(written)
+            if before - after:
+                self.isr_shrinks += 1
+            if after - before:
+                self.isr_expands += 1
             if written != tuple(new_isr):
                 log.warning("%s: ZooKeeper already held ISR %s at zk version %d (a write whose answer was lost); "
                             "adopted it", partition.name, list(written), new_version)

@@ -78,17 +78,113 @@ def client_settings(args) -> dict:
     return props
 
 
+def _millis(props: dict, key: str, default: int) -> int:
+    text = props.get(key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ToolError(f"{key}={text!r} is not a number of milliseconds", EXIT_USAGE) from None
+    if value <= 0:
+        raise ToolError(f"{key}={text!r} must be above 0", EXIT_USAGE)
+    return value
+
+
+# Kafka's AdminClient defaults: request.timeout.ms 30 s, socket.connection.setup.timeout.ms 10 s
+REQUEST_TIMEOUT_MS, CONNECT_TIMEOUT_MS = 30000, 10000
+
+
 def admin_client(args):
     """An AdminClient for the command's cluster (closed by the caller, or by ``with``)."""
     from ..client.admin import AdminClient
 
     props = client_settings(args)
-    try:
-        timeout = int(props.get("request.timeout.ms", props.get("default.api.timeout.ms", 30000)))
-    except ValueError:
-        raise ToolError(f"request.timeout.ms={props['request.timeout.ms']!r} is not a number", EXIT_USAGE) from None
+    timeout = _millis(props, "request.timeout.ms", _millis(props, "default.api.timeout.ms", REQUEST_TIMEOUT_MS))
+    connect = _millis(props, "socket.connection.setup.timeout.ms", CONNECT_TIMEOUT_MS)
     try:
         return AdminClient(props["bootstrap.servers"], client_id=props.get("client.id", "kafkacore-cli"),
-                           request_timeout_ms=timeout)
+                           request_timeout_ms=timeout, connect_timeout_ms=connect)
     except ValueError as e:
         raise ToolError(f"bad --bootstrap-server: {e}", EXIT_USAGE) from None
+
+
+# -- the command grammar: NOUN VERB, each verb with the global options ---------------------------
+def add_noun(subparsers, name: str, help: str):
+    """The parser of ``kafkacore NAME`` and its verbs' sub-parsers (``args.verb`` names the verb,
+    which error messages carry: ``kafkacore topics describe: error: ...``)."""
+    parser = subparsers.add_parser(name, help=help, description=help)
+    return parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+
+def add_verb(verbs, name: str, common, run, help: str, description: str | None = None):
+    parser = verbs.add_parser(name, parents=[common], help=help, description=description or help)
+    parser.set_defaults(run=run)
+    return parser
+
+
+# -- argument types: a malformed value is a usage error (exit 2) naming the value ----------------
+def key_value(text: str) -> tuple[str, str]:
+    """``key=value`` (the value may be empty or hold further ``=``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value")
+    return key.strip(), value
+
+
+def _int(text: str, minimum: int, what: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"{n} is not {what}")
+    return n
+
+
+def positive_int(text: str) -> int:
+    return _int(text, 1, "a number above 0")
+
+
+def non_negative_int(text: str) -> int:
+    return _int(text, 0, "a number of 0 or more")
+
+
+def broker_id(text: str) -> int:
+    return _int(text, 0, "a broker id (a number of 0 or more)")
+
+
+def id_list(text: str) -> list:
+    """Broker ids separated by commas: ``1,2,3``."""
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of broker ids such as 1,2,3") from None
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(f"{text!r}: broker ids must be 0 or more and each listed once")
+    return ids
+
+
+def is_table(args) -> bool:
+    return getattr(args, "output", "table") == "table"
+
+
+def config_map(pairs) -> dict:
+    """KEY=VALUE arguments as a dict; the same key twice with different values is a usage error."""
+    out = {}
+    for key, value in pairs:
+        if out.get(key, value) != value:
+            raise ToolError(f"config {key} is given twice ({out[key]!r} and {value!r})", EXIT_USAGE)
+        out[key] = value
+    return out
+
+
+def config_changes(pairs, deletes, set_option: str, delete_option: str) -> dict:
+    """The configs to set, checked against those to delete: at least one change, no key both."""
+    settings = config_map(pairs)
+    if not settings and not deletes:
+        raise ToolError(f"nothing to change: give {set_option} KEY=VALUE and/or {delete_option} KEY", EXIT_USAGE)
+    both = sorted(set(settings) & set(deletes))
+    if both:
+        raise ToolError(f"config {both[0]} is both set and deleted", EXIT_USAGE)
+    return settings

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 
 
 def show_bytes(data) -> str | None:
@@ -18,6 +19,27 @@ def show_bytes(data) -> str | None:
     if text.isprintable() or text.replace("\t", "").isprintable():  # tabs are fine too (C speed, no per-char loop)
         return text
     return text.encode("unicode_escape").decode("ascii")
+
+
+def iso_utc(ms) -> str | None:
+    """A Kafka timestamp (ms since the epoch) as ISO-8601 UTC, e.g. 2024-05-01T12:00:00.250Z;
+    None for Kafka's "no timestamp" (-1)."""
+    if ms is None or ms < 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def human_bytes(n) -> str | None:
+    """A byte count for people: 0 B, 512 B, 1.5 KiB, 20.0 MiB... (binary units); None stays None."""
+    if n is None:
+        return None
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        n /= 1024
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}"
 
 
 def table(rows, columns, out=None) -> None:
@@ -47,6 +69,14 @@ def emit(args, obj, rows=None, columns=None, out=None) -> None:
             out.write(json.dumps(item, default=_json_default) + "\n")
     else:
         table(rows if rows is not None else obj, columns, out)
+
+
+def report(args, obj, line: str, out=None) -> None:
+    """The outcome of a change: ``line`` for people, ``obj`` for -o json/jsonl."""
+    if getattr(args, "output", "table") == "table":
+        (out or sys.stdout).write(line + "\n")
+    else:
+        emit(args, obj, out=out)
 
 
 def _get(row, key):

@@ -1,13 +1,19 @@
-"""A progress bar for long commands, drawn on stderr only when stderr is a terminal.
+"""A progress bar for long operations, on stderr and only when stderr is a terminal: piped or
+captured output (scripts, tests, ``2>log``) never sees it, and stdout stays the command's result.
 
-    with Progress(total_bytes, "dump 00000000000000000000.log", unit="B") as bar:
-        for ...:
-            bar.update(done)                  # or bar.advance(n)
+    with Progress(len(plan), "committing offsets") as progress:
+        for chunk in chunks:
+            ...
+            progress.advance(len(chunk))
 
-Pipes, files and tests see nothing: the bar is for people watching. It waits ``delay``
-seconds before drawing, so quick jobs never flash one, redraws at most ``REDRAW_EVERY``
-seconds apart, and erases itself when closed, leaving the terminal as it was. ``note``
-replaces the label's detail (perf uses it for its live throughput and latency line).
+    with Progress(size, "00000000000000000000.log", unit="B", delay=0.5) as bar:
+        bar.update(position)                  # bytes: shown in KiB/MiB, with a rate and an ETA
+
+The line shows the label, a bar, done/total and the percentage, the rate and the time left;
+``update(done, note)`` adds a note after them (perf shows its MB/s and latency there). It
+redraws at most ten times a second, fits the terminal's width (the bar shrinks, then goes),
+and is erased on close. ``delay`` holds the first draw back that long, so that a job that
+turns out quick never flashes a bar.
 """
 from __future__ import annotations
 
@@ -15,24 +21,22 @@ import shutil
 import sys
 import time
 
-REDRAW_EVERY = 0.1  # seconds between redraws: smooth enough, and cheap
-DEFAULT_DELAY = 0.5  # seconds before the first draw
-BAR_WIDTH = 24
+BAR_WIDTH = 30
+REDRAW_INTERVAL_S = 0.1  # at most ten redraws a second: a fast loop must not spend its time drawing
 
 
-def human_count(n: float, unit: str = "") -> str:
-    """1234567 -> '1.2M'; with unit 'B', bytes in binary multiples: '1.2 MiB'."""
-    if unit == "B":
-        for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(n) < 1024 or suffix == "TiB":
-                return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
-            n /= 1024
+def human_count(n: float) -> str:
+    """1234567 -> '1.2M': counts and rates for people."""
     for suffix in ("", "k", "M", "G"):
         if abs(n) < 1000 or suffix == "G":
-            text = f"{n:.0f}" if suffix == "" else f"{n:.1f}{suffix}"
-            return f"{text} {unit}".rstrip() if unit else text
+            return f"{n:.0f}" if suffix == "" else f"{n:.1f}{suffix}"
         n /= 1000
     return str(n)  # not reached
+
+
+def _count(n: int) -> str:
+    """Exact while it is short enough to read (a partition count), 1.2M beyond."""
+    return str(n) if n < 100_000 else human_count(n)
 
 
 def human_duration(seconds: float) -> str:
@@ -43,110 +47,101 @@ def human_duration(seconds: float) -> str:
 
 
 class Progress:
-    """A bar for ``total`` units of work (None or 0: unknown, a counter without a bar)."""
-
-    def __init__(self, total: float | None, label: str, unit: str = "", stream=None,
-                 delay: float = DEFAULT_DELAY, enabled: bool | None = None):
-        self.total = total or 0
+    def __init__(self, total: int, label: str, stream=None, unit: str = "", delay: float = 0.0,
+                 enabled: bool | None = None):
+        """``total`` units of work (0: unknown, a counter without a bar); ``unit`` names them
+        ("records"; "B" shows bytes in binary units); ``enabled`` overrides the terminal test."""
+        self.total = max(int(total or 0), 0)
         self.label = label
         self.unit = unit
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = _is_terminal(self.stream) if enabled is None else enabled
         self.done = 0
         self.note = ""
-        self.started = time.monotonic()
-        self._first_draw = self.started + delay
-        self._last_draw = 0.0
-        self._drawn = False
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = _is_tty(self.stream) if enabled is None else enabled
+        self._started = time.monotonic()
+        self._first_draw = self._started + delay
+        self._drawn_at = 0.0
+        self._width = 0  # of the longest line drawn: what close() erases
 
     def __enter__(self):
+        self._draw(force=True)
         return self
 
     def __exit__(self, *exc):
         self.close()
 
-    def update(self, done: float, note: str | None = None) -> None:
+    def advance(self, n: int = 1):
+        self.update(self.done + n)
+
+    def update(self, done: int, note: str | None = None):
         """Sets the work done so far (and, optionally, the note shown after the numbers)."""
-        self.done = done
+        self.done = min(max(int(done), 0), self.total) if self.total else int(done)
         if note is not None:
             self.note = note
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now < self._first_draw or now - self._last_draw < REDRAW_EVERY:
-            return
-        self._last_draw = now
-        self._draw(now)
+        self._draw(force=self.done == self.total)
 
-    def advance(self, amount: float = 1) -> None:
-        self.update(self.done + amount)
+    def close(self):
+        """Erases the bar (the command's own output follows on a clean line)."""
+        if self.enabled and self._width:
+            try:
+                self.stream.write("\r" + " " * self._width + "\r")
+                self.stream.flush()
+            except (OSError, ValueError):  # the terminal went away
+                pass
+            self._width = 0
+        self.enabled = False
 
     def line(self, now: float | None = None, width: int = 100) -> str:
-        """The text of the bar as it would be drawn now (without the carriage return), fitted
-        to ``width`` columns: the bar shrinks first, then the text is cut."""
+        """The text drawn at ``now``, fitted to ``width`` columns."""
+        from .output import human_bytes
+
         now = time.monotonic() if now is None else now
-        elapsed = max(now - self.started, 1e-9)
-        rate = self.done / elapsed
-        unit = f" {self.unit}" if self.unit and self.unit != "B" else ""
-        if self.total:
-            frac = min(max(self.done / self.total, 0.0), 1.0)
-            if self.unit == "B":
-                amount = f"{human_count(self.done, 'B')}/{human_count(self.total, 'B')}"
-            else:
-                amount = f"{human_count(self.done)}/{human_count(self.total)}{unit}"
-            head, tail = [self.label], [f"{frac * 100:5.1f}%", amount]
+        rate = self.done / max(now - self._started, 1e-9)
+        if self.unit == "B":
+            amount, speed = human_bytes(self.done), f"{human_bytes(int(rate))}/s"
+            if self.total:
+                amount += f"/{human_bytes(self.total)}"
         else:
-            frac = None
-            head, tail = [self.label], [human_count(self.done, self.unit) if self.unit == "B"
-                                        else f"{human_count(self.done)}{unit}"]
-        tail.append(f"{human_count(rate, 'B') if self.unit == 'B' else human_count(rate) + unit}/s")
-        if self.total and rate > 0 and self.done < self.total:
+            unit = f" {self.unit}" if self.unit else ""
+            amount = f"{_count(self.done)}/{_count(self.total)}{unit}" if self.total else f"{_count(self.done)}{unit}"
+            speed = f"{human_count(rate)}{unit}/s"
+        tail = [amount]
+        if self.total:
+            tail.append(f"{100 * self.done // self.total}%")
+        tail.append(speed)
+        if self.total and 0 < self.done < self.total and rate > 0:
             tail.append(f"ETA {human_duration((self.total - self.done) / rate)}")
         if self.note:
             tail.append(self.note)
         text = " ".join(tail)
-        if frac is not None:
+        head = self.label
+        if self.total:
             room = width - len(self.label) - len(text) - 4
             if room >= 8:
-                bar_width = min(BAR_WIDTH, room)
-                filled = int(frac * bar_width)
-                head.append("[" + "#" * filled + "-" * (bar_width - filled) + "]")
-        return (" ".join(head) + " " + text)[:width]
+                bar = min(BAR_WIDTH, room)
+                filled = bar * self.done // self.total
+                head += f" [{'#' * filled}{'.' * (bar - filled)}]"
+        return f"{head} {text}"[:width]
 
-    def _draw(self, now):
-        width = shutil.get_terminal_size((100, 20)).columns
-        text = self.line(now, max(width - 1, 10))
+    def _draw(self, force=False):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now < self._first_draw or (not force and now - self._drawn_at < REDRAW_INTERVAL_S):
+            return
+        self._drawn_at = now
+        line = self.line(now, max(shutil.get_terminal_size((100, 20)).columns - 1, 10))
         try:
-            # \r to the line start, \x1b[K clears what a longer previous line left behind
-            self.stream.write("\r" + text + "\x1b[K")
+            self.stream.write("\r" + line.ljust(self._width))
             self.stream.flush()
-            self._drawn = True
         except (OSError, ValueError):  # the terminal went away: stop drawing, keep working
             self.enabled = False
-
-    def print(self, text: str) -> None:
-        """Writes a line of output above the bar (the bar is redrawn at the next update)."""
-        self.clear()
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def clear(self) -> None:
-        if self._drawn:
-            try:
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
-            except (OSError, ValueError):
-                pass
-            self._drawn = False
-            self._last_draw = 0.0
-
-    def close(self) -> None:
-        self.clear()
-        self.enabled = False
+            return
+        self._width = max(self._width, len(line))
 
 
-def _is_terminal(stream) -> bool:
+def _is_tty(stream) -> bool:
     try:
         return stream.isatty()
-    except (AttributeError, ValueError):
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False

@@ -19,7 +19,7 @@ from ...protocol.frames import api_name
 MODULES = (
     "api_versions", "metadata", "produce", "fetch", "list_offsets",
     "create_topics", "delete_topics", "create_partitions", "delete_records",
-    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
+    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster", "describe_log_dirs",
     "offset_for_leader_epoch", "init_producer_id",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",

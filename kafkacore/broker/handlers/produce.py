@@ -27,6 +27,9 @@
   INVALID_TXN_STATE (the log's producer state).
 - Internal topics cannot be written by clients (INVALID_TOPIC_EXCEPTION), unknown topics are
   UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics, as in Kafka).
+- With metrics on (``metrics.port``), each batch appended counts its records and bytes (as
+  received) in the broker's and its topic's MessagesIn / BytesIn; an idempotent retry answered
+  from the log is not counted again.
 """
 import asyncio
 import struct
@@ -163,6 +166,7 @@ def _handle(ctx, req, verified):
     mixed = txn_id is not None and len({bytes(pd.records[43:51]) for td in req.topic_data for pd in td.partition_data
                                         if pd.records is not None and len(pd.records) >= 61}) > 1
     waits = []
+    metrics = broker.metrics
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -178,6 +182,8 @@ def _handle(ctx, req, verified):
                     resp.base_offset = info.first_offset
                     resp.log_append_time_ms = info.log_append_time
                     resp.log_start_offset = lg.log_start_offset
+                    if metrics is not None and not info.duplicate:
+                        metrics.produced(td.name, info.records, len(pd.records))
                     if commit is not None:
                         waits.append((resp, commit))
                 except KafkaError as e:

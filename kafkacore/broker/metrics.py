@@ -1,0 +1,393 @@
+"""The broker's metrics, for ``/metrics`` (metrics_http.py) in Prometheus' text exposition
+format 0.0.4, with Kafka's names as the JMX exporter's Kafka rules (``kafka-2_0_0.yml`` in
+prometheus/jmx_exporter's example configs) turn Kafka's MBeans into Prometheus names: the MBean
+``kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=T`` becomes
+``kafka_server_brokertopicmetrics_messagesin_total{topic="T"}``. docs/tools.md lists them all.
+
+Two kinds, so the request path pays for nothing it does not need:
+
+- counters, kept by the request path as plain int increments on objects made once (no locks: the
+  broker counts on its event loop; the replica fetchers too). ``Broker.metrics`` is None when
+  ``metrics.port`` is not set, and the request path then only tests that;
+- gauges (log sizes, partition counts, groups, consumer lag), computed at scrape time by walking
+  the broker's own structures, never maintained on the request path.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import time
+from bisect import bisect_left
+from time import perf_counter
+
+FETCH = 1  # Fetch's API key: its requests count as FetchConsumer or FetchFollower, as Kafka's
+
+# Upper bounds (ms) of the request time histogram buckets; +Inf is added. From well under a
+# millisecond (a produce to the page cache) to a long-poll fetch (fetch.max.wait.ms, 500 ms by
+# default) and a JoinGroup waiting out a rebalance (seconds).
+TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+                   10000.0, 30000.0)
+_LE = tuple(f"{b:g}" for b in TIME_BUCKETS_MS) + ("+Inf",)
+
+
+class TopicCounters:
+    """Kafka's BrokerTopicMetrics of one topic (or of all topics: the broker's totals)."""
+
+    __slots__ = ("messages_in", "bytes_in", "bytes_out")
+
+    def __init__(self):
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+
+class RequestCounters:
+    """Kafka's RequestMetrics of one request name: RequestsPerSec by version, TotalTimeMs."""
+
+    __slots__ = ("name", "by_version", "buckets", "sum_ms", "count")
+
+    def __init__(self, name, max_version):
+        self.name = name
+        self.by_version = [0] * (max_version + 1)
+        self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)  # per bucket, not cumulative; the last is +Inf
+        self.sum_ms = 0.0
+        self.count = 0
+
+    def observe(self, version, ms):
+        self.count += 1
+        self.sum_ms += ms
+        self.by_version[version] += 1
+        self.buckets[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+
+
+def _fetch_replica_id(request, version):
+    if version >= 15:
+        state = request.replica_state
+        return state.replica_id if state is not None else -1
+    return request.replica_id
+
+
+class BrokerMetrics:
+    def __init__(self, broker):
+        from .handlers import HANDLERS
+
+        self.broker = broker
+        self.all_topics = TopicCounters()
+        self.topics: dict[str, TopicCounters] = {}
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
+        self.requests = [None] * (max(HANDLERS) + 1)  # by API key
+        for key, entry in HANDLERS.items():
+            self.requests[key] = RequestCounters(entry.name, entry.max_version)
+        fetch = HANDLERS[FETCH]
+        self.requests[FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
+        self.fetch_follower = RequestCounters("FetchFollower", fetch.max_version)
+        self.started = _process_start_time()
+
+    # -- the request path ---------------------------------------------------------------------
+    def topic(self, name) -> TopicCounters:
+        counters = self.topics.get(name)
+        if counters is None:
+            counters = self.topics[name] = TopicCounters()
+        return counters
+
+    def produced(self, topic, records, nbytes):
+        """A batch appended by Produce (Kafka's MessagesInPerSec, BytesInPerSec: records and
+        the batch's bytes as received)."""
+        t = self.topics.get(topic)
+        if t is None:
+            t = self.topic(topic)
+        t.messages_in += records
+        t.bytes_in += nbytes
+        a = self.all_topics
+        a.messages_in += records
+        a.bytes_in += nbytes
+
+    def request_done(self, api_key, version, request, response, t0):
+        """A request answered (its response written to the socket, or none for acks=0), t0 its
+        perf_counter() on arrival. ``response``: the response object when known (a Fetch's
+        record bytes are counted from it), None when it was already encoded (and counted)."""
+        ms = (perf_counter() - t0) * 1000.0
+        if api_key == FETCH:
+            follower = _fetch_replica_id(request, version) >= 0
+            if response is not None:
+                self._fetch_bytes(response, follower)
+            (self.fetch_follower if follower else self.requests[FETCH]).observe(version, ms)
+            return
+        self.requests[api_key].observe(version, ms)
+
+    def fetch_response(self, request, version, response):
+        """A Fetch response about to be sent (whose time is counted when the send ends)."""
+        self._fetch_bytes(response, _fetch_replica_id(request, version) >= 0)
+
+    def _fetch_bytes(self, response, follower):
+        """BytesOutPerSec (consumers, by topic) or ReplicationBytesOutPerSec (followers), from
+        the record bytes of the response, as Kafka counts them."""
+        total = 0
+        topics = response.responses
+        if follower:
+            for t in topics:
+                for p in t.partitions:
+                    r = p.records
+                    if r is not None:
+                        total += len(r)
+            self.replication_bytes_out += total
+            return
+        for t in topics:
+            n = 0
+            for p in t.partitions:
+                r = p.records
+                if r is not None:
+                    n += len(r)
+            if n:
+                self.topic(t.topic).bytes_out += n
+                total += n
+        self.all_topics.bytes_out += total
+
+    # -- scrape time -------------------------------------------------------------------------------
+    def render(self) -> str:
+        out = _Exposition()
+        self._render_topic_counters(out)
+        self._render_requests(out)
+        self._render_logs(out)
+        self._render_replicas(out)
+        self._render_controller(out)
+        self._render_groups(out)
+        self._render_process(out)
+        return out.text()
+
+    def _render_topic_counters(self, out):
+        broker = self.broker
+        for name in [n for n in self.topics if n not in broker.topics]:
+            del self.topics[name]  # a deleted topic's metrics go with it, as Kafka removes them
+        topics = sorted(self.topics.items())
+        for attr, metric, mbean, what in (
+                ("messages_in", "messagesin", "MessagesInPerSec", "records appended by Produce"),
+                ("bytes_in", "bytesin", "BytesInPerSec", "bytes of record batches appended by Produce"),
+                ("bytes_out", "bytesout", "BytesOutPerSec", "bytes of records sent to consumers")):
+            name = f"kafka_server_brokertopicmetrics_{metric}_total"
+            out.family(name, "counter", f"{what}; without a topic label: all topics "
+                                        f"(kafka.server:type=BrokerTopicMetrics,name={mbean})")
+            out.sample(name, (), getattr(self.all_topics, attr))
+            for topic, counters in topics:
+                out.sample(name, (("topic", topic),), getattr(counters, attr))
+        if broker.cluster is not None:
+            out.counter("kafka_server_brokertopicmetrics_replicationbytesin_total", self.replication_bytes_in,
+                        "bytes of record batches appended by this broker's replica fetchers "
+                        "(kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec)")
+            out.counter("kafka_server_brokertopicmetrics_replicationbytesout_total", self.replication_bytes_out,
+                        "bytes of records sent to followers "
+                        "(kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesOutPerSec)")
+
+    def _render_requests(self, out):
+        used = [r for r in self.requests if r is not None and r.count]
+        if self.fetch_follower.count:
+            used.append(self.fetch_follower)
+        used.sort(key=lambda r: r.name)
+        name = "kafka_network_requestmetrics_requests_total"
+        out.family(name, "counter", "requests answered, by request name and version "
+                                    "(kafka.network:type=RequestMetrics,name=RequestsPerSec)")
+        for r in used:
+            for version, n in enumerate(r.by_version):
+                if n:
+                    out.sample(name, (("request", r.name), ("version", str(version))), n)
+        name = "kafka_network_requestmetrics_totaltimems"
+        out.family(name, "histogram", "milliseconds from a request's arrival to its response written to the "
+                                      "socket (kafka.network:type=RequestMetrics,name=TotalTimeMs)")
+        for r in used:
+            labels = (("request", r.name),)
+            cumulative = 0
+            for le, n in zip(_LE, r.buckets):
+                cumulative += n
+                out.sample(name + "_bucket", labels + (("le", le),), cumulative)
+            out.sample(name + "_sum", labels, r.sum_ms)
+            out.sample(name + "_count", labels, r.count)
+
+    def _render_logs(self, out):
+        logs = sorted(self.broker.log_manager._open_logs().items())
+        rows = []
+        for (topic, partition), lg in logs:
+            segments = lg.segments
+            rows.append(((("topic", topic), ("partition", str(partition))), sum(s.size for s in segments),
+                         len(segments), lg.log_start_offset, lg.log_end_offset))
+        for i, metric, mbean, what in ((1, "size", "Size", "bytes of the partition's segment files"),
+                                       (2, "numlogsegments", "NumLogSegments", "segments of the partition's log"),
+                                       (3, "logstartoffset", "LogStartOffset", "first offset of the partition's log"),
+                                       (4, "logendoffset", "LogEndOffset", "offset the next record appended gets")):
+            name = f"kafka_log_log_{metric}"
+            out.family(name, "gauge", f"{what} (kafka.log:type=Log,name={mbean})")
+            for row in rows:
+                out.sample(name, row[0], row[i])
+
+    def _render_replicas(self, out):
+        broker = self.broker
+        cluster = broker.cluster
+        if cluster is None:  # a single node leads every partition, and its ISR is itself
+            partitions = leaders = len(broker.log_manager._open_logs())
+            under = under_min = 0
+        else:
+            parts = list(cluster.replica_manager.partitions.values())
+            partitions = len(parts)
+            leaders = under = under_min = 0
+            for p in parts:
+                if p.is_leader:
+                    leaders += 1
+                    isr = len(p.isr)
+                    if isr < len(p.replicas):
+                        under += 1
+                    if isr < p.log.config.min_insync_replicas:
+                        under_min += 1
+        prefix = "kafka_server_replicamanager_"
+        out.gauge(prefix + "partitioncount", partitions, "partitions with a replica on this broker "
+                  "(kafka.server:type=ReplicaManager,name=PartitionCount)")
+        out.gauge(prefix + "leadercount", leaders, "partitions this broker leads "
+                  "(kafka.server:type=ReplicaManager,name=LeaderCount)")
+        out.gauge(prefix + "underreplicatedpartitions", under, "partitions led here whose ISR is smaller than "
+                  "their replica set (kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions)")
+        out.gauge(prefix + "underminisrpartitioncount", under_min, "partitions led here whose ISR is below "
+                  "min.insync.replicas (kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount)")
+        if cluster is not None:
+            rm = cluster.replica_manager
+            out.counter(prefix + "isrshrinks_total", rm.isr_shrinks, "ISR changes of partitions led here that "
+                        "removed replicas (kafka.server:type=ReplicaManager,name=IsrShrinksPerSec)")
+            out.counter(prefix + "isrexpands_total", rm.isr_expands, "ISR changes of partitions led here that "
+                        "added replicas (kafka.server:type=ReplicaManager,name=IsrExpandsPerSec)")
+
+    def _render_controller(self, out):
+        cluster = self.broker.cluster
+        if cluster is None:
+            return
+        c = cluster.controller
+        active = bool(c.active)
+        prefix = "kafka_controller_kafkacontroller_"
+        out.gauge(prefix + "activecontrollercount", int(active), "1 on the broker that is the cluster's "
+                  "controller, else 0 (kafka.controller:type=KafkaController,name=ActiveControllerCount)")
+        out.gauge(prefix + "offlinepartitionscount", len(c.offline) if active else 0,
+                  "partitions without a leader that could be elected; reported by the active controller "
+                  "(kafka.controller:type=KafkaController,name=OfflinePartitionsCount)")
+        out.gauge(prefix + "globaltopiccount", len(c.assignments) if active else 0,
+                  "topics in the cluster; reported by the active controller "
+                  "(kafka.controller:type=KafkaController,name=GlobalTopicCount)")
+        out.gauge(prefix + "globalpartitioncount", sum(len(a) for a in c.assignments.values()) if active else 0,
+                  "partitions in the cluster; reported by the active controller "
+                  "(kafka.controller:type=KafkaController,name=GlobalPartitionCount)")
+
+    def _render_groups(self, out):
+        from ..coordinator import group as g
+
+        broker = self.broker
+        coordinator = broker.group_coordinator
+        groups = sorted((gid, grp) for gid, grp in coordinator.groups.items() if grp.state != g.DEAD)
+        by_state = dict.fromkeys(g.STATES, 0)
+        offsets = 0
+        for _gid, grp in groups:
+            by_state[grp.state] += 1
+            offsets += len(grp.offsets)
+        prefix = "kafka_coordinator_group_groupmetadatamanager_"
+        mbean = "kafka.coordinator.group:type=GroupMetadataManager,name="
+        out.gauge(prefix + "numgroups", len(groups), f"consumer groups this broker coordinates ({mbean}NumGroups)")
+        for state in g.STATES:
+            out.gauge(prefix + "numgroups" + state.lower(), by_state[state],
+                      f"groups coordinated here in state {state} ({mbean}NumGroups{state})")
+        out.gauge(prefix + "numoffsets", offsets, f"committed offsets held by this coordinator ({mbean}NumOffsets)")
+
+        # kafka_exporter's names and labels (danielqsj/kafka_exporter), for the groups coordinated here
+        lag_rows = []
+        get_log = broker.log_manager.logs.get
+        for gid, grp in groups:
+            for (topic, partition), om in sorted(grp.offsets.items()):
+                lg = get_log((topic, partition))
+                if lg is None:
+                    continue  # no replica of the partition on this broker
+                labels = (("consumergroup", gid), ("partition", str(partition)), ("topic", topic))
+                lag_rows.append((labels, om.offset, max(lg.high_watermark - om.offset, 0)))
+        out.family("kafka_consumergroup_current_offset", "gauge",
+                   "the group's committed offset of the partition (kafka_exporter's name)")
+        for labels, offset, _lag in lag_rows:
+            out.sample("kafka_consumergroup_current_offset", labels, offset)
+        out.family("kafka_consumergroup_lag", "gauge",
+                   "records between the group's committed offset and the partition's high watermark, "
+                   "at least 0 (kafka_exporter's name)")
+        for labels, _offset, lag in lag_rows:
+            out.sample("kafka_consumergroup_lag", labels, lag)
+        out.family("kafka_consumergroup_members", "gauge", "members of the group (kafka_exporter's name)")
+        for gid, grp in groups:
+            out.sample("kafka_consumergroup_members", (("consumergroup", gid),), len(grp.members))
+
+    def _render_process(self, out):
+        """The process collector's standard names, as Prometheus' client libraries export them."""
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        out.counter("process_cpu_seconds_total", ru.ru_utime + ru.ru_stime, "user and system CPU time of the broker")
+        out.gauge("process_start_time_seconds", self.started, "when the broker process started, seconds since "
+                  "the epoch")
+        try:
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            out.gauge("process_resident_memory_bytes", rss, "resident memory of the broker")
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+def _process_start_time() -> float:
+    """From /proc (the process' start in clock ticks after boot, and the boot time); now where
+    there is no /proc."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+def escape_label_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        return str(v)
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+class _Exposition:
+    """Prometheus text format 0.0.4: ``# HELP`` and ``# TYPE`` before each family's samples,
+    label values escaped (backslash, double quote, newline)."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self):
+        self.lines = []
+
+    def family(self, name, kind, help_text):
+        self.lines.append(f"# HELP {name} {_escape_help(help_text)}")
+        self.lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name, labels, value):
+        if labels:
+            inner = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels)
+            self.lines.append(f"{name}{{{inner}}} {format_value(value)}")
+        else:
+            self.lines.append(f"{name} {format_value(value)}")
+
+    def gauge(self, name, value, help_text):
+        self.family(name, "gauge", help_text)
+        self.sample(name, (), value)
+
+    def counter(self, name, value, help_text):
+        self.family(name, "counter", help_text)
+        self.sample(name, (), value)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"

@@ -1,0 +1,130 @@
+// A consumer group: members and their partitions, committed offset and lag per partition,
+// lag over the last minutes, and resetting its offsets (only while it has no members).
+
+import { get, post, seg } from "./api.js";
+import { LineChart } from "./chart.js";
+import { openDialog, field } from "./dialog.js";
+import { card, el, fill, link, pageHead, table, tile } from "./dom.js";
+import { count } from "./format.js";
+import { stateBadge } from "./groups.js";
+
+export async function render(ctx) {
+  const [groupId] = ctx.params;
+  ctx.title(groupId);
+  const base = `/api/groups/${seg(groupId)}`;
+  let doc = await get(base);
+
+  const tiles = el("div", { class: "tiles", id: "group-tiles" });
+  const members = el("div", { id: "members" });
+  const offsets = el("div", { id: "offsets" });
+  const canvas = el("canvas", { class: "chart", id: "lag-chart" });
+  const legend = el("div", { class: "chart-legend" });
+  const resetButton = el("button", { id: "reset-offsets", type: "button" }, "Reset offsets");
+  fill(ctx.root,
+    pageHead([link("/groups", "Consumer groups"), " /"], groupId, resetButton),
+    tiles,
+    card("Lag", { hint: "records behind the end of the log, all partitions" }, el("div", { class: "card-body" }, canvas, legend)),
+    card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),
+    card("Members", {}, members));
+
+  const draw = () => {
+    fill(tiles,
+      tile("State", stateBadge(doc.state), { id: "tile-state" }),
+      tile("Members", count(doc.members.length), { id: "tile-members" }),
+      tile("Total lag", count(doc.lag), { id: "tile-lag", tone: doc.lag > 0 ? null : "good" }),
+      tile("Coordinator", `broker ${doc.coordinator}`, { small: true }),
+      tile("Assignor", doc.protocol || "–", { small: true }));
+    fill(offsets, table([
+      { title: "Topic", cls: "name", cell: (o) => link(`/topics/${seg(o.topic)}`, o.topic) },
+      { title: "Partition", num: true, cell: (o) => String(o.partition) },
+      { title: "Committed", num: true, cell: (o) => count(o.committed) },
+      { title: "End", num: true, cell: (o) => count(o.end) },
+      { title: "Lag", num: true, cell: (o) => count(o.lag) },
+      { title: "Member", cell: (o) => memberName(doc, o.member) },
+    ], doc.offsets, { id: "offset-table", empty: "No committed offsets.",
+      rowAttrs: (o) => ({ dataset: { topic: o.topic, partition: String(o.partition) } }) }));
+    fill(members, table([
+      { title: "Member", cls: "mono", cell: (m) => m.member_id },
+      { title: "Client", cell: (m) => m.client_id },
+      { title: "Host", cls: "mono", cell: (m) => m.host },
+      { title: "Partitions", cell: (m) => m.assignment.map(([t, p]) => `${t}-${p}`).join(", ") || "–" },
+    ], doc.members, { id: "member-table", empty: "No active members." }));
+  };
+  draw();
+  resetButton.addEventListener("click", () => resetDialog(doc, async () => { doc = await get(base); draw(); }));
+
+  const chart = new LineChart(canvas, { color: "#d9480f" });
+  ctx.onLeave(() => chart.dispose());
+  let interval = 1000; // replaced by the server's sampling interval
+  const refreshChart = async () => {
+    const s = await get(`${base}/series`);
+    chart.update(s.points);
+    interval = s.interval_s * 1000;
+    const last = s.points[s.points.length - 1];
+    fill(legend, el("span", {}, "now ", el("strong", {}, count(last ? last[1] : null)), " records behind"),
+      el("span", {}, "sampled every ", `${s.interval_s} s`));
+  };
+  await refreshChart();
+  ctx.live(refreshChart, interval);
+  ctx.live(async () => { doc = await get(base); if (ctx.isCurrent()) draw(); }, 5000);
+}
+
+// A member as people know it: its client id and host (the generated member id as a tooltip).
+function memberName(doc, memberId) {
+  const m = doc.members.find((x) => x.member_id === memberId);
+  if (!m) return "–";
+  return el("span", { title: m.member_id }, `${m.client_id} `, el("span", { class: "muted mono" }, m.host));
+}
+
+// A preview (the API's dry run) first; the reset itself only from the preview.
+function resetDialog(doc, reload) {
+  const topics = [...new Set(doc.offsets.map((o) => o.topic))];
+  const topic = el("select", { id: "reset-topic" }, topics.map((t) => el("option", { value: t }, t)));
+  const to = el("select", { id: "reset-to" },
+    el("option", { value: "earliest" }, "the earliest offset"),
+    el("option", { value: "latest" }, "the latest offset (skip everything)"),
+    el("option", { value: "offset" }, "a given offset"));
+  const offset = el("input", { id: "reset-offset", type: "number", min: "0", value: "0" });
+  const offsetField = field("Offset (kept within each partition's range)", offset);
+  const plan = el("div", { id: "reset-plan" });
+  const warning = doc.members.length
+    ? el("div", { class: "warning" }, `The group has ${doc.members.length} active member(s): stop them before resetting.`)
+    : null;
+  let previewed = null;
+  const request = () => ({ topic: topic.value, to: to.value, offset: to.value === "offset" ? offset.value : undefined });
+  const handle = openDialog({
+    title: `Reset offsets of ${doc.group_id}`,
+    body: el("div", { class: "stack" }, warning, field("Topic", topic), field("Move to", to), offsetField, plan),
+    confirm: { label: "Preview" },
+    async onConfirm(h) {
+      if (!previewed) {
+        const result = await post(`/api/groups/${seg(doc.group_id)}/reset-offsets`, { ...request(), dry_run: true });
+        previewed = request();
+        fill(plan, table([
+          { title: "Partition", num: true, cell: (o) => String(o.partition) },
+          { title: "Now", num: true, cell: (o) => count(o.current) },
+          { title: "New", num: true, cell: (o) => el("strong", {}, count(o.new)) },
+        ], result.offsets, { id: "reset-plan-table" }));
+        fill(h.confirmButton, "Reset offsets");
+        h.confirmButton.classList.replace("primary", "solid");
+        h.confirmButton.classList.add("danger");
+        return false;
+      }
+      await post(`/api/groups/${seg(doc.group_id)}/reset-offsets`, { ...previewed, confirm: doc.group_id });
+      await reload();
+    },
+  });
+  const changed = () => {
+    offsetField.hidden = to.value !== "offset";
+    if (previewed) { // a changed choice needs a new preview
+      previewed = null;
+      fill(plan);
+      fill(handle.confirmButton, "Preview");
+      handle.confirmButton.classList.remove("danger", "solid");
+      handle.confirmButton.classList.add("primary");
+    }
+  };
+  [topic, to, offset].forEach((i) => i.addEventListener("input", changed));
+  changed();
+  if (!topics.length) handle.error("The group has no committed offsets to reset.");
+}

@@ -1,0 +1,32 @@
+// The consumer groups: state, members, topics and total lag.
+
+import { get, seg } from "./api.js";
+import { badge, card, el, fill, link, pageHead, table } from "./dom.js";
+import { count } from "./format.js";
+
+export const STATE_TONE = { Stable: "ok", Empty: null, PreparingRebalance: "warn", CompletingRebalance: "warn", Dead: "bad" };
+
+export function stateBadge(state) {
+  return badge(state || "unknown", STATE_TONE[state] === undefined ? "warn" : STATE_TONE[state]);
+}
+
+export async function render(ctx) {
+  ctx.title("Consumer groups");
+  const list = el("div", { id: "groups" });
+  const hint = el("span", {});
+  fill(ctx.root, pageHead("Cluster", "Consumer groups"), card("All groups", { hint }, list));
+  const load = async () => {
+    const doc = await get("/api/groups");
+    if (!ctx.isCurrent()) return;
+    fill(hint, `${doc.groups.length} group${doc.groups.length === 1 ? "" : "s"}`);
+    fill(list, table([
+      { title: "Group", cls: "name", cell: (g) => link(`/groups/${seg(g.group_id)}`, g.group_id) },
+      { title: "State", cell: (g) => stateBadge(g.state) },
+      { title: "Members", num: true, cell: (g) => count(g.members) },
+      { title: "Topics", cell: (g) => g.topics.join(", ") || "–" },
+      { title: "Lag", num: true, cell: (g) => count(g.lag) },
+    ], doc.groups, { id: "group-table", empty: "No consumer groups yet.", rowAttrs: (g) => ({ dataset: { group: g.group_id } }) }));
+  };
+  await load();
+  ctx.live(load, 3000);
+}

@@ -1,0 +1,95 @@
+// A topic: its partitions (offsets, leader, replicas, ISR), its configs (those set apart
+// from the defaults highlighted), its throughput over the last minutes, and deleting it.
+
+import { get, post, seg } from "./api.js";
+import { LineChart } from "./chart.js";
+import { openDialog, field } from "./dialog.js";
+import { badge, card, el, fill, link, pageHead, table, tile } from "./dom.js";
+import { bytes, count, rate } from "./format.js";
+
+export async function render(ctx) {
+  const [name] = ctx.params;
+  ctx.title(name);
+  const base = `/api/topics/${seg(name)}`;
+  let doc = await get(base);
+
+  const tiles = el("div", { class: "tiles", id: "topic-tiles" });
+  const partitions = el("div", { id: "partitions" });
+  const configs = el("div", { id: "configs" });
+  const onlyChanged = el("input", { type: "checkbox", id: "only-changed" });
+  const canvas = el("canvas", { class: "chart", id: "topic-chart" });
+  const legend = el("div", { class: "chart-legend" });
+  const deleteButton = el("button", { class: "danger", id: "delete-topic", type: "button" }, "Delete topic");
+  fill(ctx.root,
+    pageHead([link("/topics", "Topics"), " /"], name,
+      el("a", { class: "button primary", href: `/topics/${seg(name)}/messages`, dataset: { link: "" }, id: "browse-messages" }, "Browse messages"),
+      doc.internal ? null : deleteButton),
+    tiles,
+    card("Throughput", { hint: "records/s produced" }, el("div", { class: "card-body" }, canvas, legend)),
+    card("Partitions", { hint: "start: the first offset kept · end: the offset the next record gets" }, partitions),
+    card("Configs", { hint: "highlighted: set on this topic or the broker, not the default",
+      actions: field("only non-default", onlyChanged, { inline: true }) }, configs));
+
+  const draw = () => {
+    fill(tiles,
+      tile("Partitions", count(doc.partitions.length), { id: "tile-partitions" }),
+      tile("Replication", count(doc.replication_factor), { id: "tile-replication" }),
+      tile("Messages", count(doc.messages), { id: "tile-messages" }),
+      tile("Size", bytes(doc.size), { id: "tile-size" }),
+      tile("Rate", rate(doc.rate), { id: "tile-rate" }),
+      tile("Topic id", doc.topic_id || "–", { small: true }));
+    fill(partitions, table([
+      { title: "Partition", num: true, cell: (p) => link(`/topics/${seg(name)}/messages?partition=${p.partition}&mode=offset&offset=${p.start}`, String(p.partition)) },
+      { title: "Start offset", num: true, cell: (p) => count(p.start) },
+      { title: "End offset", num: true, cell: (p) => count(p.end) },
+      { title: "Messages", num: true, cell: (p) => count(p.messages) },
+      { title: "Size", num: true, cell: (p) => bytes(p.size) },
+      { title: "Leader", num: true, cell: (p) => (p.leader < 0 ? badge("none", "bad") : String(p.leader)) },
+      { title: "Replicas", cell: (p) => p.replicas.join(", ") },
+      { title: "In sync", cell: (p) => p.isr.join(", ") || "–" },
+      { title: "Status", cell: (p) => (p.leader < 0 ? badge("offline", "bad") : p.under_replicated ? badge("under-replicated", "warn") : badge("in sync", "ok")) },
+    ], doc.partitions, { id: "partition-table", rowAttrs: (p) => ({ dataset: { partition: String(p.partition) } }) }));
+    const shown = doc.configs.filter((c) => !onlyChanged.checked || !c.is_default);
+    fill(configs, table([
+      { title: "Name", cls: "mono", cell: (c) => c.name },
+      { title: "Value", cls: "mono", cell: (c) => (c.sensitive ? el("span", { class: "muted" }, "(sensitive)") : c.value === null ? el("span", { class: "muted" }, "null") : c.value) },
+      { title: "Source", cell: (c) => (c.is_default ? el("span", { class: "muted" }, "default") : badge(c.source.toLowerCase().replaceAll("_", " "), "warn")) },
+    ], shown, { id: "config-table", empty: "Every config has its default value.",
+      rowAttrs: (c) => ({ class: c.is_default ? null : "changed", dataset: { config: c.name } }) }));
+  };
+  draw();
+  onlyChanged.addEventListener("change", draw);
+  deleteButton.addEventListener("click", () => deleteDialog(ctx, name));
+
+  const chart = new LineChart(canvas, { color: "#2f6fed" });
+  ctx.onLeave(() => chart.dispose());
+  let interval = 1000; // replaced by the server's sampling interval
+  const refreshChart = async () => {
+    const s = await get(`${base}/series`);
+    chart.update(s.points);
+    interval = s.interval_s * 1000;
+    const last = s.points[s.points.length - 1];
+    fill(legend, el("span", {}, "now ", el("strong", { id: "topic-rate-now" }, rate(last ? last[1] : null))),
+      el("span", {}, "end offsets summed: ", el("strong", {}, count(s.end_offset))));
+  };
+  await refreshChart();
+  ctx.live(refreshChart, interval);
+  ctx.live(async () => { doc = await get(base); if (ctx.isCurrent()) draw(); }, 5000);
+}
+
+function deleteDialog(ctx, name) {
+  const typed = el("input", { id: "confirm-name", autocomplete: "off", placeholder: name });
+  const handle = openDialog({
+    title: "Delete topic",
+    body: el("div", { class: "stack" },
+      el("div", { class: "warning" }, "This deletes ", el("strong", {}, name), " and every record in it, on every broker. It cannot be undone."),
+      field("Type the topic's name to confirm", typed)),
+    confirm: { label: "Delete topic", danger: true, enabled: false },
+    async onConfirm() {
+      await post(`/api/topics/${seg(name)}/delete`, { confirm: typed.value });
+      ctx.navigate("/topics");
+    },
+  });
+  typed.addEventListener("input", () => { handle.confirmButton.disabled = typed.value !== name; });
+  typed.focus();
+}

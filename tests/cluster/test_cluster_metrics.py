@@ -1,0 +1,82 @@
+"""The cluster's metrics (metrics.port on every broker of a real three-broker cluster): one
+active controller, under-replicated partitions while a follower is down, the ISR expanding when
+it returns, and replication bytes in and out."""
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from _cluster import CLUSTER_SETTINGS, _require_zookeeper, create_topic, topic_metadata, wait_for
+from _exposition import parse_exposition, value
+from _kcutil import SOURCE_ROOT
+from broker_client import free_port
+from kafkacore.cluster.local_cluster import LocalCluster
+
+
+@pytest.fixture(scope="module")
+def metrics_cluster(tmp_path_factory):
+    _require_zookeeper()
+    c = LocalCluster(tmp_path_factory.mktemp("metrics-cluster"), brokers=3, settings=CLUSTER_SETTINGS)
+    for b in c.brokers.values():
+        b.settings = dict(b.settings, **{"metrics.port": str(free_port())})
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def scrape(broker):
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.settings['metrics.port']}/metrics", timeout=10) as r:
+        return parse_exposition(r.read().decode())[0]
+
+
+def total(cluster, name, **labels):
+    return sum(value(scrape(b), name, **labels) or 0 for b in cluster.brokers.values() if b.running)
+
+
+def test_controller_and_under_replicated_partitions(metrics_cluster):
+    c = metrics_cluster
+    wait_for(lambda: total(c, "kafka_controller_kafkacontroller_activecontrollercount") == 1,
+             "exactly one active controller across the brokers")
+    create_topic(c, "metered", partitions=3, rf=3)
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+    for i in range(300):
+        p.produce("metered", b"v%d" % i, key=b"k%d" % i)
+    assert p.flush(30) == 0
+    del p
+    # followers append exactly the leaders' batches: twice what the leaders took in, read and sent
+    taken = total(c, "kafka_server_brokertopicmetrics_bytesin_total", topic="metered")
+    assert taken > 300 and total(c, "kafka_server_brokertopicmetrics_messagesin_total", topic="metered") == 300
+    wait_for(lambda: total(c, "kafka_server_brokertopicmetrics_replicationbytesin_total") == 2 * taken
+             == total(c, "kafka_server_brokertopicmetrics_replicationbytesout_total"),
+             "replication bytes in = out = twice the bytes produced")
+    assert total(c, "kafka_server_replicamanager_partitioncount") == 9
+    assert total(c, "kafka_server_replicamanager_leadercount") == 3
+    assert total(c, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    controller = next(b for b in c.brokers.values()
+                      if value(scrape(b), "kafka_controller_kafkacontroller_activecontrollercount") == 1)
+    m = scrape(controller)
+    with urllib.request.urlopen(f"http://127.0.0.1:{controller.settings['metrics.port']}/metrics", timeout=10) as r:
+        families = parse_exposition(r.read().decode())[1]
+    docs = Path(SOURCE_ROOT, "docs", "tools.md").read_text()
+    assert [f for f in families if f"`{f}`" not in docs] == []  # the cluster's metrics are documented too
+    assert value(m, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(m, "kafka_controller_kafkacontroller_globalpartitioncount") == 3
+
+    # a follower stops (controlled shutdown): every partition now misses a replica, whoever leads it
+    follower_id = next(r for r in topic_metadata(c, "metered")[0].replicas
+                       if r != topic_metadata(c, "metered")[0].leader)
+    follower = c.brokers[follower_id]
+    expands_before = total(c, "kafka_server_replicamanager_isrexpands_total")
+    assert follower.stop() == 0
+    wait_for(lambda: total(c, "kafka_server_replicamanager_underreplicatedpartitions") == 3,
+             "3 under-replicated partitions on the live brokers", 60)
+    assert total(c, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    # back again: it catches up and the leaders take it into their ISRs
+    follower.start()
+    wait_for(lambda: total(c, "kafka_server_replicamanager_underreplicatedpartitions") == 0,
+             "no under-replicated partition once the follower is back", 60)
+    assert total(c, "kafka_server_replicamanager_isrexpands_total") - expands_before >= 3
+    assert total(c, "kafka_controller_kafkacontroller_activecontrollercount") == 1

@@ -1,0 +1,618 @@
+"""The web console (``kafkacore console``) against a real broker process, through its JSON API
+and in a real headless browser (Debian's chromium driven by Playwright): the numbers on the
+pages are the ones produced, the charts move while records arrive, the dialogs' changes take
+effect, bad input gets a clear message, and no request leaves the console's own origin.
+
+One broker, one console and one browser for the whole module; each test has its own topics
+or groups, so the tests do not depend on each other's order.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from _browser import launch_chromium, skip_or_fail_without_browser  # tests/ (tests/tools/conftest.py)
+from broker_client import ROOT, BrokerProcess
+
+from kafkacore import Producer
+from kafkacore.client.admin import EARLIEST, LATEST, TOPIC_RESOURCE, AdminClient
+
+T0 = int(time.time() * 1000) - 3_600_000  # the payload records' timestamps: T0, T0 + 1 s, ...
+JSON_VALUE = {"id": 7, "items": ["a", "b"], "nested": {"ok": True}}
+BINARY_VALUE = b"\x00\x01\x02\xff\xfe"
+HTML_VALUE = b"<script>window.__pwned = 1</script><b>bold</b>"
+PAYLOADS = [  # (key, value, headers) at offsets 0, 1, 2, 3 of topic "payloads"
+    (b"json-key", json.dumps(JSON_VALUE).encode(), [("trace-id", b"abc-123"), ("empty", None)]),
+    (b"bin-key", BINARY_VALUE, []),
+    (b"html-key", HTML_VALUE, [("<i>h</i>", b"<img src=x onerror=alert(1)>")]),
+    (None, b"plain text", []),
+]
+ORDERS_PARTITIONS = 3
+CONSOLE_START_S = 30
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("console") / "data") as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def admin(broker):
+    with AdminClient(broker.bootstrap) as a:
+        yield a
+
+
+@pytest.fixture(scope="module")
+def produced(broker, admin):
+    """Known records: {"orders": {partition: count}} over 3 partitions, and "payloads" (one
+    partition) holding PAYLOADS with timestamps T0, T0 + 1 s, ..."""
+    admin.create_topic("orders", ORDERS_PARTITIONS, 1, {"retention.ms": "3600000"})
+    admin.create_topic("payloads", 1, 1)
+    counts = {p: 0 for p in range(ORDERS_PARTITIONS)}
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        handles = [p.send("orders", b"order-%d" % i, key=b"customer-%d" % (i % 7)) for i in range(60)]
+        for h in handles:
+            counts[h.result(10).partition] += 1
+        for i, (key, value, headers) in enumerate(PAYLOADS):
+            assert p.send("payloads", value, key=key, headers=headers, timestamp_ms=T0 + i * 1000).result(10).offset == i
+    return {"orders": counts}
+
+
+class ConsoleProcess:
+    """``python -m kafkacore -b BOOTSTRAP console --port 0``; ``url`` from its first line."""
+
+    def __init__(self, bootstrap, *extra):
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0",
+                                      *extra], cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        line = self._first_line()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not found:
+            self.stop()
+            raise RuntimeError(f"console did not start: {line!r} {self.proc.stderr.read()}")
+        self.origin = f"http://127.0.0.1:{found.group(1)}"
+
+    def _first_line(self):
+        out = []
+        reader = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(CONSOLE_START_S)
+        return out[0] if out else ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def console(broker):
+    c = ConsoleProcess(broker.bootstrap)
+    yield c
+    assert c.stop() == 0, c.proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    skip_or_fail_without_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = launch_chromium(pw)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, console):
+    """A fresh page whose every request must go to the console itself."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(15_000)
+    requests, errors = [], []
+    pg.on("request", lambda r: requests.append(r.url))
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert requests, "the page made no request"
+    outside = [u for u in requests if not u.startswith(console.origin + "/")]
+    assert outside == [], f"requests left the console's origin: {outside}"
+    assert errors == [], f"script errors on the page: {errors}"
+
+
+def api(console, path, body=None, token=True, method=None):
+    """(status, JSON document) of a request to the console's API."""
+    headers = {"Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+        if token:
+            headers["X-Console-Token"] = console_token(console)
+    req = urllib.request.Request(console.origin + path, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def console_token(console) -> str:
+    with urllib.request.urlopen(console.origin + "/", timeout=10) as resp:
+        html = resp.read().decode()
+    return re.search(r'name="console-token" content="([^"]+)"', html).group(1)
+
+
+def offsets(admin, topic, partitions):
+    tps = [(topic, p) for p in range(partitions)]
+    start = admin.list_offsets({tp: EARLIEST for tp in tps})
+    end = admin.list_offsets({tp: LATEST for tp in tps})
+    return {p: (start[(topic, p)].offset, end[(topic, p)].offset) for _, p in tps}
+
+
+def cell(row, column):
+    """The text of a table row's cell under ``column`` (its header text)."""
+    return row.evaluate("""(tr, column) => {
+        const heads = [...tr.closest('table').querySelectorAll('thead th')].map(th => th.textContent.trim());
+        return tr.children[heads.indexOf(column)].textContent.trim();
+    }""", column)
+
+
+def wait_until(condition, timeout_s, what):
+    """Polls from the test (the page's Content-Security-Policy forbids evaluating strings, which
+    Playwright's wait_for_function would do)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout_s} s for {what}")
+        time.sleep(0.1)
+
+
+def count_text(n: int) -> str:
+    return f"{n:,}"
+
+
+# -- the JSON API ------------------------------------------------------------------------------
+def test_api_overview_matches_the_admin_client(console, admin, produced):
+    status, doc = api(console, "/api/overview")
+    assert status == 200
+    cluster = admin.describe_cluster()
+    _, topics = admin.metadata(None)
+    user = [t for t in topics.values() if not t.internal]
+    assert doc["cluster_id"] == cluster.cluster_id and doc["controller"] == cluster.controller_id
+    assert [(b["node_id"], b["host"], b["port"]) for b in doc["brokers"]] == [
+        (b.node_id, b.host, b.port) for b in cluster.brokers]
+    assert doc["topics"] == len(user) >= 2
+    assert doc["partitions"] == sum(len(t.partitions) for t in user)
+    assert doc["under_replicated"] == 0 and doc["offline"] == 0
+
+
+def test_api_topics_count_what_was_produced(console, admin, produced):
+    status, doc = api(console, "/api/topics")
+    assert status == 200
+    rows = {t["name"]: t for t in doc["topics"]}
+    assert rows["orders"]["messages"] == 60 and rows["orders"]["partitions"] == ORDERS_PARTITIONS
+    assert rows["payloads"]["messages"] == len(PAYLOADS)
+    status, detail = api(console, "/api/topics/orders")
+    assert status == 200
+    expected = offsets(admin, "orders", ORDERS_PARTITIONS)
+    assert {p["partition"]: (p["start"], p["end"]) for p in detail["partitions"]} == expected
+    assert {p: end - start for p, (start, end) in expected.items()} == produced["orders"]
+    # sizes from DescribeLogDirs: one copy of each partition (a single broker here)
+    sizes = {p: size for (t, p, _broker), size in admin.log_dir_sizes().items() if t == "orders"}
+    assert {p["partition"]: p["size"] for p in detail["partitions"]} == sizes and all(sizes.values())
+    assert rows["orders"]["size"] == detail["size"] == sum(sizes.values()) and doc["sizes_known"]
+    configs = {c["name"]: c for c in detail["configs"]}
+    assert configs["retention.ms"]["value"] == "3600000" and not configs["retention.ms"]["is_default"]
+    admin_configs = {c.name: c.value for c in admin.describe_configs(TOPIC_RESOURCE, "orders")}
+    assert {n: c["value"] for n, c in configs.items()} == admin_configs
+
+
+def test_api_messages_describe_bytes_exactly(console, produced):
+    status, doc = api(console, "/api/topics/payloads/messages?mode=offset&partition=0&offset=0&limit=4")
+    assert status == 200
+    recs = doc["records"]
+    assert [r["offset"] for r in recs] == [0, 1, 2, 3]
+    assert [r["timestamp"] for r in recs] == [T0, T0 + 1000, T0 + 2000, T0 + 3000]
+    assert recs[0]["key"] == {"kind": "text", "text": "json-key", "size": 8}
+    assert recs[0]["value"]["kind"] == "json" and json.loads(recs[0]["value"]["text"]) == JSON_VALUE
+    assert recs[0]["headers"] == [{"key": "trace-id", "value": {"kind": "text", "text": "abc-123", "size": 7}},
+                                  {"key": "empty", "value": {"kind": "null"}}]
+    binary = recs[1]["value"]
+    assert binary["kind"] == "binary" and binary["hex"] == "00 01 02 ff fe" and binary["text"] == "\\x00\\x01\\x02\\xff\\xfe"
+    import base64
+    assert base64.b64decode(binary["base64"]) == BINARY_VALUE
+    assert recs[2]["value"] == {"kind": "text", "text": HTML_VALUE.decode(), "size": len(HTML_VALUE)}
+    assert recs[3]["key"] == {"kind": "null"}
+
+
+def test_api_bad_input_gets_a_clear_status_and_message(console, produced):
+    assert api(console, "/api/topics/no-such-topic") == (404, {"error": "topic 'no-such-topic' does not exist",
+                                                             "code": "UNKNOWN_TOPIC_OR_PARTITION"})
+    status, doc = api(console, "/api/topics/payloads/messages?mode=offset&partition=0&offset=99")
+    assert status == 400 and doc["error"] == "offset 99 is outside partition 0's records (offsets 0-3)"
+    status, doc = api(console, "/api/topics/payloads/messages?mode=offset&partition=0&offset=abc")
+    assert status == 400 and "whole number" in doc["error"]
+    status, doc = api(console, "/api/topics/payloads/messages?partition=5")
+    assert status == 400 and "no partition 5" in doc["error"]
+    status, doc = api(console, "/api/groups/no-such-group")
+    assert status == 404 and doc["error"] == "group 'no-such-group' does not exist"
+    status, doc = api(console, "/api/nothing-here")
+    assert status == 404 and "GET /api" in doc["error"]
+
+
+def test_api_writes_need_the_token_and_a_confirmation(console, admin, produced):
+    admin.create_topic("keep-me", 1, 1)
+    assert api(console, "/api/topics/keep-me/delete", {"confirm": "keep-me"}, token=False)[0] == 403
+    status, doc = api(console, "/api/topics/keep-me/delete", {})
+    assert status == 428 and "confirm" in doc["error"]
+    assert api(console, "/api/topics/keep-me/delete", {"confirm": "other"})[0] == 428
+    assert api(console, "/api/topics", {"name": "never-made", "partitions": 1})[0] == 428
+    assert "keep-me" in admin.list_topics() and "never-made" not in admin.list_topics()
+    status, doc = api(console, "/api/topics", {"name": "keep-me", "partitions": 1, "confirm": "keep-me"})
+    assert status == 409 and doc["code"] == "TOPIC_ALREADY_EXISTS"
+
+
+def test_requests_for_another_host_name_are_refused(console):
+    """A page whose domain name was pointed at 127.0.0.1 (DNS rebinding) sends its own name as
+    Host: the console does not answer it, so that page cannot read the write token."""
+    req = urllib.request.Request(console.origin + "/", headers={"Host": "attacker.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 421 and b"console-token" not in e.value.read()
+    port = console.origin.rsplit(":", 1)[1]
+    for name in ("localhost", "127.0.0.1"):
+        req = urllib.request.Request(console.origin + "/api/overview", headers={"Host": f"{name}:{port}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+
+
+def test_api_lists_its_endpoints_and_the_docs_describe_each(console):
+    from _kcutil import SOURCE_ROOT
+
+    status, doc = api(console, "/api")
+    assert status == 200 and "GET /api/topics/{name}/messages" in doc["endpoints"]
+    docs = (Path(SOURCE_ROOT) / "docs" / "tools.md").read_text()
+    documented = {e.replace("{name}", "NAME").replace("{group}", "ID") for e in doc["endpoints"]}
+    assert [e for e in sorted(documented) if f"`{e}" not in docs] == []
+
+
+# -- pages -------------------------------------------------------------------------------------
+def test_overview_shows_the_brokers_and_topic_counts(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/")
+    topics = [t for t in admin.list_topics().values() if not t.internal]
+    expect(page.locator("#tile-brokers .value")).to_have_text("1")
+    expect(page.locator("#tile-topics .value")).to_have_text(count_text(len(topics)))
+    expect(page.locator("#tile-partitions .value")).to_have_text(count_text(sum(len(t.partitions) for t in topics)))
+    expect(page.locator("#tile-under-replicated .value")).to_have_text("0")
+    cluster = admin.describe_cluster()
+    expect(page.locator("#broker-table tbody tr")).to_have_count(1)
+    expect(page.locator("#broker-table tbody tr")).to_contain_text(f"{cluster.brokers[0].host}:{cluster.brokers[0].port}")
+    expect(page.locator("#broker-table tbody tr")).to_contain_text("controller")
+    expect(page.locator("#connection")).to_have_class(re.compile(r"\bok\b"))
+
+
+def test_topic_list_shows_message_counts(page, console, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics")
+    row = page.locator('#topic-table tr[data-topic="orders"]')
+    expect(row).to_have_count(1)
+    assert cell(row, "Messages") == "60" and cell(row, "Partitions") == "3"
+    assert cell(page.locator('#topic-table tr[data-topic="payloads"]'), "Messages") == str(len(PAYLOADS))
+    page.fill("#topic-filter", "pay")
+    expect(page.locator("#topic-table tbody tr")).to_have_count(1)
+    page.click('#topic-table a:text("payloads")')
+    expect(page).to_have_url(console.origin + "/topics/payloads")
+
+
+def test_topic_page_shows_each_partitions_offsets_and_configs(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/orders")
+    expect(page.locator("#partition-table tbody tr")).to_have_count(ORDERS_PARTITIONS)
+    for p, (start, end) in offsets(admin, "orders", ORDERS_PARTITIONS).items():
+        row = page.locator(f'#partition-table tr[data-partition="{p}"]')
+        assert (cell(row, "Start offset"), cell(row, "End offset"), cell(row, "Messages")) == (
+            str(start), str(end), str(produced["orders"][p]))
+        assert cell(row, "Leader") == "1" and cell(row, "Replicas") == "1" and cell(row, "In sync") == "1"
+    expect(page.locator("#tile-messages .value")).to_have_text("60")
+    expect(page.locator("#tile-size .value")).to_have_text(re.compile(r"^[\d.]+ (B|KiB|MiB)$"))
+    changed = page.locator('#config-table tr[data-config="retention.ms"]')
+    expect(changed).to_have_class("changed")
+    assert cell(changed, "Value") == "3600000"
+    expect(page.locator('#config-table tr[data-config="cleanup.policy"]')).not_to_have_class("changed")
+    page.check("#only-changed")
+    expect(page.locator("#config-table tbody tr")).to_have_count(1)
+
+
+def test_message_browser_shows_key_value_headers_exactly(page, console, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=0&limit=1")
+    record = page.locator("article.record")
+    expect(record).to_have_count(1)
+    assert record.get_attribute("data-offset") == "0"
+    assert record.locator('[data-role="key"]').text_content() == "json-key"
+    headers = record.locator(".header-row")
+    expect(headers).to_have_count(2)
+    assert headers.nth(0).locator(".hk").text_content() == "trace-id"
+    assert headers.nth(0).locator('[data-role="header"]').text_content() == "abc-123"
+    assert headers.nth(1).locator('[data-role="header"]').get_attribute("data-kind") == "null"
+    value = record.locator('pre[data-role="value"]')
+    assert value.get_attribute("data-kind") == "json"
+    assert value.text_content() == json.dumps(JSON_VALUE, indent=2)  # pretty-printed, exactly
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(T0 / 1000)) + f".{T0 % 1000:03d}"
+    assert record.locator(".ts").text_content() == stamp
+
+
+def test_binary_is_escaped_and_markup_is_shown_as_text(page, console, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=1&limit=2")
+    expect(page.locator("article.record")).to_have_count(2)
+    binary = page.locator('article.record[data-offset="1"] pre[data-role="value"]')
+    assert binary.get_attribute("data-kind") == "binary"
+    assert binary.text_content() == "\\x00\\x01\\x02\\xff\\xfe"
+    page.click('article.record[data-offset="1"] [data-role="hex-toggle"]')
+    expect(binary).to_have_text("00 01 02 ff fe")
+    html = page.locator('article.record[data-offset="2"]')
+    assert html.locator('pre[data-role="value"]').text_content() == HTML_VALUE.decode()
+    assert html.locator(".hk").text_content() == "<i>h</i>"
+    assert html.locator('[data-role="header"]').text_content() == "<img src=x onerror=alert(1)>"
+    # shown as characters: no element was made from the record's markup, and nothing ran
+    assert page.locator("#records script, #records b, #records i, #records img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_browser_newest_first_and_by_timestamp(page, console, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/payloads/messages?partition=0&limit=3")
+    expect(page.locator("article.record")).to_have_count(3)
+    assert [r.get_attribute("data-offset") for r in page.locator("article.record").all()] == ["3", "2", "1"]
+    page.goto(console.origin + f"/topics/payloads/messages?mode=timestamp&timestamp={T0 + 2000}")
+    expect(page.locator("article.record")).to_have_count(2)
+    assert [r.get_attribute("data-offset") for r in page.locator("article.record").all()] == ["2", "3"]
+    # the form: from an offset, in the URL afterwards
+    page.select_option("#mode", "offset")
+    page.fill("#offset", "3")
+    page.click("#load")
+    expect(page.locator("article.record")).to_have_count(1)
+    assert page.locator("article.record").get_attribute("data-offset") == "3"
+    assert "mode=offset" in page.url and "offset=3" in page.url
+
+
+def test_bad_offset_and_unknown_topic_show_a_clear_message(page, console, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=99")
+    expect(page.locator("#browse-problem")).to_have_text("offset 99 is outside partition 0's records (offsets 0-3)")
+    page.goto(console.origin + "/topics/no-such-topic")
+    expect(page.locator("#not-found")).to_contain_text("topic 'no-such-topic' does not exist")
+    page.goto(console.origin + "/topics/no-such-topic/messages")
+    expect(page.locator("#not-found")).to_contain_text("topic 'no-such-topic' does not exist")
+    page.goto(console.origin + "/groups/no-such-group")
+    expect(page.locator("#not-found")).to_contain_text("group 'no-such-group' does not exist")
+    response = page.goto(console.origin + "/no/such/page")
+    assert response.status == 404
+    expect(page.locator("#not-found")).to_contain_text("There is no page at /no/such/page")
+
+
+def test_group_page_lag_is_log_end_minus_committed(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    committed = {("orders", 0): 1, ("orders", 1): 0, ("orders", 2): 5}
+    admin.alter_group_offsets("lagging", committed)
+    ends = offsets(admin, "orders", ORDERS_PARTITIONS)
+    page.goto(console.origin + "/groups/lagging")
+    expect(page.locator("#offset-table tbody tr")).to_have_count(3)
+    total = 0
+    for (topic, p), c in committed.items():
+        row = page.locator(f'#offset-table tr[data-topic="{topic}"][data-partition="{p}"]')
+        lag = ends[p][1] - c
+        total += lag
+        assert (cell(row, "Committed"), cell(row, "End"), cell(row, "Lag")) == (str(c), str(ends[p][1]), str(lag))
+    expect(page.locator("#tile-lag .value")).to_have_text(count_text(total))
+    expect(page.locator("#tile-state")).to_contain_text("Empty")
+    status, doc = api(console, "/api/groups/lagging")
+    assert status == 200 and doc["lag"] == total and doc["state"] == admin.describe_group("lagging").state
+    assert {(o["topic"], o["partition"]): o["committed"] for o in doc["offsets"]} == admin.list_group_offsets("lagging")
+    page.goto(console.origin + "/groups")
+    expect(page.locator('#group-table tr[data-group="lagging"]')).to_contain_text(count_text(total))
+
+
+def test_throughput_chart_moves_as_records_arrive(page, console, broker, admin, produced):
+    admin.create_topic("live", 2, 1)
+    stop = threading.Event()
+
+    def produce():
+        with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
+            while not stop.is_set():
+                for _ in range(40):
+                    p.send("live", b"tick")
+                time.sleep(0.1)
+
+    page.goto(console.origin + "/topics/live")
+    chart = page.locator("#topic-chart")
+    chart.wait_for()
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    try:
+        wait_until(lambda: float(chart.get_attribute("data-latest") or 0) > 0, 20, "the chart to show records/s")
+        first = (int(chart.get_attribute("data-points")), int(chart.get_attribute("data-last-time")),
+                 chart.evaluate("c => c.toDataURL()"))
+        wait_until(lambda: int(chart.get_attribute("data-last-time")) > first[1], 10, "the chart's next sample")
+        second = (int(chart.get_attribute("data-points")), int(chart.get_attribute("data-last-time")),
+                  chart.evaluate("c => c.toDataURL()"))
+        series = api(console, "/api/topics/live/series")[1]
+    finally:
+        stop.set()
+        producer.join(30)
+    assert second[1] > first[1] and second[0] >= first[0]
+    assert second[2] != first[2], "the canvas was not redrawn with the new samples"
+    assert float(chart.get_attribute("data-latest")) > 0
+    assert sum(v for _, v in series["points"]) > 0 and series["end_offset"] > 0
+
+
+def test_create_topic_through_the_dialog(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics")
+    page.click("#create-topic")
+    dialog = page.locator("dialog[open]")
+    page.fill("#new-topic-name", "made-in-browser")
+    page.fill("#new-topic-partitions", "2")
+    page.fill("#new-topic-configs", "retention.ms=7200000")
+    dialog.locator('[data-role="confirm"]').click()  # Review: nothing is made yet
+    expect(page.locator("#create-summary")).to_contain_text("made-in-browser")
+    assert "made-in-browser" not in admin.list_topics()
+    dialog.locator('[data-role="confirm"]').click()  # Create topic
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(page.locator('#topic-table tr[data-topic="made-in-browser"]')).to_have_count(1)
+    info = admin.describe_topics(["made-in-browser"])["made-in-browser"]
+    assert len(info.partitions) == 2
+    configs = {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "made-in-browser")}
+    assert configs["retention.ms"].value == "7200000"
+
+
+def test_delete_topic_through_the_dialog(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    admin.create_topic("doomed", 1, 1)
+    page.goto(console.origin + "/topics/doomed")
+    page.click("#delete-topic")
+    confirm = page.locator('dialog[open] [data-role="confirm"]')
+    expect(confirm).to_be_disabled()
+    page.fill("#confirm-name", "doome")
+    expect(confirm).to_be_disabled()
+    page.fill("#confirm-name", "doomed")
+    expect(confirm).to_be_enabled()
+    confirm.click()
+    expect(page).to_have_url(console.origin + "/topics")
+    assert "doomed" not in admin.list_topics()
+
+
+def test_reset_offsets_of_an_idle_group(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    admin.alter_group_offsets("to-reset", {("orders", p): 2 for p in range(ORDERS_PARTITIONS)})
+    page.goto(console.origin + "/groups/to-reset")
+    page.click("#reset-offsets")
+    page.select_option("#reset-to", "latest")
+    page.click('dialog[open] [data-role="confirm"]')  # Preview: a dry run
+    expect(page.locator("#reset-plan-table tbody tr")).to_have_count(ORDERS_PARTITIONS)
+    assert admin.list_group_offsets("to-reset") == {("orders", p): 2 for p in range(ORDERS_PARTITIONS)}
+    page.click('dialog[open] [data-role="confirm"]')  # Reset offsets
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    ends = offsets(admin, "orders", ORDERS_PARTITIONS)
+    assert admin.list_group_offsets("to-reset") == {("orders", p): ends[p][1] for p in range(ORDERS_PARTITIONS)}
+    expect(page.locator("#tile-lag .value")).to_have_text("0")
+    # and through the API, to an offset (kept within each partition's range, as Kafka's tool does)
+    status, doc = api(console, "/api/groups/to-reset/reset-offsets",
+                      {"topic": "orders", "to": "offset", "offset": 1, "confirm": "to-reset"})
+    assert status == 200 and doc["executed"]
+    assert admin.list_group_offsets("to-reset") == {("orders", p): min(1, ends[p][1]) for p in range(ORDERS_PARTITIONS)}
+
+
+def test_reset_is_refused_while_the_group_has_members(page, console, broker, admin, produced):
+    from playwright.sync_api import expect
+
+    from kafkacore import Consumer
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "busy", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": "false"})
+    try:
+        consumer.subscribe(["orders"])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        consumer.commit()
+        assert consumer.assignment()
+        before = admin.list_group_offsets("busy")
+        status, doc = api(console, "/api/groups/busy/reset-offsets", {"topic": "orders", "to": "latest", "confirm": "busy"})
+        assert status == 409 and "stop them first" in doc["error"], doc
+        page.goto(console.origin + "/groups/busy")
+        expect(page.locator("#member-table tbody tr")).to_have_count(1)
+        page.click("#reset-offsets")
+        expect(page.locator("dialog[open] .warning")).to_contain_text("1 active member")
+        page.click('dialog[open] [data-role="confirm"]')  # even the preview is refused, with the reason shown
+        expect(page.locator("dialog[open] .form-error")).to_contain_text("stop them first")
+        assert admin.list_group_offsets("busy") == before
+    finally:
+        consumer.close()
+
+
+def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
+    from playwright.sync_api import expect
+
+    with BrokerProcess(tmp_path / "data") as other:
+        second = ConsoleProcess(other.bootstrap)
+        context = browser.new_context()
+        try:
+            pg = context.new_page()
+            pg.set_default_timeout(15_000)
+            pg.goto(second.origin + "/topics")
+            expect(pg.locator("#connection")).to_have_class(re.compile(r"\bok\b"))
+            other.stop()
+            status, doc = api(second, "/api/overview")
+            assert status == 503 and doc["error"].startswith(f"cannot reach the cluster at {other.bootstrap}")
+            expect(pg.locator("#connection")).to_have_class(re.compile(r"\bdown\b"))  # the list's next refresh
+            expect(pg.locator("#connection")).to_contain_text("cannot reach the cluster")
+            pg.goto(second.origin + "/topics/anything")
+            expect(pg.locator(".alert.error")).to_contain_text("cannot reach the cluster")
+            other.start()
+            expect(pg.locator("#connection")).to_have_class(re.compile(r"\bok\b"), timeout=20_000)
+            # the page tried again by itself, and now gets the cluster's real answer
+            expect(pg.locator("#not-found")).to_contain_text("topic 'anything' does not exist")
+            assert api(second, "/api/overview")[0] == 200
+        finally:
+            context.close()
+            assert second.stop() == 0
+
+
+# -- the command -------------------------------------------------------------------------------
+def test_unreachable_cluster_is_one_line_and_exit_3(tmp_path):
+    from broker_client import free_port
+
+    out = subprocess.run([sys.executable, "-m", "kafkacore", "-b", f"127.0.0.1:{free_port()}", "console",
+                          "--port", "0"], cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, out
+    assert out.stderr.count("\n") == 1 and "cannot reach the cluster" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_port_in_use_is_one_line_and_exit_1(broker, console):
+    port = console.origin.rsplit(":", 1)[1]
+    out = subprocess.run([sys.executable, "-m", "kafkacore", "-b", broker.bootstrap, "console", "--port", port],
+                         cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out
+    assert out.stderr.count("\n") == 1 and f"cannot serve on 127.0.0.1:{port}" in out.stderr, out.stderr
+
+
+def test_the_console_runs_the_code_under_test(console):
+    """The console subprocess imports the same kafkacore as the tests (the worktree or the
+    installed package, never another checkout)."""
+    import kafkacore
+
+    out = subprocess.run([sys.executable, "-c", "import kafkacore; print(kafkacore.__file__)"], cwd=str(ROOT),
+                         capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert Path(out.stdout.strip()).resolve() == Path(kafkacore.__file__).resolve()
