@@ -95,7 +95,7 @@ def check_partition(topic: str, partition: int | None, count: int) -> None:
 def parse_time_ms(text: str, what: str = "time") -> int:
     """Milliseconds since the epoch from ISO-8601 ('2024-05-01T12:00:00Z', '2024-05-01 12:00',
     '2024-05-01T14:00:00+02:00', '2024-05-01') or from a number of milliseconds. A time
-    without a zone is local time, as Kafka's tools read one."""
+    without a zone is UTC, like every time the tools print (groups reset-offsets reads it so)."""
     text = text.strip()
     if text.lstrip("-").isdigit():
         return int(text)
@@ -104,18 +104,9 @@ def parse_time_ms(text: str, what: str = "time") -> int:
     except ValueError:
         raise ToolError(f"{what} {text!r} is not ISO-8601 (e.g. 2024-05-01T12:00:00Z) nor milliseconds",
                         EXIT_USAGE) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
     return int(round(moment.timestamp() * 1000))
-
-
-def iso_time(ms: int) -> str:
-    """'2024-05-01T12:00:00.123Z' (UTC, milliseconds); a negative (-1: none) or absurd time as
-    the number."""
-    if ms < 0:
-        return str(ms)
-    try:
-        return datetime.fromtimestamp(ms // 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
 
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "0": "\0", "\\": "\\"}

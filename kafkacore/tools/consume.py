@@ -37,10 +37,10 @@ import string
 import sys
 import time
 
-from .clients import (TIMESTAMP_TYPES, add_property_option, check_partition, iso_time, make_consumer,
-                      parse_time_ms, properties, topic_partitions, unescape)
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError
-from .output import show_bytes
+from .clients import (TIMESTAMP_TYPES, add_property_option, check_partition, make_consumer, parse_time_ms,
+                      properties, topic_partitions, unescape)
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError, positive_int
+from .output import iso_utc, show_bytes
 
 TEMPLATE_FIELDS = ("topic", "partition", "offset", "timestamp", "time", "key", "value", "headers")
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -63,27 +63,15 @@ def register(sub, common):
                        help="start at the first record at or after TIME (ISO-8601, e.g. 2024-05-01T12:00:00Z, or ms)")
     p.add_argument("--partition", "-p", type=int, metavar="P", help="read only partition P")
     p.add_argument("--group", "-g", metavar="GROUP", help="consume as a member of GROUP and commit its offsets")
-    p.add_argument("--max-messages", "-n", type=_positive, metavar="N", help="stop after N records")
+    p.add_argument("--max-messages", "-n", type=positive_int, metavar="N", help="stop after N records")
     p.add_argument("--follow", "-F", action="store_true", help="keep waiting for new records (until Ctrl-C)")
-    p.add_argument("--timeout-ms", type=_positive, metavar="MS", help="stop when no record came for MS milliseconds")
+    p.add_argument("--timeout-ms", type=positive_int, metavar="MS", help="stop when no record came for MS milliseconds")
     p.add_argument("--format", metavar="raw|json|TEMPLATE",
                    help="raw: the value (default); json: an object per record; or a template such as "
                         "'{offset} {key} {value}' (fields: " + " ".join(TEMPLATE_FIELDS) + ")")
     p.add_argument("--isolation-level", choices=ISOLATION_LEVELS, help="isolation.level (default read_uncommitted)")
     add_property_option(p, "consumer")
     p.set_defaults(run=run)
-
-
-def _positive(text):
-    import argparse
-
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} is not a positive number")
-    return n
 
 
 # -- formats ---------------------------------------------------------------------------------
@@ -123,7 +111,7 @@ _FIELD_GETTERS = {
     "partition": lambda r: r.partition,
     "offset": lambda r: r.offset,
     "timestamp": lambda r: r.timestamp_ms,
-    "time": lambda r: iso_time(r.timestamp_ms),
+    "time": lambda r: iso_utc(r.timestamp_ms) or NULL,
     "key": lambda r: _text(r.key),
     "value": lambda r: _text(r.value),
     "headers": lambda r: _headers_text(r.headers),

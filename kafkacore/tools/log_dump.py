@@ -29,9 +29,9 @@ import os
 import re
 import sys
 
-from .clients import TIMESTAMP_TYPES, iso_time
-from .common import EXIT_FAILED, EXIT_OK, ToolError
-from .output import show_bytes, table
+from .clients import TIMESTAMP_TYPES
+from .common import EXIT_FAILED, EXIT_OK, ToolError, add_noun, add_verb
+from .output import iso_utc, show_bytes, table
 from .progress import Progress
 
 SEGMENT, OFFSET_INDEX, TIME_INDEX, TXN_INDEX, SNAPSHOT = "segment", "offset-index", "time-index", "txn-index", \
@@ -41,25 +41,21 @@ META_PROPERTIES, PARTITION_METADATA, CLEAN_SHUTDOWN = "meta-properties", "partit
 TOPIC_CONFIGS, PRODUCER_IDS, LOCK = "topic-configs", "producer-ids", "lock"
 MAGIC_OFFSET = 16  # baseOffset (8), batchLength (4), partitionLeaderEpoch (4), then magic
 PROGRESS_MIN_BYTES = 16 << 20  # segments smaller than this are decoded too quickly to need a bar
+PROGRESS_DELAY = 0.5  # seconds before the bar appears: a segment decoded by then never shows one
 _STEM = re.compile(r"^(\d{20})(\.[a-z]+)$")
 
 
 def register(sub, common):
-    p = sub.add_parser("log", help="offline tools for a data directory's files (no broker)",
-                       description="Offline tools for the files of a Kafka data directory.")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", parser_class=type(p))
-    verbs.required = True
-    d = verbs.add_parser(
-        "dump", parents=[common], help="decode segments, indexes, snapshots and checkpoints",
-        description="Decode the files of a Kafka data directory: .log segments (record batches), .index, "
-                    ".timeindex, .txnindex, producer .snapshot files and checkpoints. A directory dumps every "
-                    "file in it. Exit code 1 when a file has problems (--verify checks CRCs and indexes).")
+    verbs = add_noun(sub, "log", "offline tools for a data directory's files (no broker)")
+    d = add_verb(verbs, "dump", common, run, "decode segments, indexes, snapshots and checkpoints",
+                 "Decode the files of a Kafka data directory: .log segments (record batches), .index, .timeindex, "
+                 ".txnindex, producer .snapshot files and checkpoints. A directory dumps every file in it. Exit "
+                 "code 1 when a file has problems (--verify checks CRCs and indexes).")
     d.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     d.add_argument("--records", action="store_true", help="also show every record of every batch")
     d.add_argument("--verify", action="store_true",
                    help="check CRCs, records, offsets and index entries; exit 1 on any problem")
     d.add_argument("--summary", action="store_true", help="one summary line per file, no entries")
-    d.set_defaults(run=run)
 
 
 # -- what a file is ----------------------------------------------------------------------------
@@ -190,7 +186,7 @@ class SegmentDump(FileDump):
             return
         with open(self.path, "rb") as f:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        bar = Progress(size, os.path.basename(self.path), unit="B",
+        bar = Progress(size, os.path.basename(self.path), unit="B", delay=PROGRESS_DELAY,
                        enabled=None if size >= PROGRESS_MIN_BYTES else False)
         end, prev_last, batch = 0, None, None
         try:
@@ -292,7 +288,7 @@ class SegmentDump(FileDump):
         return (f"{s['batches']} batch{'es' if s['batches'] != 1 else ''} ({codecs}"
                 + (", " + ", ".join(extra) if extra else "") + f"), {s['records']} records, "
                 f"offsets {s['first_offset']}-{s['last_offset']}, {s['bytes']} bytes, "
-                f"max timestamp {iso_time(s['max_timestamp'])}")
+                f"max timestamp {_when(s['max_timestamp'])}")
 
 
 def _marker(batch):
@@ -439,7 +435,7 @@ class TimeIndexDump(_IndexDump):
                     self.problem(f"entry {slot}: the batch ending at offset {offset} has max timestamp {max_ts}, "
                                  f"the entry says {ts}", **where)
             prev = (ts, offset)
-            yield {"slot": slot, "timestamp": ts, "time": iso_time(ts), "offset": offset}
+            yield {"slot": slot, "timestamp": ts, "time": iso_utc(ts), "offset": offset}
 
 
 class TxnIndexDump(FileDump):
@@ -506,7 +502,7 @@ class SnapshotDump(FileDump):
             last = e.batches[-1] if e.batches else None
             yield {"producer_id": pid, "epoch": e.epoch, "last_sequence": last.last_seq if last else -1,
                    "last_offset": last.last_offset if last else -1, "first_offset": last.first_offset if last else -1,
-                   "timestamp": e.last_timestamp, "timestamp_text": iso_time(e.last_timestamp),
+                   "timestamp": e.last_timestamp, "timestamp_text": iso_utc(e.last_timestamp),
                    "coordinator_epoch": e.coordinator_epoch,
                    "current_txn_first_offset": e.current_txn_first_offset if e.current_txn_first_offset >= 0
                    else None}
@@ -763,16 +759,21 @@ def _table_row(kind, e):
         flags.append("transactional")
     if e["control"]:
         flags.append(e.get("marker") or "control")
-    return dict(e, crc_hex=f"{e['crc']:#010x}", max_time=iso_time(e["max_timestamp"]),
+    return dict(e, crc_hex=f"{e['crc']:#010x}", max_time=iso_utc(e["max_timestamp"]),
                 producer=f"{e['producer_id']}/{e['producer_epoch']}" if e["producer_id"] >= 0 else None,
                 base_sequence=e["base_sequence"] if e["base_sequence"] >= 0 else None,
                 flags=",".join(flags) or None)
 
 
+def _when(ms) -> str:
+    """A timestamp in a line of text: ISO-8601 UTC, or the number itself when there is none (-1)."""
+    return iso_utc(ms) or str(ms)
+
+
 def _batch_line(e) -> str:
     parts = [f"batch {e['base_offset']}-{e['last_offset']}", f"count {e['count']}", f"position {e['position']}",
              f"size {e['size']}", f"epoch {e['partition_leader_epoch']}", f"crc {e['crc']:#010x}",
-             f"codec {e['compression']}", e["timestamp_type"], f"max {iso_time(e['max_timestamp'])}"]
+             f"codec {e['compression']}", e["timestamp_type"], f"max {_when(e['max_timestamp'])}"]
     if e["producer_id"] >= 0:
         parts.append(f"producer {e['producer_id']} epoch {e['producer_epoch']} seq {e['base_sequence']}")
     if e["transactional"]:
@@ -783,7 +784,7 @@ def _batch_line(e) -> str:
 
 
 def _record_line(r) -> str:
-    head = f"offset {r['offset']}  {iso_time(r['timestamp'])}"
+    head = f"offset {r['offset']}  {_when(r['timestamp'])}"
     if "marker" in r:
         return f"{head}  {r['marker']}  coordinator epoch {r['coordinator_epoch']}"
     text = f"{head}  key {_shown(r['key'])}  value {_shown(r['value'])}"

@@ -21,7 +21,6 @@ While running, a live line on stderr when it is a terminal, else a line every
 """
 from __future__ import annotations
 
-import argparse
 import random
 import string
 import sys
@@ -30,7 +29,7 @@ import time
 from collections import deque
 
 from .clients import add_property_option, make_consumer, make_producer, properties, topic_partitions
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ToolError
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ToolError, add_noun, add_verb, positive_int
 from .output import emit
 from .progress import Progress
 
@@ -40,53 +39,39 @@ CONSUME_TIMEOUT_MS = 10000  # kafka-consumer-perf-test.sh's --timeout default
 RECORD_OVERHEAD = 8  # a record's framing, roughly, for a record without key or headers
 PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 ARROW_POLL_RECORDS = 100_000
+LIVE_LINE_DELAY = 0.5  # seconds before the live line appears: a short test just prints its summary
 
 
 def register(sub, common):
-    p = sub.add_parser("perf", help="producer and consumer performance tests (records/s, MB/s, latency)",
-                       description="Throughput and latency tests with kafkacore's producer and consumer.")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", parser_class=type(p))
-    verbs.required = True
-    pp = verbs.add_parser("produce", parents=[common], help="send N records of S bytes and report throughput and "
-                                                            "latency percentiles")
+    verbs = add_noun(sub, "perf", "producer and consumer performance tests (records/s, MB/s, latency)")
+    pp = add_verb(verbs, "produce", common, run_produce,
+                  "send N records of S bytes and report throughput and latency percentiles")
     pp.add_argument("topic", metavar="TOPIC")
-    pp.add_argument("--num-records", type=_count, required=True, metavar="N", help="records to send")
-    pp.add_argument("--record-size", type=_count, required=True, metavar="BYTES", help="bytes per record value")
+    pp.add_argument("--num-records", type=positive_int, required=True, metavar="N", help="records to send")
+    pp.add_argument("--record-size", type=positive_int, required=True, metavar="BYTES", help="bytes per record value")
     pp.add_argument("--throughput", type=float, default=-1, metavar="R",
                     help="at most R records/s (default -1: as fast as possible)")
-    pp.add_argument("--reporting-interval", type=_count, default=REPORTING_INTERVAL_MS, metavar="MS",
+    pp.add_argument("--reporting-interval", type=positive_int, default=REPORTING_INTERVAL_MS, metavar="MS",
                     help=f"ms between progress lines when stderr is not a terminal (default {REPORTING_INTERVAL_MS})")
     add_property_option(pp, "producer")
-    pp.set_defaults(run=run_produce)
-    pc = verbs.add_parser("consume", parents=[common], help="read N records and report throughput")
+    pc = add_verb(verbs, "consume", common, run_consume, "read N records and report throughput")
     pc.add_argument("topic", metavar="TOPIC")
-    pc.add_argument("--messages", type=_count, metavar="N",
+    pc.add_argument("--messages", type=positive_int, metavar="N",
                     help="records to read (default: all the topic holds when the test starts)")
     pc.add_argument("--group", "-g", metavar="GROUP", help="read as a member of GROUP (default: no group, "
                                                             "every partition from the beginning)")
-    pc.add_argument("--timeout", type=_count, default=CONSUME_TIMEOUT_MS, metavar="MS",
+    pc.add_argument("--timeout", type=positive_int, default=CONSUME_TIMEOUT_MS, metavar="MS",
                     help=f"give up when no record came for MS (default {CONSUME_TIMEOUT_MS})")
-    pc.add_argument("--reporting-interval", type=_count, default=REPORTING_INTERVAL_MS, metavar="MS",
+    pc.add_argument("--reporting-interval", type=positive_int, default=REPORTING_INTERVAL_MS, metavar="MS",
                     help=f"ms between progress lines when stderr is not a terminal (default {REPORTING_INTERVAL_MS})")
     add_property_option(pc, "consumer")
-    pc.set_defaults(run=run_consume)
-
-
-def _count(text):
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} is not a positive number")
-    return n
 
 
 class _Reporter:
     """Progress while a test runs: the live bar on a terminal, else a line every interval."""
 
     def __init__(self, total, label, interval_ms):
-        self.bar = Progress(total, label, unit="records")
+        self.bar = Progress(total, label, unit="records", delay=LIVE_LINE_DELAY)
         self.interval = interval_ms / 1000
         self.next_line = time.monotonic() + self.interval
 
