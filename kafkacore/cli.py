@@ -60,8 +60,8 @@ def _count(text):
 def _run_tool(args) -> int:
     """Runs an operator command; every failure becomes one line on stderr and an exit code."""
     from .client.connection import ConnectionClosed
-    from .errors import KafkaError, KafkaTimeoutError
-    from .tools.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, ToolError
+    from .errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+    from .tools.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, ToolError
 
     prog = " ".join(["kafkacore"] + [v for v in (args.command, getattr(args, "verb", None)) if v])
     try:
@@ -76,6 +76,8 @@ def _run_tool(args) -> int:
         return EXIT_OK
     except ToolError as e:
         code, message = e.exit_code, e.message
+    except KafkaConfigError as e:  # a client property (-X, --command-config) with a bad value
+        code, message = EXIT_USAGE, f"bad client configuration: {e}"
     except KafkaTimeoutError as e:
         code, message = EXIT_UNREACHABLE, e.message
     except KafkaError as e:

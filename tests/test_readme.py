@@ -78,3 +78,47 @@ def test_the_quick_start_names_two_commands_that_exist(command):
     [block] = re.findall(r"```sh\n(.*?)```", quick, re.S)
     assert [ln.split()[0] for ln in block.strip().splitlines()] == ["ci/main.sh", "ci/test.sh"]
     assert os.access(Path(SOURCE_ROOT) / command, os.R_OK)
+
+
+def test_the_operator_tool_lines_run_as_written(tmp_path):
+    """The README's five operator commands, each line through bash as a user types it, against
+    a broker named by $KAFKACORE_BOOTSTRAP_SERVERS (the console line runs until it answers)."""
+    [block] = _blocks("console")
+    lines = [ln for ln in block.strip().splitlines()]
+    assert len(lines) == 5 and all(ln.startswith(("kafkacore ", "printf ")) for ln in lines)
+    with BrokerProcess(tmp_path / "broker") as broker:
+        env = dict(os.environ, KAFKACORE_BOOTSTRAP_SERVERS=broker.bootstrap,
+                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+
+        def run(line):
+            out = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=60)
+            assert out.returncode == 0, (line, out.stdout, out.stderr)
+            return out.stdout
+
+        create, produce, consume, describe, console = lines
+        assert "Created topic orders (3 partitions" in run(create)
+        run(produce)
+        got = sorted(ln.split(" ", 1)[1] for ln in run(consume).splitlines())
+        assert got == ["k1 hello", "k2 world"]
+        from kafkacore.client.admin import AdminClient
+
+        with AdminClient(broker.bootstrap) as admin:  # a group to describe: billing read one record
+            [tp] = [("orders", p) for p in range(3)
+                    if admin.list_offsets({("orders", p): -1})[("orders", p)].offset > 0][:1]
+            admin.alter_group_offsets("billing", {tp: 0})
+        table = run(describe)
+        assert "billing" in table and "LAG" in table
+        port = free_port()
+        proc = subprocess.Popen(["bash", "-c", "exec " + console.split("#")[0].replace("9000", str(port))], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert f"http://127.0.0.1:{port}" in proc.stdout.readline()
+            import json
+            import urllib.request
+
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/overview", timeout=30) as r:
+                overview = json.load(r)
+            assert overview["topics"] == 1 and [b["port"] for b in overview["brokers"]] == [broker.port]
+        finally:
+            proc.terminate()
+            proc.wait(30)

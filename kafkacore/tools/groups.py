@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
 
 from .common import EXIT_OK, ToolError, add_noun, add_verb, admin_client, is_table, non_negative_int
 from .output import emit, report, table
@@ -75,14 +74,14 @@ def _topic_partitions(text):
 
 
 def _datetime(text):
-    """ISO-8601 -> ms since the epoch; a time without a zone is UTC, like everything printed here."""
+    """--to-datetime: ISO-8601 -> ms since the epoch, read as every tool reads times
+    (clients.parse_time_ms: a time without a zone is UTC)."""
+    from .clients import parse_time_ms
+
     try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 time such as 2024-05-01T12:00:00Z") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
+        return parse_time_ms(text, "--to-datetime")
+    except ToolError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
 
 
 # -- reading ----------------------------------------------------------------------------------

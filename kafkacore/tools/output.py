@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 
 def show_bytes(data) -> str | None:
@@ -26,8 +26,9 @@ def iso_utc(ms) -> str | None:
     None for Kafka's "no timestamp" (-1)."""
     if ms is None or ms < 0:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    # whole seconds and milliseconds apart: ms / 1000 as a float can print a millisecond early
+    moment = datetime.fromtimestamp(ms // 1000, tz=timezone.utc) + timedelta(milliseconds=ms % 1000)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def human_bytes(n) -> str | None:
