@@ -43,15 +43,17 @@ def test_stream_caps_batches_and_resumes_from_checkpoint(spark, broker, tmp_path
     out = str(tmp_path / "out")
     df = _stream(spark, broker, topic, startingOffsets="earliest", maxOffsetsPerTrigger="200", includeHeaders="true")
     rows = _run_available_now(df, "parquet", tmp_path, "q", path=out)
-    _assert_same_records(collect(spark.read.parquet(out)), expected)  # first: says which records, if any
-    assert sum(rows) == 900, f"micro-batch sizes {rows}"
-    assert max(rows) <= 200 and len([r for r in rows if r]) >= 5  # capped micro-batches
+    _assert_same_records(collect(spark.read.parquet(out)), expected)  # every record exactly once
+    # capped micro-batches. Their sizes come from Spark's progress reports, whose numInputRows
+    # once said 99 for a batch that wrote its 100 records (CI, 2026-11-26): the exact-once check
+    # above is on the data itself, these only bound the sizes
+    assert max(rows) <= 200 and len([r for r in rows if r]) >= 5, f"micro-batch sizes {rows}"
 
     # more records arrive; the same query restarted from its checkpoint reads only those
     expected.update(produce(broker.bootstrap, topic, 300, "zstd", start=900))
     rows = _run_available_now(df, "parquet", tmp_path, "q", path=out)
     _assert_same_records(collect(spark.read.parquet(out)), expected)  # each record exactly once
-    assert sum(rows) == 300, f"micro-batch sizes {rows}"
+    assert 0 < sum(rows) <= 300 and max(rows) <= 200, f"micro-batch sizes {rows}"
 
 
 def test_stream_starts_at_latest_by_default_and_picks_up_new_records(spark, broker, tmp_path):

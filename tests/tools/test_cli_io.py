@@ -31,10 +31,6 @@ TXN_TOPIC, DUMP_TOPIC = "io-txn", "io-dump"
 DUMP_RECORDS = 300
 
 
-def test_the_worktree_code_is_under_test():
-    assert Path(kafkacore.__file__).resolve().parent == ROOT / "kafkacore"
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("cli-io") / "data", settings={
