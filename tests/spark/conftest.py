@@ -38,7 +38,10 @@ def spark(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    # small segments, so partitions have several and big reads split into many tasks
-    settings = {"num.partitions": "3", "log.segment.bytes": "16384", "log.index.interval.bytes": "1024"}
+    # small segments, so partitions have several and big reads split into many tasks; no time
+    # retention, since the tests' records carry timestamps from 2023 (_records.BASE_TS), which
+    # the default 7 days would delete at the first retention check, 5 minutes in
+    settings = {"num.partitions": "3", "log.segment.bytes": "16384", "log.index.interval.bytes": "1024",
+                "log.retention.ms": "-1"}
     with BrokerProcess(tmp_path_factory.mktemp("spark-broker"), settings) as b:
         yield b
