@@ -301,19 +301,22 @@ cdef class _Column:
 
 cdef class RecordAccumulator:
     cdef public str compression
-    cdef public Py_ssize_t batch_size, buffer_memory, max_request_size, buffered
+    cdef public Py_ssize_t batch_size, buffer_memory, max_request_size, buffered, sticky_partition_bytes
     cdef public long long linger_ms
     cdef public object partitioner, wakeup, on_release, ready, lock, slow_path
     cdef public bint ignore_keys, closed
-    cdef public dict partition_counts, batches, sticky
+    cdef public dict partition_counts, batches, sticky, sticky_bytes
     cdef bint _wake_pending
 
     def __init__(self, compression="none", Py_ssize_t batch_size=16384, long long linger_ms=5,
                  Py_ssize_t buffer_memory=33554432, Py_ssize_t max_request_size=1048576, partitioner=None,
-                 ignore_keys=False, wakeup=None):
+                 ignore_keys=False, wakeup=None, Py_ssize_t sticky_partition_bytes=16384):
         codecs.codec_id(compression)  # refuses unknown codecs now, not at the first batch
         self.compression = compression
         self.batch_size = batch_size
+        # null-key records move to another partition after this many bytes (KIP-794), or when
+        # their batch fills, whichever comes first
+        self.sticky_partition_bytes = sticky_partition_bytes
         self.linger_ms = linger_ms
         self.buffer_memory = buffer_memory
         self.max_request_size = max_request_size
@@ -323,6 +326,7 @@ cdef class RecordAccumulator:
         self.partition_counts = {}
         self.batches = {}
         self.sticky = {}
+        self.sticky_bytes = {}  # topic -> bytes sent to its sticky partition
         self.ready = _deque()
         self.buffered = 0
         self.lock = _threading.RLock()  # API parity with the twin; the GIL protects this class
@@ -351,12 +355,13 @@ cdef class RecordAccumulator:
         return <int>cur
 
     cdef int _next_sticky(self, topic, int n, int current) except -1:
-        # KIP-480: a new batch for null-key records goes to another partition.
+        # KIP-480/794: null-key records go on to another partition, chosen at random
         cdef int p
         if n > 1:
             p = _random_below(n - 1)
             current = p if p < current else p + 1
         self.sticky[topic] = current
+        self.sticky_bytes[topic] = 0
         return current
 
     cdef int _check_size(self, Py_ssize_t est) except -1:
@@ -450,7 +455,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         cdef RecordBatchBuilder builder
         cdef BatchResult result
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, used
         if self.closed:
             raise _ClientClosedError("the producer is closed")
         parts = self.batches.get(topic)
@@ -466,9 +471,12 @@ cdef class RecordAccumulator:
             if sticky:
                 p = self._next_sticky(topic, n, p)
             batch = <ProducerBatch>parts[p]
+        # buffer.memory counts the bytes records take in their batches (as librdkafka does),
+        # not batch.size per open batch (as Java's BufferPool does): large batches then cost
+        # no memory they do not use, whatever the number of partitions
+        if self.buffered and self.buffered + est > self.buffer_memory:
+            return None
         if batch is None:
-            if self.buffered and self.buffered + self.batch_size > self.buffer_memory:
-                return None
             batch = ProducerBatch.__new__(ProducerBatch)
             batch.topic = topic
             batch.partition = p
@@ -477,8 +485,8 @@ cdef class RecordAccumulator:
             batch.created_ms = _now_ms()
             batch.base_sequence = -1
             batch.size = ACC_BATCH_OVERHEAD
-            batch.reserved = max(self.batch_size, est + ACC_BATCH_OVERHEAD)
-            self.buffered += batch.reserved
+            batch.reserved = ACC_BATCH_OVERHEAD
+            self.buffered += ACC_BATCH_OVERHEAD
             parts[p] = batch
             # A new batch has a linger deadline the sleeping sender does not know of yet
             # (Java's accumulator wakes the sender on newBatchCreated too).
@@ -493,6 +501,9 @@ cdef class RecordAccumulator:
         result = batch.result
         result.count = batch.count
         batch.size = <Py_ssize_t>builder.buf.len
+        if batch.size > batch.reserved:
+            self.buffered += batch.size - batch.reserved
+            batch.reserved = batch.size
         if on_delivery is not None:
             if result.callbacks is None:
                 result.callbacks = []
@@ -501,6 +512,12 @@ cdef class RecordAccumulator:
             self._seal(parts, p)
             if sticky:
                 self._next_sticky(topic, n, p)
+        elif sticky and self.sticky_partition_bytes < self.batch_size:  # else the batch filling moves it
+            used = self.sticky_bytes.get(topic, 0) + est
+            if used >= self.sticky_partition_bytes:
+                self._next_sticky(topic, n, p)
+            else:
+                self.sticky_bytes[topic] = used
         return result
 
     cdef inline void _seal(self, list parts, int p):

@@ -157,6 +157,21 @@ def test_null_keys_are_sticky_per_batch(broker):
             assert count > 10
 
 
+def test_null_keys_move_on_every_16_kib_at_the_default_batch_size(broker):
+    """batch.size is 1000000 by default; null-key records still change partition every 16384
+    bytes (KIP-794's switch at Java's default batch.size), so they spread as a Java producer's."""
+    t = _create(broker, _topic("sticky-default"), 4)
+    with _producer(broker, **{"linger.ms": 1000}) as p:
+        assert p.config["batch.size"] == 1000000
+        hs = [p.send(t, b"%0100d" % i) for i in range(3000)]
+        p.flush(30)
+        parts = [h.result(20).partition for h in hs]
+    runs = 1 + sum(1 for a, b in zip(parts, parts[1:]) if a != b)
+    per_run = len(parts) / runs
+    assert 100 <= per_run <= 160, f"{per_run:.0f} records of ~115 bytes per partition run, expected ~140"
+    assert len(set(parts)) >= 3
+
+
 def test_custom_partitioner_and_explicit_partition(broker):
     t = _create(broker, _topic("custom"), 5)
     seen = []
@@ -326,6 +341,21 @@ def test_buffer_memory_backpressure_blocks_for_max_block_ms(own_broker):
         ok = [h for h in handles if h.exception() is None]
         assert len(ok) >= 40
         assert p.send(t, value).result(10).offset > 0
+
+
+def test_buffer_memory_counts_the_bytes_batches_hold_not_batch_size_per_partition(broker):
+    """16 open batches of batch.size 1 MB under 256 KiB of buffer.memory: each holds one small
+    record, so they all fit (a reservation of batch.size per batch, as Java's BufferPool makes,
+    would block the second partition until the first batch left)."""
+    t = _create(broker, "wide-batches", 16)
+    conf = {"batch.size": 1000000, "buffer.memory": 256 * 1024, "linger.ms": 1000, "max.block.ms": 500}
+    with _producer(broker, **conf) as p:
+        t0 = time.monotonic()
+        handles = [p.send(t, b"v%d" % i, partition=i) for i in range(16)]
+        assert time.monotonic() - t0 < 0.4, "send() waited for buffer.memory"
+        assert not any(h.done() for h in handles), "the batches should still be lingering"
+        assert p.flush(30) == 0
+        assert sorted(h.result(10).partition for h in handles) == list(range(16))
 
 
 def test_config_validation_names_key_and_value():

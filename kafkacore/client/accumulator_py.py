@@ -201,9 +201,13 @@ class ProducerBatch:
 
 class RecordAccumulator:
     def __init__(self, compression="none", batch_size=16384, linger_ms=5, buffer_memory=33554432,
-                 max_request_size=1048576, partitioner=None, ignore_keys=False, wakeup=None):
+                 max_request_size=1048576, partitioner=None, ignore_keys=False, wakeup=None,
+                 sticky_partition_bytes=16384):
         self.compression = compression
         self.batch_size = batch_size
+        # null-key records move to another partition after this many bytes (KIP-794), or when
+        # their batch fills, whichever comes first
+        self.sticky_partition_bytes = sticky_partition_bytes
         self.linger_ms = linger_ms
         self.buffer_memory = buffer_memory
         self.max_request_size = max_request_size
@@ -215,6 +219,7 @@ class RecordAccumulator:
         self.partition_counts: dict[str, int] = {}
         self.batches: dict[str, list] = {}  # topic -> [open batch or None] per partition
         self.sticky: dict[str, int] = {}
+        self.sticky_bytes: dict[str, int] = {}  # topic -> bytes sent to its sticky partition
         self.ready: deque = deque()
         self.buffered = 0  # bytes in batches not yet completed (buffer.memory)
         self.lock = threading.RLock()
@@ -288,13 +293,15 @@ class RecordAccumulator:
             if sticky:
                 partition = self._next_sticky(topic, n, partition)
             batch = parts[partition]
+        # buffer.memory counts the bytes records take in their batches (as librdkafka does),
+        # not batch.size per open batch (as Java's BufferPool does)
+        if self.buffered and self.buffered + est > self.buffer_memory:
+            return NEED_MEMORY
         if batch is None:
-            if self.buffered + self.batch_size > self.buffer_memory and self.buffered:
-                return NEED_MEMORY
             batch = ProducerBatch(topic, partition, RecordBatchBuilder(self.compression), now_ms())
             parts[partition] = batch
-            batch.reserved = max(self.batch_size, est + RECORD_BATCH_OVERHEAD)
-            self.buffered += batch.reserved
+            batch.reserved = RECORD_BATCH_OVERHEAD
+            self.buffered += RECORD_BATCH_OVERHEAD
             if self.wakeup is not None:  # its linger deadline is news to a sleeping sender
                 self.wakeup()
         ts = now_ms() if timestamp_ms is None else timestamp_ms
@@ -303,6 +310,9 @@ class RecordAccumulator:
         batch.count += 1
         batch.result.count = batch.count
         batch.size = batch.builder.size_in_bytes
+        if batch.size > batch.reserved:
+            self.buffered += batch.size - batch.reserved
+            batch.reserved = batch.size
         if on_delivery is not None:
             if batch.result.callbacks is None:
                 batch.result.callbacks = []
@@ -312,6 +322,12 @@ class RecordAccumulator:
             self._seal(parts, partition)
             if sticky:
                 self._next_sticky(topic, n, partition)
+        elif sticky and self.sticky_partition_bytes < self.batch_size:  # else the batch filling moves it
+            used = self.sticky_bytes.get(topic, 0) + est
+            if used >= self.sticky_partition_bytes:
+                self._next_sticky(topic, n, partition)
+            else:
+                self.sticky_bytes[topic] = used
         return RecordHandle(result, index, ts)
 
     def send_many(self, topic, values, keys=None, partition=None, timestamps_ms=None, start=0, handle=None,
@@ -348,11 +364,12 @@ class RecordAccumulator:
         return -1 if end == len(values) else end
 
     def _next_sticky(self, topic, n, current):
-        # KIP-480: a new batch for null-key records goes to another partition.
+        # KIP-480/794: null-key records go on to another partition, chosen at random
         if n > 1:
             p = random.randrange(n - 1)
             current = p if p < current else p + 1
         self.sticky[topic] = current
+        self.sticky_bytes[topic] = 0
         return current
 
     def _seal(self, parts, partition):

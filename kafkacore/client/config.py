@@ -12,6 +12,15 @@ from ..errors import KafkaConfigError
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+# batch.size: librdkafka's default (1,000,000 bytes), not the Java client's 16384. Larger
+# batches cost the sender and the broker less per record, and cost no memory they do not use
+# (buffer.memory counts the bytes records take, not batch.size per open batch); linger.ms still
+# bounds how long a record waits. docs/client.md, "Defaults".
+DEFAULT_BATCH_SIZE = 1000000
+# Null-key records move to another partition after this many bytes (KIP-794's sticky
+# partitioner switches after batch.size bytes; this is the Java client's default batch.size),
+# so they spread over partitions as a Java producer's do, whatever batch.size is.
+STICKY_PARTITION_BYTES = 16384
 
 
 def _int(lo=None, hi=None):
@@ -122,7 +131,7 @@ PRODUCER = dict(COMMON, **{
     "acks": (_acks, -1),
     "enable.idempotence": (_bool, True),
     "linger.ms": (_int(0, INT_MAX), 5),
-    "batch.size": (_int(0, INT_MAX), 16384),
+    "batch.size": (_int(0, INT_MAX), DEFAULT_BATCH_SIZE),
     "buffer.memory": (_int(0, LONG_MAX), 33554432),
     "max.block.ms": (_int(0, LONG_MAX), 60000),
     "compression.type": (_choice("none", "gzip", "snappy", "lz4", "zstd"), "none"),

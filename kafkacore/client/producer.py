@@ -22,7 +22,7 @@ from .._loader import load_native
 from ..errors import ClientClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from . import accumulator_py
 from .cluster import Cluster
-from .config import producer_config
+from .config import STICKY_PARTITION_BYTES, producer_config
 from .sender import Sender
 from .transaction_manager import IN_TRANSACTION, TransactionManager
 
@@ -55,7 +55,8 @@ class Producer:
         self._acc = RecordAccumulator(
             compression=c["compression.type"], batch_size=c["batch.size"], linger_ms=c["linger.ms"],
             buffer_memory=c["buffer.memory"], max_request_size=c["max.request.size"],
-            partitioner=partitioner, ignore_keys=c["partitioner.ignore.keys"])
+            partitioner=partitioner, ignore_keys=c["partitioner.ignore.keys"],
+            sticky_partition_bytes=min(c["batch.size"], STICKY_PARTITION_BYTES))
         if _embedded is not None:  # kafkacore.Broker: requests go straight to its handlers
             self._cluster = _embedded.cluster_view()
         else:
