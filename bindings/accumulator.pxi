@@ -45,13 +45,17 @@ cdef int _random_below(int n) noexcept:
 
 
 cdef class BatchResult:
-    """The outcome of one batch, shared by the handles of its records."""
+    """The outcome of one batch, shared by the handles of its records. A batch the broker
+    refused as too large is sent again in parts (``split``): each part has its own result, and
+    this one completes once they all have; a record's offset and error are then its part's."""
     cdef readonly object topic
     cdef readonly int partition
     cdef public long long base_offset, log_append_time
     cdef public object error
     cdef public list callbacks
     cdef public int count
+    cdef readonly list parts  # [(index of the part's first record, its BatchResult)], or None
+    cdef BatchResult _whole  # the result this one is a part of
     cdef object _event
 
     def __cinit__(self, topic, int partition):
@@ -75,9 +79,57 @@ cdef class BatchResult:
         if self.callbacks:
             callbacks, self.callbacks = self.callbacks, None  # each runs once; no cycle outlives delivery
             for index, ts, cb in callbacks:
-                _run_delivery_callback(cb, error, None if error is not None else self.metadata(index, ts))
+                err = self.error_of(index)
+                _run_delivery_callback(cb, err, None if err is not None else self.metadata(index, ts))
+        if self._whole is not None:
+            self._whole._part_done()
+
+    def split(self, counts):
+        """The records go out again as parts of ``counts`` records each, in order: their new
+        results (this one completes when they all have)."""
+        cdef int first = 0, c
+        cdef BatchResult r
+        if sum(counts) != self.count or self.parts is not None:
+            raise ValueError(f"cannot split {self.count} records into {list(counts)}")
+        parts = []
+        for c in counts:
+            r = BatchResult(self.topic, self.partition)
+            r.count = c
+            r._whole = self
+            parts.append((first, r))
+            first += c
+        self.parts = parts
+        return [r for _first, r in parts]
+
+    def _part_done(self):
+        cdef BatchResult r
+        error = None
+        for _first, r in self.parts:
+            if not r._event.is_set():
+                return
+            if error is None:
+                error = r.error
+        r = self.parts[0][1]
+        self.complete(r.base_offset, r.log_append_time, error)
+
+    cdef inline tuple _part_of(self, int index):
+        cdef int i
+        for i in range(len(self.parts) - 1, -1, -1):
+            if index >= <int>self.parts[i][0]:
+                return self.parts[i]
+        return self.parts[0]
+
+    def error_of(self, int index):
+        """The error of the record at ``index`` (None: it was written)."""
+        if self.parts is None:
+            return self.error
+        first, part = self._part_of(index)
+        return (<BatchResult>part).error_of(index - <int>first)
 
     def metadata(self, int index, long long timestamp_ms):
+        if self.parts is not None:
+            first, part = self._part_of(index)
+            return (<BatchResult>part).metadata(index - <int>first, timestamp_ms)
         return _record_metadata(self.topic, self.partition,
                                 self.base_offset + index if self.base_offset >= 0 else -1,
                                 self.log_append_time if self.log_append_time >= 0 else timestamp_ms)
@@ -110,17 +162,18 @@ cdef class RecordHandle:
         KafkaTimeoutError when ``timeout`` (seconds) passes first."""
         if not self.batch._event.wait(timeout):
             raise _KafkaTimeoutError(f"record not acknowledged within {timeout} s")
-        if self.batch.error is not None:
-            raise self.batch.error
+        err = self.batch.error if self.batch.parts is None else self.batch.error_of(self.index)
+        if err is not None:
+            raise err
         return self.batch.metadata(self.index, self.timestamp_ms)
 
     def exception(self, timeout=None):
         if not self.batch._event.wait(timeout):
             raise _KafkaTimeoutError(f"record not acknowledged within {timeout} s")
-        return self.batch.error
+        return self.batch.error_of(self.index)
 
     def __repr__(self):
-        state = "pending" if not self.done() else ("failed" if self.batch.error is not None else "done")
+        state = "pending" if not self.done() else ("failed" if self.batch.error_of(self.index) is not None else "done")
         return f"<RecordHandle {self.batch.topic}[{self.batch.partition}] #{self.index} {state}>"
 
 
@@ -188,9 +241,20 @@ cdef class ProducerBatch:
     cdef public object builder
     cdef public BatchResult result
     cdef public long long created_ms, retry_at
-    cdef public Py_ssize_t size, reserved
+    cdef public Py_ssize_t size, reserved, limit
     cdef public int count, attempts, base_sequence
     cdef public object data
+
+    def __init__(self, topic=None, int partition=0, builder=None, long long created_ms=0, Py_ssize_t limit=0):
+        # (the accumulator's hot path makes batches with __new__ and sets these itself)
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.result = BatchResult(topic, partition)
+        self.created_ms = created_ms
+        self.base_sequence = -1
+        self.size = ACC_BATCH_OVERHEAD
+        self.limit = limit
 
     def __repr__(self):
         return f"<ProducerBatch {self.topic}[{self.partition}] {self.count} records seq {self.base_sequence}>"
@@ -305,7 +369,7 @@ cdef class RecordAccumulator:
     cdef public long long linger_ms
     cdef public object partitioner, wakeup, on_release, ready, lock, slow_path
     cdef public bint ignore_keys, closed
-    cdef public dict partition_counts, batches, sticky, sticky_bytes
+    cdef public dict partition_counts, batches, sticky, sticky_bytes, topic_batch_limits
     cdef bint _wake_pending
 
     def __init__(self, compression="none", Py_ssize_t batch_size=16384, long long linger_ms=5,
@@ -327,6 +391,9 @@ cdef class RecordAccumulator:
         self.batches = {}
         self.sticky = {}
         self.sticky_bytes = {}  # topic -> bytes sent to its sticky partition
+        # topic -> a batch size below batch.size, learnt from batches the broker refused as too
+        # large (split_batch); empty unless that happened
+        self.topic_batch_limits = {}
         self.ready = _deque()
         self.buffered = 0
         self.lock = _threading.RLock()  # API parity with the twin; the GIL protects this class
@@ -363,6 +430,16 @@ cdef class RecordAccumulator:
         self.sticky[topic] = current
         self.sticky_bytes[topic] = 0
         return current
+
+    cdef Py_ssize_t _limit_of(self, topic):
+        cdef object lim = self.topic_batch_limits.get(topic)
+        return self.batch_size if lim is None else <Py_ssize_t>lim
+
+    def limit_batch_size(self, topic, Py_ssize_t size):
+        """Batches of ``topic`` opened from now on are sealed at ``size`` bytes (when that is
+        below batch.size): the broker refused a batch of about twice that."""
+        if size < self.batch_size and size < self._limit_of(topic):
+            self.topic_batch_limits[topic] = max(size, ACC_BATCH_OVERHEAD + ACC_RECORD_OVERHEAD)
 
     cdef int _check_size(self, Py_ssize_t est) except -1:
         cdef Py_ssize_t limit
@@ -466,7 +543,7 @@ cdef class RecordAccumulator:
             for i in range(n - len(parts)):
                 parts.append(None)
         batch = <ProducerBatch>parts[p]
-        if batch is not None and batch.count and batch.size + est > self.batch_size:
+        if batch is not None and batch.count and batch.size + est > batch.limit:
             self._seal(parts, p)
             if sticky:
                 p = self._next_sticky(topic, n, p)
@@ -486,6 +563,7 @@ cdef class RecordAccumulator:
             batch.base_sequence = -1
             batch.size = ACC_BATCH_OVERHEAD
             batch.reserved = ACC_BATCH_OVERHEAD
+            batch.limit = self.batch_size if not self.topic_batch_limits else self._limit_of(topic)
             self.buffered += ACC_BATCH_OVERHEAD
             parts[p] = batch
             # A new batch has a linger deadline the sleeping sender does not know of yet
@@ -508,7 +586,7 @@ cdef class RecordAccumulator:
             if result.callbacks is None:
                 result.callbacks = []
             result.callbacks.append((index_out[0], ts, on_delivery))
-        if batch.size >= self.batch_size:
+        if batch.size >= batch.limit:
             self._seal(parts, p)
             if sticky:
                 self._next_sticky(topic, n, p)

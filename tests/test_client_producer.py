@@ -32,12 +32,14 @@ def _topic(name):
     return f"{name}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
 
 
-def _create(broker, topic, partitions=3):
+def _create(broker, topic, partitions=3, configs=None):
     from broker_client import request
-    from kafkacore.protocol.messages.create_topics_request import CreatableTopic
+    from kafkacore.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
+    cfg = [CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()]
     with broker.client() as conn:
         resp = conn.call(19, 5, request(19, topics=[CreatableTopic(name=topic, num_partitions=partitions,
-                                                                   replication_factor=1)], timeout_ms=10000))
+                                                                   replication_factor=1, configs=cfg)],
+                                        timeout_ms=10000))
         assert resp.topics[0].error_code == 0, resp
     return topic
 
@@ -170,6 +172,65 @@ def test_null_keys_move_on_every_16_kib_at_the_default_batch_size(broker):
     per_run = len(parts) / runs
     assert 100 <= per_run <= 160, f"{per_run:.0f} records of ~115 bytes per partition run, expected ~140"
     assert len(set(parts)) >= 3
+
+
+@pytest.mark.parametrize("limit", [{"max.message.bytes": "20000"}, {"segment.bytes": "16384"}],
+                         ids=["max.message.bytes", "segment.bytes"])
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
+def test_a_batch_too_large_for_the_topic_is_split_and_every_record_written_once(broker, limit, idempotent):
+    """Default batch.size (1000000) against a topic that takes at most ~16-20 KB per batch:
+    the broker refuses the big batches (MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE), the
+    producer splits them until they fit, and every record is acknowledged once, at the offset
+    it was written at, in send order, with its callback (without idempotence, send order needs
+    max.in.flight.requests.per.connection=1, as Kafka documents)."""
+    t = _create(broker, _topic("split"), 2, configs=limit)
+    called = {}
+    conf = {"linger.ms": 200, "enable.idempotence": idempotent,
+            "max.in.flight.requests.per.connection": 5 if idempotent else 1,
+            "acks": "all" if idempotent else 1}
+    with _producer(broker, **conf) as p:
+        assert p.config["batch.size"] == 1000000
+        hs = []
+        for i in range(4000):
+            value = b"%0100d" % i
+            hs.append(p.send(t, value, key=b"k%d" % (i % 7), headers=[("n", str(i).encode())],
+                             on_delivery=lambda err, md, i=i: called.__setitem__(i, (err, md))))
+        assert p.flush(60) == 0
+        mds = [h.result(10) for h in hs]
+        # a second round, into batches the producer now seals small from the start
+        hs2 = [p.send(t, b"%0100d" % i, key=b"k%d" % (i % 7)) for i in range(4000, 6000)]
+        assert p.flush(60) == 0
+        mds += [h.result(10) for h in hs2]
+    assert all(called[i][0] is None and called[i][1].offset == mds[i].offset for i in range(4000))
+    positions = [(md.partition, md.offset) for md in mds]
+    assert len(set(positions)) == 6000
+    for part in (0, 1):
+        offs = sorted(o for pp, o in positions if pp == part)
+        assert offs == list(range(len(offs)))  # contiguous from 0: nothing written twice
+    got = _read_all(broker, t, 2, 6000)
+    assert len(got) == 6000
+    by_pos = {(r.partition, r.offset): r.value for r in got}
+    assert all(by_pos[(md.partition, md.offset)] == b"%0100d" % i for i, md in enumerate(mds))
+    for part in (0, 1):  # per partition, the log holds the records in send order
+        seq = [int(r.value) for r in sorted((r for r in got if r.partition == part), key=lambda r: r.offset)]
+        assert seq == sorted(seq)
+
+
+def test_a_record_too_large_for_the_topic_fails_alone_after_splitting(broker):
+    """One record over the topic's max.message.bytes among small ones: its batch is split until
+    that record is alone; it fails with MESSAGE_TOO_LARGE and the others are written."""
+    from kafkacore.errors import MessageTooLargeError
+
+    t = _create(broker, _topic("split-one"), 1, configs={"max.message.bytes": "20000"})
+    with _producer(broker, **{"linger.ms": 200}) as p:
+        hs = [p.send(t, b"x" * (30000 if i == 137 else 100)) for i in range(300)]
+        p.flush(60)
+        errors = [h.exception(10) for h in hs]
+    assert isinstance(errors[137], MessageTooLargeError)
+    assert [i for i, e in enumerate(errors) if e is not None] == [137]
+    assert [h.result(0).offset for i, h in enumerate(hs) if i != 137] == list(range(299))
+    got = _read_all(broker, t, 1, 299)
+    assert len(got) == 299
 
 
 def test_custom_partitioner_and_explicit_partition(broker):

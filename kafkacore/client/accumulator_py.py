@@ -53,9 +53,12 @@ class RecordMetadata:
 
 
 class BatchResult:
-    """The outcome of one batch, shared by the handles of its records."""
+    """The outcome of one batch, shared by the handles of its records. A batch the broker
+    refused as too large is sent again in parts (``split``): each part has its own result, and
+    this one completes once they all have; a record's offset and error are then its part's."""
 
-    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_event", "callbacks", "count")
+    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_event", "callbacks", "count",
+                 "parts", "_whole")
 
     def __init__(self, topic, partition):
         self.topic, self.partition = topic, partition
@@ -65,6 +68,8 @@ class BatchResult:
         self.error = None
         self._event = threading.Event()
         self.callbacks = None  # [(index, timestamp, callback)] for records sent with on_delivery
+        self.parts = None  # [(index of the part's first record, its BatchResult)] once split
+        self._whole = None  # the result this one is a part of
 
     def done(self) -> bool:
         return self._event.is_set()
@@ -79,9 +84,50 @@ class BatchResult:
         if self.callbacks:
             callbacks, self.callbacks = self.callbacks, None  # each runs once
             for index, ts, cb in callbacks:
-                _run_callback(cb, error, None if error is not None else self.metadata(index, ts))
+                err = self.error_of(index)
+                _run_callback(cb, err, None if err is not None else self.metadata(index, ts))
+        if self._whole is not None:
+            self._whole._part_done()
+
+    def split(self, counts):
+        """The records go out again as parts of ``counts`` records each, in order: their new
+        results (this one completes when they all have)."""
+        if sum(counts) != self.count or self.parts is not None:
+            raise ValueError(f"cannot split {self.count} records into {list(counts)}")
+        parts, first = [], 0
+        for c in counts:
+            r = BatchResult(self.topic, self.partition)
+            r.count = c
+            r._whole = self
+            parts.append((first, r))
+            first += c
+        self.parts = parts
+        return [r for _first, r in parts]
+
+    def _part_done(self):
+        if not all(r.done() for _first, r in self.parts):
+            return
+        error = next((r.error for _first, r in self.parts if r.error is not None), None)
+        head = self.parts[0][1]
+        self.complete(head.base_offset, head.log_append_time, error)
+
+    def _part_of(self, index):
+        for first, part in reversed(self.parts):
+            if index >= first:
+                return first, part
+        return self.parts[0]
+
+    def error_of(self, index):
+        """The error of the record at ``index`` (None: it was written)."""
+        if self.parts is None:
+            return self.error
+        first, part = self._part_of(index)
+        return part.error_of(index - first)
 
     def metadata(self, index, timestamp_ms):
+        if self.parts is not None:
+            first, part = self._part_of(index)
+            return part.metadata(index - first, timestamp_ms)
         offset = self.base_offset + index if self.base_offset >= 0 else -1
         ts = self.log_append_time if self.log_append_time >= 0 else timestamp_ms
         return RecordMetadata(self.topic, self.partition, offset, ts)
@@ -111,17 +157,18 @@ class RecordHandle:
         KafkaTimeoutError when ``timeout`` (seconds) passes first."""
         if not self.batch.wait(timeout):
             raise KafkaTimeoutError(f"record not acknowledged within {timeout} s")
-        if self.batch.error is not None:
-            raise self.batch.error
+        err = self.batch.error_of(self.index)
+        if err is not None:
+            raise err
         return self.batch.metadata(self.index, self.timestamp_ms)
 
     def exception(self, timeout=None):
         if not self.batch.wait(timeout):
             raise KafkaTimeoutError(f"record not acknowledged within {timeout} s")
-        return self.batch.error
+        return self.batch.error_of(self.index)
 
     def __repr__(self):
-        state = "pending" if not self.done() else ("failed" if self.batch.error else "done")
+        state = "pending" if not self.done() else ("failed" if self.batch.error_of(self.index) else "done")
         return f"<RecordHandle {self.batch.topic}[{self.batch.partition}] #{self.index} {state}>"
 
 
@@ -181,10 +228,11 @@ class ProducerBatch:
     """One batch on its way: the builder while open, then the built bytes, retries, outcome."""
 
     __slots__ = ("topic", "partition", "builder", "result", "created_ms", "size", "count", "data",
-                 "attempts", "base_sequence", "retry_at", "reserved")
+                 "attempts", "base_sequence", "retry_at", "reserved", "limit")
 
-    def __init__(self, topic, partition, builder, created_ms):
+    def __init__(self, topic=None, partition=0, builder=None, created_ms=0, limit=0):
         self.topic, self.partition, self.builder = topic, partition, builder
+        self.limit = limit  # sealed at this size
         self.result = BatchResult(topic, partition)
         self.created_ms = created_ms
         self.size = RECORD_BATCH_OVERHEAD
@@ -220,6 +268,9 @@ class RecordAccumulator:
         self.batches: dict[str, list] = {}  # topic -> [open batch or None] per partition
         self.sticky: dict[str, int] = {}
         self.sticky_bytes: dict[str, int] = {}  # topic -> bytes sent to its sticky partition
+        # topic -> a batch size below batch.size, learnt from batches the broker refused as too
+        # large (split_batch); empty unless that happened
+        self.topic_batch_limits: dict[str, int] = {}
         self.ready: deque = deque()
         self.buffered = 0  # bytes in batches not yet completed (buffer.memory)
         self.lock = threading.RLock()
@@ -288,7 +339,7 @@ class RecordAccumulator:
         if parts is None or len(parts) < n:
             parts = self.batches[topic] = (parts or []) + [None] * (n - len(parts or []))
         batch = parts[partition]
-        if batch is not None and batch.count and batch.size + est > self.batch_size:
+        if batch is not None and batch.count and batch.size + est > batch.limit:
             self._seal(parts, partition)
             if sticky:
                 partition = self._next_sticky(topic, n, partition)
@@ -298,7 +349,8 @@ class RecordAccumulator:
         if self.buffered and self.buffered + est > self.buffer_memory:
             return NEED_MEMORY
         if batch is None:
-            batch = ProducerBatch(topic, partition, RecordBatchBuilder(self.compression), now_ms())
+            batch = ProducerBatch(topic, partition, RecordBatchBuilder(self.compression), now_ms(),
+                                  self.topic_batch_limits.get(topic, self.batch_size))
             parts[partition] = batch
             batch.reserved = RECORD_BATCH_OVERHEAD
             self.buffered += RECORD_BATCH_OVERHEAD
@@ -318,7 +370,7 @@ class RecordAccumulator:
                 batch.result.callbacks = []
             batch.result.callbacks.append((index, ts, on_delivery))
         result = batch.result
-        if batch.size >= self.batch_size:
+        if batch.size >= batch.limit:
             self._seal(parts, partition)
             if sticky:
                 self._next_sticky(topic, n, partition)
@@ -362,6 +414,12 @@ class RecordAccumulator:
                 handle.add(h.batch)
                 handle.records += 1
         return -1 if end == len(values) else end
+
+    def limit_batch_size(self, topic, size):
+        """Batches of ``topic`` opened from now on are sealed at ``size`` bytes (when that is
+        below batch.size): the broker refused a batch of about twice that."""
+        if size < self.batch_size and size < self.topic_batch_limits.get(topic, self.batch_size):
+            self.topic_batch_limits[topic] = max(size, RECORD_BATCH_OVERHEAD + RECORD_OVERHEAD)
 
     def _next_sticky(self, topic, n, current):
         # KIP-480/794: null-key records go on to another partition, chosen at random

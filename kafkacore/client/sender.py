@@ -17,13 +17,16 @@ from __future__ import annotations
 import logging
 import os
 import select
+import struct
 import threading
 import time
 from collections import deque
 
+from ..checksum import crc32c
 from ..errors import (ClientClosedError, DuplicateSequenceNumberError, KafkaError, KafkaTimeoutError,
                       OutOfOrderSequenceNumberError, error_for_code)
 from ..protocol.frames import request_class
+from .batch_split import SPLIT_ERRORS, split_batch
 from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.producer")
@@ -37,6 +40,20 @@ _TopicProduceData, _PartitionProduceData = _pm.TopicProduceData, _pm.PartitionPr
 # Errors after which a batch is sent again (Kafka's RetriableException family).
 _LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}  # the cluster view is stale: refresh metadata first
 _RETRIABLE = _LEADER_ERRORS | {2, 7, 13, 14, 15, 19, 20, 56}  # + corrupt, timeouts, not enough replicas
+
+
+# Where a v2 record batch keeps its CRC (over everything after it) and its base sequence.
+_CRC_AT, _CRC_FROM, _BASE_SEQUENCE_AT = 17, 21, 53
+# Errors that say the producer's id or epoch is no longer good: sequences do not matter then.
+_FENCING = {47, 59, 90}  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, PRODUCER_FENCED
+
+
+def _with_sequence(data, sequence: int) -> bytes:
+    """A built batch with another base sequence (and the CRC that goes with it)."""
+    buf = bytearray(data)
+    struct.pack_into(">i", buf, _BASE_SEQUENCE_AT, sequence)
+    struct.pack_into(">I", buf, _CRC_AT, crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
 
 
 def now_ms() -> int:
@@ -65,6 +82,13 @@ class Sender(threading.Thread):
         self.sent_at: dict[tuple, float] = {}  # (node, cid) -> monotonic send time
         self.in_flight_batches: set = set()  # batches sent and not answered
         self.retrying: dict[tuple, int] = {}  # (topic, partition) -> lowest sequence queued for retry
+        self.resequenced: set = set()  # batches in flight whose sequence moved down (_close_gap)
+        # Idempotence, one batch in flight at a time for a partition (a) until the broker has
+        # acknowledged one of its batches under this producer id and epoch, since a broker takes
+        # any first sequence from a producer it does not know (Kafka's rule), so a second batch
+        # could land before a first that failed; and (b) while parts of a split batch are out.
+        self.acked: set = set()  # (topic, partition)s acknowledged under this id and epoch
+        self.parts_out: set = set()  # parts of split batches not yet finished
         self.need_metadata = False
         self.wanted_topics: set = set()
         self.running = True
@@ -131,6 +155,7 @@ class Sender(threading.Thread):
                 # init_transactions gave a new id or epoch: sequences start over (Kafka's rule)
                 self.producer_id, self.producer_epoch = self.txn.producer_id, self.txn.producer_epoch
                 self.sequences.clear()
+                self.acked.clear()
             if self.producer_id < 0:
                 self._sleep(self.retry_backoff_ms / 1000.0)
                 return
@@ -290,6 +315,12 @@ class Sender(threading.Thread):
                     self.wanted_topics.add(tp[0])
                 continue
             by_node.setdefault(leader, []).append(tp)
+        one_at_a_time = flying = None
+        if self.idempotent:
+            one_at_a_time = {(b.topic, b.partition) for b in self.parts_out}
+            one_at_a_time.update(tp for tps in by_node.values() for tp in tps if tp not in self.acked)
+            if one_at_a_time:
+                flying = {(b.topic, b.partition) for b in self.in_flight_batches}
         for node, tps in by_node.items():
             conn = self._connection(node)
             if conn is None:
@@ -300,10 +331,14 @@ class Sender(threading.Thread):
                     q = self.queues[tp]
                     if not q or q[0].retry_at > now:
                         continue
+                    if one_at_a_time and tp in one_at_a_time and tp in flying:
+                        continue
                     b = q[0]
                     if batches and size + len(b.data) > self.max_request_size:
                         rest.append(tp)
                         continue
+                    if flying is not None:
+                        flying.add(tp)
                     with self.lock:
                         q.popleft()
                     batches.append(b)
@@ -427,11 +462,22 @@ class Sender(threading.Thread):
                     self._complete(b, p.base_offset, p.log_append_time_ms, None)
                 elif code in _RETRIABLE:
                     retry.append((b, code))
+                elif code in SPLIT_ERRORS and b.count > 1 and not b.result.done():
+                    try:
+                        self._split(b)
+                    except Exception as e:  # (cannot happen to a batch this producer built)
+                        log.exception("splitting a refused batch failed")
+                        self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: {e}"))
+                elif code == OutOfOrderSequenceNumberError.code and b in self.resequenced:
+                    self.resequenced.discard(b)
+                    retry.append((b, code))  # sent before its sequence moved down: again, renumbered
                 elif code == OutOfOrderSequenceNumberError.code:
                     out_of_order.append(b)
                 else:
                     msg = p.error_message or ""
                     self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: {msg}".rstrip(": ")))
+                    if b.base_sequence >= 0 and self.txn is None and code not in _FENCING:
+                        self._close_gap(b)
         for b in by_tp.values():  # the broker did not answer for a partition it was sent
             with self.lock:
                 self.in_flight_batches.discard(b)
@@ -449,6 +495,54 @@ class Sender(threading.Thread):
             if not self._requeue(b, now, refresh=code in _LEADER_ERRORS):
                 self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: retries exhausted"))
 
+    def _close_gap(self, failed):
+        """An idempotent batch the broker refused for good was never written: the partition's
+        later batches move down by its record count, so that the broker sees no gap in the
+        sequence (Java's producer adjusts them the same way). Those already in flight come
+        back OUT_OF_ORDER_SEQUENCE_NUMBER and go again with their new numbers."""
+        tp, n, first = (failed.topic, failed.partition), failed.count, failed.base_sequence
+        with self.lock:
+            later = [b for b in self.queues.get(tp, ()) if b.base_sequence > first]
+            flying = [b for b in self.in_flight_batches
+                      if (b.topic, b.partition) == tp and b.base_sequence > first]
+        for b in later + flying:
+            b.base_sequence -= n
+            b.data = _with_sequence(b.data, b.base_sequence)
+        self.resequenced.update(flying)
+        if tp in self.sequences:
+            self.sequences[tp] = (self.sequences[tp] - n) & 0x7FFFFFFF
+
+    def _split(self, batch):
+        """The broker refused the batch as too large: its records go again in two batches of
+        half the size, first in the partition's queue (batch_split)."""
+        parts = split_batch(batch, self.acc.compression)
+        self.acc.limit_batch_size(batch.topic, len(batch.data) // 2)
+        log.info("%s-%d: a batch of %d records (%d bytes) is too large for the broker; sending it as %d and %d",
+                 batch.topic, batch.partition, batch.count, len(batch.data), parts[0].count, parts[1].count)
+        seq = batch.base_sequence
+        for part in parts:
+            if seq >= 0:  # the parts keep the refused batch's sequence numbers
+                part.base_sequence = seq
+                part.builder.set_producer_state(self.producer_id, self.producer_epoch, seq,
+                                                transactional=self.txn is not None)
+                seq = (seq + part.count) & 0x7FFFFFFF
+            part.data = part.builder.build()
+            part.builder = None
+        batch.data = None
+        self.parts_out.discard(batch)
+        self.parts_out.update(parts)
+        tp = (batch.topic, batch.partition)
+        with self.lock:
+            q = self.queues.setdefault(tp, deque())
+            if seq < 0:
+                q.extendleft(reversed(parts))
+            else:
+                i = 0
+                while i < len(q) and 0 <= q[i].base_sequence < parts[0].base_sequence:
+                    i += 1
+                for part in reversed(parts):
+                    q.insert(i, part)
+
     def _earlier_pending(self, batch) -> bool:
         """An earlier batch of the partition is still on its way (in flight or queued for a
         retry): OUT_OF_ORDER_SEQUENCE_NUMBER then only means this one overtook it."""
@@ -463,6 +557,10 @@ class Sender(threading.Thread):
             return bool(q) and q[0].base_sequence < batch.base_sequence
 
     def _complete(self, batch, base_offset, log_append_time, error):
+        if error is None:
+            self.acked.add((batch.topic, batch.partition))
+        if self.parts_out:
+            self.parts_out.discard(batch)
         self.acc.release(batch)
         batch.data = None
         if error is not None and self.txn is not None and not getattr(error, "txn_requires_abort", False):
