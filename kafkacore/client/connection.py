@@ -17,7 +17,7 @@ import threading
 import time
 
 from ..errors import KafkaTimeoutError, UnsupportedVersionError
-from ..protocol.frames import RequestHeader, api_name, decode_response, encode_request, request_class
+from ..protocol.frames import RequestHeader, api_name, decode_response, encode_request_parts, request_class
 from ..protocol.wire import ProtocolDecodeError
 
 API_VERSIONS = 18
@@ -155,11 +155,14 @@ class BrokerConnection:
         v = self.version(api_key) if version is None else version
         self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
         cid = self.correlation_id
-        frame = encode_request(RequestHeader(api_key, v, cid, self.client_id), body)
+        parts = encode_request_parts(RequestHeader(api_key, v, cid, self.client_id), body)
         if expect_response:
             self.in_flight[cid] = (api_key, v, context)
         try:
-            self.sock.sendall(frame)
+            if len(parts) == 1:
+                self.sock.sendall(parts[0])
+            else:
+                _send_all_parts(self.sock, parts)
         except OSError as e:
             # the request never fully left: it is not in flight, and the caller (which gets the
             # exception) owns its context again; leaving it registered would hand the same
@@ -248,3 +251,20 @@ class BrokerConnection:
             except OSError:
                 pass
 
+
+# sendmsg takes at most IOV_MAX (1024 on Linux) buffers at a time
+_IOV_MAX = 1024
+
+
+def _send_all_parts(sock, parts):
+    """sendall for a list of buffers, without joining them (a request's record batches go out
+    from their own buffers); loops over partial sends as sendall does."""
+    views = [memoryview(p).cast("B") for p in parts]
+    i = 0
+    while i < len(views):
+        sent = sock.sendmsg(views[i:i + _IOV_MAX])
+        while i < len(views) and sent >= len(views[i]):
+            sent -= len(views[i])
+            i += 1
+        if sent:
+            views[i] = views[i][sent:]

@@ -142,7 +142,17 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body,
 
 def encode_request(header: RequestHeader, body) -> bytes:
     """A request frame with its size prefix (for tests and kafkacore's own clients)."""
-    w = Writer()
+    return b"".join(encode_request_parts(header, body, None))
+
+
+# Records fields this large stay in their own buffers when a client encodes a request.
+RECORDS_CHUNK_BYTES = 16384
+
+
+def encode_request_parts(header: RequestHeader, body, chunk_from=RECORDS_CHUNK_BYTES) -> list:
+    """A request frame with its size prefix as a list of buffers: a producer's large record
+    batches are not copied into the frame but sent from where they are (socket.sendmsg)."""
+    w = Writer(chunk_from)
     w.buf += b"\x00\x00\x00\x00"
     w.buf += _header.pack(header.api_key, header.api_version, header.correlation_id)
     hv = request_header_version(header.api_key, header.api_version)
@@ -151,8 +161,9 @@ def encode_request(header: RequestHeader, body) -> bytes:
     if hv >= 2:
         w.uvarint(0)
     body.write(w, header.api_version)
-    out = w.getvalue()
-    return struct.pack(">i", len(out) - 4) + out[4:]
+    parts = w.parts()
+    struct.pack_into(">i", parts[0], 0, len(w) - 4)  # the size prefix is the first 4 bytes written
+    return parts
 
 
 def decode_response(api_key: int, api_version: int, frame, strict: bool = True):

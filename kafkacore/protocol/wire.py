@@ -214,12 +214,15 @@ class Writer:
     """Builds an encoded message. Parts that must be sent with ``sendfile`` (record data held
     in segment files) are kept aside as separate chunks; everything else is one bytearray."""
 
-    __slots__ = ("buf", "chunks", "size_before")
+    __slots__ = ("buf", "chunks", "size_before", "chunk_from")
 
-    def __init__(self):
+    def __init__(self, chunk_from=None):
         self.buf = bytearray()
         self.chunks = None  # list of bytes-like and file slices once a slice is written
         self.size_before = 0  # bytes held in chunks
+        # records fields of at least this many bytes are kept as their own chunks too, not
+        # copied into the message (a producer's batches, sent from their buffers with sendmsg)
+        self.chunk_from = chunk_from
 
     def __len__(self) -> int:
         return self.size_before + len(self.buf)
@@ -321,7 +324,7 @@ class Writer:
     def _records_body(self, v) -> None:
         # A file slice (storage.FileSlice: has size and sendfile) is kept as its own chunk
         # so the server can send it with sendfile; anything bytes-like is copied in.
-        if hasattr(v, "sendfile"):
+        if hasattr(v, "sendfile") or (self.chunk_from is not None and _records_size(v) >= self.chunk_from):
             if self.chunks is None:
                 self.chunks = []
             self.chunks.append(self.buf)
