@@ -56,6 +56,7 @@ cdef class BatchResult:
     cdef public int count
     cdef readonly list parts  # [(index of the part's first record, its BatchResult)], or None
     cdef BatchResult _whole  # the result this one is a part of
+    cdef int _parts_left
     cdef object _event
 
     def __cinit__(self, topic, int partition):
@@ -75,14 +76,15 @@ cdef class BatchResult:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
+        if self._whole is not None:
+            # the whole first: whoever waited for this part (flush) then finds it done too
+            self._whole._part_done()
         self._event.set()
         if self.callbacks:
             callbacks, self.callbacks = self.callbacks, None  # each runs once; no cycle outlives delivery
             for index, ts, cb in callbacks:
                 err = self.error_of(index)
                 _run_delivery_callback(cb, err, None if err is not None else self.metadata(index, ts))
-        if self._whole is not None:
-            self._whole._part_done()
 
     def split(self, counts):
         """The records go out again as parts of ``counts`` records each, in order: their new
@@ -99,14 +101,16 @@ cdef class BatchResult:
             parts.append((first, r))
             first += c
         self.parts = parts
+        self._parts_left = len(parts)
         return [r for _first, r in parts]
 
     def _part_done(self):
         cdef BatchResult r
+        self._parts_left -= 1
+        if self._parts_left:
+            return
         error = None
         for _first, r in self.parts:
-            if not r._event.is_set():
-                return
             if error is None:
                 error = r.error
         r = self.parts[0][1]

@@ -110,3 +110,21 @@ def test_a_renumbered_batch_keeps_a_valid_crc():
     decoded.validate()  # raises on a wrong CRC
     assert [r.value for r in decoded] == [b"v000", b"v001", b"v002"]
     assert data[:17] == built[:17] and data[21:53] == built[21:53] and data[57:] == built[57:]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_whoever_waits_for_the_last_part_finds_the_whole_done(impl):
+    """flush waits on the parts' results: once the last part is done, the records' handles
+    (on the whole batch's result) must be done as well, with no window between the two."""
+    import threading
+
+    for _ in range(200):
+        acc, batch, handles = _one_batch(impl, 4)
+        a, b = split_batch(batch, "none")
+        a.result.complete(0, -1, None)
+        seen = []
+        waiter = threading.Thread(target=lambda: seen.append((b.result.wait(5), handles[-1].done())))
+        waiter.start()
+        b.result.complete(2, -1, None)
+        waiter.join(5)
+        assert seen == [(True, True)]

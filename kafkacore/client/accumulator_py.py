@@ -58,7 +58,7 @@ class BatchResult:
     this one completes once they all have; a record's offset and error are then its part's."""
 
     __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_event", "callbacks", "count",
-                 "parts", "_whole")
+                 "parts", "_whole", "_parts_left")
 
     def __init__(self, topic, partition):
         self.topic, self.partition = topic, partition
@@ -80,14 +80,15 @@ class BatchResult:
     def complete(self, base_offset, log_append_time, error):
         """Called once by the sender: records the outcome, wakes waiters, runs callbacks."""
         self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
+        if self._whole is not None:
+            # the whole first: whoever waited for this part (flush) then finds it done too
+            self._whole._part_done()
         self._event.set()
         if self.callbacks:
             callbacks, self.callbacks = self.callbacks, None  # each runs once
             for index, ts, cb in callbacks:
                 err = self.error_of(index)
                 _run_callback(cb, err, None if err is not None else self.metadata(index, ts))
-        if self._whole is not None:
-            self._whole._part_done()
 
     def split(self, counts):
         """The records go out again as parts of ``counts`` records each, in order: their new
@@ -102,10 +103,12 @@ class BatchResult:
             parts.append((first, r))
             first += c
         self.parts = parts
+        self._parts_left = len(parts)
         return [r for _first, r in parts]
 
     def _part_done(self):
-        if not all(r.done() for _first, r in self.parts):
+        self._parts_left -= 1
+        if self._parts_left:
             return
         error = next((r.error for _first, r in self.parts if r.error is not None), None)
         head = self.parts[0][1]
