@@ -46,6 +46,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacore.cluster.local_cluster import LocalCluster, free_port
+from prefault import prefault_memory
 
 SECTIONS = ("throughput", "latency", "catchup", "failover")
 SESSION_MS = 6000
@@ -236,19 +237,6 @@ def iperf3_mib_s(seconds=3):
     finally:
         server.kill()
         server.wait()
-
-
-def prefault_memory(gib):
-    """Touches ``gib`` GiB of fresh memory once and frees it, just before a timed part. On this
-    VM (Firecracker, virtio-balloon with free page reporting) a guest page the host has not
-    backed costs a host page fault on first use, and freed pages are handed back to the host
-    within seconds: a new 1 GiB file is written at 0.4-0.9 GB/s, or 2-4.5 GB/s right after
-    memory was touched (dd, 2026-11-26). A server's memory is backed; without this, a
-    follower's page-cache writes measure the hypervisor."""
-    import numpy as np
-
-    block = np.ones(gib << 30, dtype=np.uint8)  # every page written once
-    del block
 
 
 def page_cache_write_mib_s(directory, mib):
