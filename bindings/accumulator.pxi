@@ -367,13 +367,24 @@ cdef class _Column:
         return 0
 
 
+@cython.final
+cdef class _Sticky:
+    """A topic's sticky partition for null-key records and the bytes sent to it since it was
+    chosen (KIP-480/794): one object per topic, so a record updates two C fields."""
+    cdef int partition
+    cdef Py_ssize_t used
+
+    def __repr__(self):
+        return f"<sticky partition {self.partition}, {self.used} bytes>"
+
+
 cdef class RecordAccumulator:
     cdef public str compression
     cdef public Py_ssize_t batch_size, buffer_memory, max_request_size, buffered, sticky_partition_bytes
     cdef public long long linger_ms
     cdef public object partitioner, wakeup, on_release, ready, lock, slow_path
     cdef public bint ignore_keys, closed
-    cdef public dict partition_counts, batches, sticky, sticky_bytes, topic_batch_limits
+    cdef public dict partition_counts, batches, sticky, topic_batch_limits
     cdef bint _wake_pending
 
     def __init__(self, compression="none", Py_ssize_t batch_size=16384, long long linger_ms=5,
@@ -393,8 +404,7 @@ cdef class RecordAccumulator:
         self.wakeup = wakeup
         self.partition_counts = {}
         self.batches = {}
-        self.sticky = {}
-        self.sticky_bytes = {}  # topic -> bytes sent to its sticky partition
+        self.sticky = {}  # topic -> _Sticky
         # topic -> a batch size below batch.size, learnt from batches the broker refused as too
         # large (split_batch); empty unless that happened
         self.topic_batch_limits = {}
@@ -416,24 +426,28 @@ cdef class RecordAccumulator:
             raise ValueError(f"partitioner returned {p!r} for topic {topic!r} with {n} partitions")
         return p
 
-    cdef int _sticky_partition(self, topic, int n) except -1:
-        cdef object cur = self.sticky.get(topic)
-        cdef int p
-        if cur is None or <int>cur >= n:
-            p = _random_below(n)
-            self.sticky[topic] = p
-            return p
-        return <int>cur
+    cdef _Sticky _sticky_of(self, topic, int n):
+        cdef object found = self.sticky.get(topic)
+        cdef _Sticky st
+        if found is None:
+            st = _Sticky.__new__(_Sticky)
+            st.partition = _random_below(n)
+            self.sticky[topic] = st
+            return st
+        st = <_Sticky>found
+        if st.partition >= n:
+            st.partition = _random_below(n)
+            st.used = 0
+        return st
 
-    cdef int _next_sticky(self, topic, int n, int current) except -1:
+    cdef int _next_sticky(self, _Sticky st, int n) noexcept:
         # KIP-480/794: null-key records go on to another partition, chosen at random
         cdef int p
         if n > 1:
             p = _random_below(n - 1)
-            current = p if p < current else p + 1
-        self.sticky[topic] = current
-        self.sticky_bytes[topic] = 0
-        return current
+            st.partition = p if p < st.partition else p + 1
+        st.used = 0
+        return st.partition
 
     cdef Py_ssize_t _limit_of(self, topic):
         cdef object lim = self.topic_batch_limits.get(topic)
@@ -481,7 +495,7 @@ cdef class RecordAccumulator:
             return _NEED_METADATA
         cdef int n = n_obj
         cdef int p, index = 0
-        cdef bint sticky = False
+        cdef _Sticky sticky = None
         cdef Py_ssize_t est
         cdef int64_t ts
         cdef _Arg v, k
@@ -498,8 +512,8 @@ cdef class RecordAccumulator:
                 elif k.length >= 0 and not self.ignore_keys:
                     p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
                 else:
-                    p = self._sticky_partition(topic, n)
-                    sticky = True
+                    sticky = self._sticky_of(topic, n)
+                    p = sticky.partition
                 est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
                 if headers:
                     est += _headers_estimate(headers)
@@ -528,7 +542,7 @@ cdef class RecordAccumulator:
             except Exception:
                 pass
 
-    cdef BatchResult _append(self, topic, int n, int p, bint sticky, _Arg *v, _Arg *k, object headers,
+    cdef BatchResult _append(self, topic, int n, int p, _Sticky sticky, _Arg *v, _Arg *k, object headers,
                              int64_t ts, object on_delivery, Py_ssize_t est, int *index_out):
         """Appends one record; its batch's result (index in *index_out), or None when
         buffer.memory is used up. Calls no Python code except through headers."""
@@ -536,7 +550,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         cdef RecordBatchBuilder builder
         cdef BatchResult result
-        cdef Py_ssize_t i, used
+        cdef Py_ssize_t i
         if self.closed:
             raise _ClientClosedError("the producer is closed")
         parts = self.batches.get(topic)
@@ -549,8 +563,8 @@ cdef class RecordAccumulator:
         batch = <ProducerBatch>parts[p]
         if batch is not None and batch.count and batch.size + est > batch.limit:
             self._seal(parts, p)
-            if sticky:
-                p = self._next_sticky(topic, n, p)
+            if sticky is not None:
+                p = self._next_sticky(sticky, n)
             batch = <ProducerBatch>parts[p]
         # buffer.memory counts the bytes records take in their batches (as librdkafka does),
         # not batch.size per open batch (as Java's BufferPool does): large batches then cost
@@ -592,14 +606,12 @@ cdef class RecordAccumulator:
             result.callbacks.append((index_out[0], ts, on_delivery))
         if batch.size >= batch.limit:
             self._seal(parts, p)
-            if sticky:
-                self._next_sticky(topic, n, p)
-        elif sticky and self.sticky_partition_bytes < self.batch_size:  # else the batch filling moves it
-            used = self.sticky_bytes.get(topic, 0) + est
-            if used >= self.sticky_partition_bytes:
-                self._next_sticky(topic, n, p)
-            else:
-                self.sticky_bytes[topic] = used
+            if sticky is not None:
+                self._next_sticky(sticky, n)
+        elif sticky is not None and self.sticky_partition_bytes < self.batch_size:  # else the batch filling moves it
+            sticky.used += est
+            if sticky.used >= self.sticky_partition_bytes:
+                self._next_sticky(sticky, n)
         return result
 
     cdef inline void _seal(self, list parts, int p):
@@ -621,7 +633,7 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t i, end, count
         cdef _Arg v, k
         cdef int64_t ts, now = _now_ms()
-        cdef bint sticky
+        cdef _Sticky sticky
         cdef Py_ssize_t est
         cdef BatchResult result
         cdef _BufferRef ts_ref = None
@@ -658,7 +670,7 @@ cdef class RecordAccumulator:
                     k.length = -1
                     if ks is not None:
                         ks.get(i, &k, "key")
-                    sticky = False
+                    sticky = None
                     if partition is None:
                         if self.partitioner is not None:
                             p = self._custom(topic, None if k.length < 0 else PyBytes_FromStringAndSize(
@@ -666,8 +678,8 @@ cdef class RecordAccumulator:
                         elif k.length >= 0 and not self.ignore_keys:
                             p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
                         else:
-                            p = self._sticky_partition(topic, n)
-                            sticky = True
+                            sticky = self._sticky_of(topic, n)
+                            p = sticky.partition
                     est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
                     self._check_size(est)
                     if ts_ptr != NULL:
