@@ -561,6 +561,8 @@ class Sender(threading.Thread):
             self.acked.add((batch.topic, batch.partition))
         if self.parts_out:
             self.parts_out.discard(batch)
+        if self.resequenced:
+            self.resequenced.discard(batch)
         self.acc.release(batch)
         batch.data = None
         if error is not None and self.txn is not None and not getattr(error, "txn_requires_abort", False):
