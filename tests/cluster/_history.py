@@ -68,6 +68,13 @@ class AckedProducer:
             self.send(max(1, rate // 20))
             time.sleep(max(0.0, 0.05 - (time.monotonic() - t0)))
 
+    def close(self, timeout=60):
+        """Flushes and destroys the producer (confluent-kafka has no close(): the handle goes
+        when its last reference does). Its periodic metadata refresh, which names the topic,
+        would otherwise auto-create a topic a test has just deleted."""
+        self.flush(timeout)
+        self.producer = None
+
     def flush(self, timeout=60):
         left = self.producer.flush(timeout)
         assert left == 0, f"{left} records still unacknowledged after {timeout} s"

@@ -294,7 +294,7 @@ def test_deleting_a_topic_removes_every_replica(cluster):
     create_topic(cluster, "doomed", partitions=2, rf=3)
     p = AckedProducer(cluster.bootstrap_servers, "doomed")
     p.send(100)
-    p.flush(30)
+    p.close(30)  # a live producer's metadata refresh (every 1 s here) would auto-create "doomed" again
     client = admin(cluster)
     client.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(60)
     # a listing of every topic: asking for "doomed" by name could auto-create it again
