@@ -173,6 +173,11 @@ class FetchSessionCache:
         self.evictions = 0
 
     @classmethod
+    def of_broker(cls, broker) -> FetchSessionCache | None:
+        """A broker's cache if one was made (for its metrics)."""
+        return _caches.get(broker)
+
+    @classmethod
     def for_broker(cls, broker) -> FetchSessionCache:
         """The cache of a broker, made on first use (a broker whose clients never ask for
         sessions never has one)."""

@@ -20,6 +20,8 @@ import time
 from bisect import bisect_left
 from time import perf_counter
 
+from .fetch_session import FetchSessionCache
+
 FETCH = 1  # Fetch's API key: its requests count as FetchConsumer or FetchFollower, as Kafka's
 
 # Upper bounds (ms) of the request time histogram buckets; +Inf is added. From well under a
@@ -151,6 +153,7 @@ class BrokerMetrics:
         self._render_requests(out)
         self._render_logs(out)
         self._render_replicas(out)
+        self._render_fetch_sessions(out)
         self._render_controller(out)
         self._render_groups(out)
         self._render_process(out)
@@ -252,6 +255,19 @@ class BrokerMetrics:
                         "removed replicas (kafka.server:type=ReplicaManager,name=IsrShrinksPerSec)")
             out.counter(prefix + "isrexpands_total", rm.isr_expands, "ISR changes of partitions led here that "
                         "added replicas (kafka.server:type=ReplicaManager,name=IsrExpandsPerSec)")
+
+    def _render_fetch_sessions(self, out):
+        cache = FetchSessionCache.of_broker(self.broker)
+        sessions = list(cache.sessions.values()) if cache is not None else []
+        prefix = "kafka_server_fetchsessioncache_"
+        out.gauge(prefix + "numincrementalfetchsessions", len(sessions), "incremental fetch sessions (KIP-227) "
+                  "this broker holds (kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions)")
+        out.gauge(prefix + "numincrementalfetchpartitionscached", sum(len(s.partitions) for s in sessions),
+                  "partitions held in those sessions "
+                  "(kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached)")
+        out.counter(prefix + "incrementalfetchsessionevictions_total", cache.evictions if cache is not None else 0,
+                    "sessions evicted to make room for new ones "
+                    "(kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec)")
 
     def _render_controller(self, out):
         cluster = self.broker.cluster

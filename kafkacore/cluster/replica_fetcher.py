@@ -16,14 +16,22 @@ replication.
 - FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION leave the partition
   alone until the controller's next LeaderAndIsr; a lost connection backs off
   ``replica.fetch.backoff.ms`` and retries.
+- Fetches run in a KIP-227 incremental fetch session, as Kafka's followers do
+  (FetchSessionHandler): the first fetch is a full one at epoch 0 that opens the session, later
+  ones carry only the partitions whose fetch position changed (``forgotten_topics_data`` for the
+  ones that left) and get back only partitions with something new. An idle partition then costs
+  neither side anything per fetch round. A session error, a lost connection or a failed fetch
+  starts over with a full fetch (which closes the old session on the leader); a leader that
+  has no room for a session is fetched from with full fetches.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from ..errors import KafkaError
-from ..protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from ..broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from ..errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, KafkaError
+from ..protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from ..protocol.messages.offset_for_leader_epoch_request import (OffsetForLeaderEpochRequest,
                                                                   OffsetForLeaderPartition, OffsetForLeaderTopic)
 from .broker_channel import BrokerChannel, BrokerChannelError
@@ -60,6 +68,11 @@ class ReplicaFetcher:
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000
         self.timeout = cfg["replica.socket.timeout.ms"] / 1000
         self.states: dict[tuple, FetchState] = {}
+        # the incremental fetch session: its id (0: none yet), the epoch the next incremental
+        # fetch carries, and each partition's fetch position as the leader's session has it
+        self.session_id = INVALID_SESSION_ID
+        self.session_epoch = INITIAL_EPOCH
+        self.session_partitions: dict[tuple, tuple] = {}
         self._changed = asyncio.Event()
         self._task = None
         self.closed = False
@@ -88,6 +101,8 @@ class ReplicaFetcher:
     async def _run(self):
         while not self.closed:
             if not self.states:
+                if self.session_id != INVALID_SESSION_ID:
+                    await self._close_session()
                 self._changed.clear()
                 await self._changed.wait()
                 continue
@@ -97,11 +112,13 @@ class ReplicaFetcher:
                 await self._fetch_once()
             except BrokerChannelError as e:
                 log.info("fetcher from broker %d: %s; retrying in %.1f s", self.source_id, e, self.backoff)
+                self._reset_session()
                 await asyncio.sleep(self.backoff)
             except asyncio.CancelledError:
                 return
             except Exception:  # noqa: BLE001 - a bug must not stop replication silently forever
                 log.exception("fetcher from broker %d failed; retrying", self.source_id)
+                self._reset_session()
                 await asyncio.sleep(self.backoff)
 
     async def _truncate(self):
@@ -150,27 +167,89 @@ class ReplicaFetcher:
             lg.truncate_to(offset)
         s.truncating = False
 
-    async def _fetch_once(self):
-        topics = {}
-        for (topic, p), s in self.states.items():
-            if s.truncating:
-                continue
-            lg = s.partition.log
-            topics.setdefault(topic, []).append(FetchPartition(
-                partition=p, current_leader_epoch=s.leader_epoch, fetch_offset=lg.log_end_offset,
-                last_fetched_epoch=-1, log_start_offset=lg.log_start_offset,
-                partition_max_bytes=self.partition_max_bytes))
-        if not topics:
-            return
-        req = FetchRequest(replica_id=self.rm.node_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
-                           max_bytes=self.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+    # -- the fetch session ----------------------------------------------------------------------
+    def _reset_session(self):
+        """The next fetch is a full one at epoch 0: it closes the session it names (if any) on
+        the leader and opens a new one."""
+        self.session_epoch = INITIAL_EPOCH
+        self.session_partitions = {}
+
+    async def _close_session(self):
+        """Nothing left to fetch from this leader: close the session there (epoch -1, no
+        partitions) rather than leave it to the cache's eviction."""
+        req = FetchRequest(replica_id=self.rm.node_id, max_wait_ms=0, min_bytes=0, max_bytes=self.max_bytes,
+                           isolation_level=0, session_id=self.session_id, session_epoch=FINAL_EPOCH, topics=[],
                            forgotten_topics_data=[], rack_id="")
-        resp = await self.channel.call(FETCH, FETCH_VERSION, req, self.timeout + self.max_wait_ms / 1000)
+        self.session_id = INVALID_SESSION_ID
+        self._reset_session()
+        try:
+            await self.channel.call(FETCH, FETCH_VERSION, req, self.timeout)
+        except BrokerChannelError as e:  # the leader is gone: so is the session
+            log.debug("fetcher from broker %d: closing its fetch session: %s", self.source_id, e)
+
+    def _fetch_request(self):
+        """(request, full): the partitions to fetch, all of them in a full fetch, else those the
+        session does not have at their current position, and the ones it should forget."""
+        wanted = {}
+        for key, s in self.states.items():
+            if s.truncating:
+                continue  # not fetchable until truncated: it leaves the session meanwhile
+            lg = s.partition.log
+            wanted[key] = (lg.log_end_offset, lg.log_start_offset, s.leader_epoch)
+        full = self.session_epoch == INITIAL_EPOCH
+        if full:
+            send = wanted
+            forgotten = {}
+        else:
+            known = self.session_partitions
+            send = {k: pos for k, pos in wanted.items() if known.get(k) != pos}
+            forgotten = {}
+            for topic, p in known.keys() - wanted.keys():
+                forgotten.setdefault(topic, []).append(p)
+        if not wanted and (full or not forgotten):
+            return None, full
+        topics = {}
+        for (topic, p), (fetch_offset, log_start, epoch) in send.items():
+            topics.setdefault(topic, []).append(FetchPartition(
+                partition=p, current_leader_epoch=epoch, fetch_offset=fetch_offset, last_fetched_epoch=-1,
+                log_start_offset=log_start, partition_max_bytes=self.partition_max_bytes))
+        req = FetchRequest(replica_id=self.rm.node_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+                           max_bytes=self.max_bytes, isolation_level=0, session_id=self.session_id,
+                           session_epoch=self.session_epoch,
+                           topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                           forgotten_topics_data=[ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+                           rack_id="")
+        return (req, wanted), full
+
+    async def _fetch_once(self):
+        built, full = self._fetch_request()
+        if built is None:
+            return
+        req, wanted = built
+        try:
+            resp = await self.channel.call(FETCH, FETCH_VERSION, req, self.timeout + self.max_wait_ms / 1000)
+        except BaseException:
+            self._reset_session()  # the leader may or may not have applied it: start over
+            raise
         if resp.error_code:
             log.info("fetch from broker %d: error %d", self.source_id, resp.error_code)
-            await asyncio.sleep(self.backoff)
+            if resp.error_code not in (FetchSessionIdNotFoundError.code, InvalidFetchSessionEpochError.code,
+                                       FetchSessionTopicIdError.code):
+                await asyncio.sleep(self.backoff)
+            self._reset_session()
             return
+        if full:
+            self.session_id = resp.session_id
+            if resp.session_id != INVALID_SESSION_ID:
+                self.session_epoch = next_epoch(INITIAL_EPOCH)
+        elif resp.session_id != self.session_id:
+            self._reset_session()  # the leader closed it (nothing left in it): start a new one
+        else:
+            self.session_epoch = next_epoch(self.session_epoch)
+        if self.session_id != INVALID_SESSION_ID and self.session_epoch != INITIAL_EPOCH:
+            # what the leader's session holds now: the positions just sent (those it answers
+            # about move on below, and are sent again at their new position)
+            self.session_partitions = wanted
         for t in resp.responses:
             for pd in t.partitions:
                 s = self.states.get((t.topic, pd.partition_index))

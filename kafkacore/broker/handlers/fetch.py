@@ -31,6 +31,11 @@
     the ones with records, a new high watermark or log start offset, or an error. A session left
     without partitions is closed and the request answered without one.
 - ``current_leader_epoch`` (v9+) above this broker's leader epoch (0) is UNKNOWN_LEADER_EPOCH.
+- A follower's fetch (a replica id >= 0, on a cluster) reads up to the log end, and its fetch
+  offsets are its log end offsets for the leader's bookkeeping (HW, ISR). In a session (as
+  kafkacore's followers fetch) that is every partition of the session at its remembered offset,
+  not only the ones the incremental request names: an idle partition stays caught up, as in
+  Kafka.
 """
 import time
 
@@ -152,6 +157,8 @@ def handle(ctx, req):
     if broker.cluster is not None:
         replica_id = _replica_id(req, v)
         if replica_id >= 0:
+            if req.session_id or req.session_epoch != FINAL_EPOCH:
+                return _session_fetch(broker, req, v, replica_id)
             return _replica_fetch(broker, req, v, replica_id)
     if req.session_id or req.session_epoch != FINAL_EPOCH:
         return _session_fetch(broker, req, v)  # v7+ only: older versions decode as 0 / -1
@@ -166,24 +173,35 @@ def handle(ctx, req):
 
 
 def _replica_fetch(broker, req, v, replica_id):
-    """A follower's fetch (sessionless, as kafkacore's ReplicaFetcher sends it): bookkeeping
-    first, then read up to the log end, long-polling like any fetch."""
+    """A follower's sessionless fetch: bookkeeping first, then read up to the log end,
+    long-polling like any fetch."""
     resolved = _resolve(broker, req, v)
     _follower_fetched(broker, resolved, replica_id)
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
-
-    def read(broker_, resolved_, max_bytes_, v_):
-        return _read(broker_, resolved_, max_bytes_, v_, replica_id)
+    read = _replica_reader(replica_id)
     topics, total, logs = read(broker, resolved, max_bytes, v)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
 
 
-def _serve(broker, resolved, req, v, finish):
-    """Read now, or long-poll; ``finish(topics)`` makes the response."""
+def _replica_reader(replica_id):
+    def read(broker, resolved, max_bytes, v):
+        return _read(broker, resolved, max_bytes, v, replica_id)
+    return read
+
+
+def _serve(broker, resolved, req, v, finish, replica_id=-1):
+    """Read now, or long-poll; ``finish(topics)`` makes the response. A follower's fetch
+    (``replica_id`` >= 0) first reports its log end offsets to the leader's bookkeeping, for
+    every partition it names (in a session: every partition of the session, so that an idle
+    partition left out of an incremental request still counts as caught up, as in Kafka)."""
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
-    read = _read_committed if req.isolation_level == READ_COMMITTED else _read_any
+    if replica_id >= 0:
+        _follower_fetched(broker, resolved, replica_id)
+        read = _replica_reader(replica_id)
+    else:
+        read = _read_committed if req.isolation_level == READ_COMMITTED else _read_any
     topics, total, logs = read(broker, resolved, max_bytes, v)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
         return finish(topics)
@@ -235,7 +253,7 @@ def _session_error(code):
     return FetchResponse(error_code=code, session_id=INVALID_SESSION_ID, responses=[])
 
 
-def _session_fetch(broker, req, v):
+def _session_fetch(broker, req, v, replica_id=-1):
     cache = FetchSessionCache.for_broker(broker)
     session_id, epoch = req.session_id, req.session_epoch
     if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
@@ -243,16 +261,16 @@ def _session_fetch(broker, req, v):
             cache.remove(session_id)  # a full fetch closes the session it names
         resolved = _resolve(broker, req, v)
         if epoch == FINAL_EPOCH:
-            return _serve(broker, resolved, req, v, _sessionless)
+            return _serve(broker, resolved, req, v, _sessionless, replica_id)
         # a follower's (replica id >= 0) session is privileged in the cache, as in Kafka
-        replica = req.replica_state.replica_id if v >= 15 and req.replica_state is not None else req.replica_id
+        replica = _replica_id(req, v)
         uses_ids = v >= 13
 
         def create(topics):
             session = cache.maybe_create(_now_ms(), replica >= 0, uses_ids, sum(len(t.partitions) for t in topics),
                                          lambda: new_partitions(resolved, topics, uses_ids))
             return FetchResponse(session_id=session.id if session else INVALID_SESSION_ID, responses=topics)
-        return _serve(broker, resolved, req, v, create)
+        return _serve(broker, resolved, req, v, create, replica_id)
 
     session = cache.get(session_id)
     if session is None:
@@ -265,7 +283,7 @@ def _session_fetch(broker, req, v):
     session.update(requested, req.forgotten_topics_data)
     if not session.partitions:
         cache.remove(session_id)  # as Kafka: nothing left to remember, answer without a session
-        return _serve(broker, requested, req, v, _sessionless)
+        return _serve(broker, requested, req, v, _sessionless, replica_id)
     cache.touch(session, _now_ms())
     session.epoch = expected = next_epoch(session.epoch)
     groups = session.groups()
@@ -281,7 +299,7 @@ def _session_fetch(broker, req, v):
             # while this one waited: Kafka answers so, naming the session
             return FetchResponse(error_code=InvalidFetchSessionEpochError.code, session_id=session.id, responses=[])
         return FetchResponse(session_id=session.id, responses=session.select(groups, topics))
-    return _serve(broker, resolved, req, v, incremental)
+    return _serve(broker, resolved, req, v, incremental, replica_id)
 
 
 def error_response(req, version, code):
