@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from _cluster import CLUSTER_SETTINGS, _require_zookeeper, admin, create_topic, topic_metadata, wait_for
+from _cluster import CLUSTER_SETTINGS, _require_zookeeper, create_topic, topic_metadata, wait_for
 from _exposition import parse_exposition, value
 from _kcutil import SOURCE_ROOT
 from broker_client import free_port

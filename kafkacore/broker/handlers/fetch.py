@@ -42,8 +42,8 @@ import time
 from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
-from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, new_partitions, \
-    next_epoch
+from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, PartitionGroup, \
+    new_partitions, next_epoch
 
 API_KEY = 1
 VERSIONS = (4, 17)
@@ -64,14 +64,13 @@ def _resolve(broker, req, v):
     return out
 
 
-def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED):
+def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED, first_data=True):
     """(response topics, bytes gathered, logs read). On a cluster only the leader serves, a
     consumer reads up to the high watermark (read_committed: the last stable offset, with the
     aborted transactions of the range) and a follower (replica_id >= 0) up to the log end; a
     single node leads everything with leader epoch 0."""
     rm = broker.cluster.replica_manager if broker.cluster is not None else None
     total = 0
-    first_data = True
     logs = []
     topics = []
     for name, t in resolved:
@@ -286,6 +285,8 @@ def _session_fetch(broker, req, v, replica_id=-1):
         return _serve(broker, requested, req, v, _sessionless, replica_id)
     cache.touch(session, _now_ms())
     session.epoch = expected = next_epoch(session.epoch)
+    if replica_id >= 0 and not session.uses_topic_ids:
+        return _follower_session_serve(broker, session, expected, req, v, replica_id)
     groups = session.groups()
     if session.uses_topic_ids:  # names looked up at each fetch: a topic id may become known later
         by_id = broker.topics_by_id
@@ -300,6 +301,79 @@ def _session_fetch(broker, req, v, replica_id=-1):
             return FetchResponse(error_code=InvalidFetchSessionEpochError.code, session_id=session.id, responses=[])
         return FetchResponse(session_id=session.id, responses=session.select(groups, topics))
     return _serve(broker, resolved, req, v, incremental, replica_id)
+
+
+class _SessionPartition:
+    """One partition a follower's incremental fetch read: shaped like a response topic (for
+    _has_error), with the session's record of it (for the answer)."""
+
+    __slots__ = ("cached", "partitions")
+
+    def __init__(self, cached, pd):
+        self.cached = cached
+        self.partitions = [pd]
+
+
+def _follower_session_serve(broker, session, expected, req, v, replica_id):
+    """An incremental fetch of a follower's session (the fetches kafkacore's followers send), by
+    the rules of any session, with a shortcut: a partition this broker leads at the follower's
+    epoch, fetched from its log end, whose high watermark and log start offset the follower
+    already has, has nothing to say and is not read at all (its log is still waited on). Every
+    partition of the session reports its offset to the leader's bookkeeping once per request."""
+    rm = broker.cluster.replica_manager
+    max_bytes = max(0, req.max_bytes)
+    for cp in session.partitions.values():
+        partition = rm.partitions.get((cp.topic, cp.partition))
+        if partition is not None and partition.is_leader:
+            rm.follower_fetched(partition, replica_id, cp.fetch_offset)
+
+    def read(_broker=None, _resolved=None, _max_bytes=None, _v=None):
+        news, total, logs = [], 0, []
+        first_data = True
+        get = rm.partitions.get
+        for cp in session.partitions.values():
+            partition = get((cp.topic, cp.partition))
+            if partition is not None and partition.is_leader:
+                lg = partition.log
+                if (cp.fetch_offset == lg.log_end_offset and cp.high_watermark == lg.high_watermark
+                        and cp.local_log_start_offset == lg.log_start_offset
+                        and cp.current_leader_epoch in (-1, partition.leader_epoch)):
+                    logs.append(lg)
+                    continue
+            topics, n, got = _read(broker, [(cp.topic, PartitionGroup(cp.topic, cp.topic_id, [cp]))],
+                                   max_bytes - total, v, replica_id, first_data=first_data)
+            news.append(_SessionPartition(cp, topics[0].partitions[0]))
+            logs += got
+            if n:
+                total += n
+                first_data = False
+        return news, total, logs
+
+    def finish(news):
+        if session.epoch != expected:
+            return FetchResponse(error_code=InvalidFetchSessionEpochError.code, session_id=session.id, responses=[])
+        out = []
+        to_back = []
+        for item in news:
+            cp, pd = item.cached, item.partitions[0]
+            if not cp.changed(pd):
+                continue
+            if out and out[-1].topic == cp.topic:
+                out[-1].partitions.append(pd)
+            else:
+                out.append(FetchableTopicResponse(topic=cp.topic, topic_id=cp.topic_id, partitions=[pd]))
+            if pd.records is not None and len(pd.records):
+                to_back.append(cp)
+        parts = session.partitions
+        for cp in to_back:  # as select(): the others get the first bytes of the next fetch
+            k = session.key(cp.topic, cp.topic_id, cp.partition)
+            parts[k] = parts.pop(k)
+        return FetchResponse(session_id=session.id, responses=out)
+
+    news, total, logs = read()
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(news):
+        return finish(news)
+    return _long_poll(broker, None, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish, read)
 
 
 def error_response(req, version, code):
