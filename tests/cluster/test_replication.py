@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from _cluster import (admin, create_topic, ensure_all_running, partition_logs, topic_metadata,  # noqa: F401
@@ -292,20 +292,32 @@ def test_zookeeper_restarted_briefly_loses_nothing(cluster):
 def test_deleting_a_topic_removes_every_replica(cluster):
     ensure_all_running(cluster)
     create_topic(cluster, "doomed", partitions=2, rf=3)
-    p = AckedProducer(cluster.bootstrap_servers, "doomed")
+    # No client of this test may auto-create "doomed" again once it is deleted (the broker
+    # allows auto-creation, as Kafka's default): a librdkafka handle that still knows the topic
+    # asks for it by name in its metadata refreshes (the producer every second here), and a
+    # producer's Metadata requests allow auto-creation by default.
+    no_create = {"allow.auto.create.topics": False}
+    p = AckedProducer(cluster.bootstrap_servers, "doomed", **no_create)
     p.send(100)
-    p.close(30)  # a live producer's metadata refresh (every 1 s here) would auto-create "doomed" again
-    client = admin(cluster)
+    p.close(30)
+
+    def no_create_admin():
+        return AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **no_create})
+    client = no_create_admin()
     client.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(60)
     # a listing of every topic: asking for "doomed" by name could auto-create it again
-    wait_for(lambda: "doomed" not in admin(cluster).list_topics(timeout=10).topics, "the topic gone from metadata", 30)
+    wait_for(lambda: "doomed" not in no_create_admin().list_topics(timeout=10).topics, "the topic gone from metadata",
+             30)
     wait_for(lambda: not any((Path(b.data_dir) / f"doomed-{p}").exists() for b in cluster.brokers.values()
                              for p in range(2)), "every replica's log deleted", 30)
     zk = KazooClient(cluster.zookeeper.connect_string)
     zk.start(10)
     try:
-        assert not zk.exists("/brokers/topics/doomed") and not zk.exists("/admin/delete_topics/doomed")
-        assert not zk.exists("/config/topics/doomed")
+        # the controller removes the znodes last, after the brokers have dropped the topic from
+        # their metadata and deleted its logs (Kafka's TopicDeletionManager does the same)
+        wait_for(lambda: not any(zk.exists(f"{path}/doomed") for path in ("/brokers/topics", "/admin/delete_topics",
+                                                                          "/config/topics")),
+                 "the topic's znodes removed", 30)
     finally:
         zk.stop()
 
