@@ -501,6 +501,42 @@ def test_roll_on_segment_bytes(new_log):
     assert lg.recovery_point == segs[-1].base_offset
 
 
+def test_rolled_segment_is_flushed_after_the_delay_and_at_a_clean_shutdown(new_log, monkeypatch):
+    """Under a background scheduler a rolled segment's fsync waits ROLLED_SEGMENT_FLUSH_DELAY_MS
+    (the kernel writes the pages back meanwhile); the recovery point moves only once it ran,
+    and a clean shutdown (run_pending) runs the flushes still waiting."""
+    import kafkacore.storage.log as log_module
+    monkeypatch.setattr(log_module, "ROLLED_SEGMENT_FLUSH_DELAY_MS", 400)
+    scheduler = Scheduler()
+    try:
+        lg = new_log({"segment.bytes": 600}, scheduler=scheduler)
+        rnd = random.Random(5)
+        t_roll = None
+        while len(lg.segments) < 2:
+            lg.append(build([(rnd.randbytes(200), b"k", BASE_TS, [])]))
+            if len(lg.segments) == 2:
+                t_roll = time.monotonic()
+        rolled_base = lg.segments[-1].base_offset
+        assert lg.recovery_point == 0  # not flushed at the roll
+        while lg.recovery_point != rolled_base:
+            assert time.monotonic() - t_roll < 10, "the rolled segment was never flushed"
+            time.sleep(0.01)
+        assert time.monotonic() - t_roll >= 0.35  # not before the delay
+    finally:
+        scheduler.shutdown(run_pending=True)
+
+    monkeypatch.setattr(log_module, "ROLLED_SEGMENT_FLUSH_DELAY_MS", 3_600_000)
+    scheduler = Scheduler()
+    lg = new_log({"segment.bytes": 600}, name="topic-1", scheduler=scheduler)
+    rnd = random.Random(6)
+    while len(lg.segments) < 3:
+        lg.append(build([(rnd.randbytes(200), b"k", BASE_TS, [])]))
+    time.sleep(0.2)
+    assert lg.recovery_point == 0
+    scheduler.shutdown(run_pending=True)
+    assert lg.recovery_point == lg.segments[-1].base_offset
+
+
 def test_roll_on_segment_ms_uses_batch_timestamps(new_log):
     lg = new_log({"segment.ms": 1000})
     t0 = BASE_TS
