@@ -133,8 +133,10 @@ class Partition:
         state = self.remote.get(replica_id)
         if state is None:
             return False
+        moved = fetch_offset != state.log_end_offset
         state.update_fetch(fetch_offset, self.log.log_end_offset, now)
-        self.maybe_increment_high_watermark()
+        if moved:  # else the HW has nothing new from it: idle partitions of a session stay cheap
+            self.maybe_increment_high_watermark()
         return (replica_id not in self.isr and fetch_offset >= self.log.high_watermark
                 and fetch_offset >= self.leader_epoch_start_offset)
 

@@ -246,9 +246,9 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{p}")
         return partition
 
-    def follower_fetched(self, partition, replica_id, fetch_offset):
+    def follower_fetched(self, partition, replica_id, fetch_offset, now=None):
         """A follower's Fetch: its log end offset, the HW, and a return to the ISR."""
-        if partition.update_follower_fetch_state(replica_id, fetch_offset):
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, now):
             self._change_isr(partition, sorted(set(partition.isr) | {replica_id}), f"broker {replica_id} caught up")
 
     # -- ISR maintenance ----------------------------------------------------------------------

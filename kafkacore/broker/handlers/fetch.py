@@ -39,6 +39,7 @@
 """
 import time
 
+from ...cluster.partition import now_ms as replica_clock_ms  # the clock of the ISR bookkeeping
 from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
@@ -132,12 +133,20 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
 
 def _follower_fetched(broker, resolved, replica_id):
     """A follower's fetch offsets are its log end offsets: the leader's bookkeeping (HW, ISR)."""
+    _report_follower_offsets(broker, ((name, p.partition, p.fetch_offset) for name, t in resolved
+                                      for p in t.partitions), replica_id)
+
+
+def _report_follower_offsets(broker, offsets, replica_id):
+    """(topic, partition, fetch offset) of one follower's fetch, to the leader's bookkeeping of
+    the partitions this broker leads; one clock reading for the whole request."""
     rm = broker.cluster.replica_manager
-    for name, t in resolved:
-        for p in t.partitions:
-            partition = rm.partitions.get((name, p.partition))
-            if partition is not None and partition.is_leader:
-                rm.follower_fetched(partition, replica_id, p.fetch_offset)
+    get = rm.partitions.get
+    now = replica_clock_ms()
+    for topic, index, fetch_offset in offsets:
+        partition = get((topic, index))
+        if partition is not None and partition.is_leader:
+            rm.follower_fetched(partition, replica_id, fetch_offset, now)
 
 
 def _replica_id(req, v):
@@ -322,10 +331,8 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
     partition of the session reports its offset to the leader's bookkeeping once per request."""
     rm = broker.cluster.replica_manager
     max_bytes = max(0, req.max_bytes)
-    for cp in session.partitions.values():
-        partition = rm.partitions.get((cp.topic, cp.partition))
-        if partition is not None and partition.is_leader:
-            rm.follower_fetched(partition, replica_id, cp.fetch_offset)
+    _report_follower_offsets(broker, ((cp.topic, cp.partition, cp.fetch_offset)
+                                      for cp in session.partitions.values()), replica_id)
 
     def read(_broker=None, _resolved=None, _max_bytes=None, _v=None):
         news, total, logs = [], 0, []
