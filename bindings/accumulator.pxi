@@ -2,11 +2,19 @@
 # builder's C-level append directly). Its pure-Python twin, and the description of the
 # design, is kafkacore/client/accumulator_py.py; the two keep the same API and behaviour.
 #
-# Thread safety: the producer's send() and the sender thread's drain() run here under the
-# GIL without calling Python code in between reading and updating the accumulator's state
-# (user partitioners and the sender's wake-up run before or after), so no lock is taken.
+# Thread safety: every method that reads or changes the open batches holds the accumulator's
+# ownership (as Java's RecordAccumulator synchronizes on the partition's deque). The GIL alone
+# is not enough: an append allocates, an allocation can start a garbage collection, and the
+# collection can run Python code (finalizers, gc.callbacks) that hands the GIL to the sender
+# thread. Without it the sender could drain and build a batch between an append's reading of
+# the open batch and its writing of the record: the record was lost while its handle reported
+# the next batch's first offset (seen in CI, 2026-11-26). Ownership is a thread ident checked
+# and set under the GIL (no atomics, ~2 ns); a thread that finds it taken lets the GIL go and
+# looks again, which happens only while the owner runs such Python code.
 
 import threading as _threading
+from cpython.pythread cimport PyThread_get_thread_ident
+from posix.unistd cimport usleep
 from collections import deque as _deque
 
 from kafkacore.errors import (ClientClosedError as _ClientClosedError, KafkaError as _KafkaError,
@@ -386,6 +394,24 @@ cdef class RecordAccumulator:
     cdef public bint ignore_keys, closed
     cdef public dict partition_counts, batches, sticky, topic_batch_limits
     cdef bint _wake_pending
+    cdef long _owner  # thread ident of the owner, 0 when free; read and written under the GIL
+    cdef int _depth  # the owner's nesting (a finalizer or callback may send on the same thread)
+
+    cdef inline void _enter(self):
+        cdef long me = PyThread_get_thread_ident()
+        if self._owner == me:
+            self._depth += 1
+            return
+        while self._owner != 0:
+            with nogil:  # the owner needs the GIL to finish
+                usleep(20)
+        self._owner = me
+        self._depth = 1
+
+    cdef inline void _leave(self):
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = 0
 
     def __init__(self, compression="none", Py_ssize_t batch_size=16384, long long linger_ms=5,
                  Py_ssize_t buffer_memory=33554432, Py_ssize_t max_request_size=1048576, partitioner=None,
@@ -410,7 +436,7 @@ cdef class RecordAccumulator:
         self.topic_batch_limits = {}
         self.ready = _deque()
         self.buffered = 0
-        self.lock = _threading.RLock()  # API parity with the twin; the GIL protects this class
+        self.lock = _threading.RLock()  # API parity with the twin; this class uses its own mutex
 
     # -- partition choice -------------------------------------------------------------------
     cdef int _explicit(self, partition, int n, topic) except -1:
@@ -456,8 +482,12 @@ cdef class RecordAccumulator:
     def limit_batch_size(self, topic, Py_ssize_t size):
         """Batches of ``topic`` opened from now on are sealed at ``size`` bytes (when that is
         below batch.size): the broker refused a batch of about twice that."""
-        if size < self.batch_size and size < self._limit_of(topic):
-            self.topic_batch_limits[topic] = max(size, ACC_BATCH_OVERHEAD + ACC_RECORD_OVERHEAD)
+        self._enter()
+        try:
+            if size < self.batch_size and size < self._limit_of(topic):
+                self.topic_batch_limits[topic] = max(size, ACC_BATCH_OVERHEAD + ACC_RECORD_OVERHEAD)
+        finally:
+            self._leave()
 
     cdef int _check_size(self, Py_ssize_t est) except -1:
         cdef Py_ssize_t limit
@@ -501,29 +531,33 @@ cdef class RecordAccumulator:
         cdef _Arg v, k
         cdef BatchResult result
         cdef RecordHandle h
-        _arg_get(&v, value, "value")
+        self._enter()
         try:
-            _arg_get(&k, key, "key")
+            _arg_get(&v, value, "value")
             try:
-                if partition is not None:
-                    p = self._explicit(partition, n, topic)
-                elif self.partitioner is not None:
-                    p = self._custom(topic, key, n)
-                elif k.length >= 0 and not self.ignore_keys:
-                    p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
-                else:
-                    sticky = self._sticky_of(topic, n)
-                    p = sticky.partition
-                est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
-                if headers:
-                    est += _headers_estimate(headers)
-                self._check_size(est)
-                ts = _now_ms() if timestamp_ms is None else _timestamp_arg(timestamp_ms)
-                result = self._append(topic, n, p, sticky, &v, &k, headers, ts, on_delivery, est, &index)
+                _arg_get(&k, key, "key")
+                try:
+                    if partition is not None:
+                        p = self._explicit(partition, n, topic)
+                    elif self.partitioner is not None:
+                        p = self._custom(topic, key, n)
+                    elif k.length >= 0 and not self.ignore_keys:
+                        p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
+                    else:
+                        sticky = self._sticky_of(topic, n)
+                        p = sticky.partition
+                    est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
+                    if headers:
+                        est += _headers_estimate(headers)
+                    self._check_size(est)
+                    ts = _now_ms() if timestamp_ms is None else _timestamp_arg(timestamp_ms)
+                    result = self._append(topic, n, p, sticky, &v, &k, headers, ts, on_delivery, est, &index)
+                finally:
+                    _arg_release(&k)
             finally:
-                _arg_release(&k)
+                _arg_release(&v)
         finally:
-            _arg_release(&v)
+            self._leave()
         if result is None:
             return _NEED_MEMORY
         h = RecordHandle.__new__(RecordHandle)
@@ -659,9 +693,10 @@ cdef class RecordAccumulator:
                 ts_ptr = <const int64_t *>ts_ref.data
             else:
                 ts_items = tuple(timestamps_ms)
-        end = count if stop < 0 or stop > count else stop
-        i = start
+        self._enter()
         try:
+            end = count if stop < 0 or stop > count else stop
+            i = start
             while i < end:
                 vals.get(i, &v, "value")
                 try:
@@ -698,6 +733,7 @@ cdef class RecordAccumulator:
                 handle.records += 1
                 i += 1
         finally:
+            self._leave()
             if self._wake_pending:
                 self._wake()
         return -1 if end == count else end
@@ -708,61 +744,82 @@ cdef class RecordAccumulator:
         ``force``). Open batches of the (topic, partition)s in ``hold`` stay open: the sender
         still has a batch of theirs waiting, so they keep filling (as Java's accumulator does
         while a node cannot take another request)."""
-        cdef list out = list(self.ready)
+        cdef list out
         cdef list parts
         cdef ProducerBatch b
         cdef Py_ssize_t i
         cdef bint f = bool(force)
-        self.ready.clear()
-        for parts in self.batches.values():
-            for i in range(len(parts)):
-                b = <ProducerBatch>parts[i]
-                if b is not None and (f or now - b.created_ms >= self.linger_ms):
-                    if hold and (b.topic, b.partition) in hold:
-                        continue
-                    parts[i] = None
-                    out.append(b)
-        return out
+        self._enter()
+        try:
+            out = list(self.ready)
+            self.ready.clear()
+            for parts in self.batches.values():
+                for i in range(len(parts)):
+                    b = <ProducerBatch>parts[i]
+                    if b is not None and (f or now - b.created_ms >= self.linger_ms):
+                        if hold and (b.topic, b.partition) in hold:
+                            continue
+                        parts[i] = None
+                        out.append(b)
+            return out
+        finally:
+            self._leave()
 
     def next_ready_ms(self):
         """When the oldest open batch reaches linger.ms (None when nothing is open)."""
         cdef list parts
         cdef ProducerBatch b
         cdef long long oldest = -1
-        if self.ready:
-            return 0
-        for parts in self.batches.values():
-            for b in parts:
-                if b is not None and (oldest < 0 or b.created_ms < oldest):
-                    oldest = b.created_ms
-        return None if oldest < 0 else oldest + self.linger_ms
+        self._enter()
+        try:
+            if self.ready:
+                return 0
+            for parts in self.batches.values():
+                for b in parts:
+                    if b is not None and (oldest < 0 or b.created_ms < oldest):
+                        oldest = b.created_ms
+            return None if oldest < 0 else oldest + self.linger_ms
+        finally:
+            self._leave()
 
     def pending_results(self):
         """The BatchResults of every batch still in the accumulator (for flush)."""
-        out = [(<ProducerBatch>b).result for b in self.ready]
-        for parts in self.batches.values():
-            for b in parts:
-                if b is not None:
-                    out.append((<ProducerBatch>b).result)
-        return out
+        self._enter()
+        try:
+            out = [(<ProducerBatch>b).result for b in self.ready]
+            for parts in self.batches.values():
+                for b in parts:
+                    if b is not None:
+                        out.append((<ProducerBatch>b).result)
+            return out
+        finally:
+            self._leave()
 
     def has_unsent(self):
-        if self.ready:
-            return True
-        for parts in self.batches.values():
-            for b in parts:
-                if b is not None:
-                    return True
-        return False
+        self._enter()
+        try:
+            if self.ready:
+                return True
+            for parts in self.batches.values():
+                for b in parts:
+                    if b is not None:
+                        return True
+            return False
+        finally:
+            self._leave()
 
     def close(self):
+        self._enter()
         self.closed = True
+        self._leave()
 
     def release(self, ProducerBatch batch):
         """The batch is finished (acknowledged or failed): give its memory back."""
+        self._enter()
         self.buffered -= batch.reserved
         batch.reserved = 0
-        if self.on_release is not None:
+        self._leave()
+        if self.on_release is not None:  # outside the mutex: it takes the producer's lock
             self.on_release()
 
     def abort_all(self, error):

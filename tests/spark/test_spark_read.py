@@ -253,8 +253,9 @@ def test_stream_reader_without_admission_control_arguments(broker, data):
             assert 0 <= step <= 400, history
             seen += step
             prev = end
-        # on a failure, say what the broker answered then and answers now (a CI run once saw
-        # 1499 of 1500 here, 2026-11-26)
+        # on a failure, say what the broker answered then and answers now (CI saw 1499 of 1500
+        # here twice on 2026-11-26: the producer had lost a record to a garbage collection
+        # mid-append, see test_a_garbage_collection_that_yields_the_gil_mid_append_loses_no_record)
         why = (f"steps {history}; produced up to {ends}; the broker's latest now "
                f"{reader._backend.latest([(topic, p) for p in range(3)])}")
         assert prev[topic] == ends and seen == 1500, why
