@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #define SLOTS 16
-#define MIN_CACHED (64 * 1024) /* smaller blocks are cheap for malloc itself */
 
 typedef struct {
     void *p;
@@ -18,7 +17,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 void *kc_pool_alloc(size_t size, size_t *cap) {
     if (size == 0) size = 1;
-    if (size >= MIN_CACHED) {
+    if (size >= KC_POOL_MIN_CACHED) {
         int best = -1;
         pthread_mutex_lock(&lock);
         /* Smallest block that fits without wasting more than half of it. */
@@ -45,7 +44,7 @@ void *kc_pool_alloc(size_t size, size_t *cap) {
 
 void kc_pool_free(void *p, size_t cap) {
     if (!p) return;
-    if (cap >= MIN_CACHED) {
+    if (cap >= KC_POOL_MIN_CACHED) {
         pthread_mutex_lock(&lock);
         if (cap <= limit_bytes) {
             /* Make room by evicting the smallest blocks first: big ones save the most faults. */

@@ -1,4 +1,4 @@
-/* A small cache of large blocks for decoded columns. Fresh memory costs a page fault and a
+/* A small cache of large blocks for decoded columns and producers' record batches. Fresh memory costs a page fault and a
  * page clear per 4 KiB when first written (the main cost of decoding on a VM), and the
  * general-purpose allocators hand big blocks back to the OS on free; keeping a few recently
  * freed blocks lets the next decode write into pages that are already mapped.
@@ -6,6 +6,9 @@
 #ifndef KC_POOL_H
 #define KC_POOL_H
 #include <stddef.h>
+
+/* Blocks of this size and more are cached; smaller ones are cheap for malloc itself. */
+#define KC_POOL_MIN_CACHED (64 * 1024)
 
 /* A block of at least `size` bytes (malloc'd or recycled); *cap receives its real size.
  * NULL when out of memory. */

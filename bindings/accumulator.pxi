@@ -616,6 +616,7 @@ cdef class RecordAccumulator:
             batch.size = ACC_BATCH_OVERHEAD
             batch.reserved = ACC_BATCH_OVERHEAD
             batch.limit = self.batch_size if not self.topic_batch_limits else self._limit_of(topic)
+            (<RecordBatchBuilder>batch.builder).size_hint = batch.limit
             self.buffered += ACC_BATCH_OVERHEAD
             parts[p] = batch
             # A new batch has a linger deadline the sleeping sender does not know of yet

@@ -125,6 +125,7 @@ cdef extern from "kc_columns.h" nogil:
                              const kc_batch_header *h, size_t *err_at, const char **err)
 
 cdef extern from "kc_pool.h" nogil:
+    enum: KC_POOL_MIN_CACHED
     void *kc_pool_alloc(size_t size, size_t *cap)
     void kc_pool_free(void *p, size_t cap)
     void kc_pool_clear()

@@ -203,6 +203,19 @@ cdef class _BuilderRecords:
         self.builder._exports -= 1
 
 
+cdef class _BuilderBatch:
+    """Exports the whole batch a builder built in place (build_view): header and records, in
+    the builder's own memory. Writable, because a broker stamps offsets and the leader epoch in
+    place (fields outside the CRC); the builder takes no more records once it handed it out."""
+    cdef RecordBatchBuilder builder
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        b = self.builder
+        view.obj = self
+        _readonly_bytes_view(view, b.buf.data, <Py_ssize_t>b.buf.len, NULL)
+        view.readonly = 0
+
+
 cdef class RecordBatchBuilder:
     """Builds one record batch v2.
 
@@ -220,6 +233,9 @@ cdef class RecordBatchBuilder:
     cdef readonly str compression
     cdef readonly bint transactional, log_append_time, control
     cdef int _exports  # live views of the records (see _BuilderRecords)
+    cdef bint _sealed  # build_view handed the buffer out: it belongs to the batch now
+    cdef bint _pooled  # buf.data is a block of the block cache (kc_pool.c), not of malloc
+    cdef public Py_ssize_t size_hint  # bytes the batch is expected to reach (0: not known)
 
     def __cinit__(self, *args, **kwargs):
         # Everything a method relies on is set here, so an object made without __init__
@@ -241,6 +257,8 @@ cdef class RecordBatchBuilder:
                  log_append_time=False, int partition_leader_epoch=-1, control=False):
         if self._exports:
             raise BufferError("the batch is being built in another thread")
+        if self._sealed:
+            raise BufferError("the builder's buffer was handed out by build_view()")
         self.codec = codecs.codec_id(compression)
         self.compression = _CODEC_NAMES[self.codec]
         if not -32768 <= producer_epoch <= 32767:
@@ -258,7 +276,11 @@ cdef class RecordBatchBuilder:
         self.buf.len = KC_RECORD_BATCH_OVERHEAD
 
     def __dealloc__(self):
-        kc_buf_free(&self.buf)
+        if self._pooled:
+            kc_pool_free(self.buf.data, self.buf.cap)
+            self.buf.data = NULL
+        else:
+            kc_buf_free(&self.buf)
 
     def __len__(self):
         return self.count
@@ -294,6 +316,8 @@ cdef class RecordBatchBuilder:
         sequence when the batch is drained, after its records were appended), and whether the
         batch belongs to a transaction (attribute bit 0x10), set either way as Kafka's
         MemoryRecordsBuilder.setProducerState does."""
+        if self._sealed:
+            raise BufferError("the batch was already built in place by build_view()")
         if not -32768 <= producer_epoch <= 32767:
             raise OverflowError("producer_epoch must fit in 16 bits")
         self.header.producer_id = producer_id
@@ -307,6 +331,8 @@ cdef class RecordBatchBuilder:
         cdef size_t size
         if self._exports:
             raise BufferError("cannot append while the batch is being built (compressed) in another thread")
+        if self._sealed:
+            raise BufferError("cannot append to a batch built in place by build_view()")
         if self.count == INT32_MAX_:
             raise OverflowError("a record batch holds at most 2^31-1 records")
         if self.count == 0:
@@ -316,13 +342,45 @@ cdef class RecordBatchBuilder:
         size = kc_record_encoded_size(delta, self.count, key_len, value_len, headers, n_headers)
         if self.buf.len + size > <size_t>INT32_MAX_:
             raise OverflowError("a record batch is limited to 2 GiB")
-        if kc_buf_reserve(&self.buf, size):
-            raise MemoryError()
+        if self.buf.cap - self.buf.len < size:
+            self._grow(size)
         self.buf.len += kc_record_encode(self.buf.data + self.buf.len, delta, self.count, key, key_len,
                                          value, value_len, headers, n_headers)
         if ts > self.max_ts:
             self.max_ts = ts
         self.count += 1
+        return 0
+
+    cdef int _grow(self, size_t extra) except -1:
+        """Makes room for ``extra`` more bytes. Below KC_POOL_MIN_CACHED bytes from malloc; past
+        it, blocks of the block cache (kc_pool.c), growing 4x at a time up to ``size_hint``:
+        a producer's batches then reuse mapped memory (fresh pages cost a fault and a clear
+        each, and free() hands big blocks back to the kernel), and a batch is moved twice on
+        its way to 1 MB, not at every doubling."""
+        cdef size_t need = self.buf.len + extra, want, got
+        cdef uint8_t *p
+        if need < KC_POOL_MIN_CACHED and not self._pooled:
+            if kc_buf_reserve(&self.buf, extra):
+                raise MemoryError()
+            return 0
+        want = self.buf.cap * 2
+        if self.size_hint > 0 and <size_t>self.size_hint > want:
+            # toward the expected size in steps of 4x: two moves from 64 KiB to 1 MB, and
+            # never more than 4x the memory a batch uses
+            want = min(<size_t>self.size_hint, self.buf.cap * 4)
+        if want < need:
+            want = need
+        p = <uint8_t *>kc_pool_alloc(want, &got)
+        if p == NULL:
+            raise MemoryError()
+        memcpy(p, self.buf.data, self.buf.len)
+        if self._pooled:
+            kc_pool_free(self.buf.data, self.buf.cap)
+        else:
+            free(self.buf.data)
+        self.buf.data = p
+        self.buf.cap = got
+        self._pooled = True
         return 0
 
     cdef int _add_with_headers(self, _Arg *value, _Arg *key, int64_t ts, object headers) except -1:
@@ -505,6 +563,31 @@ cdef class RecordBatchBuilder:
         with nogil:
             kc_batch_write_header(dst, total, &h)
         return out
+
+    def build_view(self):
+        """The finished batch as a writable buffer, and the end of the builder: it takes no
+        more records. An uncompressed batch is finished in the builder's own memory (the header
+        written in front of the records, the CRC computed without the GIL): no copy, where
+        build() copies the whole batch into new bytes while holding the GIL. A compressed
+        batch is a new buffer, as with build()."""
+        cdef kc_batch_header h
+        cdef _BuilderBatch exporter
+        if self.count == 0:
+            raise ValueError("cannot build a record batch with no records")
+        if self._exports:
+            raise BufferError("the batch is being built in another thread")
+        if self.codec != 0:
+            out = bytearray(self.build())
+            self._sealed = True
+            return memoryview(out)
+        if not self._sealed:
+            self._fill_header(&h)
+            self._sealed = True
+            with nogil:
+                kc_batch_write_header(self.buf.data, self.buf.len, &h)
+        exporter = _BuilderBatch.__new__(_BuilderBatch)
+        exporter.builder = self
+        return memoryview(exporter)
 
 
 @cython.freelist(512)
@@ -1000,12 +1083,13 @@ cdef object _validity(kc_buf *b, int64_t nulls, str name, dict holders):
 
 
 def block_cache_bytes():
-    """Bytes held by the decoder's block cache (recycled column memory)."""
+    """Bytes held by the block cache (recycled memory of decoded columns and of producers'
+    record batches)."""
     return kc_pool_cached_bytes()
 
 
 def set_block_cache_limit(size_t nbytes):
-    """Caps the decoder's block cache (default 256 MiB; 0 turns caching off). Returns the old cap."""
+    """Caps the block cache (default 256 MiB; 0 turns caching off). Returns the old cap."""
     return kc_pool_set_limit(nbytes)
 
 

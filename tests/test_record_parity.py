@@ -1,5 +1,6 @@
 """Record batches: round trips through the selected implementation, and the native module
 against its pure-Python twin (same bytes built, same records and Arrow columns decoded)."""
+import gc
 import struct
 import time
 
@@ -290,6 +291,35 @@ def test_set_producer_state_sets_the_transactional_bit(builder_cls, codec):
     assert batch.attributes == (0 if codec == "none" else 4)
 
 
+@pytest.mark.parametrize("builder_cls", [RecordBatchBuilder, TWIN_BUILDER], ids=["selected", "twin"])
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_build_view_is_the_built_batch_and_ends_the_builder(builder_cls, codec):
+    """build_view: the same bytes as build(), writable (a broker stamps offsets in place), and
+    the builder takes no more records or producer state; the view outlives the builder."""
+    b = builder_cls(compression=codec)
+    for i in range(50):
+        b.append(b"value-%d" % i, key=b"k", timestamp_ms=1000 + i, headers=[("h", b"x")])
+    b.set_producer_state(9, 1, 100)
+    expected = b.build()
+    view = b.build_view()
+    assert not view.readonly and bytes(view) == expected
+    assert bytes(b.build_view()) == expected  # again: the same batch
+    with pytest.raises(BufferError):
+        b.append(b"late", timestamp_ms=1)
+    with pytest.raises(BufferError):
+        b.extend([b"late"])
+    with pytest.raises(BufferError):
+        b.set_producer_state(9, 1, 200)
+    del b
+    gc.collect()
+    struct.pack_into(">q", view, 0, 4242)  # as the broker stamps the base offset
+    (batch,) = iter_batches(view)
+    batch.validate()  # the base offset is outside the CRC
+    assert batch.base_offset == 4242 and [r.value for r in batch] == [b"value-%d" % i for i in range(50)]
+    with pytest.raises(ValueError):
+        builder_cls(compression=codec).build_view()
+
+
 # ---------------------------------------------------------------------------------------
 # Native against twin (native pass only)
 
@@ -319,6 +349,53 @@ def test_native_set_producer_state_equals_twin(spec, state):
 @given(spec=batch_specs())
 def test_native_builder_bytes_equal_twin(spec):
     assert build_batch(native.RecordBatchBuilder, spec) == build_batch(TWIN_BUILDER, spec)
+
+
+@needs_native
+def test_a_large_batch_is_built_in_recycled_memory():
+    """Past 64 KiB a builder grows in blocks of the block cache, toward its size_hint; a
+    finished batch's block goes back to the cache and the next batch of that size reuses it.
+    The bytes are the twin's either way."""
+    values = [b"%06d" % i * 16 for i in range(9000)]  # 96-byte values: about 1 MB of records
+
+    def fill(cls, hint):
+        b = cls()
+        b.size_hint = hint
+        for i, v in enumerate(values):
+            b.append(v, timestamp_ms=1_000 + i)
+        return b
+
+    twin = fill(TWIN_BUILDER, 1_000_000).build()
+    native.set_block_cache_limit(0)  # empty the cache, then let it hold blocks again
+    native.set_block_cache_limit(256 << 20)
+    try:
+        for hint in (0, 1_000_000):
+            b = fill(native.RecordBatchBuilder, hint)
+            view = b.build_view()
+            assert bytes(view) == twin
+            del b, view
+            held = native.block_cache_bytes()
+            assert held >= len(twin)  # the block went back to the cache, not to the kernel
+            again = fill(native.RecordBatchBuilder, hint)
+            assert native.block_cache_bytes() < held  # and the next batch took it
+            assert bytes(again.build_view()) == twin
+            del again
+    finally:
+        native.set_block_cache_limit(256 << 20)
+
+
+@needs_native
+@settings(max_examples=examples(150))
+@given(spec=batch_specs())
+def test_native_build_view_equals_twin(spec):
+    def view(cls):
+        params, records = spec
+        b = cls(**params)
+        for value, key, ts, headers in records:
+            b.append(value, key=key, timestamp_ms=ts, headers=headers)
+        return bytes(b.build_view())
+
+    assert view(native.RecordBatchBuilder) == view(TWIN_BUILDER) == build_batch(TWIN_BUILDER, spec)
 
 
 @needs_native

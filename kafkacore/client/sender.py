@@ -220,7 +220,9 @@ class Sender(threading.Thread):
             self.sequences[tp] = (seq + batch.count) & 0x7FFFFFFF
             batch.builder.set_producer_state(self.producer_id, self.producer_epoch, seq,
                                              transactional=self.txn is not None)
-        batch.data = batch.builder.build()
+        # In place (no copy of the batch while holding the GIL); the view keeps the builder's
+        # memory until the batch is finished.
+        batch.data = batch.builder.build_view()
         batch.builder = None
         with self.lock:
             q = self.queues.get(tp)
@@ -526,7 +528,7 @@ class Sender(threading.Thread):
                 part.builder.set_producer_state(self.producer_id, self.producer_epoch, seq,
                                                 transactional=self.txn is not None)
                 seq = (seq + part.count) & 0x7FFFFFFF
-            part.data = part.builder.build()
+            part.data = part.builder.build_view()
             part.builder = None
         batch.data = None
         self.parts_out.discard(batch)

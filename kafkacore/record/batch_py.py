@@ -127,6 +127,8 @@ class RecordBatchBuilder:
         self._count = 0
         self._base_ts = None
         self._max_ts = None
+        self._view = None  # build_view's buffer, once handed out
+        self.size_hint = 0  # bytes the batch is expected to reach (the native builder sizes its buffer by it)
 
     def __len__(self):
         return self._count
@@ -141,6 +143,8 @@ class RecordBatchBuilder:
         sequence when the batch is drained, after its records were appended), and whether the
         batch belongs to a transaction (attribute bit 0x10), set either way as Kafka's
         MemoryRecordsBuilder.setProducerState does."""
+        if self._view is not None:
+            raise BufferError("the batch was already built in place by build_view()")
         try:
             struct.pack(">qhi", producer_id, producer_epoch, base_sequence)
         except struct.error as e:
@@ -149,6 +153,8 @@ class RecordBatchBuilder:
         self.transactional = bool(transactional)
 
     def append(self, value, key=None, timestamp_ms=None, headers=None) -> None:
+        if self._view is not None:
+            raise BufferError("cannot append to a batch built in place by build_view()")
         value = _as_bytes(value, "value")
         key = _as_bytes(key, "key")
         ts = now_ms() if timestamp_ms is None else _check_timestamp(timestamp_ms)
@@ -194,6 +200,13 @@ class RecordBatchBuilder:
         total = RECORD_BATCH_OVERHEAD + len(records)
         head = struct.pack(">qiiBI", self.base_offset, total - LOG_OVERHEAD, self.partition_leader_epoch, 2, crc)
         return head + tail + records
+
+    def build_view(self) -> memoryview:
+        """The finished batch as a writable buffer, and the end of the builder: it takes no
+        more records (the native builder hands out its own memory here, without a copy)."""
+        if self._view is None:
+            self._view = memoryview(bytearray(self.build()))
+        return self._view
 
 
 class Record:
