@@ -576,24 +576,31 @@ cdef class RecordAccumulator:
             except Exception:
                 pass
 
-    cdef BatchResult _append(self, topic, int n, int p, _Sticky sticky, _Arg *v, _Arg *k, object headers,
-                             int64_t ts, object on_delivery, Py_ssize_t est, int *index_out):
-        """Appends one record; its batch's result (index in *index_out), or None when
-        buffer.memory is used up. Calls no Python code except through headers."""
-        cdef list parts
-        cdef ProducerBatch batch
-        cdef RecordBatchBuilder builder
-        cdef BatchResult result
+    cdef list _parts_of(self, topic, int n):
+        """The topic's open batches, one slot per partition (the list object stays the same
+        for the accumulator's life, so a loop may keep it)."""
+        cdef list parts = self.batches.get(topic)
         cdef Py_ssize_t i
-        if self.closed:
-            raise _ClientClosedError("the producer is closed")
-        parts = self.batches.get(topic)
         if parts is None:
             parts = [None] * n
             self.batches[topic] = parts
         elif len(parts) < n:
             for i in range(n - len(parts)):
                 parts.append(None)
+        return parts
+
+    cdef BatchResult _append(self, topic, int n, int p, _Sticky sticky, _Arg *v, _Arg *k, object headers,
+                             int64_t ts, object on_delivery, Py_ssize_t est, int *index_out, list parts=None):
+        """Appends one record; its batch's result (index in *index_out), or None when
+        buffer.memory is used up. ``parts``: the topic's _parts_of, when the caller has it.
+        Calls no Python code except through headers."""
+        cdef ProducerBatch batch
+        cdef RecordBatchBuilder builder
+        cdef BatchResult result
+        if self.closed:
+            raise _ClientClosedError("the producer is closed")
+        if parts is None:
+            parts = self._parts_of(topic, n)
         batch = <ProducerBatch>parts[p]
         if batch is not None and batch.count and batch.size + est > batch.limit:
             self._seal(parts, p)
@@ -668,7 +675,8 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t i, end, count
         cdef _Arg v, k
         cdef int64_t ts, now = _now_ms()
-        cdef _Sticky sticky
+        cdef _Sticky sticky, topic_sticky = None
+        cdef list parts
         cdef Py_ssize_t est
         cdef BatchResult result
         cdef _BufferRef ts_ref = None
@@ -698,6 +706,7 @@ cdef class RecordAccumulator:
         try:
             end = count if stop < 0 or stop > count else stop
             i = start
+            parts = self._parts_of(topic, n)  # looked up once: the loop holds the accumulator
             while i < end:
                 vals.get(i, &v, "value")
                 try:
@@ -714,7 +723,9 @@ cdef class RecordAccumulator:
                         elif k.length >= 0 and not self.ignore_keys:
                             p = kc_partition_for_hash(kc_murmur2(k.ptr, <size_t>k.length), n)
                         else:
-                            sticky = self._sticky_of(topic, n)
+                            if topic_sticky is None:
+                                topic_sticky = self._sticky_of(topic, n)
+                            sticky = topic_sticky
                             p = sticky.partition
                     est = ACC_RECORD_OVERHEAD + (v.length if v.length > 0 else 0) + (k.length if k.length > 0 else 0)
                     self._check_size(est)
@@ -724,7 +735,7 @@ cdef class RecordAccumulator:
                         ts = _timestamp_arg(ts_items[i])
                     else:
                         ts = now
-                    result = self._append(topic, n, p, sticky, &v, &k, None, ts, None, est, &index)
+                    result = self._append(topic, n, p, sticky, &v, &k, None, ts, None, est, &index, parts)
                 finally:
                     _arg_release(&k)
                     _arg_release(&v)
