@@ -27,7 +27,9 @@ from offset 0 in assign mode. Rows (``--only`` takes these names, comma-separate
 - ``embedded``: a send loop through ``kafkacore.Broker(tmpdir).producer(...)`` (the broker in
   this process, no socket) against the same loop through a network ``kafkacore.Producer`` to
   the broker process, target >= 1.5x; and ``send_many(numpy S100)`` the same two ways, target
-  >= 2x (issue 17).
+  >= 2x (issue 17). Info: the same two loops into the producer's own accumulator with no
+  broker at all (batches built with build_view and dropped, in the sending thread): the
+  ceiling of any embedded path, against the same network rows.
 - ``kafka-python`` / ``aiokafka``: our send loop and our poll loop against ``KafkaProducer.send``
   + ``flush`` / ``KafkaConsumer`` iteration and ``AIOKafkaProducer.send`` + ``flush`` /
   ``getmany``, on N/10 records (quick) or N/20 (full). Ratios only, no target.
@@ -442,6 +444,71 @@ class KcEmbeddedSendMany(KcEmbeddedSend, KcSendMany):
                             kind="numpy")
 
 
+class NoBrokerSend(Side):
+    """The ceiling of any embedded path: the same send() loop (or send_many(numpy S100)) into the
+    producer's own accumulator, with kafkacore's default batch size, and every batch finished
+    (build_view, CRC included) and dropped in this thread: the producer's own work, with no
+    broker, no sender thread and no socket. An embedded broker can at best add nothing to it."""
+
+    def __init__(self, ctx, n, many=False):
+        super().__init__(ctx, n)
+        self.many = many
+        self.key = "nobroker.many.np" if many else "nobroker.send"
+        self.label = ("producer alone, send_many(numpy S100), batches built and dropped" if many
+                      else "producer alone, send() loop, batches built and dropped")
+
+    def open(self):
+        from kafkacore.client.config import STICKY_PARTITION_BYTES, producer_config
+        from kafkacore.client.producer import RecordAccumulator
+        c = producer_config(dict(KC_PRODUCER_CONF), bootstrap_required=False)
+        self.acc = RecordAccumulator(compression=c["compression.type"], batch_size=c["batch.size"],
+                                     linger_ms=c["linger.ms"], buffer_memory=c["buffer.memory"],
+                                     max_request_size=c["max.request.size"],
+                                     sticky_partition_bytes=min(c["batch.size"], STICKY_PARTITION_BYTES))
+        self.topic = "nobroker"
+        self.acc.partition_counts[self.topic] = PARTITIONS
+
+    def _finish(self, force):
+        built = 0
+        for b in self.acc.drain(0, force):
+            b.data = b.builder.build_view()
+            b.builder = None
+            built += b.count
+            self.acc.release(b)
+            b.data = None
+        return built
+
+    def _run(self, vals):
+        from kafkacore.client.producer import BulkHandle
+        built = 0
+        if self.many:
+            i = 0
+            while i >= 0:  # buffer.memory stops the loop as it stops a producer's: finish, go on
+                h = BulkHandle()
+                i = self.acc.send_many(self.topic, vals, start=i, handle=h)
+                built += self._finish(False)
+        else:
+            send, topic = self.acc.send, self.topic
+            for k, v in enumerate(vals):
+                send(topic, v)
+                if k & 0x3FFF == 0:
+                    built += self._finish(False)
+        built += self._finish(True)
+        expect(built == len(vals), f"{self.key}: {built} of {len(vals)} records built")
+
+    def warm(self):
+        self._run(self.payload()[:20_000])
+
+    def payload(self):
+        return self.ctx.values_np(self.n) if self.many else self.ctx.values(self.n)
+
+    def sample(self):
+        vals = self.payload()
+        with Clock(None) as clk:
+            self._run(vals)
+        return clk.sample()
+
+
 class CkProduce(ProducerSide):
     """confluent_kafka.Producer: produce() loop, poll(0) every 1000 records, flush()."""
     key, label = "ck.produce", "confluent produce() loop"
@@ -819,7 +886,12 @@ def consume_rows():
 
 def embedded_rows():
     return [Row(5, "embedded", "embedded Broker producer send() loop", "emb.send", "kc.send.net", 1.5),
-            Row(5, "embedded", "embedded Broker send_many(numpy S100)", "emb.many.np", "kc.many.np", 2)]
+            Row(5, "embedded", "embedded Broker send_many(numpy S100)", "emb.many.np", "kc.many.np", 2),
+            # the ceiling of the two rows above: what no embedded path can beat
+            Row(5, "embedded", "(info) producer alone, no broker: send() loop", "nobroker.send", "kc.send.net",
+                kind="info"),
+            Row(5, "embedded", "(info) producer alone, no broker: send_many(numpy S100)", "nobroker.many.np",
+                "kc.many.np", kind="info")]
 
 
 def peer_rows():
@@ -862,6 +934,8 @@ def side_factories(ctx, cfg):
         "ck.consume": lambda: CkConsume(ctx, n),
         "emb.send": lambda: KcEmbeddedSend(ctx, n),
         "emb.many.np": lambda: KcEmbeddedSendMany(ctx, n),
+        "nobroker.send": lambda: NoBrokerSend(ctx, n),
+        "nobroker.many.np": lambda: NoBrokerSend(ctx, n, many=True),
         "kc.send.net": lambda: KcSend(ctx, n, "kc.send.net", "kafkacore network send() loop"),
         "kc.send.small": lambda: KcSend(ctx, m, "kc.send.small", "kafkacore send() loop"),
         "kc.poll.small": lambda: KcPoll(ctx, m, "kc.poll.small", "kafkacore Consumer.poll() loop"),
