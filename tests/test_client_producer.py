@@ -571,3 +571,49 @@ def test_a_garbage_collection_that_yields_the_gil_mid_append_loses_no_record(bro
     if positions is not None:
         assert len(set(positions)) == n
         assert {(r.partition, r.offset): r.value for r in got} == dict(zip(positions, values))
+
+
+def test_a_send_from_code_run_inside_an_append_does_not_deadlock(broker):
+    """Ownership of the accumulator is per thread and nests: Python code that runs in the middle
+    of an append (here the headers' own __getitem__, read while the record is encoded; a
+    finalizer run by a collection is the same case) may itself send on the same producer.
+    Every record, the outer ones and those sent from inside, is written once."""
+    t = _create(broker, _topic("reentrant"), 2)
+    inner = []
+    p = _producer(broker)
+
+    def send_inside():
+        if len(inner) < 50:
+            inner.append(b"inner-%d" % len(inner))
+            p.send(t, inner[-1], headers=[("from", b"inside")])
+
+    class SendingHeaders(list):  # the native builder indexes headers, the twin iterates
+        def __getitem__(self, i):
+            send_inside()
+            return list.__getitem__(self, i)
+
+        def __iter__(self):
+            send_inside()
+            return list.__iter__(self)
+
+    outer = [b"outer-%d" % i for i in range(200)]
+    handles = []
+
+    def loop():
+        for v in outer:
+            handles.append(p.send(t, v, headers=SendingHeaders([("from", b"loop")])))
+
+    # in a thread, so that a deadlock fails the test instead of hanging it (the producer is
+    # then left open: closing it would wait on the deadlocked thread too)
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "a send from inside an append deadlocked"
+    try:
+        assert p.flush(30) == 0
+        assert all(h.exception(0) is None for h in handles)
+    finally:
+        p.close()
+    assert len(inner) == 50
+    got = _read_all(broker, t, 2, len(outer) + len(inner))
+    assert sorted(r.value for r in got) == sorted(outer + inner)
