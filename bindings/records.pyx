@@ -711,10 +711,11 @@ cdef _AbortedState _aborted_state(object aborted):
     return s
 
 
-cdef int _marker_type(_BufferRef ref, size_t pos, size_t total, const kc_batch_header *h) except -2:
+cdef int _marker_type(_BufferRef ref, size_t pos, size_t total, const kc_batch_header *h) except? -2:
     """The ControlRecordType of the control batch at pos, KC_CONTROL_NONE without records.
     Kafka never compresses markers, but a compressed control batch is read like Kafka's
-    consumer does: decompressed."""
+    consumer does: decompressed. ``except?``: the type is any int16 a key holds, -2 included
+    (a plain ``except -2`` took such a key for an error and crashed; found by fuzzing)."""
     cdef int t = KC_CONTROL_NONE
     cdef const char *err = NULL
     cdef int st

@@ -765,3 +765,32 @@ def test_fuzz_read_committed_decoders(log, edits, cut, fix, aborted):
                 assert all(b.aborted in (True, False) for b in it(buf, ab))
             except CorruptRecordError:
                 pass
+
+
+@needs_native
+@pytest.mark.parametrize("check", [True, False])
+@pytest.mark.parametrize("kind", [-2, -3, 7, 0x7FFF])
+def test_a_marker_with_an_unknown_control_type_ends_nothing_and_crashes_nothing(check, kind):
+    """A transaction marker's type is any int16 its key holds. Type -2 was taken by the native
+    read_committed paths for their error value and crashed the process (found by the CI fuzzer,
+    2026-11-26, with CRC checks off). Unknown types end no transaction, as in Kafka, where only
+    ABORT and COMMIT are markers: native and twin agree on every path."""
+    data = RecordBatchBuilder(base_offset=0, producer_id=9)
+    data.append(b"in-txn", timestamp_ms=1)
+    data.set_producer_state(9, 0, 0, transactional=True)
+    marker = TWIN_BUILDER(base_offset=1, producer_id=9, transactional=True, control=True)
+    marker.append(struct.pack(">hi", 0, 0), key=struct.pack(">hh", 0, kind), timestamp_ms=2)
+    after = TWIN_BUILDER(base_offset=2)
+    after.append(b"after", timestamp_ms=3)
+    buf = data.build() + marker.build() + after.build()
+    aborted = [(9, 0)]
+    got = {}
+    for name, decode in (("native", native.decode_records), ("twin", records_py.decode_records)):
+        records, _next, err = decode(buf, "t", 0, 0, check, aborted)
+        got[name] = ([r.value for r in records], err is None)
+    assert got["native"] == got["twin"]
+    tables = [arrow(buf, check_crcs=check, aborted=aborted) for arrow in (native.decode_to_arrow,
+                                                                         arrow_py.decode_to_arrow)]
+    assert tables[0].equals(tables[1])
+    assert ([b.aborted for b in native.iter_batches(buf, aborted)]
+            == [b.aborted for b in batch_py.iter_batches(buf, aborted)])
