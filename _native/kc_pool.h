@@ -1,7 +1,8 @@
-/* A small cache of large blocks for decoded columns and producers' record batches. Fresh memory costs a page fault and a
- * page clear per 4 KiB when first written (the main cost of decoding on a VM), and the
- * general-purpose allocators hand big blocks back to the OS on free; keeping a few recently
- * freed blocks lets the next decode write into pages that are already mapped.
+/* A small cache of large blocks for decoded columns and producers' record batches. Fresh
+ * memory costs a page fault and a page clear per 4 KiB when first written (the main cost of
+ * decoding, and of filling 1 MB batches, on a VM), and the general-purpose allocators hand
+ * big blocks back to the OS on free; keeping a few recently freed blocks lets the next user
+ * write into pages that are already mapped.
  * Thread-safe; bounded in count and bytes. */
 #ifndef KC_POOL_H
 #define KC_POOL_H

@@ -436,7 +436,7 @@ cdef class RecordAccumulator:
         self.topic_batch_limits = {}
         self.ready = _deque()
         self.buffered = 0
-        self.lock = _threading.RLock()  # API parity with the twin; this class uses its own mutex
+        self.lock = _threading.RLock()  # API parity with the twin; this class uses _enter/_leave
 
     # -- partition choice -------------------------------------------------------------------
     cdef int _explicit(self, partition, int n, topic) except -1:
