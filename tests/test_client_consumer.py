@@ -87,6 +87,26 @@ def test_max_records_and_positions(broker):
         assert c.lag() == {(t, 0): 0}
 
 
+def test_a_fresh_consumers_first_poll_does_not_wait_out_an_idle_fetcher_loop(broker):
+    # A new consumer knows no leader yet. Its fetcher used to note that and then sleep its
+    # 0.5 s idle wait before asking for metadata, so a first poll shorter than that always
+    # came back empty. Three fresh consumers get 0.45 s each: the old code fails all three.
+    t = _topic("first-poll")
+    with _producer(broker) as p:
+        p.send_many(t, [b"%d" % i for i in range(300)]).result(10)
+    times = []
+    for _ in range(3):
+        with _consumer(broker) as c:
+            c.assign([(t, part, 0) for part in range(3)])
+            t0 = time.monotonic()
+            got = c.poll(0.45)
+            times.append(round(time.monotonic() - t0, 3))
+            if got:
+                assert all(r.topic == t and r.offset >= 0 for r in got)
+                return
+    pytest.fail(f"no fresh consumer's first poll(0.45) returned records (took {times} s)")
+
+
 def test_seek_variants_and_offsets_for_times(broker):
     t = _topic("seek")
     with _producer(broker) as p:

@@ -113,10 +113,12 @@ class Fetcher(threading.Thread):
             os.close(self._wake_w)
 
     def _run_once(self):
+        refreshed = False
         if self.need_metadata:
             try:
                 self.cluster.refresh(sorted({tp[0] for tp in list(self.states)}) or [])
                 self.need_metadata = False
+                refreshed = True
             except (ConnectionClosed, KafkaError, OSError) as e:
                 log.warning("metadata refresh failed: %s", e)
                 self._wait(self.retry_backoff)
@@ -150,7 +152,13 @@ class Fetcher(threading.Thread):
                 requests.append((node, [(tp, st.fetch_position, st.version) for tp, st in items]))
         for node, items in requests:
             self._send_fetch(node, items)
-        self._wait(0.5)
+        if self.need_metadata:
+            # A partition whose leader is not known yet (a fresh assignment): refresh at once
+            # rather than after an idle wait, so a new consumer's first poll does not stall;
+            # if metadata just came and still names no leader, back off as after a failure.
+            self._wait(self.retry_backoff if refreshed else 0)
+        else:
+            self._wait(0.5)
 
     def _connection(self, node):
         conn = self.connections.get(node)
