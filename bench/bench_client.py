@@ -444,6 +444,115 @@ class KcEmbeddedSendMany(KcEmbeddedSend, KcSendMany):
                             kind="numpy")
 
 
+class RoundTrip:
+    """Issue 17's embedded target: one sample sends n records (a send() loop, or send_many of a
+    numpy S100 array) and flushes, then reads the same n records back with Consumer.poll(1.0,
+    max_records=100000), touching every value. The consumer is made and connected, and the
+    sample's start offsets are known, before the clock starts; it is assigned at those offsets
+    inside the clock. Mixed into the network sides (a separate ``kafkacore serve``) and the
+    embedded ones (kafkacore.Broker in this process), which run exactly this code."""
+
+    def _open_consumer(self):
+        self.c = self._make_consumer()
+        self.tps = [(self.topic, p) for p in range(self.partitions)]
+        self.c.end_offsets(self.tps)  # connected, metadata known
+
+    def warm(self):
+        self._round_trip(self.payload()[:min(self.warm_n, self.n)], None)
+
+    def sample(self):
+        return self._round_trip(self.payload(), self._clock_broker())
+
+    def _round_trip(self, vals, broker):
+        starts = self.c.end_offsets(self.tps)
+        n = len(vals)
+        with Clock(broker) as clk:
+            self._send_all(vals)
+            self.c.assign([(t, p, starts[(t, p)]) for t, p in self.tps])
+            poll = self.c.poll
+            got = nbytes = 0
+            last = time.monotonic()
+            while got < n:
+                recs = poll(1.0, max_records=CONSUME_MAX_RECORDS)
+                if recs:
+                    got += len(recs)
+                    for r in recs:
+                        nbytes += len(r.value)
+                    last = time.monotonic()
+                elif time.monotonic() - last > STALL_SECONDS:
+                    raise RuntimeError(f"{self.key}: consumer stalled at {got} of {n} records")
+        self.sent += n
+        expect(got == n, f"{self.key}: read back {got} records, sent {n}")
+        expect(nbytes == n * VALUE_SIZE, f"{self.key}: read back {nbytes} value bytes, expected {n * VALUE_SIZE}")
+        return clk.sample()
+
+    def _close_consumer(self):
+        c, self.c = getattr(self, "c", None), None
+        if c is not None:
+            c.close()
+
+
+class KcRoundTrip(RoundTrip, KcSendMany):
+    """The round trip against the broker process, over loopback TCP."""
+
+    def __init__(self, ctx, n, key, label, many):
+        Side.__init__(self, ctx, n)  # not super(): the embedded subclass's MRO holds KcEmbeddedSend
+        self.key, self.label, self.extra = key, label, {}
+        self.kind = "numpy" if many else "list"
+        self.many = many
+
+    def payload(self):
+        return self.ctx.values_np(self.n) if self.many else self.ctx.values(self.n)
+
+    def _send_all(self, vals):
+        if self.many:
+            KcSendMany._send_all(self, vals)
+        else:
+            KcSend._send_all(self, vals)
+
+    def _produce(self, vals):
+        raise AssertionError("round-trip sides sample with _round_trip")
+
+    def _make_consumer(self):
+        return kc().Consumer({"bootstrap.servers": self.ctx.bootstrap})
+
+    def _clock_broker(self):
+        return self.ctx.broker
+
+    def _open(self):
+        super()._open()
+        self._open_consumer()
+
+    def _close(self):
+        try:
+            self._close_consumer()
+        finally:
+            super()._close()
+
+
+class KcEmbeddedRoundTrip(KcRoundTrip, KcEmbeddedSend):
+    """The same round trip through kafkacore.Broker(tmpdir): producer and consumer in-process."""
+
+    def open(self):
+        KcEmbeddedSend.open(self)
+        self._open_consumer()
+
+    def _make_consumer(self):
+        return self.embedded.consumer({})
+
+    def _clock_broker(self):
+        return None  # the broker is this process: its CPU is in client_cpu
+
+    def count(self):
+        return KcEmbeddedSend.count(self)
+
+    def close(self):
+        try:
+            self._close_consumer()
+        finally:
+            KcEmbeddedSend.close(self)
+
+
 class NoBrokerSend(Side):
     """The ceiling of any embedded path: the same send() loop (or send_many(numpy S100)) into the
     producer's own accumulator, with kafkacore's default batch size, and every batch finished
@@ -885,8 +994,14 @@ def consume_rows():
 
 
 def embedded_rows():
-    return [Row(5, "embedded", "embedded Broker producer send() loop", "emb.send", "kc.send.net", 1.5),
-            Row(5, "embedded", "embedded Broker send_many(numpy S100)", "emb.many.np", "kc.many.np", 2),
+    # issue 17's targets are on the round trip (send, then poll the records back); the send
+    # half alone is reported too, as it was measured before the round-trip rows existed
+    return [Row(5, "embedded", "embedded send() + poll() round trip", "emb.rt.send", "kc.rt.send.net", 1.5),
+            Row(5, "embedded", "embedded send_many(numpy S100) + poll() round trip", "emb.rt.many",
+                "kc.rt.many.net", 2),
+            Row(5, "embedded", "(info) embedded send() loop alone", "emb.send", "kc.send.net", kind="info"),
+            Row(5, "embedded", "(info) embedded send_many(numpy S100) alone", "emb.many.np", "kc.many.np",
+                kind="info"),
             # the ceiling of the two rows above: what no embedded path can beat
             Row(5, "embedded", "(info) producer alone, no broker: send() loop", "nobroker.send", "kc.send.net",
                 kind="info"),
@@ -934,6 +1049,14 @@ def side_factories(ctx, cfg):
         "ck.consume": lambda: CkConsume(ctx, n),
         "emb.send": lambda: KcEmbeddedSend(ctx, n),
         "emb.many.np": lambda: KcEmbeddedSendMany(ctx, n),
+        "emb.rt.send": lambda: KcEmbeddedRoundTrip(ctx, n, "emb.rt.send", "kafkacore embedded send() + poll()",
+                                                   many=False),
+        "emb.rt.many": lambda: KcEmbeddedRoundTrip(ctx, n, "emb.rt.many",
+                                                   "kafkacore embedded send_many(numpy) + poll()", many=True),
+        "kc.rt.send.net": lambda: KcRoundTrip(ctx, n, "kc.rt.send.net", "kafkacore network send() + poll()",
+                                              many=False),
+        "kc.rt.many.net": lambda: KcRoundTrip(ctx, n, "kc.rt.many.net",
+                                              "kafkacore network send_many(numpy) + poll()", many=True),
         "nobroker.send": lambda: NoBrokerSend(ctx, n),
         "nobroker.many.np": lambda: NoBrokerSend(ctx, n, many=True),
         "kc.send.net": lambda: KcSend(ctx, n, "kc.send.net", "kafkacore network send() loop"),
