@@ -559,12 +559,19 @@ class NoBrokerSend(Side):
     (build_view, CRC included) and dropped in this thread: the producer's own work, with no
     broker, no sender thread and no socket. An embedded broker can at best add nothing to it."""
 
-    def __init__(self, ctx, n, many=False):
+    def __init__(self, ctx, n, many=False, decode=False):
         super().__init__(ctx, n)
         self.many = many
-        self.key = "nobroker.many.np" if many else "nobroker.send"
-        self.label = ("producer alone, send_many(numpy S100), batches built and dropped" if many
-                      else "producer alone, send() loop, batches built and dropped")
+        # decode: the round trip's ceiling. Each finished batch is copied out (as a consumer's
+        # read copies it) and, after the sends, decoded with the consumer's own decoder, every
+        # value touched: the client's work of send + poll, with no broker in between.
+        self.decode = decode
+        self.kept = []
+        base = "nobroker.rt" if decode else "nobroker"
+        self.key = f"{base}.many" if decode and many else f"{base}.many.np" if many else f"{base}.send"
+        what = "send_many(numpy S100)" if many else "send() loop"
+        self.label = (f"client alone, {what} + decoding the batches" if decode
+                      else f"producer alone, {what}, batches built and dropped")
 
     def open(self):
         from kafkacore.client.config import STICKY_PARTITION_BYTES, producer_config
@@ -583,6 +590,8 @@ class NoBrokerSend(Side):
             b.data = b.builder.build_view()
             b.builder = None
             built += b.count
+            if self.decode:
+                self.kept.append(bytes(b.data))
             self.acc.release(b)
             b.data = None
         return built
@@ -604,6 +613,18 @@ class NoBrokerSend(Side):
                     built += self._finish(False)
         built += self._finish(True)
         expect(built == len(vals), f"{self.key}: {built} of {len(vals)} records built")
+        if self.decode:
+            from kafkacore.client.consumer import decode_records
+            kept, self.kept = self.kept, []
+            got = nbytes = 0
+            for data in kept:
+                recs, _good_end, err = decode_records(data, self.topic, 0, 0, True, None)
+                expect(err is None, f"{self.key}: decoding a built batch failed: {err}")
+                got += len(recs)
+                for r in recs:
+                    nbytes += len(r.value)
+            expect(got == len(vals) and nbytes == got * VALUE_SIZE,
+                   f"{self.key}: decoded {got} records ({nbytes} value bytes) of {len(vals)}")
 
     def warm(self):
         self._run(self.payload()[:20_000])
@@ -999,6 +1020,11 @@ def embedded_rows():
     return [Row(5, "embedded", "embedded send() + poll() round trip", "emb.rt.send", "kc.rt.send.net", 1.5),
             Row(5, "embedded", "embedded send_many(numpy S100) + poll() round trip", "emb.rt.many",
                 "kc.rt.many.net", 2),
+            # their ceiling: the client's own work of the round trip, with no broker at all
+            Row(5, "embedded", "(info) client alone, no broker: send() + decode", "nobroker.rt.send",
+                "kc.rt.send.net", kind="info"),
+            Row(5, "embedded", "(info) client alone, no broker: send_many(numpy S100) + decode", "nobroker.rt.many",
+                "kc.rt.many.net", kind="info"),
             Row(5, "embedded", "(info) embedded send() loop alone", "emb.send", "kc.send.net", kind="info"),
             Row(5, "embedded", "(info) embedded send_many(numpy S100) alone", "emb.many.np", "kc.many.np",
                 kind="info"),
@@ -1057,6 +1083,8 @@ def side_factories(ctx, cfg):
                                               many=False),
         "kc.rt.many.net": lambda: KcRoundTrip(ctx, n, "kc.rt.many.net",
                                               "kafkacore network send_many(numpy) + poll()", many=True),
+        "nobroker.rt.send": lambda: NoBrokerSend(ctx, n, decode=True),
+        "nobroker.rt.many": lambda: NoBrokerSend(ctx, n, many=True, decode=True),
         "nobroker.send": lambda: NoBrokerSend(ctx, n),
         "nobroker.many.np": lambda: NoBrokerSend(ctx, n, many=True),
         "kc.send.net": lambda: KcSend(ctx, n, "kc.send.net", "kafkacore network send() loop"),
