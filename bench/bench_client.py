@@ -24,12 +24,15 @@ from offset 0 in assign mode. Rows (``--only`` takes these names, comma-separate
   touching ``value()``), both reading the same N-record topic. Target >= 1.5x.
 - ``arrow``: ``Consumer.poll_arrow(1.0, max_records=100000)`` against the same confluent loop.
   Target >= 5x.
-- ``embedded``: a send loop through ``kafkacore.Broker(tmpdir).producer(...)`` (the broker in
-  this process, no socket) against the same loop through a network ``kafkacore.Producer`` to
-  the broker process, target >= 1.5x; and ``send_many(numpy S100)`` the same two ways, target
-  >= 2x (issue 17). Info: the same two loops into the producer's own accumulator with no
-  broker at all (batches built with build_view and dropped, in the sending thread): the
-  ceiling of any embedded path, against the same network rows.
+- ``embedded``: issue 17's round trip. A send loop of N records + ``flush()``, then
+  ``Consumer.poll(1.0, max_records=100000)`` reading the same N records back (values
+  touched), through ``kafkacore.Broker(tmpdir)``'s producer and consumer (the broker in this
+  process, no socket) against the same code through network clients to the broker process,
+  target >= 1.5x; and the same with ``send_many(numpy S100)``, target >= 2x. Info rows: the
+  client alone with no broker (the same sends into the producer's own accumulator, batches
+  built with build_view, copied out and decoded with the consumer's decoder, all in this
+  thread): the ceiling of any embedded path; the send half alone, embedded against network;
+  and the producer alone (batches built and dropped), the send half's ceiling.
 - ``kafka-python`` / ``aiokafka``: our send loop and our poll loop against ``KafkaProducer.send``
   + ``flush`` / ``KafkaConsumer`` iteration and ``AIOKafkaProducer.send`` + ``flush`` /
   ``getmany``, on N/10 records (quick) or N/20 (full). Ratios only, no target.
