@@ -3,7 +3,9 @@
 They cost ~16 MB and ~27 MB of RSS and the broker never uses them, so they are imported on
 first use of partitions_for_keys / decode_to_arrow / SPARK_KAFKA_SCHEMA instead. Each mode
 is checked in a fresh interpreter (this process has long since imported both), which then
-uses those APIs to show that the lazy imports still deliver the same results."""
+uses those APIs to show that the lazy imports still deliver the same results. Likewise kazoo's
+client, threading handler and recipes load only where a ZooKeeper client is made (about 1.4 MiB
+of a single-node broker's RSS, which already has ssl through asyncio)."""
 import importlib.machinery
 import os
 import subprocess
@@ -42,6 +44,11 @@ CHILD = textwrap.dedent(
     assert "SPARK_KAFKA_SCHEMA" in dir(kafkacore.record)  # listed without being built
     heavy = [m for m in ("numpy", "pyarrow") if m in sys.modules]
     assert not heavy, f"imported at import time: {heavy}"
+    # a single-node broker needs kazoo's error types only, not its client (threading handler,
+    # recipes): those load where a ZooKeeper client is made
+    import kafkacore.cluster.replica_manager
+    zk = [m for m in ("kazoo.client", "kazoo.handlers.threading", "kazoo.recipe.watchers") if m in sys.modules]
+    assert not zk, f"imported without a ZooKeeper client: {zk}"
 
     # First uses, with numpy and pyarrow not yet loaded: the lazy imports happen here.
     keys = [b"21", None, "abc", bytearray(b"foobar")]
