@@ -258,6 +258,36 @@ def test_consumer_config_is_checked():
         Consumer({"bootstrap.servers": "127.0.0.1:1", "session.timeout.ms": 3000, "heartbeat.interval.ms": 3000})
 
 
+def test_socket_buffer_sizes_are_set_on_the_clients_connections(broker):
+    # send.buffer.bytes / receive.buffer.bytes become SO_SNDBUF / SO_RCVBUF (Linux reports
+    # twice the value set, its own bookkeeping included); -1, the default, leaves the kernel's
+    import socket
+
+    from kafkacore.client.config import consumer_config, producer_config
+
+    assert producer_config({"bootstrap.servers": "x:1"})["receive.buffer.bytes"] == -1
+    assert consumer_config({"bootstrap.servers": "x:1"})["send.buffer.bytes"] == -1
+    t = _topic("sockbuf")
+    sizes = {"send.buffer.bytes": 50000, "receive.buffer.bytes": 100000}
+    with _producer(broker, **sizes) as p:
+        p.send_many(t, [b"%d" % i for i in range(100)], partition=0).result(10)
+        conns = [c for c in p._sender.connections.values() if not c.closed]
+        assert conns, "the producer holds no connection after sending"
+        for conn in conns:
+            assert conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 100000
+            assert conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 200000
+    with _consumer(broker, **sizes) as c:
+        c.assign([(t, 0, 0)])
+        assert len(_poll_all(c, 100)) == 100
+        conns = [conn for conn in c._fetcher.connections.values() if not conn.closed]
+        assert conns, "the consumer's fetcher holds no connection after fetching"
+        for conn in conns:
+            assert conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 100000
+            assert conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 200000
+    with pytest.raises(KafkaConfigError, match="receive.buffer.bytes"):
+        Consumer({"bootstrap.servers": "127.0.0.1:1", "receive.buffer.bytes": -2})
+
+
 def test_fetch_min_bytes_makes_the_broker_wait_up_to_fetch_max_wait_ms(broker):
     t = _topic("minbytes")
     with _producer(broker) as p:

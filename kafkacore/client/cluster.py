@@ -24,8 +24,10 @@ _MetadataTopic = __import__("kafkacore.protocol.messages.metadata_request",
 class Cluster:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str = "kafkacore",
                  request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000,
-                 connection_setup_timeout_ms: int = 10000):
+                 connection_setup_timeout_ms: int = 10000, send_buffer_bytes: int = -1,
+                 receive_buffer_bytes: int = -1):
         self.bootstrap = list(bootstrap)
+        self.buffer_sizes = {"send_buffer_bytes": send_buffer_bytes, "receive_buffer_bytes": receive_buffer_bytes}
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000.0
         # socket.connection.setup.timeout.ms: a broker that is down costs this, not the request
@@ -56,12 +58,12 @@ class Cluster:
             if addr is None:
                 raise LeaderNotAvailableError(f"broker {node_id} is not in the cluster metadata")
         return BrokerConnection(addr[0], addr[1], self.client_id, node_id=node_id, timeout=self.timeout,
-                                connect_timeout=self.connect_timeout)
+                                connect_timeout=self.connect_timeout, **self.buffer_sizes)
 
     def connect_to(self, host: str, port: int, node_id: int) -> BrokerConnection:
         """A new connection to a broker named by address (e.g. a group coordinator)."""
         return BrokerConnection(host, port, self.client_id, node_id=node_id, timeout=self.timeout,
-                                connect_timeout=self.connect_timeout)
+                                connect_timeout=self.connect_timeout, **self.buffer_sizes)
 
     def _any_connection(self) -> BrokerConnection:
         if self._conn is not None and not self._conn.closed:
@@ -74,7 +76,7 @@ class Cluster:
         for nid, (host, port) in candidates:
             try:
                 self._conn = BrokerConnection(host, port, self.client_id, node_id=nid, timeout=self.timeout,
-                                              connect_timeout=self.connect_timeout)
+                                              connect_timeout=self.connect_timeout, **self.buffer_sizes)
                 return self._conn
             except (ConnectionClosed, OSError, KafkaError) as e:
                 errors.append(f"{host}:{port}: {e}")

@@ -122,8 +122,10 @@ COMMON = {
     "metadata.max.age.ms": (_int(0, LONG_MAX), 300000),
     "socket.connection.setup.timeout.ms": (_int(0, LONG_MAX), 10000),
     "connections.max.idle.ms": (_int(-1, LONG_MAX), 540000),
-    "send.buffer.bytes": (_int(-1, INT_MAX), 131072),
-    "receive.buffer.bytes": (_int(-1, INT_MAX), 65536),
+    # -1 (the kernel's sizes, autotuned) rather than Java's 131072 / 65536: a fixed 64 KiB
+    # receive buffer caps a fetch at one window per round trip (docs/client.md)
+    "send.buffer.bytes": (_int(-1, INT_MAX), -1),
+    "receive.buffer.bytes": (_int(-1, INT_MAX), -1),
     "security.protocol": (_choice("plaintext"), "plaintext"),
 }
 

@@ -90,15 +90,40 @@ def _decode(api_key, version, frame):
         return resp
 
 
+def _connect(host: str, port: int, timeout: float, send_buffer_bytes: int, receive_buffer_bytes: int):
+    """socket.create_connection, with the buffer sizes set on each socket before its connect."""
+    if send_buffer_bytes < 0 and receive_buffer_bytes < 0:
+        return socket.create_connection((host, port), timeout=timeout)
+    err = None
+    for family, kind, proto, _name, addr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            if send_buffer_bytes >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
+            if receive_buffer_bytes >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+            sock.settimeout(timeout)
+            sock.connect(addr)
+            return sock
+        except OSError as e:
+            sock.close()
+            err = e
+    raise err if err is not None else OSError(f"getaddrinfo returned nothing for {host}:{port}")
+
+
 class ConnectionClosed(ConnectionError):
     """The broker closed the connection, or it failed; requests in flight have no answer."""
 
 
 class BrokerConnection:
     def __init__(self, host: str, port: int, client_id: str = "kafkacore", node_id: int = -1,
-                 timeout: float = 10.0, software_version: str = "0.1.0", connect_timeout: float | None = None):
+                 timeout: float = 10.0, software_version: str = "0.1.0", connect_timeout: float | None = None,
+                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1):
         """``connect_timeout`` bounds the TCP connect and the ApiVersions exchange (the Java
-        client's socket.connection.setup.timeout.ms); None: ``timeout``, which bounds the rest."""
+        client's socket.connection.setup.timeout.ms); None: ``timeout``, which bounds the rest.
+        ``send_buffer_bytes`` / ``receive_buffer_bytes``: SO_SNDBUF / SO_RCVBUF, set before the
+        connect as the Java client sets them (the receive window's scale is agreed in the
+        handshake); -1 leaves the kernel's sizes and its autotuning."""
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.lock = threading.Lock()  # held by ``call``; the owner of send/read holds it too
@@ -110,7 +135,7 @@ class BrokerConnection:
         self.closed = False
         setup = timeout if connect_timeout is None else connect_timeout
         try:
-            self.sock = socket.create_connection((host, port), timeout=setup)
+            self.sock = _connect(host, port, setup, send_buffer_bytes, receive_buffer_bytes)
         except socket.timeout:
             raise ConnectionClosed(f"cannot connect to {host}:{port}: no answer in {setup:g} s") from None
         except OSError as e:

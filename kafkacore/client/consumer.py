@@ -79,7 +79,8 @@ class Consumer:
         else:
             self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-consumer",
                                     c["request.timeout.ms"], c["metadata.max.age.ms"],
-                                    c["socket.connection.setup.timeout.ms"])
+                                    c["socket.connection.setup.timeout.ms"], c["send.buffer.bytes"],
+                                    c["receive.buffer.bytes"])
         self._fetcher = Fetcher(c, self._cluster, self._states, self._lock, self._data_ready)
         self._fetcher.start()
         self._group = None

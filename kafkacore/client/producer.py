@@ -62,7 +62,8 @@ class Producer:
         else:
             self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-producer",
                                     c["request.timeout.ms"], c["metadata.max.age.ms"],
-                                    c["socket.connection.setup.timeout.ms"])
+                                    c["socket.connection.setup.timeout.ms"], c["send.buffer.bytes"],
+                                    c["receive.buffer.bytes"])
         self._sender = Sender(c, self._cluster, self._acc)
         self._acc.wakeup = self._sender.wakeup
         self._acc.on_release = self._memory_released
