@@ -4,6 +4,7 @@ code under test; the suite's environment (PYTHONPATH, KAFKACORE_NO_EXTENSIONS) p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -57,3 +58,19 @@ def fails(*args, code, bootstrap=None, timeout=60.0) -> str:
     assert len(lines) == 1 and lines[0].startswith("kafkacore "), r.err
     assert r.out == "", r.out
     return lines[0]
+
+
+def read_terminal(leader: int) -> bytes:
+    """All a pseudo-terminal's leader side holds once its follower is closed. One read returns
+    only what has reached the leader at that moment (perhaps the first draw of several), so read
+    until the end, which Linux reports as EIO."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import _peers
-from _cli import fails, kafkacore
+from _cli import fails, kafkacore, read_terminal
 from broker_client import ROOT, BrokerProcess
 from kafkacore import Consumer, Producer
 from kafkacore.client.admin import EARLIEST, TOPIC_RESOURCE, AdminClient
@@ -397,7 +397,7 @@ def test_progress_bar_only_on_a_terminal():
         with Progress(4, "work", stream=tty) as p:
             p.advance(2)
             p.update(4)
-    drawn = os.read(leader, 4096).decode()
+    drawn = read_terminal(leader).decode()
     os.close(leader)
     assert "work [" in drawn and "4/4 100%" in drawn and drawn.endswith("\r")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from _cli import read_terminal
 from broker_client import ROOT, BrokerProcess, free_port  # tests/ is on sys.path (tests/tools/conftest.py)
 
 import kafkacore
@@ -364,15 +365,7 @@ def test_perf_produce_draws_a_live_line_on_a_terminal(broker, admin):
                             stdout=subprocess.PIPE, stderr=slave, cwd=str(ROOT),
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     os.close(slave)
-    shown = b""
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        shown += data
+    shown = read_terminal(master)  # until the child closes the terminal
     os.close(master)
     out = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == 0
@@ -388,7 +381,7 @@ def test_progress_draws_only_on_a_terminal():
         assert bar.enabled
         bar.update(100)
         bar.close()
-    shown = os.read(master, 4096).decode()
+    shown = read_terminal(master).decode()
     os.close(master)
     assert shown.startswith("\rcopy [") and "100 B/200 B 50%" in shown and "ETA" in shown
     assert shown.endswith(" \r")
