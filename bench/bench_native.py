@@ -661,7 +661,6 @@ def bench_twins(cfg):
     tss = make_timestamps(RECORDS_PER_BATCH)
     nrec = len(values)
     nb = cfg.twin_build_batches
-    no_headers = []
 
     ours_append, ours_extend = build_workloads(Builder, values, tss, nb)
 
@@ -716,7 +715,6 @@ def bench_twin_native_crc(cfg):
     tss = make_timestamps(RECORDS_PER_BATCH)
     nrec = len(values)
     nb = cfg.twin_build_batches
-    no_headers = []
 
     def ours():
         for _ in range(nb):

@@ -1,17 +1,16 @@
 """kafkacore: a Kafka-compatible broker core for Python with native hot paths."""
-from ._loader import extensions_disabled as _extensions_disabled
 from .checksum import crc32c
 from .partitioner import murmur2, partition_for_key, partitions_for_keys
 # Loaded with the package so that importing kafkacore._ext.records directly finds
 # kafkacore.record initialised first (the extension imports its codecs and errors).
-from . import record  # noqa: E402,F401
+from . import record
 
 __version__ = "0.1.0"
 
 
 def native_extensions() -> bool:
     """True when the compiled extensions are in use (not the pure-Python twins)."""
-    from . import checksum, partitioner, record
+    from . import checksum, partitioner
     from .storage import _hot as storage_hot
 
     return all(m._native is not None for m in (checksum, partitioner, record, storage_hot))

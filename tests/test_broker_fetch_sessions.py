@@ -13,7 +13,6 @@ from kafkacore.broker.fetch_session import CachedPartition, FetchSessionCache
 from kafkacore.errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     UnknownTopicIdError
 from kafkacore.protocol.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
-from kafkacore.protocol.messages.metadata_request import MetadataRequestTopic
 from kafkacore.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkacore.record import RecordBatchBuilder, iter_batches
 

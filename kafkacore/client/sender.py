@@ -81,7 +81,6 @@ class Sender(threading.Thread):
         self.connections: dict[int, object] = {}
         self.sent_at: dict[tuple, float] = {}  # (node, cid) -> monotonic send time
         self.in_flight_batches: set = set()  # batches sent and not answered
-        self.retrying: dict[tuple, int] = {}  # (topic, partition) -> lowest sequence queued for retry
         self.resequenced: set = set()  # batches in flight whose sequence moved down (_close_gap)
         # Idempotence, one batch in flight at a time for a partition (a) until the broker has
         # acknowledged one of its batches under this producer id and epoch, since a broker takes

@@ -17,7 +17,7 @@ import time
 
 from . import codecs
 from .errors import CorruptRecordError
-from .varint import read_varint, read_varlong, size_of_varlong, write_varlong
+from .varint import read_varint, read_varlong, write_varlong
 from ..checksum import crc32c
 
 RECORD_BATCH_OVERHEAD = 61

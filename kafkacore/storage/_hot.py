@@ -9,3 +9,4 @@ else:
     from . import _hot_py as hot
 
 IS_NATIVE = _native is not None
+__all__ = ["IS_NATIVE", "hot"]
