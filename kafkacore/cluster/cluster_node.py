@@ -189,6 +189,7 @@ class ClusterNode:
     # -- what the controller's requests change ----------------------------------------------------------
     def apply_metadata(self, controller_id, brokers, states, deleted):
         self.metadata_cache.update(controller_id, brokers, states, deleted)
+        self.replica_manager.live_brokers_changed()
         for b in brokers:
             fetcher = self.replica_manager.fetchers.get(b.node_id)
             if fetcher is not None:

@@ -14,6 +14,11 @@ it. Kafka's cluster/Partition.scala is the model.
 - acks=all: ``wait_for_commit`` resolves when the high watermark passes the batch, or fails with
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile, or
   NOT_LEADER_OR_FOLLOWER when leadership moves (Kafka's DelayedProduce).
+- DeleteRecords: the leader also tracks each follower's log start offset (sent in its fetches).
+  The low watermark is the smallest log start offset of this replica and the followers on live
+  brokers; ``wait_for_low_watermark`` resolves once it reaches the deleted offset, so that the
+  records are gone from every live replica when the client hears so (Kafka's
+  DelayedDeleteRecords).
 """
 from __future__ import annotations
 
@@ -30,14 +35,20 @@ def now_ms():
     return int(time.monotonic() * 1000)
 
 
+def _always_alive(_broker_id):
+    return True
+
+
 class ReplicaState:
     """The leader's view of one follower."""
 
-    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_ms", "last_fetch_leader_leo")
+    __slots__ = ("broker_id", "log_end_offset", "log_start_offset", "last_caught_up_ms", "last_fetch_ms",
+                 "last_fetch_leader_leo")
 
     def __init__(self, broker_id, now):
         self.broker_id = broker_id
         self.log_end_offset = -1
+        self.log_start_offset = -1  # unknown until its first fetch of this leadership, as Kafka's
         # a replica that is in the ISR when we become leader gets the full lag time to fetch
         self.last_caught_up_ms = now
         self.last_fetch_ms = now
@@ -70,7 +81,11 @@ class Partition:
         self.replicas: tuple = ()
         self.isr: tuple = ()
         self.remote: dict[int, ReplicaState] = {}
-        self._waiters: list = []  # [(required offset, future)] of acks=all produces
+        self._waiters: list = []  # [(required offset, min ISR, future)] of acks=all produces
+        self._low_watermark_waiters: list = []  # [(required offset, future)] of DeleteRecords
+        # whether a follower's broker is live (the metadata cache's view; set by the ReplicaManager):
+        # a dead replica must not hold DeleteRecords back
+        self.replica_alive = _always_alive
         self.isr_update_in_flight = False
 
     def __repr__(self):
@@ -126,13 +141,16 @@ class Partition:
         self.isr = tuple(state.isr)
 
     # -- the leader's bookkeeping ----------------------------------------------------------------
-    def update_follower_fetch_state(self, replica_id, fetch_offset, now=None):
-        """A follower fetched from fetch_offset: its log end offset. Returns True when it should
-        join the ISR."""
+    def update_follower_fetch_state(self, replica_id, fetch_offset, now=None, log_start_offset=-1):
+        """A follower fetched from fetch_offset: its log end offset; log_start_offset is its log
+        start. Returns True when it should join the ISR."""
         now = now_ms() if now is None else now
         state = self.remote.get(replica_id)
         if state is None:
             return False
+        if log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self._complete_low_watermark_waiters()
         moved = fetch_offset != state.log_end_offset
         state.update_fetch(fetch_offset, self.log.log_end_offset, now)
         if moved:  # else the HW has nothing new from it: idle partitions of a session stay cheap
@@ -211,7 +229,46 @@ class Partition:
         self._waiters = keep
 
     def fail_waiters(self, exc):
+        """Leadership moved or the replica stopped: every acks=all produce and DeleteRecords
+        waiting on this partition fails with exc."""
         waiters, self._waiters = self._waiters, []
-        for _r, _m, fut in waiters:
+        futures = [fut for _r, _m, fut in waiters]
+        low_waiters, self._low_watermark_waiters = self._low_watermark_waiters, []
+        futures += [fut for _r, fut in low_waiters]
+        for fut in futures:
             if not fut.done():
                 fut.set_exception(exc)
+
+    # -- DeleteRecords ---------------------------------------------------------------------------
+    def low_watermark(self):
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset of this replica and of the
+        followers on live brokers (-1 while one of them has not fetched in this leadership)."""
+        low = self.log.log_start_offset
+        for broker_id, state in self.remote.items():
+            if state.log_start_offset < low and self.replica_alive(broker_id):
+                low = state.log_start_offset
+        return low
+
+    def wait_for_low_watermark(self, required_offset):
+        """A future resolved with the low watermark once it reaches required_offset."""
+        fut = asyncio.get_running_loop().create_future()
+        self._low_watermark_waiters.append((required_offset, fut))
+        self._complete_low_watermark_waiters()
+        return fut
+
+    def replica_liveness_changed(self):
+        self._complete_low_watermark_waiters()
+
+    def _complete_low_watermark_waiters(self):
+        if not self._low_watermark_waiters:
+            return
+        low = self.low_watermark()
+        keep = []
+        for required, fut in self._low_watermark_waiters:
+            if fut.done():
+                continue  # answered already (the request timed out)
+            if low >= required:
+                fut.set_result(low)
+            else:
+                keep.append((required, fut))
+        self._low_watermark_waiters = keep

@@ -147,6 +147,7 @@ class ReplicaManager:
             self.broker.watch_log(lg)
         lg.make_replicated()
         partition = Partition(topic, p, lg, self.node_id, topic_id)
+        partition.replica_alive = self.broker.cluster.metadata_cache.alive
         self.partitions[(topic, p)] = partition
         return partition
 
@@ -246,9 +247,16 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{p}")
         return partition
 
-    def follower_fetched(self, partition, replica_id, fetch_offset, now=None):
-        """A follower's Fetch: its log end offset, the HW, and a return to the ISR."""
-        if partition.update_follower_fetch_state(replica_id, fetch_offset, now):
+    def live_brokers_changed(self):
+        """UpdateMetadata: a follower whose broker died no longer holds DeleteRecords back."""
+        for partition in self.partitions.values():
+            if partition.is_leader:
+                partition.replica_liveness_changed()
+
+    def follower_fetched(self, partition, replica_id, fetch_offset, now=None, log_start_offset=-1):
+        """A follower's Fetch: its log end offset (the HW, a return to the ISR) and its log start
+        offset (DeleteRecords)."""
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, now, log_start_offset):
             self._change_isr(partition, sorted(set(partition.isr) | {replica_id}), f"broker {replica_id} caught up")
 
     # -- ISR maintenance ----------------------------------------------------------------------

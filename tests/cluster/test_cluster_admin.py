@@ -285,6 +285,70 @@ def test_list_offsets_and_delete_records_are_answered_by_the_leader(cluster):
     assert client.list_offsets({tp: OffsetSpec.earliest()})[tp].result(20).offset == 40
 
 
+def test_delete_records_waits_for_every_live_replica_then_times_out_on_a_silent_one(cluster):
+    """As Kafka's DelayedDeleteRecords: the answer comes once every replica on a live broker has
+    moved its log start offset. A follower paused (still registered: its ZooKeeper session
+    outlives the pause) keeps the request waiting until timeout_ms: REQUEST_TIMED_OUT; once it
+    runs again the same request succeeds."""
+    import signal
+
+    from kafkacore.errors import RequestTimedOutError
+
+    ensure_all_running(cluster)
+    create_topic(cluster, "dr-wait", partitions=1, rf=3)
+    assert not any(produce(cluster, "dr-wait", 100))
+    md = topic_metadata(cluster, "dr-wait")[0]
+    paused = cluster.brokers[next(r for r in md.replicas if r != md.leader)]
+
+    def delete(offset, timeout_ms):
+        with conn(cluster, md.leader) as c:
+            return c.call(21, 2, DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[DeleteRecordsTopic(
+                name="dr-wait", partitions=[DeleteRecordsPartition(partition_index=0, offset=offset)])])
+            ).topics[0].partitions[0]
+
+    paused.signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        timed_out = delete(30, 1000)
+        waited = time.monotonic() - started
+    finally:
+        paused.signal(signal.SIGCONT)
+    assert timed_out.error_code == RequestTimedOutError.code, timed_out
+    assert waited >= 0.9, waited  # it waited out timeout_ms for the paused follower
+    done = delete(30, 10000)
+    assert (done.error_code, done.low_watermark) == (0, 30), done
+
+
+def test_delete_records_is_done_on_the_followers_when_it_is_answered(cluster):
+    """The leader dies the moment DeleteRecords is answered: the follower that takes over has
+    already deleted (its earliest offset is the one deleted up to). Answering before the
+    followers had moved let deleted records come back after a failover."""
+    ensure_all_running(cluster)
+    create_topic(cluster, "dr-failover", partitions=1, rf=3)
+    assert not any(produce(cluster, "dr-failover", 100))
+    md = topic_metadata(cluster, "dr-failover")[0]
+    client = admin(cluster)
+    upto = TopicPartition("dr-failover", 0, 60)
+    assert client.delete_records([upto])[upto].result(20).low_watermark == 60
+    cluster.brokers[md.leader].kill()
+
+    def new_leader():
+        lead = topic_metadata(cluster, "dr-failover")[0].leader
+        return lead not in (-1, md.leader) and [lead]  # a list: broker 0 is a leader too
+
+    leader = wait_for(new_leader, "a new leader", 60)[0]
+
+    def offset_at(timestamp):  # ListOffsets to the new leader: -2 the earliest, -1 the latest
+        with conn(cluster, leader) as c:
+            p = c.call(2, 7, ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(name="dr-failover", partitions=[
+                ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])).topics[0].partitions[0]
+        return p.error_code, p.offset
+
+    assert offset_at(-2) == (0, 60)
+    assert offset_at(-1) == (0, 100)
+    ensure_all_running(cluster)
+
+
 # -- the notifications' purge, and a broker that missed them -------------------------------------------
 def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(cluster, monkeypatch):
     """Kafka's brokers delete notifications older than 15 minutes once processed (here a manager

@@ -132,21 +132,23 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
 
 
 def _follower_fetched(broker, resolved, replica_id):
-    """A follower's fetch offsets are its log end offsets: the leader's bookkeeping (HW, ISR)."""
-    _report_follower_offsets(broker, ((name, p.partition, p.fetch_offset) for name, t in resolved
-                                      for p in t.partitions), replica_id)
+    """A follower's fetch offsets are its log end offsets (the leader's HW and ISR) and its log
+    start offsets (DeleteRecords)."""
+    _report_follower_offsets(broker, ((name, p.partition, p.fetch_offset, p.log_start_offset)
+                                      for name, t in resolved for p in t.partitions), replica_id)
 
 
 def _report_follower_offsets(broker, offsets, replica_id):
-    """(topic, partition, fetch offset) of one follower's fetch, to the leader's bookkeeping of
-    the partitions this broker leads; one clock reading for the whole request."""
+    """(topic, partition, fetch offset, log start offset) of one follower's fetch, to the
+    leader's bookkeeping of the partitions this broker leads; one clock reading for the whole
+    request."""
     rm = broker.cluster.replica_manager
     get = rm.partitions.get
     now = replica_clock_ms()
-    for topic, index, fetch_offset in offsets:
+    for topic, index, fetch_offset, log_start_offset in offsets:
         partition = get((topic, index))
         if partition is not None and partition.is_leader:
-            rm.follower_fetched(partition, replica_id, fetch_offset, now)
+            rm.follower_fetched(partition, replica_id, fetch_offset, now, log_start_offset)
 
 
 def _replica_id(req, v):
@@ -331,7 +333,7 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
     partition of the session reports its offset to the leader's bookkeeping once per request."""
     rm = broker.cluster.replica_manager
     max_bytes = max(0, req.max_bytes)
-    _report_follower_offsets(broker, ((cp.topic, cp.partition, cp.fetch_offset)
+    _report_follower_offsets(broker, ((cp.topic, cp.partition, cp.fetch_offset, cp.log_start_offset)
                                       for cp in session.partitions.values()), replica_id)
 
     def read(_broker=None, _resolved=None, _max_bytes=None, _v=None):
