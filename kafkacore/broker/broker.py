@@ -19,7 +19,8 @@ import threading
 import uuid
 
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
-                      InvalidRequestError, InvalidTopicError, TopicAlreadyExistsError, TopicDeletionDisabledError, UnknownTopicOrPartitionError)
+                      InvalidRequestError, InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError,
+                      UnknownTopicOrPartitionError)
 from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ..storage.log_manager import LogManager, validate_topic_name
@@ -95,6 +96,7 @@ class Broker:
         self.cluster_id = self.log_manager.cluster_id
         self.data_dir = self.log_manager.data_dir
         self.loop = None
+        self._auto_creating: set[str] = set()  # topics a Metadata request is creating on a cluster
         self.loop_thread = None
         self._lock = threading.RLock()
         self.topics: dict[str, TopicInfo] = {}
@@ -271,7 +273,7 @@ class Broker:
         if name in self.topics:
             raise TopicAlreadyExistsError(f"topic '{name}' already exists")
         collide = _collision_name(name)
-        for other in self.topics:
+        for other in list(self.topics):  # a snapshot: on a cluster this runs off the event loop
             if _collision_name(other) == collide:
                 raise InvalidTopicError(
                     f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
@@ -301,6 +303,35 @@ class Broker:
             log.info("created topic %s in ZooKeeper: assignment %s%s", name, assignment,
                      f", configs {configs}" if configs else "")
         return TopicInfo(name, topic_id, len(assignment))
+
+    def auto_create_topic(self, name):
+        """auto.create.topics.enable: a Metadata request named a topic that does not exist. A
+        single node creates it at once. A cluster checks the name here and writes ZooKeeper from
+        a worker thread: a ZooKeeper round trip (or outage) must not stall every client of this
+        broker. Either way the caller answers LEADER_NOT_AVAILABLE, as Kafka does, and the
+        client asks again. A creation already under way, or done by another broker meanwhile,
+        is not an error (Kafka answers LEADER_NOT_AVAILABLE there too)."""
+        if self.cluster is None:
+            self.create_topic(name)
+            return
+        if name in self._auto_creating:
+            return
+        validate_topic_name(name)
+        self._check_new_topic_name(name)
+        self._auto_creating.add(name)
+
+        def create():
+            try:
+                self.create_topic(name)
+            except TopicAlreadyExistsError:
+                pass
+            except KafkaError as e:
+                log.warning("auto-creating topic %s failed: %s", name, e)
+            except Exception:  # noqa: BLE001 - a worker thread's failure must be seen, and the name freed
+                log.exception("auto-creating topic %s failed", name)
+
+        future = asyncio.get_running_loop().run_in_executor(None, create)
+        future.add_done_callback(lambda _f: self._auto_creating.discard(name))
 
     def delete_topic(self, name):
         if not self.config["delete.topic.enable"]:

@@ -349,6 +349,73 @@ def test_delete_records_is_done_on_the_followers_when_it_is_answered(cluster):
     ensure_all_running(cluster)
 
 
+# -- ZooKeeper's round trips off the event loop ----------------------------------------------------------
+def test_a_create_topics_waiting_on_zookeeper_does_not_stall_the_brokers_other_clients(cluster):
+    """ZooKeeper paused for 2 s (less than a session: no broker loses it) while CreateTopics is
+    being written: the same broker answers ApiVersions and Metadata meanwhile, and the topic is
+    created once ZooKeeper runs again. Writing ZooKeeper on the event loop stalled every client
+    of the broker for the whole pause."""
+    import signal
+    import threading
+
+    from kafkacore.protocol.messages.api_versions_request import ApiVersionsRequest
+    from kafkacore.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+    from kafkacore.protocol.messages.metadata_request import MetadataRequest
+
+    ensure_all_running(cluster)
+    broker_id = min(cluster.brokers)
+    created = {}
+
+    def create():
+        with conn(cluster, broker_id) as c:
+            created["response"] = c.call(19, 5, CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
+                CreatableTopic(name="zk-paused", num_partitions=1, replication_factor=3, assignments=[], configs=[])]))
+
+    with conn(cluster, broker_id) as other:
+        cluster.zookeeper.signal(signal.SIGSTOP)
+        started = time.monotonic()
+        try:
+            writer = threading.Thread(target=create)
+            writer.start()
+            time.sleep(0.3)  # the CreateTopics is waiting on ZooKeeper now
+            started = time.monotonic()
+            other.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            other.call(3, 9, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            answered_in = time.monotonic() - started
+            still_waiting = writer.is_alive()
+        finally:
+            time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))
+            cluster.zookeeper.signal(signal.SIGCONT)
+    writer.join(60)
+    assert still_waiting  # the creation really was held up by ZooKeeper...
+    assert answered_in < 1.0, answered_in  # ...and the other client was answered meanwhile
+    result = created["response"].topics[0]
+    assert (result.name, result.error_code) == ("zk-paused", 0), result
+    assert len(topic_metadata(cluster, "zk-paused")) == 1
+
+
+def test_auto_creation_on_a_cluster_answers_leader_not_available_until_the_topic_is_there(cluster):
+    """Kafka answers a topic being auto-created LEADER_NOT_AVAILABLE on every Metadata request
+    until its leader is known; TOPIC_ALREADY_EXISTS is not a Metadata error a client expects."""
+    from kafkacore.errors import LeaderNotAvailableError
+    from kafkacore.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+
+    ensure_all_running(cluster)
+    codes = []
+    with conn(cluster, min(cluster.brokers)) as c:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = c.call(3, 9, MetadataRequest(topics=[MetadataRequestTopic(name="auto-made")],
+                                             allow_auto_topic_creation=True))
+            codes.append(r.topics[0].error_code)
+            if codes[-1] == 0:
+                break
+            time.sleep(0.005)
+    assert codes[-1] == 0, codes
+    assert set(codes[:-1]) <= {LeaderNotAvailableError.code}, codes
+    assert len(codes) > 1  # at least one answer while it was being created
+
+
 # -- the notifications' purge, and a broker that missed them -------------------------------------------
 def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(cluster, monkeypatch):
     """Kafka's brokers delete notifications older than 15 minutes once processed (here a manager

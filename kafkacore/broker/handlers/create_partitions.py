@@ -64,7 +64,22 @@ def _create(broker, topic, validate_only):
 
 
 def handle(ctx, req):
-    broker = ctx.broker
+    if ctx.broker.cluster is not None:
+        return _in_cluster(ctx, req)
+    return _respond(ctx.broker, req)[0]
+
+
+async def _in_cluster(ctx, req):
+    """ZooKeeper's round trips run in a worker thread (see create_topics); the new partitions'
+    leaders are awaited on the event loop."""
+    response, created = await asyncio.get_running_loop().run_in_executor(None, _respond, ctx.broker, req)
+    if created and not req.validate_only and req.timeout_ms > 0:
+        return await _await_leaders(ctx.broker.cluster, response, created, req.timeout_ms)
+    return response
+
+
+def _respond(broker, req):
+    """(the response, [(result, new partition count)] of the topics changed)."""
     counts = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -83,10 +98,7 @@ def handle(ctx, req):
     results += [CreatePartitionsTopicResult(name=name, error_code=InvalidRequestError.code,
                                             error_message="Duplicate topic name.")
                 for name, n in counts.items() if n > 1]
-    response = CreatePartitionsResponse(results=results)
-    if broker.cluster is not None and created and not req.validate_only and req.timeout_ms > 0:
-        return _await_leaders(broker.cluster, response, created, req.timeout_ms)
-    return response
+    return CreatePartitionsResponse(results=results), created
 
 
 async def _await_leaders(cluster, response, created, timeout_ms):

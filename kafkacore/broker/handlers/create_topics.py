@@ -52,7 +52,7 @@ def _collides(broker, name):
     unified = name.replace(".", "_")
     if unified == name and "_" not in name:
         return None
-    for other in broker.topics:
+    for other in list(broker.topics):  # a snapshot: on a cluster this runs off the event loop
         if other != name and other.replace(".", "_") == unified:
             return other
     return None
@@ -154,6 +154,23 @@ def _result(broker, topic, v, validate_only):
 
 
 def handle(ctx, req):
+    if ctx.broker.cluster is not None:
+        return _in_cluster(ctx, req)
+    return _respond(ctx, req)[0]
+
+
+async def _in_cluster(ctx, req):
+    """The ZooKeeper writes run in a worker thread: a round trip, or an outage of up to
+    zookeeper.connection.timeout.ms, must not stall this broker's other clients. The leaders
+    are then awaited on the event loop."""
+    response, created = await asyncio.get_running_loop().run_in_executor(None, _respond, ctx, req)
+    if created and req.timeout_ms > 0:
+        return await _await_leaders(ctx.broker.cluster, response, created, req.timeout_ms)
+    return response
+
+
+def _respond(ctx, req):
+    """(the response, the results of the topics written, to await on a cluster)."""
     broker = ctx.broker
     v = ctx.api_version
     validate_only = req.validate_only if v >= 1 else False
@@ -168,10 +185,8 @@ def handle(ctx, req):
     if validate_only:
         log.info("validate-only CreateTopics from %s: %s", ctx.client_id,
                  ", ".join(f"{r.name}: {r.error_code}" for r in results))
-    created = [r for r, rf in made if rf is not None]
-    if broker.cluster is not None and created and not validate_only and req.timeout_ms > 0:
-        return _await_leaders(broker.cluster, CreateTopicsResponse(topics=results), created, req.timeout_ms)
-    return CreateTopicsResponse(topics=results)
+    created = [] if validate_only else [r for r, rf in made if rf is not None]
+    return CreateTopicsResponse(topics=results), created
 
 
 async def _await_leaders(cluster, response, created, timeout_ms):

@@ -17,6 +17,8 @@ the client side); here the group coordinator keeps its state in them while it ru
 Version notes: throttle_time_ms from v1; error_message from v5; v6 results carry the topic id,
 and the name is null for an unknown id.
 """
+import asyncio
+
 from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, TopicDeletionDisabledError, \
     UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
@@ -35,6 +37,14 @@ def _requested(req, v):
 
 
 def handle(ctx, req):
+    if ctx.broker.cluster is not None:
+        # the deletion requests are ZooKeeper writes there: answer from a worker thread, so that
+        # a round trip (or an outage) does not stall this broker's other clients
+        return asyncio.get_running_loop().run_in_executor(None, _respond, ctx, req)
+    return _respond(ctx, req)
+
+
+def _respond(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     wanted = _requested(req, v)

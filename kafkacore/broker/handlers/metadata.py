@@ -6,11 +6,14 @@ topic list (v1+), or an empty one in v0, means every topic, internal ones includ
 filter them). An unknown name is created with ``num.partitions`` when
 ``auto.create.topics.enable`` is on and the request allows it (v4+; always before v4). As in
 Kafka, the response that creates a topic answers it LEADER_NOT_AVAILABLE with no partitions
-(Kafka's creation goes through the controller; clients retry the metadata request); here the
-topic exists when that response leaves, so the retry finds it. Internal topics are never
-auto-created this way. Bad names: INVALID_TOPIC_EXCEPTION.
+(Kafka's creation goes through the controller; clients retry the metadata request). On a
+single node the topic exists when that response leaves, so the retry finds it. On a cluster
+the topic is written to ZooKeeper from a worker thread, and until its metadata arrives every
+request for it is answered LEADER_NOT_AVAILABLE again (not TOPIC_ALREADY_EXISTS, as Kafka).
+Internal topics are never auto-created this way. Bad names: INVALID_TOPIC_EXCEPTION.
 """
-from ...errors import KafkaError, LeaderNotAvailableError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...errors import (KafkaError, LeaderNotAvailableError, TopicAlreadyExistsError, UnknownTopicIdError,
+                       UnknownTopicOrPartitionError)
 from ...protocol.messages.metadata_response import (MetadataResponse, MetadataResponseBroker,
                                                     MetadataResponsePartition, MetadataResponseTopic)
 from ...protocol.wire import ZERO_UUID
@@ -98,7 +101,9 @@ def handle(ctx, req):
                     validate_topic_name(name)
                     if not allow_create or name in INTERNAL_TOPICS:
                         raise UnknownTopicOrPartitionError(name)
-                    broker.create_topic(name)
+                    broker.auto_create_topic(name)
+                    code = LeaderNotAvailableError.code
+                except TopicAlreadyExistsError:  # being created (by this request's elder or another broker)
                     code = LeaderNotAvailableError.code
                 except KafkaError as e:
                     code = e.code
