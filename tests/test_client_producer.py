@@ -573,6 +573,46 @@ def test_a_garbage_collection_that_yields_the_gil_mid_append_loses_no_record(bro
         assert {(r.partition, r.offset): r.value for r in got} == dict(zip(positions, values))
 
 
+def test_flush_returning_zero_means_every_record_sent_before_it_is_acknowledged(broker):
+    """flush()'s contract, checked while another thread keeps sending: when it returns 0, every
+    record sent before the call has its answer. flush() used to snapshot the accumulator and the
+    sender's queues one after the other, and a batch between the two (drained but not queued
+    yet, or taken off its queue but not yet in flight) was in neither: flush() returned 0 with
+    up to a batch of records still on their way (tens to thousands of times in a few seconds of
+    this loop; a producer closed right after failed them)."""
+    t = _create(broker, _topic("flush-contract"), 8)
+    p = _producer(broker, **{"linger.ms": 0})
+    handles = []
+    stop = threading.Event()
+
+    def keep_sending():
+        i = 0
+        while not stop.is_set():
+            handles.append(p.send(t, b"v%d" % i, key=b"%d" % (i % 64)))
+            i += 1
+            if i % 50 == 0:
+                time.sleep(0.0005)  # let the sender drain in between: many small batches
+
+    sending = threading.Thread(target=keep_sending, daemon=True)
+    sending.start()
+    broken, flushes = [], 0
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            before = len(handles)
+            if p.flush(30) == 0:
+                flushes += 1
+                missed = sum(1 for h in handles[:before] if not h.done())
+                if missed:
+                    broken.append(missed)
+    finally:
+        stop.set()
+        sending.join(30)
+        p.close()
+    assert flushes > 100, flushes  # the loop did exercise it
+    assert not broken, f"{len(broken)} of {flushes} flushes returned 0 with records unanswered: {broken[:5]}"
+
+
 def test_a_send_from_code_run_inside_an_append_does_not_deadlock(broker):
     """Ownership of the accumulator is per thread and nests: Python code that runs in the middle
     of an append (here the headers' own __getitem__, read while the record is encoded; a

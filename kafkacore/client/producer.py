@@ -235,17 +235,13 @@ class Producer:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._sender.force_flush += 1
         try:
-            results = self._acc.pending_results() + self._sender.pending_results()
+            # One snapshot of the accumulator's batches and the sender's unfinished ones, taken
+            # under the lock the sender drains under: every record sent before this call is in
+            # one of them, whatever moves meanwhile.
+            results = self._sender.pending_results()
             self._sender.wakeup()
-            for r in results:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not r.wait(left):
-                    break
-            # Batches drained between the two snapshots are in the sender's list by now; a
-            # batch seen in both snapshots is counted once.
-            unique = {id(r): r for r in results + self._sender.pending_results()}
             pending = 0
-            for r in unique.values():
+            for r in results:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not r.wait(left):
                     pending += r.count

@@ -81,6 +81,11 @@ class Sender(threading.Thread):
         self.connections: dict[int, object] = {}
         self.sent_at: dict[tuple, float] = {}  # (node, cid) -> monotonic send time
         self.in_flight_batches: set = set()  # batches sent and not answered
+        # The BatchResult of every batch taken from the accumulator and not completed yet, from
+        # the drain (under self.lock) to its completion, whatever it goes through meanwhile
+        # (queued, in flight, back for a retry, split): what flush() waits for, as Java's
+        # IncompleteBatches. The queues and in_flight_batches alone leave gaps between them.
+        self.unfinished: set = set()
         self.resequenced: set = set()  # batches in flight whose sequence moved down (_close_gap)
         # Idempotence, one batch in flight at a time for a partition (a) until the broker has
         # acknowledged one of its batches under this producer id and epoch, since a broker takes
@@ -115,10 +120,12 @@ class Sender(threading.Thread):
                 pass
 
     def pending_results(self) -> list:
-        """The BatchResults of every batch the sender holds (for flush)."""
+        """The BatchResults of every batch not yet completed: those still in the accumulator
+        and those the sender took from it, in one snapshot (a batch being drained is in one
+        of the two). What flush() waits for."""
         with self.lock:
-            out = [b.result for q in self.queues.values() for b in q]
-            out += [b.result for b in self.in_flight_batches]
+            out = self.acc.pending_results()
+            out += [r for r in self.unfinished if not r.done()]
             return out
 
     def stop(self):
@@ -170,7 +177,10 @@ class Sender(threading.Thread):
         # where it goes on filling: under load, linger.ms 0 then makes bigger batches instead
         # of a queue of one-record ones.
         self.held = {tp for tp, q in self.queues.items() if q}
-        for batch in self.acc.drain(now, force, self.held):
+        with self.lock:  # flush() snapshots the accumulator and self.unfinished under it too
+            drained = self.acc.drain(now, force, self.held)
+            self.unfinished.update(b.result for b in drained)
+        for batch in drained:
             try:
                 self._enqueue_new(batch)
             except Exception as e:  # e.g. a compressor failing: that batch fails, not the producer
@@ -534,6 +544,8 @@ class Sender(threading.Thread):
         self.parts_out.update(parts)
         tp = (batch.topic, batch.partition)
         with self.lock:
+            self.unfinished.discard(batch.result)  # it completes with its parts
+            self.unfinished.update(part.result for part in parts)
             q = self.queues.setdefault(tp, deque())
             if seq < 0:
                 q.extendleft(reversed(parts))
@@ -566,6 +578,7 @@ class Sender(threading.Thread):
             self.resequenced.discard(batch)
         self.acc.release(batch)
         batch.data = None
+        self.unfinished.discard(batch.result)
         if error is not None and self.txn is not None and not getattr(error, "txn_requires_abort", False):
             self.txn.fail(error)  # a record of the transaction failed: it can only be aborted now
         batch.result.complete(base_offset, log_append_time, error)
