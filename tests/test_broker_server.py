@@ -2,6 +2,7 @@
 ``kafkacore serve`` process: framing and limits, pipelining, version negotiation, long-poll
 wake-ups, sendfile, idempotence across restarts, clean shutdown, bad configuration."""
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -420,6 +421,50 @@ def test_a_port_in_use_fails_before_the_data_directory_is_touched(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [f"kafkacore: cannot listen on 127.0.0.1:{port}: Address already in use"]
     assert not data.exists()
+
+
+# root (CI) passes every permission check: the broker runs without the capabilities that let it
+NO_DAC_OVERRIDE = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                   "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _serve_as(prefix, args, timeout=20):
+    return subprocess.run([*prefix, sys.executable, "-m", "kafkacore", "serve", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=str(ROOT))
+
+
+@pytest.mark.parametrize("where", ["the directory", "a directory to create inside it"])
+def test_an_unwritable_data_directory_is_one_line(tmp_path, where):
+    """Permission denied: one line naming the path, no traceback after it (the lock's __del__
+    used to read a descriptor the failed open never set)."""
+    if os.geteuid() != 0 and not shutil.which("setpriv"):
+        pytest.skip("needs setpriv")
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0o500)
+    target = data if where == "the directory" else data / "sub"
+    try:
+        proc = _serve_as(NO_DAC_OVERRIDE if os.geteuid() == 0 else [],
+                         ["--port", str(free_port()), "--data-dir", str(target)])
+    finally:
+        data.chmod(0o700)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"kafkacore: cannot start: Permission denied: "
+                                                f"{target / '.lock' if target == data else target}"], proc.stderr
+
+
+def test_a_read_only_data_directory_is_one_line(tmp_path):
+    """A read-only file system (a tmpfs mounted read-only in a private mount namespace)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare to mount a read-only file system")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    script = (f'mount -t tmpfs -o ro tmpfs "{ro}" && exec "{sys.executable}" -m kafkacore serve '
+              f'--port {free_port()} --data-dir "{ro}"')
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=20,
+                          cwd=str(ROOT))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"kafkacore: cannot start: Read-only file system: {ro / '.lock'}"]
 
 
 def test_a_second_broker_on_a_data_directory_in_use_refuses_to_start(broker):

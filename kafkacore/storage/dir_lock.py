@@ -22,6 +22,7 @@ class DataDirectoryInUseError(KafkaStorageError):
 class DataDirLock:
     def __init__(self, data_dir):
         self.path = os.path.join(data_dir, LOCK_FILE)
+        self._fd = None  # set before the open, which can fail (permission denied, read-only): __del__ reads it
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
