@@ -7,16 +7,41 @@ Exit codes (documented in docs/tools.md):
   2  bad usage (an unknown option, a malformed value)
   3  the cluster could not be reached, or did not answer in time
   130 interrupted (Ctrl-C)
+  143 terminated (SIGTERM; consume and produce end as on Ctrl-C: commit, leave the group, summary)
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "KAFKACORE_BOOTSTRAP_SERVERS"
 OUTPUT_FORMATS = ("table", "json", "jsonl")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so a command stopped by a service
+    manager or `kill` ends as on Ctrl-C: commits, leaves its group, prints its summary."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    def on_sigterm(_signum, _frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_exit_code(e: KeyboardInterrupt) -> int:
+    return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
 
 
 class ToolError(Exception):

@@ -39,7 +39,8 @@ import time
 
 from .clients import (TIMESTAMP_TYPES, add_property_option, check_partition, make_consumer, parse_time_ms,
                       properties, topic_partitions, unescape)
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError, positive_int
+from .common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, ToolError,
+                     interrupted_exit_code, positive_int, sigterm_as_interrupt)
 from .output import iso_utc, show_bytes
 
 TEMPLATE_FIELDS = ("topic", "partition", "offset", "timestamp", "time", "key", "value", "headers")
@@ -190,6 +191,11 @@ class _Start:
 
 # -- the command -----------------------------------------------------------------------------
 def run(args) -> int:
+    with sigterm_as_interrupt():  # a service manager's or kill's stop ends it as Ctrl-C does
+        return _run(args)
+
+
+def _run(args) -> int:
     fmt = formatter(args.format, args.output)
     start = _Start(args)
     overrides = {"group.id": args.group, "isolation.level": args.isolation_level,
@@ -202,8 +208,8 @@ def run(args) -> int:
     session = _Session(args, consumer, fmt, start, tps)
     try:
         code = session.run()
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        code = interrupted_exit_code(e)
     except BrokenPipeError:
         # the reader went away (| head): stop quietly; Python must not complain at exit either
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -212,9 +218,9 @@ def run(args) -> int:
         session.close(interrupted=True)
         return EXIT_OK
     try:
-        session.close(interrupted=code == EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
+        session.close(interrupted=code in (EXIT_INTERRUPTED, EXIT_TERMINATED))
+    except KeyboardInterrupt as e:
+        code = interrupted_exit_code(e)
     print(f"kafkacore consume: {session.printed} record{'s' if session.printed != 1 else ''} from {args.topic}",
           file=sys.stderr)
     return code

@@ -26,7 +26,8 @@ from collections import Counter, deque
 from ..errors import KafkaError
 from .clients import (add_property_option, check_partition, make_producer, parse_time_ms, properties,
                       topic_partitions, unescape)
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError
+from .common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, ToolError,
+                     interrupted_exit_code, sigterm_as_interrupt)
 from .output import emit
 
 FORMATS = ("raw", "json")
@@ -98,6 +99,11 @@ class _Delivery:
 
 
 def run(args) -> int:
+    with sigterm_as_interrupt():  # a service manager's or kill's stop ends it as Ctrl-C does
+        return _run(args)
+
+
+def _run(args) -> int:
     if args.key_separator is not None and args.format != "raw":
         raise ToolError("--key-separator applies to --format raw", EXIT_USAGE)
     if args.key_separator == "":
@@ -123,14 +129,14 @@ def run(args) -> int:
         code, failure = e.exit_code, e
     except KafkaError as e:  # the producer gave up (e.g. no memory within max.block.ms): same
         code, failure = EXIT_FAILED, e
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        code = interrupted_exit_code(e)
     finally:
         try:
-            producer.flush(10 if code == EXIT_INTERRUPTED else None)
-            delivery.collect(wait=code != EXIT_INTERRUPTED)
+            producer.flush(10 if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else None)
+            delivery.collect(wait=code not in (EXIT_INTERRUPTED, EXIT_TERMINATED))
         finally:
-            producer.close(0 if code == EXIT_INTERRUPTED else None)
+            producer.close(0 if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) else None)
             if source is not sys.stdin.buffer:
                 source.close()
     _summary(args, delivery, time.monotonic() - started)

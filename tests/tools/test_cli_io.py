@@ -307,6 +307,31 @@ def test_follow_prints_new_records_and_ctrl_c_exits_130(broker, admin):
     assert admin.list_group_offsets("io-follow-g") == {(topic, 0): 2}
 
 
+def test_sigterm_ends_consume_as_ctrl_c_does(broker, admin):
+    """A service manager's stop (SIGTERM) commits what was printed, leaves the group at once
+    (the member does not linger until its session times out) and prints the summary."""
+    topic = create(admin, "io-sigterm", partitions=1)
+    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
+        p.send(topic, b"one").result(10)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkacore", "-b", broker.bootstrap, "consume", topic, "--follow",
+             "--from-beginning", "--group", "io-sigterm-g"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        try:
+            assert _read_line(proc.stdout, 30) == "one\n"
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 143, err
+    assert out == b"" and err.decode().strip() == f"kafkacore consume: 1 record from {topic}"
+    assert admin.list_group_offsets("io-sigterm-g") == {(topic, 0): 1}
+    group = admin.describe_group("io-sigterm-g")
+    assert group.members == [] and group.state == "Empty", group
+
+
 def test_a_closed_pipe_ends_consume_quietly(broker, admin):
     topic = create(admin, "io-pipe", partitions=1)
     with Producer({"bootstrap.servers": broker.bootstrap}) as p:
