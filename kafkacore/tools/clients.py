@@ -12,10 +12,15 @@ from .common import EXIT_FAILED, EXIT_USAGE, ToolError, client_settings
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")  # Kafka's TimestampType names, by the attribute bit
 
 
+# what -X's help shows, per client: a property that client takes (a producer's linger.ms given to
+# consume fails as an unknown consumer property)
+PROPERTY_EXAMPLES = {"producer": "linger.ms=20", "consumer": "fetch.min.bytes=65536"}
+
+
 def add_property_option(parser: argparse.ArgumentParser, client: str) -> None:
     parser.add_argument("-X", dest="properties", action="append", default=[], metavar="PROP=VALUE",
                         help=f"a {client} property, with the Java client's name (repeatable), "
-                             f"e.g. -X linger.ms=20")
+                             f"e.g. -X {PROPERTY_EXAMPLES[client]}")
 
 
 def properties(args, overrides: dict | None = None) -> dict:

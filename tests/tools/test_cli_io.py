@@ -8,6 +8,7 @@ files the broker wrote (a copy of its data directory taken while it was stopped)
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import read_terminal
+from _cli import kafkacore as run_kafkacore, read_terminal
 from broker_client import ROOT, BrokerProcess, free_port  # tests/ is on sys.path (tests/tools/conftest.py)
 
 import kafkacore
@@ -344,6 +345,18 @@ def test_a_closed_pipe_ends_consume_quietly(broker, admin):
     err = proc.stderr.read()
     assert proc.wait(30) == 0
     assert err == b""
+
+
+@pytest.mark.parametrize("command, client", [(["produce"], "producer"), (["consume"], "consumer"),
+                                             (["perf", "produce"], "producer"), (["perf", "consume"], "consumer")])
+def test_the_x_example_in_help_is_a_property_of_that_client(command, client):
+    """consume --help once suggested a producer setting (-X linger.ms=20), which consume refuses."""
+    from kafkacore.client.config import consumer_config, producer_config
+    text = run_kafkacore(*command, "--help").out
+    m = re.search(r"e\.g\.\s+-X\s+(\S+)=(\S+?)\)?\s", text)
+    assert m, text
+    check = producer_config if client == "producer" else consumer_config
+    assert check({m.group(1): m.group(2)}, bootstrap_required=False)[m.group(1)] is not None
 
 
 # -- perf ------------------------------------------------------------------------------------
