@@ -13,9 +13,14 @@ replication.
   follower falls back to its high watermark.
 - OFFSET_OUT_OF_RANGE: a fetch offset past the leader's end truncates to the leader's end; one
   before the leader's log start starts the log over at the leader's log start.
-- FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION leave the partition
-  alone until the controller's next LeaderAndIsr; a lost connection backs off
-  ``replica.fetch.backoff.ms`` and retries.
+- FENCED_LEADER_EPOCH (the leader has a newer epoch than ours) leaves the partition alone until
+  the controller's LeaderAndIsr with that epoch, as Kafka's onPartitionFenced does. Every other
+  partition error (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION from a leader that has just
+  restarted and not yet heard from the controller, UNKNOWN_LEADER_EPOCH, ...) and an
+  OffsetForLeaderEpoch error delay that partition ``replica.fetch.backoff.ms`` and retry it
+  (Kafka's delayPartitions): a follower that dropped it instead would wait for a LeaderAndIsr
+  that never comes when the leader keeps its epoch. A lost connection backs off the same time
+  and retries.
 - Fetches run in a KIP-227 incremental fetch session, as Kafka's followers do
   (FetchSessionHandler): the first fetch is a full one at epoch 0 that opens the session, later
   ones carry only the partitions whose fetch position changed (``forgotten_topics_data`` for the
@@ -28,9 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from ..broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
-from ..errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, KafkaError
+from ..errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError,
+                      InvalidFetchSessionEpochError, KafkaError, error_name)
 from ..protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from ..protocol.messages.offset_for_leader_epoch_request import (OffsetForLeaderEpochRequest,
                                                                   OffsetForLeaderPartition, OffsetForLeaderTopic)
@@ -46,12 +53,17 @@ UNDEFINED_EPOCH = -1
 
 
 class FetchState:
-    __slots__ = ("partition", "leader_epoch", "truncating")
+    __slots__ = ("partition", "leader_epoch", "truncating", "delayed_until", "last_error")
 
     def __init__(self, partition):
         self.partition = partition
         self.leader_epoch = partition.leader_epoch
         self.truncating = True  # a new leader epoch: truncate before fetching
+        self.delayed_until = 0.0  # time.monotonic() before which a partition error keeps it out
+        self.last_error = 0  # the error code last logged, so a retried error is logged once
+
+    def ready(self, now):
+        return self.delayed_until <= now
 
 
 class ReplicaFetcher:
@@ -107,9 +119,11 @@ class ReplicaFetcher:
                 await self._changed.wait()
                 continue
             try:
-                if any(s.truncating for s in self.states.values()):
-                    await self._truncate()
-                await self._fetch_once()
+                now = time.monotonic()
+                if any(s.truncating and s.ready(now) for s in self.states.values()):
+                    await self._truncate(now)
+                if not await self._fetch_once():
+                    await self._wait_for_ready()
             except BrokerChannelError as e:
                 log.info("fetcher from broker %d: %s; retrying in %.1f s", self.source_id, e, self.backoff)
                 self._reset_session()
@@ -121,8 +135,30 @@ class ReplicaFetcher:
                 self._reset_session()
                 await asyncio.sleep(self.backoff)
 
-    async def _truncate(self):
-        todo = {k: s for k, s in self.states.items() if s.truncating}
+    async def _wait_for_ready(self):
+        """Nothing fetchable now (every partition delayed after an error): sleep until the
+        first delay ends or the partitions change."""
+        self._changed.clear()
+        now = time.monotonic()
+        delays = [s.delayed_until - now for s in self.states.values()]
+        if not delays or min(delays) <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._changed.wait(), min(delays))
+        except asyncio.TimeoutError:
+            pass
+
+    def _delay(self, s, error_code, what):
+        """Kafka's delayPartitions: the partition sits out ``replica.fetch.backoff.ms``, then is
+        tried again; the error is logged when it first appears."""
+        s.delayed_until = time.monotonic() + self.backoff
+        if error_code != s.last_error:
+            s.last_error = error_code
+            log.info("%s: %s from broker %d: %s; retrying every %.1f s", s.partition.name, what, self.source_id,
+                     error_name(error_code), self.backoff)
+
+    async def _truncate(self, now):
+        todo = {k: s for k, s in self.states.items() if s.truncating and s.ready(now)}
         topics = {}
         for (topic, p), s in todo.items():
             epoch = s.partition.log.leader_epoch_cache.latest_epoch
@@ -134,6 +170,16 @@ class ReplicaFetcher:
                 partition=p, current_leader_epoch=s.leader_epoch, leader_epoch=epoch))
         if not topics:
             return
+        try:
+            await self._offsets_for_leader_epoch(topics)
+        finally:
+            for s in todo.values():
+                if s.truncating and s.ready(now) and self.states.get((s.partition.topic, s.partition.partition)) is s:
+                    # not answered (an error, or missing from the answer): ask again after the
+                    # backoff, not in a tight loop against the leader
+                    s.delayed_until = time.monotonic() + self.backoff
+
+    async def _offsets_for_leader_epoch(self, topics):
         req = OffsetForLeaderEpochRequest(replica_id=self.rm.node_id, topics=[
             OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
         resp = await self.channel.call(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, req, self.timeout)
@@ -143,9 +189,8 @@ class ReplicaFetcher:
                 if s is None or not s.truncating:
                     continue
                 if r.error_code:
-                    log.info("%s-%d: OffsetForLeaderEpoch from broker %d: error %d", t.topic, r.partition,
-                             self.source_id, r.error_code)
-                    continue  # retried at the next round, or the controller moves the partition
+                    self._delay(s, r.error_code, "OffsetForLeaderEpoch")
+                    continue  # retried after the backoff, or the controller moves the partition
                 lg = s.partition.log
                 if r.leader_epoch == UNDEFINED_EPOCH or r.end_offset < 0:
                     target = lg.high_watermark
@@ -166,6 +211,7 @@ class ReplicaFetcher:
                      offset, self.source_id, s.leader_epoch)
             lg.truncate_to(offset)
         s.truncating = False
+        s.last_error = 0
 
     # -- the fetch session ----------------------------------------------------------------------
     def _reset_session(self):
@@ -191,9 +237,10 @@ class ReplicaFetcher:
         """(request, full): the partitions to fetch, all of them in a full fetch, else those the
         session does not have at their current position, and the ones it should forget."""
         wanted = {}
+        now = time.monotonic()
         for key, s in self.states.items():
-            if s.truncating:
-                continue  # not fetchable until truncated: it leaves the session meanwhile
+            if s.truncating or not s.ready(now):
+                continue  # not fetchable until truncated or its backoff ends: it leaves the session meanwhile
             lg = s.partition.log
             wanted[key] = (lg.log_end_offset, lg.log_start_offset, s.leader_epoch)
         full = self.session_epoch == INITIAL_EPOCH
@@ -222,9 +269,10 @@ class ReplicaFetcher:
         return (req, wanted), full
 
     async def _fetch_once(self):
+        """One fetch round trip; False when there was nothing to fetch."""
         built, full = self._fetch_request()
         if built is None:
-            return
+            return False
         req, wanted = built
         try:
             resp = await self.channel.call(FETCH, FETCH_VERSION, req, self.timeout + self.max_wait_ms / 1000)
@@ -237,7 +285,7 @@ class ReplicaFetcher:
                                        FetchSessionTopicIdError.code):
                 await asyncio.sleep(self.backoff)
             self._reset_session()
-            return
+            return True
         if full:
             self.session_id = resp.session_id
             if resp.session_id != INVALID_SESSION_ID:
@@ -252,14 +300,20 @@ class ReplicaFetcher:
             self.session_partitions = wanted
         for t in resp.responses:
             for pd in t.partitions:
-                s = self.states.get((t.topic, pd.partition_index))
-                if s is None or s.truncating:
+                key = (t.topic, pd.partition_index)
+                s = self.states.get(key)
+                sent = wanted.get(key)
+                if s is None or s.truncating or sent is None or sent[2] != s.leader_epoch:
                     continue  # removed or re-targeted while the fetch was out
                 self._process(s, pd)
+        return True
 
     def _process(self, s, pd):
         lg = s.partition.log
         if pd.error_code == NONE:
+            if s.last_error:
+                log.info("%s: fetching from broker %d again", s.partition.name, self.source_id)
+                s.last_error = 0
             records = pd.records
             if records is not None and len(records):
                 try:
@@ -277,9 +331,14 @@ class ReplicaFetcher:
         if pd.error_code == OFFSET_OUT_OF_RANGE:
             self._out_of_range(s, pd)
             return
-        log.info("%s: fetch from broker %d: error %d; waiting for the controller", s.partition.name,
-                 self.source_id, pd.error_code)
-        self.remove_partition((s.partition.topic, s.partition.partition))
+        if pd.error_code == FencedLeaderEpochError.code:
+            # the leader is on a newer epoch than ours: the controller's LeaderAndIsr with it is
+            # on its way and re-adds the partition (Kafka's onPartitionFenced)
+            log.info("%s: fenced by broker %d (epoch %d is old); waiting for the controller's LeaderAndIsr",
+                     s.partition.name, self.source_id, s.leader_epoch)
+            self.remove_partition((s.partition.topic, s.partition.partition))
+            return
+        self._delay(s, pd.error_code, "fetch")
 
     def _out_of_range(self, s, pd):
         """Kafka's handleOutOfRangeError: past the leader's end, truncate to it; before its

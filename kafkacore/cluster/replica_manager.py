@@ -165,8 +165,10 @@ class ReplicaManager:
         old_leader = partition.leader_id
         was_leader = partition.is_leader
         changed = partition.make_follower(st)
-        if not changed and not was_leader:
-            return
+        key = (partition.topic, partition.partition)
+        fetching = self.fetchers.get(st.leader)
+        if not changed and not was_leader and fetching is not None and key in fetching.states:
+            return  # the same leader and epoch, and we fetch from it: nothing to do
         old = self.fetchers.get(old_leader)
         if old is not None:
             old.remove_partition((partition.topic, partition.partition))
