@@ -16,6 +16,17 @@ controller/KafkaController.scala is the model; docs/cluster.md describes the des
   take over, losing what only the dead ISR had.
 - A broker that dies leaves the ISR of the partitions it followed; a new leader epoch is
   written for each partition changed, and the live replicas learn it through LeaderAndIsr.
+- Broker epochs (KIP-380): a broker's epoch is the czxid of its /brokers/ids/N registration. A
+  registration with a new epoch is a bounce, handled as a death and a start. A new controller
+  has no earlier view to compare with, so at failover it compares each partition state's mzxid
+  (a zxid too) with the epochs of its leader and ISR: a broker registered after the state was
+  last written restarted without any controller handling it, and gets the same treatment (a new
+  leader epoch, the bounced replicas out of the ISR until they catch up). Without it a leader
+  that restarted in the gap between two controllers kept its epoch and its followers were never
+  told to fetch from it again.
+- A failed event resigns and frees /controller (Kafka's triggerControllerMove) so that a fresh
+  term starts from ZooKeeper's state; ZooKeeper unreachable or a lost session is one warning line,
+  and the election is retried until ZooKeeper answers.
 - Every partition state the controller writes is conditional on the znode's version; a write
   that loses (a leader changed the ISR meanwhile) is re-read and decided again.
 - Requests to a broker are sent in order on one connection and retried while the broker is
@@ -34,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 
 from ..errors import (InvalidReplicaAssignmentError, KafkaError, NoReassignmentInProgressError,
                       UnknownTopicOrPartitionError)
@@ -47,7 +59,7 @@ from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, U
 from ..protocol.wire import ZERO_UUID
 from .broker_channel import BrokerChannel, BrokerChannelError
 from .zk_data import ReplicaAssignment, TopicZNode, ZkDataError, uuid_from_text
-from .zk_client import ControllerMovedError, UnknownTopicError, ZkNodeExistsError, ZkVersionMismatchError
+from .zk_client import ControllerMovedError, UnknownTopicError, ZkError, ZkNodeExistsError, ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.controller")
 
@@ -61,19 +73,24 @@ NOT_CONTROLLER_OR_RACE = 41  # NOT_CONTROLLER: the client retries against the co
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata drops the partition
 PLAINTEXT = 0
 SEND_BACKOFF_S = 0.1
+ELECT_RETRY_S = 1.0  # ZooKeeper unreachable: how soon the election is tried again
+# A test hook: seconds a new controller waits between winning and reading the live brokers, so
+# that tests can put a broker's restart in that gap deterministically (KIP-380's race).
+FAILOVER_DELAY_ENV = "KAFKACORE_TEST_CONTROLLER_FAILOVER_DELAY_S"
 
 
 class LeaderIsr:
     """A partition's state znode and its version."""
 
-    __slots__ = ("leader", "leader_epoch", "isr", "controller_epoch", "zk_version")
+    __slots__ = ("leader", "leader_epoch", "isr", "controller_epoch", "zk_version", "mzxid")
 
-    def __init__(self, leader, leader_epoch, isr, controller_epoch, zk_version):
+    def __init__(self, leader, leader_epoch, isr, controller_epoch, zk_version, mzxid=-1):
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.isr = list(isr)
         self.controller_epoch = controller_epoch
         self.zk_version = zk_version
+        self.mzxid = mzxid  # the zxid of the write read back; -1 for a state this term wrote
 
     def __repr__(self):
         return f"LeaderIsr(leader={self.leader}, epoch={self.leader_epoch}, isr={self.isr}, v{self.zk_version})"
@@ -143,6 +160,7 @@ class KafkaController:
         self._senders: dict[int, "_BrokerSender"] = {}
         self._generation = 0  # bumped on resignation: late watch callbacks of an old term are ignored
         self._watches = []
+        self._zk_failing = False  # a ZooKeeper failure was logged; the next ones only at debug
         self.loop = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -192,12 +210,22 @@ class KafkaController:
                 continue  # a watch of an earlier term
             try:
                 await getattr(self, f"_on_{kind}")(*args)
+                self._zk_failing = False
             except asyncio.CancelledError:
                 raise
+            except ZkError as e:
+                # ZooKeeper unreachable, our session gone (a pause longer than the session
+                # timeout), or a newer controller: no view of ours can be trusted now
+                log.log(logging.DEBUG if self._zk_failing else logging.WARNING,
+                        "controller event %s: %s; %s", kind, e,
+                        "resigning" if self.active else f"electing again in {ELECT_RETRY_S:.0f} s")
+                self._zk_failing = True
+                self._resign(f"ZooKeeper failed during {kind}")
+                self.loop.call_later(ELECT_RETRY_S, self._enqueue, "elect")
             except Exception:  # noqa: BLE001 - one failed event must not stop the controller
                 log.exception("controller event %s failed", kind)
                 if kind != "elect":
-                    # our view may be stale: start the term over from ZooKeeper's state
+                    # our view may be stale: start a new term from ZooKeeper's state
                     self._resign("an event failed")
                     self._enqueue("elect")
 
@@ -205,6 +233,17 @@ class KafkaController:
     async def _on_elect(self):
         controller = await self._zk(self.zk.get_controller_id)
         if controller == self.node_id and self.active:
+            return
+        if controller == self.node_id and self.epoch_zk_version >= 0:
+            # /controller still names us after we resigned (an event failed, or ZooKeeper was
+            # unreachable for less than a session): free it, fenced by the term we held; the
+            # deletion fires the watch of every broker and a new election follows
+            log.info("broker %d frees /controller after resigning", self.node_id)
+            try:
+                await self._zk(functools.partial(self.zk.delete_controller,
+                                                 expected_controller_epoch_zk_version=self.epoch_zk_version))
+            except ControllerMovedError:
+                pass  # a newer term exists: its controller's /controller follows
             return
         if controller is not None and controller >= 0:
             if self.active and controller != self.node_id:
@@ -251,13 +290,19 @@ class KafkaController:
             w = await self._zk(self.zk.watch_children, path,
                                lambda _children, kind=kind: self._enqueue(kind, generation=gen))
             self._watches.append(w)
+        delay = float(os.environ.get(FAILOVER_DELAY_ENV) or 0)
+        if delay > 0:
+            log.warning("test hook %s: waiting %.1f s before reading the live brokers", FAILOVER_DELAY_ENV, delay)
+            await asyncio.sleep(delay)
         self.live = await self._read_live_brokers()
         for b in self.live.values():
             self._sender(b)
         for topic in await self._zk(self.zk.get_all_topics):
             await self._load_topic(topic)
-        # partitions without a state get one; partitions whose leader is gone get a new one
+        # partitions without a state get one; replicas that restarted unseen get a new leader
+        # epoch; partitions whose leader is gone get a new leader
         await self._initialize_new_partitions(list(self.states_missing()))
+        await self._restart_bounced_replicas()
         await self._elect_offline_partitions()
         # replicas on brokers that are not live leave the ISRs (Kafka's replica state machine
         # starts them as OfflineReplica)
@@ -314,12 +359,12 @@ class KafkaController:
             await self._refresh_state(topic, p)
 
     async def _refresh_state(self, topic, p):
-        found = await self._zk(self.zk.get_partition_state, topic, p)
+        found = await self._zk(self.zk.get_partition_state_and_zxid, topic, p)
         if found is None:
             self.states.pop((topic, p), None)
             return None
-        st, version = found
-        li = LeaderIsr(st.leader, st.leader_epoch, st.isr, st.controller_epoch, version)
+        st, version, mzxid = found
+        li = LeaderIsr(st.leader, st.leader_epoch, st.isr, st.controller_epoch, version, mzxid)
         self.states[(topic, p)] = li
         return li
 
@@ -407,6 +452,52 @@ class KafkaController:
                     break
                 li = self.states.get(key)
                 if li is None:
+                    break
+        return changed
+
+    def _bounced(self, li):
+        """The leader and ISR members whose registration (broker epoch) is newer than the
+        partition state: they restarted after it was written, and no controller has written
+        this partition since."""
+        return {r for r in {li.leader, *li.isr}
+                if li.mzxid >= 0 and r in self.live and self.live[r].epoch is not None and self.live[r].epoch > li.mzxid}
+
+    async def _restart_bounced_replicas(self):
+        """At failover: a partition whose leader or ISR members restarted unseen (see the module
+        docstring) is handled as Kafka handles a bounced broker, a failure then a start. A
+        bounced leader hands over to a live ISR member that did not restart, or, when there is
+        none, keeps leading under a new epoch; bounced followers leave the ISR and rejoin once
+        they have caught up. Either way every replica hears a new leader epoch."""
+        changed = set()
+        for key, li in list(self.states.items()):
+            if key[0] in self.deleting:
+                continue
+            bounced = self._bounced(li)
+            if not bounced:
+                continue
+            for _attempt in range(3):
+                stayed = [r for r in li.isr if r in self.live and r not in bounced]
+                if li.leader not in bounced:
+                    leader, isr = li.leader, stayed
+                else:
+                    leader = next((r for r in self._replicas(key) if r in stayed), None)
+                    if leader is None:
+                        leader = li.leader  # the only ISR member left: it alone has every record
+                        isr = [li.leader]
+                    else:
+                        isr = stayed
+                new = await self._write_state(key, leader, isr, li)
+                if new is not None:
+                    log.info("%s-%d: brokers %s restarted unseen (epochs newer than the state); leader %d -> %d, "
+                             "epoch %d, ISR %s", key[0], key[1], sorted(bounced), li.leader, leader,
+                             new.leader_epoch, isr)
+                    changed.add(key)
+                    break
+                li = self.states.get(key)
+                if li is None:
+                    break
+                bounced = self._bounced(li)
+                if not bounced:
                     break
         return changed
 

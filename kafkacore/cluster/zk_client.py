@@ -842,9 +842,16 @@ class KafkaZkClient:
 
     def get_partition_state(self, topic: str, partition: int) -> tuple[PartitionState, int] | None:
         """(state, zk version) or None. The zk version is the partition epoch to pass back."""
+        got = self.get_partition_state_and_zxid(topic, partition)
+        return got[:2] if got else None
+
+    def get_partition_state_and_zxid(self, topic: str, partition: int) -> tuple[PartitionState, int, int] | None:
+        """(state, zk version, mzxid) or None. The mzxid (the zxid of the state's last write)
+        orders the write against broker epochs, which are zxids too: a leader registered after
+        it has restarted since the state was written (KIP-380)."""
         path = TopicPartitionStateZNode.path(topic, partition)
         got = self._get(path)
-        return (TopicPartitionStateZNode.decode(got[0], path), got[1].version) if got else None
+        return (TopicPartitionStateZNode.decode(got[0], path), got[1].version, got[1].mzxid) if got else None
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState, expected_version: int, *,
                                expected_controller_epoch_zk_version: int | None = None) -> int:
