@@ -81,7 +81,12 @@ async def _delayed(response, waits, timeout_ms):
     """Kafka's DelayedDeleteRecords: every partition's low watermark reached its offset, its
     leadership moved, or the request's timeout passed."""
     pending = [(result, replica.wait_for_low_watermark(required)) for result, replica, required in waits]
-    await asyncio.wait([fut for _r, fut in pending], timeout=max(timeout_ms, 0) / 1000)
+    try:
+        await asyncio.wait([fut for _r, fut in pending], timeout=max(timeout_ms, 0) / 1000)
+    except asyncio.CancelledError:  # the connection went away: the waiters are dropped, not failed unread
+        for _r, fut in pending:
+            fut.cancel()
+        raise
     for result, fut in pending:
         if fut.done():
             error = fut.exception()

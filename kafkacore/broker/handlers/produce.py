@@ -212,7 +212,14 @@ async def _delayed(response, waits, timeout_ms, v):
     """Kafka's DelayedProduce: every acks=-1 partition of the request committed, failed, or the
     request's timeout passed (REQUEST_TIMED_OUT for those still waiting)."""
     futures = [commit for _resp, commit in waits]
-    await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    try:
+        await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    except asyncio.CancelledError:
+        # the connection went away: nobody will read these; a cancelled waiter is dropped by
+        # the partition instead of failed later with an exception no one retrieves
+        for commit in futures:
+            commit.cancel()
+        raise
     for resp, commit in waits:
         if not commit.done():
             commit.cancel()
