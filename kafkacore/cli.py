@@ -31,10 +31,30 @@ def _info() -> int:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with its errors on one line (no usage block): ``kafkacore serve: error: ...``,
-    exit code 2."""
+    exit code 2; a mistyped command or verb gets the closest one suggested. Descriptions are
+    module docstrings: their reST literals (double backquotes) are shown plain."""
+
+    def __init__(self, *args, description=None, **kwargs):
+        if description:
+            description = description.replace("``", "")
+        super().__init__(*args, description=description, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{_did_you_mean(message)}\n")
+
+
+def _did_you_mean(message: str) -> str:
+    """argparse's "invalid choice: 'topic' (choose from 'info', 'topics', ...)" -> "; did you
+    mean 'topics'?" (Python 3.12.7+ drops the quotes around the choices)."""
+    import difflib
+    import re
+
+    m = re.search(r"invalid choice: '?([^' ]*)'? \(choose from (.*)\)$", message)
+    if m is None:
+        return ""
+    choices = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in m.group(2).split(",")]
+    close = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def _port(text):
@@ -61,7 +81,8 @@ def _run_tool(args) -> int:
     """Runs an operator command; every failure becomes one line on stderr and an exit code."""
     from .client.connection import ConnectionClosed
     from .errors import KafkaConfigError, KafkaError, KafkaTimeoutError
-    from .tools.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, ToolError
+    from .tools.common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, ToolError,
+                               error_line)
 
     prog = " ".join(["kafkacore"] + [v for v in (args.command, getattr(args, "verb", None)) if v])
     try:
@@ -81,7 +102,7 @@ def _run_tool(args) -> int:
     except KafkaTimeoutError as e:
         code, message = EXIT_UNREACHABLE, e.message
     except KafkaError as e:
-        code, message = EXIT_FAILED, f"{e.name}: {e.message}" if e.message != e.name else e.name
+        code, message = EXIT_FAILED, error_line(e)
     except (ConnectionClosed, ConnectionError, TimeoutError) as e:
         code, message = EXIT_UNREACHABLE, f"cannot reach the cluster: {e}"
     except KeyboardInterrupt:

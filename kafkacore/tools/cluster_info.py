@@ -8,7 +8,7 @@ module adds its ``describe`` verb.
 """
 from __future__ import annotations
 
-from .common import EXIT_OK, add_verb, admin_client, is_table
+from .common import EXIT_OK, add_verb, admin_client, is_table, plural
 from .output import emit, human_bytes, table
 
 
@@ -51,7 +51,7 @@ def run_describe(args):
         return EXIT_OK
     print(f"Cluster id:   {cluster.cluster_id or '-'}")
     print(f"Controller:   {result['controller'] if result['controller'] is not None else '- (none elected)'}")
-    print(f"Topics:       {len(topics)} ({result['internal_topics']} internal), {len(partitions)} partitions")
+    print(f"Topics:       {len(topics)} ({result['internal_topics']} internal), {plural(len(partitions), 'partition')}")
     print()
     table([{**b, "data": human_bytes(b["data_bytes"]), "free": human_bytes(b["usable_bytes"]),
             "total": human_bytes(b["total_bytes"])} for b in brokers],

@@ -44,6 +44,19 @@ def interrupted_exit_code(e: KeyboardInterrupt) -> int:
     return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
 
 
+def error_line(e) -> str:
+    """A Kafka error as every command prints it: what happened, then Kafka's name for it in
+    parentheses (``topic 'x' does not exist (UNKNOWN_TOPIC_OR_PARTITION)``)."""
+    name = getattr(e, "name", type(e).__name__)
+    message = getattr(e, "message", str(e))
+    return f"{message} ({name})" if message and message != name else name
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 record``, ``2 records``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 class ToolError(Exception):
     """A failure the command reports as one line, with its exit code."""
 

@@ -40,7 +40,7 @@ import time
 from .clients import (TIMESTAMP_TYPES, add_property_option, check_partition, make_consumer, parse_time_ms,
                       properties, topic_partitions, unescape)
 from .common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, ToolError,
-                     interrupted_exit_code, positive_int, sigterm_as_interrupt)
+                     interrupted_exit_code, plural, positive_int, sigterm_as_interrupt)
 from .output import iso_utc, show_bytes
 
 TEMPLATE_FIELDS = ("topic", "partition", "offset", "timestamp", "time", "key", "value", "headers")
@@ -221,7 +221,7 @@ def _run(args) -> int:
         session.close(interrupted=code in (EXIT_INTERRUPTED, EXIT_TERMINATED))
     except KeyboardInterrupt as e:
         code = interrupted_exit_code(e)
-    print(f"kafkacore consume: {session.printed} record{'s' if session.printed != 1 else ''} from {args.topic}",
+    print(f"kafkacore consume: {plural(session.printed, 'record')} from {args.topic}",
           file=sys.stderr)
     return code
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_OK, ToolError, add_noun, add_verb, admin_client, is_table, non_negative_int
+from .common import (EXIT_OK, ToolError, add_noun, add_verb, admin_client, is_table, non_negative_int,
+                     plural)
 from .output import emit, report, table
 
 # group states in which nobody commits: the only ones a reset may change (Kafka's rule)
@@ -159,7 +160,7 @@ def _targets(admin, args, committed) -> list:
         have = [p.partition for p in topics[name].partitions]
         for p in partitions if partitions is not None else have:
             if p not in have:
-                raise ToolError(f"partition {name}-{p} does not exist (topic {name!r} has {len(have)} partitions)")
+                raise ToolError(f"partition {name}-{p} does not exist (topic {name!r} has {plural(len(have), 'partition')})")
             out.add((name, p))
     return sorted(out)
 

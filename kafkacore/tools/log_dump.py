@@ -30,7 +30,7 @@ import re
 import sys
 
 from .clients import TIMESTAMP_TYPES
-from .common import EXIT_FAILED, EXIT_OK, ToolError, add_noun, add_verb
+from .common import EXIT_FAILED, EXIT_OK, ToolError, add_noun, add_verb, plural
 from .output import iso_utc, show_bytes, table
 from .progress import Progress
 
@@ -286,7 +286,7 @@ class SegmentDump(FileDump):
         if s["control_batches"]:
             extra.append(f"{s['control_batches']} control")
         return (f"{s['batches']} batch{'es' if s['batches'] != 1 else ''} ({codecs}"
-                + (", " + ", ".join(extra) if extra else "") + f"), {s['records']} records, "
+                + (", " + ", ".join(extra) if extra else "") + f"), {plural(s['records'], 'record')}, "
                 f"offsets {s['first_offset']}-{s['last_offset']}, {s['bytes']} bytes, "
                 f"max timestamp {_when(s['max_timestamp'])}")
 

@@ -29,7 +29,8 @@ import time
 from collections import deque
 
 from .clients import add_property_option, make_consumer, make_producer, properties, topic_partitions
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ToolError, add_noun, add_verb, positive_int
+from .common import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ToolError, add_noun, add_verb, error_line, plural,
+                     positive_int)
 from .output import emit
 from .progress import Progress
 
@@ -193,7 +194,7 @@ def run_produce(args) -> int:
 
     def line():
         n, avg, worst, secs = acks.take_window()
-        return (f"{acks.acked} records acknowledged: {n / secs:.1f} records/s ({n * size / secs / MB:.2f} MB/s) "
+        return (f"{plural(acks.acked, 'record')} acknowledged: {n / secs:.1f} records/s ({n * size / secs / MB:.2f} MB/s) "
                 f"in the last {secs:.1f} s, latency avg {avg * 1000:.1f} ms, max {worst * 1000:.1f} ms")
 
     sent = 0
@@ -227,15 +228,13 @@ def run_produce(args) -> int:
                "seconds": round(elapsed, 3), "records_per_sec": round(acks.acked / secs, 1),
                "mb_per_sec": round(acks.acked * size / secs / MB, 2), "latency_ms": lat}
     if args.output == "table":
-        print(f"{acks.acked} records sent in {elapsed:.2f} s: {summary['records_per_sec']:.1f} records/s "
+        print(f"{plural(acks.acked, 'record')} sent in {elapsed:.2f} s: {summary['records_per_sec']:.1f} records/s "
               f"({summary['mb_per_sec']:.2f} MB/s), latency avg {lat['avg']:.2f} ms, max {lat['max']:.2f} ms, "
               + ", ".join(f"{name} {lat[name]:.2f} ms" for name, _ in PERCENTILES))
     else:
         emit(args, summary)
     if acks.error is not None:
-        err = acks.error
-        raise ToolError(f"{acks.failed} record(s) failed: {getattr(err, 'name', type(err).__name__)}: "
-                        f"{getattr(err, 'message', err)}", EXIT_FAILED)
+        raise ToolError(f"{plural(acks.failed, 'record')} failed: {error_line(acks.error)}", EXIT_FAILED)
     return EXIT_OK
 
 
@@ -275,7 +274,7 @@ def run_consume(args) -> int:
             n, b, since = window
             secs = max(now - since, 1e-9)
             window[:] = [0, 0, now]
-            return (f"{records} records read: {n / secs:.1f} records/s ({b / secs / MB:.2f} MB/s) "
+            return (f"{plural(records, 'record')} read: {n / secs:.1f} records/s ({b / secs / MB:.2f} MB/s) "
                     f"in the last {secs:.1f} s")
 
         try:
@@ -308,7 +307,7 @@ def run_consume(args) -> int:
                "rebalance_time_ms": round(rebalance * 1000, 1), "fetch_time_ms": round(fetch * 1000, 1),
                "fetch_mb_per_sec": round(nbytes / fetch / MB, 2), "fetch_records_per_sec": round(records / fetch, 1)}
     if args.output == "table":
-        print(f"{records} records ({summary['mb']:.2f} MB) read in {elapsed:.2f} s: {summary['records_per_sec']:.1f} "
+        print(f"{plural(records, 'record')} ({summary['mb']:.2f} MB) read in {elapsed:.2f} s: {summary['records_per_sec']:.1f} "
               f"records/s ({summary['mb_per_sec']:.2f} MB/s); rebalance {summary['rebalance_time_ms']:.0f} ms, "
               f"fetch {summary['fetch_time_ms']:.0f} ms: {summary['fetch_records_per_sec']:.1f} records/s "
               f"({summary['fetch_mb_per_sec']:.2f} MB/s)")

@@ -27,7 +27,7 @@ from ..errors import KafkaError
 from .clients import (add_property_option, check_partition, make_producer, parse_time_ms, properties,
                       topic_partitions, unescape)
 from .common import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, ToolError,
-                     interrupted_exit_code, sigterm_as_interrupt)
+                     error_line, interrupted_exit_code, plural, sigterm_as_interrupt)
 from .output import emit
 
 FORMATS = ("raw", "json")
@@ -143,11 +143,7 @@ def _run(args) -> int:
     if failure is not None:
         raise failure
     if delivery.error is not None:
-        err = delivery.error
-        name = getattr(err, "name", type(err).__name__)
-        message = getattr(err, "message", str(err))
-        raise ToolError(f"{delivery.failed} record(s) not written: {name}: {message}"
-                        if message != name else f"{delivery.failed} record(s) not written: {name}", EXIT_FAILED)
+        raise ToolError(f"{plural(delivery.failed, 'record')} not written: {error_line(delivery.error)}", EXIT_FAILED)
     return code
 
 
@@ -310,7 +306,7 @@ def _fits(producer, chunk) -> bool:
 def _summary(args, delivery, elapsed):
     total = sum(delivery.acked.values())
     parts = ", ".join(f"{p}: {n}" for p, n in sorted(delivery.acked.items()))
-    line = f"{total} record{'s' if total != 1 else ''} produced to {args.topic}"
+    line = f"{plural(total, 'record')} produced to {args.topic}"
     if parts:
         line += f" (partition {parts})" if len(delivery.acked) == 1 else f" (partitions {parts})"
     if delivery.failed:

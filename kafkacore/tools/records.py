@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_OK, ToolError, add_noun, add_verb, admin_client, non_negative_int
+from .common import EXIT_OK, ToolError, add_noun, add_verb, admin_client, non_negative_int, plural
 from .output import emit
 
 HIGH_WATERMARK = -1  # DeleteRecords' "up to the high watermark"
@@ -43,7 +43,7 @@ def run_delete(args):
         wanted = sorted(set(args.partition)) if args.partition else have
         for p in wanted:
             if p not in have:
-                raise ToolError(f"partition {args.topic}-{p} does not exist (the topic has {len(have)} partitions)")
+                raise ToolError(f"partition {args.topic}-{p} does not exist (the topic has {plural(len(have), 'partition')})")
         tps = [(args.topic, p) for p in wanted]
         try:
             starts = admin.delete_records({tp: args.before for tp in tps})

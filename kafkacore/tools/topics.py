@@ -11,7 +11,7 @@ aborted records left gaps.
 from __future__ import annotations
 
 from .common import (EXIT_OK, EXIT_USAGE, ToolError, add_noun, add_verb, admin_client, config_changes, config_map,
-                     is_table, key_value, positive_int)
+                     is_table, key_value, positive_int, plural)
 from .output import emit, human_bytes, iso_utc, report, table
 
 
@@ -200,7 +200,7 @@ def run_create(args):
     rf = max((len(p.replicas) for p in topic.partitions), default=0)
     report(args, {"topic": args.topic, "created": True, "partitions": len(topic.partitions),
                    "replication_factor": rf, "configs": configs},
-            f"Created topic {args.topic} ({len(topic.partitions)} partitions, replication factor {rf}).")
+            f"Created topic {args.topic} ({plural(len(topic.partitions), 'partition')}, replication factor {rf}).")
     return EXIT_OK
 
 
@@ -236,10 +236,10 @@ def run_add_partitions(args):
     with admin_client(args) as admin:
         before = len(admin.describe_topics([args.topic])[args.topic].partitions)
         if args.partitions <= before:
-            raise ToolError(f"topic {args.topic!r} has {before} partitions already; -p is the new total and "
+            raise ToolError(f"topic {args.topic!r} has {plural(before, 'partition')} already; -p is the new total and "
                             f"must be above {before}")
         admin.create_partitions(args.topic, args.partitions)
     report(args, {"topic": args.topic, "partitions_before": before, "partitions": args.partitions},
-            f"Topic {args.topic} now has {args.partitions} partitions (was {before}).")
+            f"Topic {args.topic} now has {plural(args.partitions, 'partition')} (was {before}).")
     return EXIT_OK
 

@@ -3,6 +3,7 @@ leaders|completion``) as users run them: ``python -m kafkacore`` subprocesses ag
 ``kafkacore serve`` process for the module, and the read-only ones against tansu. Every change
 is checked through another client (kafkacore's AdminClient, a consumer), every failure for its
 exit code and its one line on stderr."""
+import argparse
 import os
 import socket
 import subprocess
@@ -303,18 +304,45 @@ def test_replica_commands_say_a_single_node_does_not_support_them(broker):
                       (("partitions", "reassign", "--topic", "cli-single", "--partition", 0, "--replicas", "1"),
                        "AlterPartitionReassignments")):
         line = fails(*args, code=EXIT_FAILED, bootstrap=broker.bootstrap)
-        assert line.endswith(f"UNSUPPORTED_VERSION: broker {broker.bootstrap} does not support {api} "
-                             f"(API key {'43' if api == 'ElectLeaders' else '46' if 'List' in api else '45'})"), line
+        assert line.endswith(f"broker {broker.bootstrap} does not support {api} (API key "
+                             f"{'43' if api == 'ElectLeaders' else '46' if 'List' in api else '45'}) "
+                             "(UNSUPPORTED_VERSION)"), line
     assert "--topic" in fails("leaders", "elect", code=EXIT_USAGE, bootstrap=broker.bootstrap)
     assert "--topic needs --partition" in fails("partitions", "reassign", "--topic", "t", "--replicas", "1",
                                         code=EXIT_USAGE, bootstrap=broker.bootstrap)
+
+
+def test_a_mistyped_command_or_verb_gets_the_closest_suggested():
+    for args, suggestion in ((("topic", "list"), "topics"), (("topics", "lst"), "list"), (("grups",), "groups")):
+        r = kafkacore(*args, check=False)
+        assert r.code == EXIT_USAGE and r.out == ""
+        assert r.err.strip().endswith(f"; did you mean '{suggestion}'?") and len(r.err.splitlines()) == 1, r.err
+    assert "did you mean" not in kafkacore("xyzzy", check=False).err
+
+
+def test_help_shows_no_rest_markup():
+    """Descriptions come from module docstrings; their ``literals`` are shown plain."""
+    from kafkacore.cli import build_parser
+
+    def walk(parser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from walk(child)
+
+    parsers = list(walk(build_parser()))
+    assert len(parsers) > 30
+    for parser in parsers:
+        text = parser.format_help()
+        assert "``" not in text and ":class:" not in text, (parser.prog, text)
 
 
 # -- bad input everywhere -----------------------------------------------------------------------
 def test_bad_input_is_one_line_and_an_exit_code(broker, tmp_path):
     b = broker.bootstrap
     assert fails("topics", "describe", "no-such-topic", code=EXIT_FAILED, bootstrap=b).endswith(
-        "UNKNOWN_TOPIC_OR_PARTITION: topic 'no-such-topic' does not exist")
+        "topic 'no-such-topic' does not exist (UNKNOWN_TOPIC_OR_PARTITION)")
     assert "UNKNOWN_TOPIC_OR_PARTITION" in fails("topics", "alter", "no-such-topic", "-c", "retention.ms=1",
                                                  code=EXIT_FAILED, bootstrap=b)
     assert "UNKNOWN_TOPIC_OR_PARTITION" in fails("configs", "describe", "topic", "no-such-topic",
