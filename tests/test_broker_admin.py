@@ -337,6 +337,27 @@ def test_describe_configs_topic(conn):
     assert len(describe(conn, TOPIC, "dc-t", keys=[]).configs) == len(v4)
 
 
+def test_kafka_3_deprecated_topic_configs_are_accepted_and_ignored(conn):
+    """message.format.version and message.downconversion.enable (deprecated by Kafka 3.x, still in
+    3.x tools' scripts and Terraform files) are taken as Kafka 3.7 takes them: validated, stored,
+    described; they change nothing, records are v2 batches either way."""
+    created(conn, "dc-deprecated", configs={"message.format.version": "2.8-IV1",
+                                            "message.downconversion.enable": "false"})
+    got = topic_configs(conn, "dc-deprecated")
+    assert (got["message.format.version"].value, got["message.format.version"].config_source) == (
+        "2.8-IV1", DYNAMIC_TOPIC_CONFIG)
+    assert got["message.downconversion.enable"].value == "false"
+    created(conn, "dc-deprecated-defaults")
+    defaults = topic_configs(conn, "dc-deprecated-defaults")
+    assert (defaults["message.format.version"].value, defaults["message.downconversion.enable"].value) == (
+        "3.0-IV1", "true")
+    produce(conn, "dc-deprecated", 0, [b"still v2"])
+    for bad in ({"message.format.version": "latest"}, {"message.downconversion.enable": "maybe"}):
+        r = create(conn, "dc-deprecated-bad", 1, configs=bad)
+        assert r.error_code == INVALID_CONFIG and next(iter(bad)) in r.error_message, r
+    assert incremental(conn, TOPIC, "dc-deprecated", [("message.format.version", 0, "3.0")]).error_code == NONE
+
+
 def test_describe_configs_errors(conn):
     for v in (0, 4):
         r = describe(conn, TOPIC, "dc-missing", v=v)

@@ -61,7 +61,7 @@ def entity_of(data) -> tuple[str, str]:
 
 def supported_overrides(topic, raw) -> dict:
     """The overrides kafkacore knows. Kafka's tools may have written others to /config/topics/T
-    (message.format.version, the reassignment throttles...): they are left in ZooKeeper and
+    (the reassignment throttles, tiered storage settings...): they are left in ZooKeeper and
     ignored here, with a warning, instead of failing the topic's logs and DescribeConfigs."""
     known = {k: v for k, v in raw.items() if k in TOPIC_CONFIGS}
     if len(known) != len(raw):

@@ -4,6 +4,8 @@
 config names with string or typed values; an unknown name or a bad value raises
 InvalidConfigurationError naming the key and the value. ``BROKER_DEFAULTS`` maps the broker-level
 names (``log.segment.bytes``...) that set the defaults for every topic."""
+import re
+
 from ..errors import InvalidConfigurationError
 
 LONG_MAX = (1 << 63) - 1
@@ -55,6 +57,15 @@ def _bool(key, value):
     raise InvalidConfigurationError(f"{key}={value!r}: expected true or false")
 
 
+_MESSAGE_FORMAT_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")  # 0.10.2, 2.8, 3.0-IV1
+
+
+def _message_format_version(key, value):
+    if not _MESSAGE_FORMAT_VERSION.match(str(value).strip()):
+        raise InvalidConfigurationError(f"{key}={value!r}: expected a Kafka version such as 3.0-IV1")
+    return str(value).strip()
+
+
 # name -> (attribute, parser, default). Defaults are Kafka's (4.x documentation). Two choices of
 # our own: segment.bytes accepts values down to 14 bytes (Kafka's historical topic minimum; 4.x
 # asks 1 MiB) so tests can roll small segments, and max.message.bytes defaults to Kafka's
@@ -82,6 +93,11 @@ TOPIC_CONFIGS = {
     # replication (read by the Partition layer, not by the log itself)
     "min.insync.replicas": ("min_insync_replicas", _int(1, INT_MAX), 1),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, False),
+    # Deprecated by Kafka 3.x and removed in 4.0, still written by 3.x tools and configs: accepted,
+    # validated and shown as Kafka 3.7 shows them, and ignored (the log format is always v2 and a
+    # fetch is never down-converted). Defaults are Kafka 3.7's.
+    "message.format.version": ("message_format_version", _message_format_version, "3.0-IV1"),
+    "message.downconversion.enable": ("message_downconversion_enable", _bool, True),
 }
 
 # Broker-level names that set a topic default (Kafka's KafkaConfig "log.*" properties).

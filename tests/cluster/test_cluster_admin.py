@@ -461,13 +461,13 @@ def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(clu
 
 
 def test_configs_only_kafka_knows_are_kept_in_zookeeper_and_ignored(cluster):
-    """Kafka's tools write topic configs kafkacore has no use for (the reassignment throttles,
-    message.format.version): they must not stop a broker from applying the rest, from hosting a
+    """Kafka's tools write topic configs kafkacore has no use for (the reassignment throttles):
+    they must not stop a broker from applying the rest, from hosting a
     new partition or from answering DescribeConfigs, and an alter through kafkacore keeps them."""
     ensure_all_running(cluster)
     topic = "kafka-written-configs"
     create_topic(cluster, topic, partitions=1, rf=3)
-    kafka_only = {"leader.replication.throttled.replicas": "*", "message.format.version": "2.8-IV1"}
+    kafka_only = {"leader.replication.throttled.replicas": "*", "follower.replication.throttled.replicas": "*"}
     zk = zk_client(cluster)
     try:
         # what kafka-configs.sh --zookeeper --alter does: the overrides, then a change notification

@@ -42,6 +42,7 @@ TOPIC_TYPES = {
     "min.cleanable.dirty.ratio": T_DOUBLE, "max.message.bytes": T_INT, "message.timestamp.type": T_STRING,
     "compression.type": T_STRING, "flush.messages": T_LONG, "flush.ms": T_LONG, "file.delete.delay.ms": T_LONG,
     "preallocate": T_BOOLEAN, "min.insync.replicas": T_INT, "unclean.leader.election.enable": T_BOOLEAN,
+    "message.format.version": T_STRING, "message.downconversion.enable": T_BOOLEAN,
 }
 LIST_CONFIGS = frozenset(k for k, t in TOPIC_TYPES.items() if t == T_LIST)
 
@@ -73,6 +74,9 @@ TOPIC_DOCS = {
     "min.insync.replicas": "The fewest in-sync replicas an acks=all write needs (NOT_ENOUGH_REPLICAS below it).",
     "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader when no ISR member is "
                                       "live, losing what only the ISR had.",
+    "message.format.version": "Deprecated since Kafka 3.0 and ignored: records are always stored as v2 batches.",
+    "message.downconversion.enable": "Deprecated since Kafka 3.x and ignored: fetches are never down-converted "
+                                     "to older message formats.",
 }
 
 # topic config -> broker names that set its default, in Kafka's synonym order
