@@ -68,6 +68,16 @@ def test_the_spark_extension_imports_where_pyspark_is_installed(tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
+def test_the_spark_extension_without_pyspark_says_how_to_install_it(tmp_path):
+    """pyspark hidden (None in sys.modules makes its import fail, installed or not): the error
+    is an ImportError whose message says what to install, not one from deep inside a module."""
+    code = ("import sys; sys.modules['pyspark'] = None\n"
+            "try:\n    import kafkacore_spark\nexcept ImportError as e:\n    print(e)\nelse:\n    print('imported')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("kafkacore_spark needs PySpark") and "pip install '.[spark]'" in out.stdout, out.stdout
+
+
 def test_info_says_where_the_package_was_loaded_from(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kafkacore", "info"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)

@@ -11,6 +11,13 @@ docs/spark.md."""
 import os
 import sys
 
+try:
+    import pyspark  # noqa: F401 - checked first, so that its absence is one clear line
+except ImportError as e:
+    raise ImportError("kafkacore_spark needs PySpark, which is not installed here: install kafkacore with its "
+                      "spark extra from the checkout (pip install '.[spark]', docs/spark.md) or "
+                      "pip install 'pyspark>=4.0'", name=e.name) from None
+
 from .functions import (confluent_schema_id, decode_batches, header_value, headers_map,
                         strip_confluent_header, value_from_json)
 from .options import OptionError
