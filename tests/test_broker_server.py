@@ -161,6 +161,31 @@ def test_a_large_frame_arrives_in_pieces(broker):
         assert values_of(fetch(c, "large-frame", 0, 0).records) == values
 
 
+def test_a_stalled_request_and_an_idle_connection_are_closed(tmp_path):
+    """A client that announces a frame and stops sending is dropped after request.timeout.ms
+    (it would otherwise hold a buffer of the announced size); a connection with nothing going
+    on is dropped after connections.max.idle.ms; one that keeps talking stays."""
+    settings = {"request.timeout.ms": "2000", "connections.max.idle.ms": "5000"}
+    with BrokerProcess(tmp_path / "data", settings=settings) as b:
+        with b.client() as big, b.client() as small, b.client() as idle, b.client() as busy:
+            started = time.monotonic()
+            big.send_raw(struct.pack(">i", 1 << 20) + b"x" * 100)  # 1 MiB announced, 100 bytes sent
+            small.send_raw(struct.pack(">i", 40) + b"\x00\x12")  # an ApiVersions cut short
+            assert big.is_closed_by_peer(timeout=10) and small.is_closed_by_peer(timeout=10)
+            stalled_after = time.monotonic() - started
+            assert 1.5 < stalled_after < 8, stalled_after
+            for _ in range(7):  # traffic every second: never idle
+                assert busy.call(API_VERSIONS, 3, request(API_VERSIONS, client_software_name="t",
+                                                          client_software_version="1")).error_code == 0
+                time.sleep(1)
+            assert idle.is_closed_by_peer(timeout=5)
+            assert 4.5 < time.monotonic() - started < 13
+            assert alive(b)
+        log_text = b.output()
+        assert "a request stalled for" in log_text and "after 100 bytes of 1048576" in log_text
+        assert "connections.max.idle.ms" in log_text
+
+
 # -- pipelining and long polls ------------------------------------------------------------------
 def test_pipelined_responses_come_back_in_request_order_and_a_long_poll_blocks_only_its_connection(broker):
     with broker.client() as c, broker.client() as other:

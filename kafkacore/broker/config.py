@@ -51,6 +51,11 @@ BROKER_CONFIGS = {
     "auto.create.topics.enable": (_bool, True),
     "delete.topic.enable": (_bool, True),
     "socket.request.max.bytes": (_int(1, INT_MAX), 104857600),
+    # a connection with no traffic for this long is closed (Kafka's Selector idle expiry; -1: never)
+    "connections.max.idle.ms": (_int(-1), 600000),
+    # Kafka's broker-side request.timeout.ms (its inter-broker clients' answer timeout): here also
+    # how long a request may stall half-received before its connection is closed
+    "request.timeout.ms": (_int(1, INT_MAX), 30000),
     "message.max.bytes": (_int(0, INT_MAX), 1048588),
     "offsets.topic.num.partitions": (_int(1, INT_MAX), 50),
     "offsets.topic.replication.factor": (_int(1, 32767), 3),

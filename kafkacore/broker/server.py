@@ -16,6 +16,10 @@ One ``Connection`` per client socket:
   sendfile set-up for a few kilobytes);
 - when more than MAX_PENDING responses are waiting, reading pauses until they drain, and while
   the socket's send buffer is full the writer waits (flow control both ways);
+- a request begun and not finished (a size announced, its bytes stalled) for
+  ``request.timeout.ms`` (30 s) closes the connection, so a stalled or hostile client does not hold
+  a buffer of up to socket.request.max.bytes for ever; a connection with no traffic and nothing
+  pending for ``connections.max.idle.ms`` is closed too (Kafka's idle expiry, default 10 min);
 - with metrics on (``Broker.metrics``, broker/metrics.py) every request answered is counted with
   its time from arrival to the response handed to the socket, and a Fetch response's record
   bytes as bytes out; with metrics off each request only tests ``self.metrics`` for None.
@@ -29,7 +33,7 @@ import itertools
 import logging
 import socket
 import struct
-from time import perf_counter
+from time import monotonic, perf_counter
 
 from ..errors import KafkaError, UnsupportedVersionError
 from ..protocol.api_table import API_TABLE
@@ -42,6 +46,8 @@ from .request import RequestContext
 log = logging.getLogger("kafkacore.broker")
 
 READ_BUFFER_BYTES = 256 * 1024
+EXPIRY_CHECK_S = 1.0  # how often connections are checked for a stalled request or idleness
+IDLE = "idle"  # Connection.expiry's answer for a connection with nothing going on
 SENDFILE_MIN_BYTES = 64 * 1024
 MAX_PENDING = 256
 _size = struct.Struct(">i")
@@ -84,6 +90,7 @@ class Connection(asyncio.BufferedProtocol):
         self.can_write.set()
         self.reading_paused = False
         self.closed = False
+        self.last_read = monotonic()  # when bytes last arrived (the expiry sweep reads it)
 
     # -- connection events ------------------------------------------------------------------
     def connection_made(self, transport):
@@ -109,9 +116,9 @@ class Connection(asyncio.BufferedProtocol):
     def resume_writing(self):
         self.can_write.set()
 
-    def close(self, reason: str):
+    def close(self, reason: str, level=logging.WARNING):
         if not self.closed:
-            log.warning("closing connection %d from %s: %s", self.id, self.peer, reason)
+            log.log(level, "closing connection %d from %s: %s", self.id, self.peer, reason)
             self.closed = True
             self.transport.abort()
 
@@ -131,6 +138,7 @@ class Connection(asyncio.BufferedProtocol):
         self.start, self.end = 0, n
 
     def buffer_updated(self, nbytes):
+        self.last_read = monotonic()
         if self.big is not None:
             frame, got = self.big
             got += nbytes
@@ -168,6 +176,20 @@ class Connection(asyncio.BufferedProtocol):
             break
         if self.start == self.end:
             self.start = self.end = 0
+
+    def expiry(self, now, stalled_s, idle_s):
+        """Why this connection should be closed now, or None: a request begun and stalled for
+        ``stalled_s`` (a client that stopped mid-request has given up on its answer), or no
+        traffic and nothing pending for ``idle_s`` (None: no idle limit)."""
+        quiet = now - self.last_read
+        if (self.big is not None or self.end > self.start) and quiet > stalled_s:
+            got = self.big[1] if self.big is not None else self.end - self.start
+            want = len(self.big[0]) if self.big is not None else None
+            return (f"a request stalled for {quiet:.0f} s (request.timeout.ms) after {got} bytes"
+                    + (f" of {want}" if want is not None else ""))
+        if idle_s is not None and quiet > idle_s and not self.pending and self.can_write.is_set():
+            return IDLE
+        return None
 
     # -- dispatch ---------------------------------------------------------------------------
     def _on_frame(self, frame):
@@ -402,6 +424,7 @@ class KafkaServer:
         self.broker = broker
         self.connections = set()
         self.server = None
+        self._expiry_task = None
 
     async def start(self, host=None, port=None, sock=None):
         """Serves on host:port, or on ``sock`` already bound by bind_listener."""
@@ -412,9 +435,28 @@ class KafkaServer:
             self.server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True,
                                                    backlog=1024)
         sock = self.server.sockets[0]
+        if self._expiry_task is None:
+            self._expiry_task = loop.create_task(self._expire_connections())
         return sock.getsockname()[:2]
 
+    async def _expire_connections(self):
+        idle_ms = self.broker.config["connections.max.idle.ms"]
+        idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        stalled_s = self.broker.config["request.timeout.ms"] / 1000
+        while True:
+            await asyncio.sleep(EXPIRY_CHECK_S)
+            now = monotonic()
+            for conn in list(self.connections):
+                why = conn.expiry(now, stalled_s, idle_s)
+                if why is IDLE:  # routine, as in Kafka: not worth a warning
+                    conn.close(f"idle for over {idle_ms} ms (connections.max.idle.ms)", logging.INFO)
+                elif why is not None:
+                    conn.close(why)
+
     async def stop(self):
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            self._expiry_task = None
         if self.server is not None:
             self.server.close()
             for conn in list(self.connections):
