@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--base-port", type=_port, help="broker i listens on base-port + i - 1 (default: free ports)")
     up.add_argument("--zookeeper-port", type=_port, help="ZooKeeper's client port (default: a free port)")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
+    restart = cluster_sub.add_parser("restart", help="start broker N of a running `cluster up` again (stopping it "
+                                                     "first if it runs)")
+    restart.add_argument("broker", type=_count, metavar="N", help="the broker's id (1 to --brokers)")
+    restart.add_argument("--data-dir", default="kafkacore-cluster", help="the --data-dir the cluster was started "
+                                                                        "with (default ./kafkacore-cluster)")
     register_cluster_verbs(cluster_sub, common)
     for noun in NOUNS:
         importlib.import_module(f"kafkacore.tools.{noun}").register(sub, common)
@@ -166,6 +171,10 @@ def main(argv=None) -> int:
     if args.command == "info":
         return _info()
     if args.command == "cluster":
+        if args.verb == "restart":
+            from .cluster.local_cluster import cluster_restart
+
+            return cluster_restart(args)
         if args.verb != "up":
             args.print_help()
             return 2

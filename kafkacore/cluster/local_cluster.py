@@ -6,9 +6,16 @@ ZooKeeper comes from the operating system (Debian: ``apt-get install zookeeper``
 /usr/share/java/zookeeper.jar in place; any ZooKeeper 3.5+ jar named by
 ``$KAFKACORE_ZOOKEEPER_JAR`` works too) and runs on Java (``java`` on PATH). It is started with
 its own zoo.cfg in the cluster's root: standalone, the four-letter ``ruok``/``srvr`` words
-allowed, the admin server off, and a short tick (500 ms) so test sessions may be short."""
+allowed, the admin server off, and a short tick (500 ms) so test sessions may be short.
+
+A broker of ``cluster up`` that dies is reported and the others keep running, so a failover can
+be watched; ``kafkacore cluster restart N --data-dir DIR`` asks the running ``cluster up`` to
+start broker N again (or to stop and start it, when it runs). The two talk through files in the
+root: ``cluster-up.json`` (who runs: the up process, ZooKeeper, each broker's address, pid and
+log) and a request/answer pair per restart."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,6 +28,8 @@ import time
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar",)
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 METADATA = 3  # API key
+STATE_FILE = "cluster-up.json"  # in the root, while `cluster up` runs
+RESTART_WAIT_S = 180.0  # a restart waits out the broker's old ZooKeeper session, then registers
 
 
 class LocalClusterError(Exception):
@@ -271,6 +280,69 @@ class LocalCluster:
         self.stop()
 
 
+def _write_json(path, data):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _restart_paths(root, broker_id):
+    return os.path.join(root, f"restart-{broker_id}.request"), os.path.join(root, f"restart-{broker_id}.answer")
+
+
+class _UpSupervisor:
+    """What ``cluster up`` does while it runs: reports brokers that exit (once each, with how to
+    restart them), serves restart requests, and keeps cluster-up.json current."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.state_path = os.path.join(cluster.root, STATE_FILE)
+        self.reported = set()
+
+    def write_state(self):
+        _write_json(self.state_path, {
+            "pid": os.getpid(), "zookeeper": self.cluster.zookeeper.connect_string,
+            "bootstrap_servers": self.cluster.bootstrap_servers,
+            "brokers": {str(i): {"address": b.address, "pid": b.proc.pid if b.running else None,
+                                 "log": b.log_path} for i, b in self.cluster.brokers.items()}})
+
+    def check(self):
+        for i, b in self.cluster.brokers.items():
+            if b.proc is not None and not b.running and i not in self.reported:
+                self.reported.add(i)
+                print(f"kafkacore cluster: broker {i} exited with code {b.proc.returncode} (its log: {b.log_path}); "
+                      f"the other brokers keep running. Restart it with: kafkacore cluster restart {i} "
+                      f"--data-dir {self.cluster.root}", file=sys.stderr, flush=True)
+                self.write_state()
+        for i in self.cluster.brokers:
+            request, answer = _restart_paths(self.cluster.root, i)
+            if os.path.exists(request):
+                self.restart(i, request, answer)
+
+    def restart(self, i, request, answer):
+        b = self.cluster.brokers[i]
+        try:
+            if b.running:
+                b.stop()
+            b.start(timeout=RESTART_WAIT_S)
+            result = {"ok": True, "message": f"broker {i} restarted on {b.address} (pid {b.proc.pid})"}
+        except LocalClusterError as e:
+            result = {"ok": False, "message": str(e)}
+        self.reported.discard(i)
+        os.unlink(request)
+        _write_json(answer, result)
+        print(f"kafkacore cluster: {result['message']}", file=sys.stderr if not result["ok"] else sys.stdout,
+              flush=True)
+        self.write_state()
+
+    def close(self):
+        try:
+            os.unlink(self.state_path)
+        except FileNotFoundError:
+            pass
+
+
 def cluster_up(args) -> int:
     """``kafkacore cluster up``: runs until Ctrl-C or SIGTERM, then stops everything."""
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, base_port=args.base_port,
@@ -284,20 +356,74 @@ def cluster_up(args) -> int:
         cluster.stop()
         print(f"kafkacore cluster: {e}", file=sys.stderr)
         return 1
+    supervisor = _UpSupervisor(cluster)
+    supervisor.write_state()
     print(f"ZooKeeper: {cluster.zookeeper.connect_string}", flush=True)
     print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
-    print(f"data and logs under {cluster.root}; Ctrl-C stops the cluster", flush=True)
+    print(f"data and logs under {cluster.root}; Ctrl-C stops the cluster; a broker that dies can be started "
+          f"again with: kafkacore cluster restart N --data-dir {cluster.root}", flush=True)
     try:
         while not stop:
             time.sleep(0.2)
-            dead = [b.broker_id for b in cluster.brokers.values() if b.proc is not None and not b.running]
-            if dead:
-                print(f"kafkacore cluster: broker {dead[0]} exited; see {cluster.brokers[dead[0]].log_path}",
-                      file=sys.stderr)
-                return 1
+            supervisor.check()
     except KeyboardInterrupt:
         pass
     finally:
         print("stopping the cluster", flush=True)
+        supervisor.close()
         cluster.stop()
     return 0
+
+
+def cluster_restart(args) -> int:
+    """``kafkacore cluster restart N``: asks the ``cluster up`` running on --data-dir to start
+    broker N again (stopping it first if it runs) and waits for its answer."""
+    root = os.path.abspath(args.data_dir)
+    try:
+        with open(os.path.join(root, STATE_FILE)) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        print(f"kafkacore cluster restart: error: no `kafkacore cluster up` is running with --data-dir {root}",
+              file=sys.stderr)
+        return 1
+    if not _pid_alive(state.get("pid")):
+        print(f"kafkacore cluster restart: error: the `kafkacore cluster up` of {root} (pid {state.get('pid')}) is "
+              "not running any more", file=sys.stderr)
+        return 1
+    if str(args.broker) not in state.get("brokers", {}):
+        print(f"kafkacore cluster restart: error: the cluster has no broker {args.broker} "
+              f"(brokers: {', '.join(sorted(state.get('brokers', {}), key=int))})", file=sys.stderr)
+        return 2
+    request, answer = _restart_paths(root, args.broker)
+    try:
+        os.unlink(answer)
+    except FileNotFoundError:
+        pass
+    _write_json(request, {"requested_by": os.getpid()})
+    deadline = time.monotonic() + RESTART_WAIT_S + 30
+    while time.monotonic() < deadline:
+        if os.path.exists(answer):
+            with open(answer) as f:
+                result = json.load(f)
+            os.unlink(answer)
+            print(result["message"], file=sys.stdout if result["ok"] else sys.stderr)
+            return 0 if result["ok"] else 1
+        if not _pid_alive(state["pid"]):
+            print("kafkacore cluster restart: error: `kafkacore cluster up` stopped before answering", file=sys.stderr)
+            return 1
+        time.sleep(0.1)
+    print(f"kafkacore cluster restart: error: no answer from `kafkacore cluster up` within "
+          f"{RESTART_WAIT_S + 30:.0f} s", file=sys.stderr)
+    return 1
+
+
+def _pid_alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

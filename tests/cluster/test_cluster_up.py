@@ -1,5 +1,7 @@
 """`kafkacore cluster up`: one command starts ZooKeeper and N brokers, prints the bootstrap
-servers (which real clients use), and Ctrl-C stops every process it started."""
+servers (which real clients use), and Ctrl-C stops every process it started. A broker that dies
+is reported while the others keep serving, and `kafkacore cluster restart N` brings it back."""
+import json
 import os
 import signal
 import subprocess
@@ -44,3 +46,69 @@ def test_cluster_up_says_what_is_missing_without_zookeeper(tmp_path):
                          capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 1
     assert "install" in out.stderr and "zookeeper" in out.stderr.lower(), out.stderr
+
+
+def test_a_dead_broker_of_cluster_up_is_reported_and_restarted(tmp_path):
+    """The failover a user starts `cluster up` to watch: kill a broker, the cluster keeps
+    serving (its partitions move), the broker's death is reported with the command that
+    restarts it, and that command brings it back into every ISR."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    from _cluster import _require_zookeeper, wait_for
+
+    _require_zookeeper()
+    root = tmp_path / "kc"
+    proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "cluster", "up", "--brokers", "3", "--data-dir",
+                             str(root), "--set", "zookeeper.session.timeout.ms=6000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+
+    def read_until(prefix, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+            if prefix in line:
+                return line
+        raise AssertionError(f"no {prefix!r} within {timeout} s: {''.join(lines)}")
+
+    try:
+        bootstrap = read_until("bootstrap servers:", 120).split(":", 1)[1].strip()
+        state = json.loads((root / "cluster-up.json").read_text())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("up-failover", 1, replica_assignment=[[2, 1, 3]])])["up-failover"].result(60)
+        wait_for(lambda: admin.list_topics("up-failover", timeout=10).topics["up-failover"].partitions[0].leader == 2,
+                 "broker 2 leading", 60)
+        os.kill(state["brokers"]["2"]["pid"], signal.SIGKILL)
+        reported = read_until("broker 2 exited", 30)
+        assert "the other brokers keep running" in reported
+        assert f"kafkacore cluster restart 2 --data-dir {root}" in reported
+        # the others keep serving: leadership moves after the session timeout, writes go on
+        wait_for(lambda: admin.list_topics("up-failover", timeout=10).topics["up-failover"].partitions[0].leader
+                 in (1, 3), "a new leader", 60)
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        p.produce("up-failover", b"after the failover")
+        assert p.flush(30) == 0
+        assert proc.poll() is None
+        restarted = subprocess.run([sys.executable, "-m", "kafkacore", "cluster", "restart", "2", "--data-dir",
+                                    str(root)], capture_output=True, text=True, timeout=240)
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert restarted.stdout.startswith("broker 2 restarted on "), restarted.stdout
+        wait_for(lambda: sorted(admin.list_topics("up-failover", timeout=10).topics["up-failover"].partitions[0].isrs)
+                 == [1, 2, 3], "broker 2 back in the ISR", 60)
+        new_pid = json.loads((root / "cluster-up.json").read_text())["brokers"]["2"]["pid"]
+        assert new_pid and new_pid != state["brokers"]["2"]["pid"]
+        # errors are one line: a broker the cluster does not have, a directory without a cluster
+        bad = subprocess.run([sys.executable, "-m", "kafkacore", "cluster", "restart", "7", "--data-dir", str(root)],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and bad.stderr.strip().endswith("the cluster has no broker 7 (brokers: 1, 2, 3)")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, "".join(lines) + out
+    assert not (root / "cluster-up.json").exists()
+    none = subprocess.run([sys.executable, "-m", "kafkacore", "cluster", "restart", "2", "--data-dir", str(root)],
+                          capture_output=True, text=True, timeout=60)
+    assert none.returncode == 1 and len(none.stderr.splitlines()) == 1 and "no `kafkacore cluster up`" in none.stderr
