@@ -79,6 +79,22 @@ ELECT_RETRY_S = 1.0  # ZooKeeper unreachable: how soon the election is tried aga
 FAILOVER_DELAY_ENV = "KAFKACORE_TEST_CONTROLLER_FAILOVER_DELAY_S"
 
 
+def leader_after_bounce(replicas, leader, isr, live, bounced):
+    """(leader, ISR) of a partition once its bounced replicas have left the ISR: the leader
+    stays if it is live and did not restart; else the first live ISR member (in assignment
+    order) that did not restart; else a live bounced ISR member alone (it was in the ISR and
+    restarted with its log: it has every committed record). (None, None) when no ISR member is
+    live (the offline-partition election decides)."""
+    stayed = [r for r in isr if r in live and r not in bounced]
+    if leader in stayed:
+        return leader, stayed
+    chosen = next((r for r in replicas if r in stayed), None)
+    if chosen is not None:
+        return chosen, stayed
+    chosen = next((r for r in replicas if r in isr and r in live), None)
+    return (chosen, [chosen]) if chosen is not None else (None, None)
+
+
 class LeaderIsr:
     """A partition's state znode and its version."""
 
@@ -476,16 +492,9 @@ class KafkaController:
             if not bounced:
                 continue
             for _attempt in range(3):
-                stayed = [r for r in li.isr if r in self.live and r not in bounced]
-                if li.leader not in bounced:
-                    leader, isr = li.leader, stayed
-                else:
-                    leader = next((r for r in self._replicas(key) if r in stayed), None)
-                    if leader is None:
-                        leader = li.leader  # the only ISR member left: it alone has every record
-                        isr = [li.leader]
-                    else:
-                        isr = stayed
+                leader, isr = leader_after_bounce(self._replicas(key), li.leader, li.isr, self.live, bounced)
+                if leader is None:
+                    break  # no ISR member is live: _elect_offline_partitions decides
                 new = await self._write_state(key, leader, isr, li)
                 if new is not None:
                     log.info("%s-%d: brokers %s restarted unseen (epochs newer than the state); leader %d -> %d, "
