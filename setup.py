@@ -1,8 +1,17 @@
-"""Builds the native extension modules kafkacore._ext.* from bindings/*.pyx and _native/*.c."""
+"""Builds the native extension modules kafkacore._ext.* from bindings/*.pyx and _native/*.c.
+
+- ccache, when it is on PATH and CC is not set, compiles: the same sources with the same flags
+  (the editable build, the wheel, the sdist's build, another virtualenv's install) are then
+  compiled once per machine. The compile commands name no build-environment path (the
+  bindings use no numpy C API), so builds in pip's temporary directories hit the cache too.
+- KAFKACORE_NO_EXTENSION_BUILD=1 builds no extension: ci/env.sh's editable install, whose
+  extension is then built once in place (build_ext --inplace) instead of twice.
+"""
 import copy
 import os
+import shutil
+import sysconfig
 
-import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -19,14 +28,19 @@ if os.environ.get("KAFKACORE_SANITIZE"):
     LDFLAGS = SAN
 
 
+if "CC" not in os.environ and shutil.which("ccache") and not os.environ.get("KAFKACORE_NO_CCACHE"):
+    os.environ["CC"] = "ccache " + (sysconfig.get_config_var("CC") or "cc")
+    # pip builds in a new temporary directory each time: leave the directory out of the hash
+    os.environ.setdefault("CCACHE_NOHASHDIR", "1")
+
+
 def ext(name, c_sources):
     return Extension(
         f"kafkacore._ext.{name}",
         [f"bindings/{name}.pyx"] + [os.path.join(NATIVE, c) for c in c_sources],
-        include_dirs=[NATIVE, "bindings", numpy.get_include()],
+        include_dirs=[NATIVE, "bindings"],
         extra_compile_args=CFLAGS,
         extra_link_args=LDFLAGS,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
 
 
@@ -50,12 +64,15 @@ extensions = [
     ext("records", ["kc_crc32c.c", "kc_murmur2.c", "kc_buffer.c", "kc_record.c", "kc_columns.c", "kc_utf8.c", "kc_pool.c"]),
 ]
 
-setup(
-    cmdclass={"build_ext": BuildExtension},
-    ext_modules=cythonize(
-        extensions,
-        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
-                             "cdivision": True, "initializedcheck": False},
-        include_path=["bindings"],
-    ),
-)
+if os.environ.get("KAFKACORE_NO_EXTENSION_BUILD"):
+    setup()
+else:
+    setup(
+        cmdclass={"build_ext": BuildExtension},
+        ext_modules=cythonize(
+            extensions,
+            compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
+                                 "cdivision": True, "initializedcheck": False},
+            include_path=["bindings"],
+        ),
+    )

@@ -5,7 +5,7 @@
 # the real ZooKeeper the cluster tests run (tests/_zookeeper.py), Debian's prometheus (the
 # binary: the tests start their own server) that scrapes the broker's /metrics in tests/tools/test_metrics.py,
 # and Debian's chromium, the headless browser the web console's tests drive through Playwright
-# (tests/tools/test_console.py; Playwright's own browser download is never used).
+# (tests/tools/test_console.py; Playwright's own browser download is never used), and ccache.
 # Idempotent and quiet: installs only what is not already there; runs `apt-get update` only when
 # the install cannot find a package in the current lists. Meant to be called from ci/test.sh.
 set -euo pipefail
@@ -18,6 +18,9 @@ ZOOKEEPER_JAR=/usr/share/java/zookeeper.jar
 [ -f "$ZOOKEEPER_JAR" ] || PACKAGES+=(zookeeper)
 command -v prometheus >/dev/null 2>&1 || PACKAGES+=(prometheus)
 command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
+# ccache: the wheel, the sdist and the documented install lines compile the same sources with
+# the same flags; setup.py compiles through ccache when it is there, so they compile once
+command -v ccache >/dev/null 2>&1 || PACKAGES+=(ccache)
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi

@@ -23,6 +23,7 @@ want="$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)"
 have_hash="" have_extras=""
 if [ -f "$stamp" ]; then
     read -r have_hash have_extras <"$stamp" || true
+    [ "$have_extras" = "-" ] && have_extras=""  # installed with no extras
 fi
 missing_extras=""
 for e in ${EXTRAS//,/ }; do
@@ -33,11 +34,14 @@ if [ "$have_hash" != "$want" ] || [ -n "$missing_extras" ]; then
     if [ "$have_hash" = "$want" ]; then EXTRAS="${have_extras:+$have_extras,}${missing_extras%,}"; fi
     echo "[env] installing kafkacore${EXTRAS:+[$EXTRAS]} and its dependencies"
     "$PY" -m pip install -q --disable-pip-version-check --upgrade pip
-    "$PY" -m pip install -q --disable-pip-version-check "setuptools>=77" wheel "cython>=3.0,<4" "numpy>=1.26,<3"
-    "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation -e ".${EXTRAS:+[$EXTRAS]}"
-    echo "$want ${EXTRAS:-none}" > "$stamp"
+    "$PY" -m pip install -q --disable-pip-version-check "setuptools>=77" wheel "cython>=3.0,<4"
+    # the editable install compiles nothing (KAFKACORE_NO_EXTENSION_BUILD, setup.py): the
+    # extension is built once, in place, below, and only its changed parts after that
+    KAFKACORE_NO_EXTENSION_BUILD=1 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation \
+        -e ".${EXTRAS:+[$EXTRAS]}" >"$VENV/.install.log" 2>&1 || { cat "$VENV/.install.log"; exit 1; }
+    echo "$want ${EXTRAS:--}" > "$stamp"
 fi
 
-echo "[env] building native extension"
+echo "[env] building native extension (only what changed since the last build)"
 "$PY" setup.py -q build_ext --inplace -j 2 >"$VENV/.build.log" 2>&1 || { cat "$VENV/.build.log"; exit 1; }
 export PATH="$VENV/bin:$PATH"

@@ -111,21 +111,34 @@ def test_the_main_job_on_a_fresh_checkout_installs_only_what_the_broker_needs(tm
             dst = checkout / name
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(src.read_bytes())
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKACORE_", "VIRTUAL_ENV"))}
-    proc = subprocess.Popen(["bash", "ci/main.sh", "--port", str(port), "--data-dir", str(tmp_path / "data")],
-                            cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    out = []
-    try:
-        for line in proc.stdout:
-            out.append(line)
-            if "listening on" in line:
-                break
-        assert any(f"listening on 127.0.0.1:{port}" in ln for ln in out), "".join(out)[-3000:]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
+
+    def main_job():
+        port = _free_port()
+        proc = subprocess.Popen(["bash", "ci/main.sh", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+                                cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        out = []
+        try:
+            for line in proc.stdout:
+                out.append(line)
+                if "listening on" in line:
+                    break
+            assert any(f"listening on 127.0.0.1:{port}" in ln for ln in out), "".join(out)[-3000:]
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+        return "".join(out)
+
+    main_job()
+    built = {p.name: p.stat().st_mtime_ns for p in (checkout / "kafkacore" / "_ext").glob("*.so")}
+    assert len(built) == 4, built
+    # the editable install compiled nothing (the extension is built once, in place)
+    assert "building 'kafkacore._ext" not in (checkout / ".venv" / ".install.log").read_text()
+    # a second run reuses the virtualenv and the build: nothing installed, nothing compiled, no warning
+    again = main_job()
+    assert "[env] installing" not in again and "WARNING" not in again, again
+    assert {p.name: p.stat().st_mtime_ns for p in (checkout / "kafkacore" / "_ext").glob("*.so")} == built
     listed = subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=freeze",
                              "--disable-pip-version-check"], capture_output=True, text=True, check=True).stdout
     installed = {ln.split("==")[0].lower().replace("_", "-") for ln in listed.split()}
