@@ -1,7 +1,8 @@
-"""The README's snippets run as written: the Python blocks in order in one fresh interpreter
-(the Spark pipeline has its own test, tests/spark/test_spark_readme.py), and the `kafkacore
-serve` line starts a broker. The only change made is the broker address: the blocks name
-127.0.0.1:9092, the test's broker listens on a free port."""
+"""The README's snippets run as written: the Python blocks in order in one fresh interpreter,
+the Spark pipeline as a script of its own, and the `kafkacore serve` line starts a broker. The
+only change made is the broker address: the blocks name 127.0.0.1:9092, the test's broker
+listens on a free port (and its data directory is the one the Spark pipeline is given through
+$KAFKACORE_DATA_DIR, as ci/main.sh's would be found)."""
 import os
 import re
 import subprocess
@@ -74,7 +75,8 @@ def test_the_serve_line_starts_a_broker(tmp_path):
 @pytest.mark.parametrize("command", ["ci/main.sh", "ci/test.sh"])
 def test_the_quick_start_names_two_commands_that_exist(command):
     text = README.read_text()
-    quick = text[text.index("## Quick start"):text.index("## What is here")]
+    start = text.index("## Quick start")
+    quick = text[start:text.index("\n## ", start + 1)]
     [block] = re.findall(r"```sh\n(.*?)```", quick, re.S)
     assert [ln.split()[0] for ln in block.strip().splitlines()] == ["ci/main.sh", "ci/test.sh"]
     assert os.access(Path(SOURCE_ROOT) / command, os.R_OK)
@@ -122,3 +124,34 @@ def test_the_operator_tool_lines_run_as_written(tmp_path):
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def test_the_spark_pipeline_runs_as_written(tmp_path):
+    """The Spark block alone, as a user's job script: it makes its own SparkSession and data."""
+    pytest.importorskip("pyspark")
+    import json
+
+    from kafkacore import Consumer
+
+    [code] = [b for b in _blocks("python") if "kafkacore_spark" in b]
+    with BrokerProcess(tmp_path / "broker") as broker:
+        script = tmp_path / "job.py"
+        script.write_text(code.replace("127.0.0.1:9092", broker.bootstrap))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+        env.update(KAFKACORE_DATA_DIR=str(broker.data_dir), SPARK_LOCAL_IP="127.0.0.1")
+        out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+        assert "29 orders above 100 written to big-orders" in out.stdout.splitlines(), out.stdout
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"})
+        try:
+            c.assign([("big-orders", p) for p in range(c.list_topics()["big-orders"])])
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < 29 and time.monotonic() < deadline:
+                got += [(r.key, json.loads(r.value)) for r in c.poll(0.5)]
+        finally:
+            c.close()
+    want = [("NL" if i % 2 else "FR", {"id": i, "amount": i * 10.0, "country": "NL" if i % 2 else "FR"})
+            for i in range(11, 40)]
+    assert sorted(got, key=lambda kv: kv[1]["id"]) == [(k.encode(), o) for k, o in want]
