@@ -32,6 +32,11 @@ TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0
 _LE = tuple(f"{b:g}" for b in TIME_BUCKETS_MS) + ("+Inf",)
 
 
+# Kafka's BrokerState value while serving (RunningAsBroker in ZooKeeper mode, RUNNING in KRaft):
+# metrics are served only by a broker that has started, and stop with it
+BROKER_STATE_RUNNING = 3
+
+
 class TopicCounters:
     """Kafka's BrokerTopicMetrics of one topic (or of all topics: the broker's totals)."""
 
@@ -155,6 +160,9 @@ class BrokerMetrics:
         self._render_replicas(out)
         self._render_fetch_sessions(out)
         self._render_controller(out)
+        out.gauge("kafka_server_kafkaserver_brokerstate", BROKER_STATE_RUNNING,
+                  "3 (RUNNING) while the broker serves; Kafka's BrokerState "
+                  "(kafka.server:type=KafkaServer,name=BrokerState)")
         self._render_groups(out)
         self._render_process(out)
         return out.text()
@@ -271,20 +279,28 @@ class BrokerMetrics:
 
     def _render_controller(self, out):
         cluster = self.broker.cluster
-        if cluster is None:
-            return
-        c = cluster.controller
-        active = bool(c.active)
         prefix = "kafka_controller_kafkacontroller_"
+        if cluster is None:
+            # a single node is its own controller (as a combined KRaft node is): dashboards and
+            # the usual sum(activecontrollercount) != 1 alert work unchanged
+            topics = self.broker.topics
+            active, offline = True, 0
+            topic_count, partition_count = len(topics), sum(t.partitions for t in topics.values())
+        else:
+            c = cluster.controller
+            active = bool(c.active)
+            offline = len(c.offline) if active else 0
+            topic_count = len(c.assignments) if active else 0
+            partition_count = sum(len(a) for a in c.assignments.values()) if active else 0
         out.gauge(prefix + "activecontrollercount", int(active), "1 on the broker that is the cluster's "
                   "controller, else 0 (kafka.controller:type=KafkaController,name=ActiveControllerCount)")
-        out.gauge(prefix + "offlinepartitionscount", len(c.offline) if active else 0,
+        out.gauge(prefix + "offlinepartitionscount", offline,
                   "partitions without a leader that could be elected; reported by the active controller "
                   "(kafka.controller:type=KafkaController,name=OfflinePartitionsCount)")
-        out.gauge(prefix + "globaltopiccount", len(c.assignments) if active else 0,
+        out.gauge(prefix + "globaltopiccount", topic_count,
                   "topics in the cluster; reported by the active controller "
                   "(kafka.controller:type=KafkaController,name=GlobalTopicCount)")
-        out.gauge(prefix + "globalpartitioncount", sum(len(a) for a in c.assignments.values()) if active else 0,
+        out.gauge(prefix + "globalpartitioncount", partition_count,
                   "partitions in the cluster; reported by the active controller "
                   "(kafka.controller:type=KafkaController,name=GlobalPartitionCount)")
 

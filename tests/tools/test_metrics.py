@@ -107,6 +107,23 @@ def test_produced_records_and_bytes_are_counted_exactly(broker):
     assert value(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0
 
 
+def test_a_single_node_reports_itself_as_the_controller_and_running(broker):
+    """Dashboards and alerts written for Kafka work on one node too: the usual
+    sum(activecontrollercount) != 1 alert stays quiet, the cluster-wide counts are the node's."""
+    create_topic(broker.bootstrap, "m-controller", 2)
+    m = scrape(broker.metrics_port)
+    assert value(m, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(m, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    from kafkacore.client.admin import AdminClient
+
+    with AdminClient(broker.bootstrap) as admin:
+        topics = admin.list_topics(internal=True)
+    assert value(m, "kafka_controller_kafkacontroller_globaltopiccount") == len(topics)
+    assert value(m, "kafka_controller_kafkacontroller_globalpartitioncount") == sum(
+        len(t.partitions) for t in topics.values())
+    assert value(m, "kafka_server_kafkaserver_brokerstate") == 3
+
+
 def test_fetched_bytes_and_request_counts(broker):
     create_topic(broker.bootstrap, "m-fetch", 1)
     produce(broker.bootstrap, "m-fetch", 40)
