@@ -4,6 +4,7 @@ from .partitioner import murmur2, partition_for_key, partitions_for_keys
 # Loaded with the package so that importing kafkacore._ext.records directly finds
 # kafkacore.record initialised first (the extension imports its codecs and errors).
 from . import record
+from ._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -16,19 +17,11 @@ def native_extensions() -> bool:
     return all(m._native is not None for m in (checksum, partitioner, record, storage_hot))
 
 
+# The clients and the embedded broker load on first use: ``import kafkacore`` stays light.
 _LAZY = {"Producer": "client.producer", "Consumer": "client.consumer", "ConsumerRecord": "client.consumer",
          "RecordMetadata": "client.accumulator_py", "Broker": "embedded"}
 
 
-def __getattr__(name):
-    # The clients and the embedded broker load on first use: ``import kafkacore`` stays light.
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 __all__ = ["Producer", "Consumer", "ConsumerRecord", "RecordMetadata", "Broker", "crc32c", "murmur2", "partition_for_key", "partitions_for_keys", "native_extensions", "__version__"]

@@ -4,6 +4,8 @@
 (over kazoo). Importing the package loads neither: a single broker never needs kazoo.
 """
 
+from .._lazy import lazy_getattr
+
 _LAZY = {
     "KafkaZkClient": "zk_client", "ControllerElection": "zk_client", "Watch": "zk_client",
     "ZkError": "zk_client", "ZkConnectionError": "zk_client", "ZkNoNodeError": "zk_client",
@@ -16,14 +18,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
 __all__ = sorted(_LAZY)
