@@ -386,7 +386,7 @@ def cluster_restart(args) -> int:
         print(f"kafkacore cluster restart: error: no `kafkacore cluster up` is running with --data-dir {root}",
               file=sys.stderr)
         return 1
-    if not _pid_alive(state.get("pid")):
+    if not pid_alive(state.get("pid")):
         print(f"kafkacore cluster restart: error: the `kafkacore cluster up` of {root} (pid {state.get('pid')}) is "
               "not running any more", file=sys.stderr)
         return 1
@@ -408,7 +408,7 @@ def cluster_restart(args) -> int:
             os.unlink(answer)
             print(result["message"], file=sys.stdout if result["ok"] else sys.stderr)
             return 0 if result["ok"] else 1
-        if not _pid_alive(state["pid"]):
+        if not pid_alive(state["pid"]):
             print("kafkacore cluster restart: error: `kafkacore cluster up` stopped before answering", file=sys.stderr)
             return 1
         time.sleep(0.1)
@@ -417,7 +417,8 @@ def cluster_restart(args) -> int:
     return 1
 
 
-def _pid_alive(pid) -> bool:
+def pid_alive(pid) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import defaultdict
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 class AckedProducer:
@@ -78,6 +78,48 @@ class AckedProducer:
     def flush(self, timeout=60):
         left = self.producer.flush(timeout)
         assert left == 0, f"{left} records still unacknowledged after {timeout} s"
+
+
+def produce_in_background(producer, stop, errors, rate=300):
+    """A thread that has ``producer`` (an AckedProducer) send about ``rate`` records a second
+    until ``stop`` is set; a fatal producer error (a sequence gap, say) lands in ``errors``,
+    where the history check says what it cost."""
+    def produce():
+        try:
+            while not stop.is_set():
+                producer.run_for(0.5, rate=rate)
+        except (KafkaException, KafkaError) as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=produce, name=f"acked-producer-{producer.topic}", daemon=True)
+    thread.start()
+    return thread
+
+
+def read_values(bootstrap, topic, partitions, isolation, timeout=60):
+    """Every record value of the topic up to its end, as a consumer with ``isolation``
+    ("read_committed" or "read_uncommitted") sees them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"values-{time.monotonic_ns()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation,
+                  "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out, eof = [], set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    continue
+                raise AssertionError(m.error())
+            out.append(m.value())
+        assert len(eof) == partitions, f"no end of {topic} within {timeout} s"
+        return out
+    finally:
+        c.close()
 
 
 def read_all(bootstrap, topic, partitions, timeout=60):

@@ -20,6 +20,8 @@ import re
 import signal
 import subprocess
 
+from kafkacore.cluster.local_cluster import pid_alive
+
 PREFIX = "kcnp"
 NOWHERE_MAC = "02:00:00:00:00:01"  # locally administered, never given to a link here
 
@@ -34,16 +36,6 @@ def ip(*args, check=True):
     if check and r.returncode != 0:
         raise subprocess.CalledProcessError(r.returncode, ["ip", *args], r.stdout, r.stderr)
     return r.stdout
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _delete_namespace(name):
@@ -61,11 +53,11 @@ def delete_stale(own_pid=None):
     """Deletes the namespaces and root links of runs whose process is gone (and this pid's)."""
     for line in ip("netns", "list", check=False).splitlines():
         m = re.match(rf"({PREFIX}-(\d+)-\S+)", line)
-        if m and (int(m.group(2)) == own_pid or not _pid_alive(int(m.group(2)))):
+        if m and (int(m.group(2)) == own_pid or not pid_alive(int(m.group(2)))):
             _delete_namespace(m.group(1))
     for line in ip("-o", "link", "show", check=False).splitlines():
         m = re.match(rf"\d+: ({PREFIX}(\d+))[@:]", line)
-        if m and (int(m.group(2)) == own_pid or not _pid_alive(int(m.group(2)))):
+        if m and (int(m.group(2)) == own_pid or not pid_alive(int(m.group(2)))):
             ip("link", "delete", m.group(1), check=False)
 
 

@@ -4,14 +4,13 @@ a real ZooKeeper: committed and aborted transactions over replicated partitions 
 every replica), the transaction coordinator killed with a transaction open (its successor loads
 __transaction_state and commits it), and a data partition's leader killed mid-transaction."""
 import signal
-import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from _cluster import create_topic, ensure_all_running, partition_logs, topic_metadata, wait_for
+from _history import read_values
 
 WAIT = 60
 
@@ -25,27 +24,7 @@ def _producer(cluster, txn_id):
 
 
 def _read(cluster, topic, partitions, isolation, timeout=WAIT):
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"r-{uuid.uuid4()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation,
-                  "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out, eof = [], set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            out.append(m.value())
-        assert len(eof) == partitions, f"no end of {topic} within {timeout} s"
-        return out
-    finally:
-        c.close()
+    return read_values(cluster.bootstrap_servers, topic, partitions, isolation, timeout)
 
 
 def _coordinator_of(cluster, txn_id):

@@ -17,11 +17,11 @@ import random
 import threading
 import time
 
-from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ElectionType, TopicPartition
 from kazoo.client import KazooClient
 
 from _cluster import CLUSTER_SETTINGS, admin, create_topic, wait_for
-from _history import AckedProducer, check_history, read_all
+from _history import AckedProducer, check_history, produce_in_background, read_all
 
 TOPIC = "controller-bounce"
 PARTITIONS = 3
@@ -55,15 +55,7 @@ def test_controller_bounces_leave_every_partition_writable(cluster):
     stop = threading.Event()
     producer_errors = []
 
-    def produce():
-        try:
-            while not stop.is_set():
-                p.run_for(0.5, rate=300)
-        except (KafkaException, KafkaError) as e:
-            producer_errors.append(e)
-
-    thread = threading.Thread(target=produce, name="acked-producer", daemon=True)
-    thread.start()
+    thread = produce_in_background(p, stop, producer_errors)
     recoveries = []
     try:
         wait_for(lambda: len(acked_ends(p)) == PARTITIONS, "acknowledgements from every partition", 60)

@@ -30,12 +30,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 from kazoo.client import KazooClient
 
 from _cluster import (CLUSTER_SETTINGS, _require_zookeeper, create_topic, ensure_all_running, wait_for,
                       wait_replicas_identical)
-from _history import AckedProducer, check_history, read_all
+from _history import AckedProducer, check_history, produce_in_background, read_all, read_values
 from kafkacore.cluster.local_cluster import LocalCluster
 
 SECONDS = float(os.environ.get("KAFKACORE_FAULT_RUN_SECONDS", "0"))
@@ -136,30 +136,6 @@ class TransactionalWriter:
         assert not problems, "\n".join(problems[:20])
 
 
-def read_committed(bootstrap, topic, timeout=120):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fault-run-{uuid.uuid4()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": "read_committed",
-                  "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        out, eof = [], set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < PARTITIONS and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            out.append(m.value())
-        assert len(eof) == PARTITIONS, f"no end of {topic} within {timeout} s"
-        return out
-    finally:
-        c.close()
-
-
 def acked_ends(producers):
     ends = {}
     for p in producers:
@@ -231,17 +207,9 @@ def test_randomized_faults_lose_nothing_and_heal(fault_cluster):
     stop = threading.Event()
     producer_errors = []
 
-    def produce(p):
-        try:
-            while not stop.is_set():
-                p.run_for(0.5, rate=300)
-        except (KafkaException, KafkaError) as e:
-            producer_errors.append(e)
-
-    threads = [threading.Thread(target=produce, args=(p,), daemon=True) for p in producers]
+    threads = [produce_in_background(p, stop, producer_errors) for p in producers]
     threads.append(threading.Thread(target=txn.run, args=(stop,), daemon=True))
-    for t in threads:
-        t.start()
+    threads[-1].start()
     worst = defaultdict(float)  # from the fault's end (restart, resume) to every partition writable
     worst_from_start = defaultdict(float)  # the same from the fault's start: includes the kill itself
     faults = []
@@ -275,7 +243,7 @@ def test_randomized_faults_lose_nothing_and_heal(fault_cluster):
     for p in producers:
         check_history(p.acked, read_all(cluster.bootstrap_servers, p.topic, PARTITIONS, timeout=180))
         assert not p.failed, p.failed[:5]
-    txn.check(read_committed(cluster.bootstrap_servers, TXN_TOPIC))
+    txn.check(read_values(cluster.bootstrap_servers, TXN_TOPIC, PARTITIONS, "read_committed", timeout=120))
     for topic in TOPICS + (TXN_TOPIC,):
         wait_replicas_identical(cluster, topic, PARTITIONS, timeout=180)
     bad = {}

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from kazoo.client import KazooClient
 
 from _cluster import CLUSTER_SETTINGS
-from _history import AckedProducer, check_history, read_all
+from _history import AckedProducer, check_history, produce_in_background, read_all
 from _cluster import create_topic, wait_for, wait_replicas_identical
 
 TOPIC = "kill-loop"
@@ -63,15 +63,7 @@ def test_kill_loop_loses_and_duplicates_nothing(cluster):
     stop = threading.Event()
     producer_errors = []
 
-    def produce():
-        try:
-            while not stop.is_set():
-                p.run_for(0.5, rate=300)
-        except (KafkaException, KafkaError) as e:  # fatal (e.g. a sequence gap): the history says why
-            producer_errors.append(e)
-
-    thread = threading.Thread(target=produce, name="acked-producer", daemon=True)
-    thread.start()
+    thread = produce_in_background(p, stop, producer_errors)
     kills = []
     try:
         time.sleep(2)

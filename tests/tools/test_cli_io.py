@@ -285,53 +285,35 @@ def _read_line(stream, timeout):
     return buf.decode()
 
 
-def test_follow_prints_new_records_and_ctrl_c_exits_130(broker, admin):
-    topic = create(admin, "io-follow", partitions=1)
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_follow_prints_new_records_and_a_stop_signal_commits_leaves_and_summarises(broker, admin, sig, code):
+    """Ctrl-C, and SIGTERM (a service manager's stop) alike: what was printed is committed, the
+    member leaves the group at once (it does not linger until its session times out), the
+    summary is printed; exit 130 or 143."""
+    topic = create(admin, f"io-follow-{sig.name.lower()}", partitions=1)
+    group = f"{topic}-g"
     with Producer({"bootstrap.servers": broker.bootstrap}) as p:
         p.send(topic, b"before").result(10)
         proc = subprocess.Popen(
             [sys.executable, "-m", "kafkacore", "-b", broker.bootstrap, "consume", topic, "--follow",
-             "--from-beginning", "--group", "io-follow-g"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             "--from-beginning", "--group", group], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)),
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C finds it
         try:
             assert _read_line(proc.stdout, 30) == "before\n"
             p.send(topic, b"after").result(10)
             assert _read_line(proc.stdout, 30) == "after\n"
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert out == b"" and err.decode().strip() == f"kafkacore consume: 2 records from {topic}"
-    assert admin.list_group_offsets("io-follow-g") == {(topic, 0): 2}
-
-
-def test_sigterm_ends_consume_as_ctrl_c_does(broker, admin):
-    """A service manager's stop (SIGTERM) commits what was printed, leaves the group at once
-    (the member does not linger until its session times out) and prints the summary."""
-    topic = create(admin, "io-sigterm", partitions=1)
-    with Producer({"bootstrap.servers": broker.bootstrap}) as p:
-        p.send(topic, b"one").result(10)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkacore", "-b", broker.bootstrap, "consume", topic, "--follow",
-             "--from-beginning", "--group", "io-sigterm-g"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        try:
-            assert _read_line(proc.stdout, 30) == "one\n"
-            proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 143, err
-    assert out == b"" and err.decode().strip() == f"kafkacore consume: 1 record from {topic}"
-    assert admin.list_group_offsets("io-sigterm-g") == {(topic, 0): 1}
-    group = admin.describe_group("io-sigterm-g")
-    assert group.members == [] and group.state == "Empty", group
+    assert admin.list_group_offsets(group) == {(topic, 0): 2}
+    described = admin.describe_group(group)
+    assert described.members == [] and described.state == "Empty", described
 
 
 def test_a_closed_pipe_ends_consume_quietly(broker, admin):
