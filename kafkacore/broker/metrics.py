@@ -20,6 +20,7 @@ import time
 from bisect import bisect_left
 from time import perf_counter
 
+from ..errors import MessageTooLargeError, RecordListTooLargeError
 from .fetch_session import FetchSessionCache
 
 FETCH = 1  # Fetch's API key: its requests count as FetchConsumer or FetchFollower, as Kafka's
@@ -35,17 +36,24 @@ _LE = tuple(f"{b:g}" for b in TIME_BUCKETS_MS) + ("+Inf",)
 # Kafka's BrokerState value while serving (RunningAsBroker in ZooKeeper mode, RUNNING in KRaft):
 # metrics are served only by a broker that has started, and stop with it
 BROKER_STATE_RUNNING = 3
+REJECTED_FOR_SIZE = frozenset((MessageTooLargeError.code, RecordListTooLargeError.code))
 
 
 class TopicCounters:
     """Kafka's BrokerTopicMetrics of one topic (or of all topics: the broker's totals)."""
 
-    __slots__ = ("messages_in", "bytes_in", "bytes_out")
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "bytes_rejected", "total_produce_requests",
+                 "failed_produce_requests", "total_fetch_requests", "failed_fetch_requests")
 
     def __init__(self):
         self.messages_in = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        self.bytes_rejected = 0
+        self.total_produce_requests = 0  # per partition of a Produce request, as Kafka counts them
+        self.failed_produce_requests = 0
+        self.total_fetch_requests = 0  # per partition of a Fetch response
+        self.failed_fetch_requests = 0
 
 
 class RequestCounters:
@@ -110,6 +118,17 @@ class BrokerMetrics:
         a.messages_in += records
         a.bytes_in += nbytes
 
+    def produce_request(self, topic, error_code, records):
+        """One partition of a Produce request answered (TotalProduceRequestsPerSec, and
+        FailedProduceRequestsPerSec when refused); a batch refused for its size counts its bytes
+        as rejected (BytesRejectedPerSec)."""
+        for t in (self.topic(topic), self.all_topics):
+            t.total_produce_requests += 1
+            if error_code:
+                t.failed_produce_requests += 1
+                if error_code in REJECTED_FOR_SIZE and records is not None:
+                    t.bytes_rejected += len(records)
+
     def request_done(self, api_key, version, request, response, t0):
         """A request answered (its response written to the socket, or none for acks=0), t0 its
         perf_counter() on arrival. ``response``: the response object when known (a Fetch's
@@ -132,6 +151,15 @@ class BrokerMetrics:
         the record bytes of the response, as Kafka counts them."""
         total = 0
         topics = response.responses
+        a = self.all_topics
+        for t in topics:
+            counters = self.topic(t.topic)
+            n = len(t.partitions)
+            failed = sum(1 for p in t.partitions if p.error_code)
+            counters.total_fetch_requests += n
+            counters.failed_fetch_requests += failed
+            a.total_fetch_requests += n
+            a.failed_fetch_requests += failed
         if follower:
             for t in topics:
                 for p in t.partitions:
@@ -175,7 +203,17 @@ class BrokerMetrics:
         for attr, metric, mbean, what in (
                 ("messages_in", "messagesin", "MessagesInPerSec", "records appended by Produce"),
                 ("bytes_in", "bytesin", "BytesInPerSec", "bytes of record batches appended by Produce"),
-                ("bytes_out", "bytesout", "BytesOutPerSec", "bytes of records sent to consumers")):
+                ("bytes_out", "bytesout", "BytesOutPerSec", "bytes of records sent to consumers"),
+                ("bytes_rejected", "bytesrejected", "BytesRejectedPerSec",
+                 "bytes of record batches refused for their size (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)"),
+                ("total_produce_requests", "totalproducerequests", "TotalProduceRequestsPerSec",
+                 "partitions of Produce requests answered"),
+                ("failed_produce_requests", "failedproducerequests", "FailedProduceRequestsPerSec",
+                 "partitions of Produce requests answered with an error"),
+                ("total_fetch_requests", "totalfetchrequests", "TotalFetchRequestsPerSec",
+                 "partitions of Fetch responses (consumers and followers)"),
+                ("failed_fetch_requests", "failedfetchrequests", "FailedFetchRequestsPerSec",
+                 "partitions of Fetch responses with an error")):
             name = f"kafka_server_brokertopicmetrics_{metric}_total"
             out.family(name, "counter", f"{what}; without a topic label: all topics "
                                         f"(kafka.server:type=BrokerTopicMetrics,name={mbean})")

@@ -24,7 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/broker_
 from _exposition import parse_exposition, value  # noqa: E402
 from broker_client import BrokerProcess, KafkaConnection, free_port, request  # noqa: E402
 from kafkacore import Consumer, Producer  # noqa: E402
+from kafkacore.client.admin import TOPIC_RESOURCE, AdminClient  # noqa: E402
 from kafkacore.protocol.messages.fetch_request import FetchPartition, FetchTopic  # noqa: E402
+from kafkacore.protocol.messages.produce_request import PartitionProduceData, TopicProduceData  # noqa: E402
+from kafkacore.record import RecordBatchBuilder  # noqa: E402
 
 FETCH, METADATA = 1, 3
 
@@ -114,14 +117,51 @@ def test_a_single_node_reports_itself_as_the_controller_and_running(broker):
     m = scrape(broker.metrics_port)
     assert value(m, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(m, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
-    from kafkacore.client.admin import AdminClient
-
     with AdminClient(broker.bootstrap) as admin:
         topics = admin.list_topics(internal=True)
     assert value(m, "kafka_controller_kafkacontroller_globaltopiccount") == len(topics)
     assert value(m, "kafka_controller_kafkacontroller_globalpartitioncount") == sum(
         len(t.partitions) for t in topics.values())
     assert value(m, "kafka_server_kafkaserver_brokerstate") == 3
+
+
+def test_produce_and_fetch_requests_failures_and_rejected_bytes_are_counted(broker):
+    """What dashboards built on the JMX exporter plot beside the byte rates: produce and fetch
+    requests per partition, the failed ones, and the bytes refused for their size."""
+    create_topic(broker.bootstrap, "m-requests", 1)
+    before = scrape(broker.metrics_port)
+
+    def delta(m, name, **labels):
+        return (value(m, name, **labels) or 0) - (value(before, name, **labels) or 0)
+
+    produce(broker.bootstrap, "m-requests", 20)
+    with AdminClient(broker.bootstrap) as admin:
+        admin.alter_configs(TOPIC_RESOURCE, "m-requests", {"max.message.bytes": "2000"})
+    big = RecordBatchBuilder()
+    big.append(b"x" * 5000)
+    frame = big.build()
+    with KafkaConnection("127.0.0.1", broker.port) as c:
+        resp = c.call(0, 9, request(0, acks=1, timeout_ms=5000, topic_data=[TopicProduceData(
+            name="m-requests", partition_data=[PartitionProduceData(index=0, records=frame)])]))
+        assert resp.responses[0].partition_responses[0].error_code == 10  # MESSAGE_TOO_LARGE
+    m = scrape(broker.metrics_port)
+    prefix = "kafka_server_brokertopicmetrics_"
+    assert delta(m, prefix + "failedproducerequests_total", topic="m-requests") == 1
+    assert delta(m, prefix + "totalproducerequests_total", topic="m-requests") >= 2
+    assert delta(m, prefix + "bytesrejected_total", topic="m-requests") == len(frame)
+    assert delta(m, prefix + "bytesrejected_total") == len(frame)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([("m-requests", 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 20 and time.monotonic() < deadline:
+            got += consumer.poll(0.5)
+    finally:
+        consumer.close()
+    m = scrape(broker.metrics_port)
+    assert delta(m, prefix + "totalfetchrequests_total", topic="m-requests") >= 1
+    assert delta(m, prefix + "failedfetchrequests_total", topic="m-requests") == 0
 
 
 def test_fetched_bytes_and_request_counts(broker):

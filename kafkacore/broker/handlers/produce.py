@@ -188,6 +188,8 @@ def _handle(ctx, req, verified):
                         waits.append((resp, commit))
                 except KafkaError as e:
                     _fail(resp, e, v)
+            if metrics is not None:
+                metrics.produce_request(td.name, resp.error_code, pd.records)
             parts.append(resp)
         responses.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if acks == 0:
