@@ -441,6 +441,43 @@ def test_group_page_lag_is_log_end_minus_committed(page, console, admin, produce
     expect(page.locator('#group-table tr[data-group="lagging"]')).to_contain_text(count_text(total))
 
 
+def test_group_total_lag_tile_agrees_with_its_chart_while_the_lag_moves(page, console, broker, admin, produced):
+    """The "Total lag" tile once showed 1,200 while the chart beside it said 660: the tile came
+    from the group's document (fetched every 5 s), the chart from the sampler (every 1.5 s). The
+    tile now shows the chart's latest sample, read here at the same instant as the legend."""
+    admin.create_topic("lag-moves", 1, 1)
+    admin.alter_group_offsets("lag-watch", {("lag-moves", 0): 0})
+    stop = threading.Event()
+
+    def produce():
+        with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
+            while not stop.is_set():
+                for _ in range(30):
+                    p.send("lag-moves", b"more")
+                time.sleep(0.1)
+
+    page.goto(console.origin + "/groups/lag-watch")
+    now = page.locator("#lag-now")
+    now.wait_for()
+    wait_until(lambda: now.text_content() != "–", 20, "the sampler's first sample of the group")
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            tile, legend = page.evaluate(
+                "() => [document.querySelector('#tile-lag .value').textContent,"
+                " document.querySelector('#lag-now').textContent]")
+            assert tile == legend, (tile, legend)
+            seen.append(tile)
+            time.sleep(0.25)
+    finally:
+        stop.set()
+        producer.join(30)
+    assert len(set(seen)) >= 3, f"the lag did not move on the page: {sorted(set(seen))}"
+
+
 def test_throughput_chart_moves_as_records_arrive(page, console, broker, admin, produced):
     admin.create_topic("live", 2, 1)
     stop = threading.Event()

@@ -27,11 +27,17 @@ export async function render(ctx) {
     card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),
     card("Members", {}, members));
 
+  // The total lag shown is the chart's latest sample once there is one, so the tile and the
+  // chart never disagree (the group's document is fetched at another moment than the sample).
+  let sampledLag = null;
+  let lastSampleTime = null; // of the chart's latest point
+  let staleUpTo = null; // samples taken up to this time predate a reset: not shown in the tile
   const draw = () => {
+    const lag = sampledLag ?? doc.lag;
     fill(tiles,
       tile("State", stateBadge(doc.state), { id: "tile-state" }),
       tile("Members", count(doc.members.length), { id: "tile-members" }),
-      tile("Total lag", count(doc.lag), { id: "tile-lag", tone: doc.lag > 0 ? null : "good" }),
+      tile("Total lag", count(lag), { id: "tile-lag", tone: lag > 0 ? null : "good" }),
       tile("Coordinator", `broker ${doc.coordinator}`, { small: true }),
       tile("Assignor", doc.protocol || "–", { small: true }));
     fill(offsets, table([
@@ -51,7 +57,12 @@ export async function render(ctx) {
     ], doc.members, { id: "member-table", empty: "No active members." }));
   };
   draw();
-  resetButton.addEventListener("click", () => resetDialog(doc, async () => { doc = await get(base); draw(); }));
+  resetButton.addEventListener("click", () => resetDialog(doc, async () => {
+    doc = await get(base);
+    sampledLag = null; // the samples so far predate the reset: show the new offsets' lag until a newer one
+    staleUpTo = lastSampleTime;
+    draw();
+  }));
 
   const chart = new LineChart(canvas, { color: "#d9480f" });
   ctx.onLeave(() => chart.dispose());
@@ -61,8 +72,15 @@ export async function render(ctx) {
     chart.update(s.points);
     interval = s.interval_s * 1000;
     const last = s.points[s.points.length - 1];
-    fill(legend, el("span", {}, "now ", el("strong", {}, count(last ? last[1] : null)), " records behind"),
-      el("span", {}, "sampled every ", `${s.interval_s} s`));
+    fill(legend, el("span", {}, "now ", el("strong", { id: "lag-now" }, count(last ? last[1] : null)),
+      " records behind"), el("span", {}, "sampled every ", `${s.interval_s} s`));
+    if (last) {
+      lastSampleTime = last[0];
+      if (staleUpTo === null || last[0] > staleUpTo) {
+        sampledLag = last[1];
+        if (ctx.isCurrent()) draw();
+      }
+    }
   };
   await refreshChart();
   ctx.live(refreshChart, interval);
