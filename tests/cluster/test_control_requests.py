@@ -5,6 +5,7 @@ STALE_CONTROLLER_EPOCH; either way nothing changes. The requests are sent by han
 controller's would arrive, to a broker of a real cluster."""
 import json
 import os
+import time
 
 from kazoo.client import KazooClient
 
@@ -58,3 +59,70 @@ def test_requests_for_an_earlier_incarnation_or_from_a_deposed_controller_are_re
     after = topic_metadata(cluster, TOPIC)[0]
     assert (after.leader, sorted(after.isrs)) == (before.leader, sorted(before.isrs))
     assert os.path.isdir(os.path.join(cluster.brokers[target].data_dir, f"{TOPIC}-0"))  # StopReplica deleted nothing
+
+
+def test_followers_keep_fetching_from_a_leader_that_lost_the_partition_and_got_it_back(cluster):
+    """Issue 26's follower half: the leader stops hosting the partition (StopReplica, as a
+    restarted broker has nothing until the controller speaks), its followers' fetches get
+    NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION, then the leader is given the partition
+    back under the same leader epoch. Followers that dropped the partition on the error (the old
+    behaviour) never fetched again and the ISR shrank to the leader; followers that back off and
+    retry resume, and acks=all writes go on."""
+    from confluent_kafka import Producer
+
+    from _cluster import wait_for
+
+    topic = "follower-retry"
+    create_topic(cluster, topic, partitions=1, rf=3, configs={"min.insync.replicas": "2"})
+    zk = KazooClient(cluster.zookeeper.connect_string)
+    zk.start(10)
+    try:
+        state_path = f"/brokers/topics/{topic}/partitions/0/state"
+        state = json.loads(zk.get(state_path)[0])
+        leader = state["leader"]
+        broker_epoch = zk.exists(f"/brokers/ids/{leader}").czxid
+        controller_epoch = int(zk.get("/controller_epoch")[0])
+        controller_id = json.loads(zk.get("/controller")[0])["brokerid"]
+        replicas = sorted(json.loads(zk.get(f"/brokers/topics/{topic}")[0])["partitions"]["0"])
+        followers = [b for b in replicas if b != leader]
+        logs = {b: len(open(cluster.brokers[b].log_path, "rb").read()) for b in followers}
+        host, port = cluster.brokers[leader].address.rsplit(":", 1)
+        with KafkaConnection(host, int(port)) as c:
+            stop = request(STOP_REPLICA, controller_id=controller_id, controller_epoch=controller_epoch,
+                           broker_epoch=broker_epoch, topic_states=[StopReplicaTopicState(
+                               topic_name=topic, partition_states=[StopReplicaPartitionState(
+                                   partition_index=0, leader_epoch=state["leader_epoch"],
+                                   delete_partition=False)])])
+            assert c.call(STOP_REPLICA, 3, stop).error_code == 0
+
+            def followers_saw_the_error():
+                for b in followers:
+                    with open(cluster.brokers[b].log_path, "rb") as f:
+                        f.seek(logs[b])
+                        if f"{topic}-0: fetch from broker {leader}: ".encode() not in f.read():
+                            return False
+                return True
+
+            wait_for(followers_saw_the_error, "both followers answered an error by the leader", 30)
+            back = request(LEADER_AND_ISR, controller_id=controller_id, controller_epoch=controller_epoch,
+                           broker_epoch=broker_epoch, type=0, topic_states=[LeaderAndIsrTopicState(
+                               topic_name=topic, partition_states=[LeaderAndIsrPartitionState(
+                                   topic_name=topic, partition_index=0, controller_epoch=state["controller_epoch"],
+                                   leader=leader, leader_epoch=state["leader_epoch"], isr=state["isr"],
+                                   partition_epoch=zk.exists(state_path).version, replicas=replicas,
+                                   is_new=False)])],
+                           live_leaders=[])
+            assert c.call(LEADER_AND_ISR, 5, back).error_code == 0
+        # the same leader epoch, so nobody tells the followers anything: they must come back alone
+        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "message.timeout.ms": 20000})
+        errors = []
+        for i in range(20):
+            p.produce(topic, b"after %d" % i, partition=0, on_delivery=lambda err, _m: err and errors.append(err))
+            p.poll(0)
+            time.sleep(0.25)  # past replica.lag.time.max.ms in all: a follower that stopped would be shrunk away
+        assert p.flush(30) == 0 and errors == []
+        assert sorted(json.loads(zk.get(state_path)[0])["isr"]) == replicas
+        assert json.loads(zk.get(state_path)[0])["leader_epoch"] == state["leader_epoch"]
+    finally:
+        zk.stop()
+        zk.close()
