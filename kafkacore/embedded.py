@@ -31,9 +31,9 @@ from .broker.request import RequestContext
 from .client.cluster import Cluster
 from .client.connection import ConnectionClosed, pick_version
 from .errors import KafkaError, KafkaTimeoutError
+from .protocol.api_table import ApiKey
 from .protocol.frames import RequestHeader
 
-FETCH = 1
 _connection_ids = itertools.count(1 << 20)
 
 
@@ -275,7 +275,7 @@ class EmbeddedConnection:
             if isinstance(resp, BaseException):
                 self.close()
                 raise ConnectionClosed(f"the embedded broker failed a request: {resp!r}")
-            if api_key == FETCH:
+            if api_key == ApiKey.FETCH:
                 _materialise_records(resp)
             out.append((context, api_key, v, resp))
         return out

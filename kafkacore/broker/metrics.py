@@ -21,9 +21,9 @@ from bisect import bisect_left
 from time import perf_counter
 
 from ..errors import MessageTooLargeError, RecordListTooLargeError
+from ..protocol.api_table import ApiKey
 from .fetch_session import FetchSessionCache
 
-FETCH = 1  # Fetch's API key: its requests count as FetchConsumer or FetchFollower, as Kafka's
 
 # Upper bounds (ms) of the request time histogram buckets; +Inf is added. From well under a
 # millisecond (a produce to the page cache) to a long-poll fetch (fetch.max.wait.ms, 500 ms by
@@ -94,8 +94,8 @@ class BrokerMetrics:
         self.requests = [None] * (max(HANDLERS) + 1)  # by API key
         for key, entry in HANDLERS.items():
             self.requests[key] = RequestCounters(entry.name, entry.max_version)
-        fetch = HANDLERS[FETCH]
-        self.requests[FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
+        fetch = HANDLERS[ApiKey.FETCH]
+        self.requests[ApiKey.FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
         self.fetch_follower = RequestCounters("FetchFollower", fetch.max_version)
         self.started = _process_start_time()
 
@@ -134,11 +134,11 @@ class BrokerMetrics:
         perf_counter() on arrival. ``response``: the response object when known (a Fetch's
         record bytes are counted from it), None when it was already encoded (and counted)."""
         ms = (perf_counter() - t0) * 1000.0
-        if api_key == FETCH:
+        if api_key == ApiKey.FETCH:
             follower = _fetch_replica_id(request, version) >= 0
             if response is not None:
                 self._fetch_bytes(response, follower)
-            (self.fetch_follower if follower else self.requests[FETCH]).observe(version, ms)
+            (self.fetch_follower if follower else self.requests[ApiKey.FETCH]).observe(version, ms)
             return
         self.requests[api_key].observe(version, ms)
 

@@ -36,11 +36,10 @@ import struct
 from time import monotonic, perf_counter
 
 from ..errors import KafkaError, UnsupportedVersionError
-from ..protocol.api_table import API_TABLE
+from ..protocol.api_table import API_TABLE, ApiKey
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
-from .metrics import FETCH
 from .request import RequestContext
 
 log = logging.getLogger("kafkacore.broker")
@@ -312,7 +311,7 @@ class Connection(asyncio.BufferedProtocol):
             if self.metrics is not None:
                 self.metrics.request_done(api_key, version, request, response, t0)
             return
-        if self.metrics is not None and api_key == FETCH and not isinstance(response, Writer):
+        if self.metrics is not None and api_key == ApiKey.FETCH and not isinstance(response, Writer):
             self.metrics.fetch_response(request, version, response)  # its time once sent, in _drain
         self.pending.append([api_key, version, correlation_id, request, w, entry, t0])
         if self.writer_task is None or self.writer_task.done():

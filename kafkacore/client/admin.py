@@ -20,17 +20,13 @@ from dataclasses import dataclass, field
 
 from ..errors import (BrokerNotAvailableError, KafkaError, KafkaTimeoutError, NotControllerError,
                       UnknownTopicOrPartitionError, UnsupportedVersionError, error_for_code, error_name)
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..protocol.wire import ProtocolDecodeError
 from .assignors import decode_assignment
 from .connection import BrokerConnection, ConnectionClosed
 
 # API keys (Kafka's ApiKeys)
-LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
-DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 15, 16, 19, 20, 21
-DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS, DELETE_GROUPS, ELECT_LEADERS = 32, 35, 37, 42, 43
-INCREMENTAL_ALTER_CONFIGS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 44, 45, 46
-OFFSET_DELETE, DESCRIBE_CLUSTER = 47, 60
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -252,13 +248,13 @@ class AdminClient:
     # -- the cluster ------------------------------------------------------------------------
     def describe_cluster(self) -> ClusterInfo:
         """Brokers and controller (DescribeCluster where the broker has it, else Metadata)."""
-        if self.supports(DESCRIBE_CLUSTER):
-            resp = self.call_any(DESCRIBE_CLUSTER, _req(DESCRIBE_CLUSTER)())
+        if self.supports(ApiKey.DESCRIBE_CLUSTER):
+            resp = self.call_any(ApiKey.DESCRIBE_CLUSTER, _req(ApiKey.DESCRIBE_CLUSTER)())
             _raise(resp.error_code, "the cluster", resp.error_message)
             brokers = [BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers]
             info = ClusterInfo(resp.cluster_id, resp.controller_id, sorted(brokers, key=lambda b: b.node_id))
         else:
-            resp = self.call_any(METADATA, _req(METADATA)(topics=[], allow_auto_topic_creation=False))
+            resp = self.call_any(ApiKey.METADATA, _req(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False))
             info = self._cluster_from_metadata(resp)
         self._brokers = {b.node_id: (b.host, b.port) for b in info.brokers}
         self._controller = info.controller_id
@@ -274,10 +270,10 @@ class AdminClient:
     def metadata(self, topics=None) -> tuple[ClusterInfo, dict]:
         """(cluster, {name: TopicInfo}) for ``topics`` (None: every topic). A named topic that
         does not exist raises UNKNOWN_TOPIC_OR_PARTITION naming it."""
-        topic_cls = _req(METADATA, "MetadataRequestTopic")
-        body = _req(METADATA)(topics=None if topics is None else [topic_cls(name=t) for t in topics],
+        topic_cls = _req(ApiKey.METADATA, "MetadataRequestTopic")
+        body = _req(ApiKey.METADATA)(topics=None if topics is None else [topic_cls(name=t) for t in topics],
                               allow_auto_topic_creation=False)
-        resp = self.call_any(METADATA, body)
+        resp = self.call_any(ApiKey.METADATA, body)
         cluster = self._cluster_from_metadata(resp)
         out = {}
         for t in resp.topics:
@@ -307,16 +303,17 @@ class AdminClient:
         """CreateTopics for one topic; -1 takes the broker's num.partitions /
         default.replication.factor. ``assignment``: [[broker ids] per partition]. Waits until
         the topic is in the metadata (unless validate_only)."""
-        topic_cls = _req(CREATE_TOPICS, "CreatableTopic")
-        cfg_cls = _req(CREATE_TOPICS, "CreatableTopicConfig")
-        asg_cls = _req(CREATE_TOPICS, "CreatableReplicaAssignment")
+        topic_cls = _req(ApiKey.CREATE_TOPICS, "CreatableTopic")
+        cfg_cls = _req(ApiKey.CREATE_TOPICS, "CreatableTopicConfig")
+        asg_cls = _req(ApiKey.CREATE_TOPICS, "CreatableReplicaAssignment")
         topic = topic_cls(name=name, num_partitions=-1 if assignment else partitions,
                           replication_factor=-1 if assignment else replication_factor,
                           assignments=[asg_cls(partition_index=i, broker_ids=list(r))
                                        for i, r in enumerate(assignment or ())],
                           configs=[cfg_cls(name=k, value=v) for k, v in (configs or {}).items()])
-        body = _req(CREATE_TOPICS)(topics=[topic], timeout_ms=int(self.timeout * 1000), validate_only=validate_only)
-        resp = self._call_controller(CREATE_TOPICS, body, lambda r: [t.error_code for t in r.topics])
+        body = _req(ApiKey.CREATE_TOPICS)(topics=[topic], timeout_ms=int(self.timeout * 1000),
+                                          validate_only=validate_only)
+        resp = self._call_controller(ApiKey.CREATE_TOPICS, body, lambda r: [t.error_code for t in r.topics])
         for t in resp.topics:
             _raise(t.error_code, f"topic {t.name!r}", t.error_message)
         if not validate_only:
@@ -324,19 +321,20 @@ class AdminClient:
 
     def delete_topic(self, name: str):
         """DeleteTopics for one topic; waits until it has left the metadata."""
-        body = _req(DELETE_TOPICS)(topic_names=[name], topics=[_req(DELETE_TOPICS, "DeleteTopicState")(name=name)],
-                                   timeout_ms=int(self.timeout * 1000))
-        resp = self._call_controller(DELETE_TOPICS, body, lambda r: [t.error_code for t in r.responses])
+        state_cls = _req(ApiKey.DELETE_TOPICS, "DeleteTopicState")
+        body = _req(ApiKey.DELETE_TOPICS)(topic_names=[name], topics=[state_cls(name=name)],
+                                          timeout_ms=int(self.timeout * 1000))
+        resp = self._call_controller(ApiKey.DELETE_TOPICS, body, lambda r: [t.error_code for t in r.responses])
         for t in resp.responses:
             _raise(t.error_code, f"topic {name!r}", t.error_message)
         self._wait(lambda: name not in self.metadata(None)[1], f"topic {name!r} to leave the metadata")
 
     def create_partitions(self, name: str, total: int, validate_only: bool = False):
         """CreatePartitions: ``name`` grows to ``total`` partitions."""
-        topic = _req(CREATE_PARTITIONS, "CreatePartitionsTopic")(name=name, count=total, assignments=None)
-        body = _req(CREATE_PARTITIONS)(topics=[topic], timeout_ms=int(self.timeout * 1000),
+        topic = _req(ApiKey.CREATE_PARTITIONS, "CreatePartitionsTopic")(name=name, count=total, assignments=None)
+        body = _req(ApiKey.CREATE_PARTITIONS)(topics=[topic], timeout_ms=int(self.timeout * 1000),
                                        validate_only=validate_only)
-        resp = self._call_controller(CREATE_PARTITIONS, body, lambda r: [t.error_code for t in r.results])
+        resp = self._call_controller(ApiKey.CREATE_PARTITIONS, body, lambda r: [t.error_code for t in r.results])
         for t in resp.results:
             _raise(t.error_code, f"topic {name!r}", t.error_message)
         if not validate_only:
@@ -347,13 +345,13 @@ class AdminClient:
     def describe_configs(self, resource_type: int, name: str) -> list:
         """[ConfigEntry] of a topic (TOPIC_RESOURCE) or a broker (BROKER_RESOURCE, name = its id),
         sorted by name. A broker's configs are asked of that broker."""
-        res = _req(DESCRIBE_CONFIGS, "DescribeConfigsResource")(resource_type=resource_type, resource_name=name,
+        res = _req(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigsResource")(resource_type=resource_type, resource_name=name,
                                                                  configuration_keys=None)
-        body = _req(DESCRIBE_CONFIGS)(resources=[res], include_synonyms=False, include_documentation=False)
+        body = _req(ApiKey.DESCRIBE_CONFIGS)(resources=[res], include_synonyms=False, include_documentation=False)
         if resource_type == BROKER_RESOURCE:
-            resp = self.call_node(int(name), DESCRIBE_CONFIGS, body)
+            resp = self.call_node(int(name), ApiKey.DESCRIBE_CONFIGS, body)
         else:
-            resp = self.call_any(DESCRIBE_CONFIGS, body)
+            resp = self.call_any(ApiKey.DESCRIBE_CONFIGS, body)
         out = []
         for r in resp.results:
             _raise(r.error_code, f"{_resource_name(resource_type)} {name!r}", r.error_message)
@@ -368,16 +366,16 @@ class AdminClient:
     def alter_configs(self, resource_type: int, name: str, set_configs=None, delete=(), validate_only=False):
         """IncrementalAlterConfigs: SET each of ``set_configs``, DELETE (back to the default)
         each of ``delete``. Topic changes go to the controller, a broker's to that broker."""
-        cfg_cls = _req(INCREMENTAL_ALTER_CONFIGS, "AlterableConfig")
+        cfg_cls = _req(ApiKey.INCREMENTAL_ALTER_CONFIGS, "AlterableConfig")
         configs = [cfg_cls(name=k, config_operation=SET, value=str(v)) for k, v in (set_configs or {}).items()]
         configs += [cfg_cls(name=k, config_operation=DELETE, value=None) for k in delete]
-        res = _req(INCREMENTAL_ALTER_CONFIGS, "AlterConfigsResource")(resource_type=resource_type,
+        res = _req(ApiKey.INCREMENTAL_ALTER_CONFIGS, "AlterConfigsResource")(resource_type=resource_type,
                                                                        resource_name=name, configs=configs)
-        body = _req(INCREMENTAL_ALTER_CONFIGS)(resources=[res], validate_only=validate_only)
+        body = _req(ApiKey.INCREMENTAL_ALTER_CONFIGS)(resources=[res], validate_only=validate_only)
         if resource_type == BROKER_RESOURCE and name != "":
-            resp = self.call_node(int(name), INCREMENTAL_ALTER_CONFIGS, body)
+            resp = self.call_node(int(name), ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
         else:
-            resp = self._call_controller(INCREMENTAL_ALTER_CONFIGS, body,
+            resp = self._call_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,
                                          lambda r: [x.error_code for x in r.responses])
         for r in resp.responses:
             _raise(r.error_code, f"{_resource_name(resource_type)} {name!r}", r.error_message)
@@ -393,14 +391,14 @@ class AdminClient:
                                partial)
 
     def _list_offsets_at(self, node, items, read_committed):
-        part_cls = _req(LIST_OFFSETS, "ListOffsetsPartition")
-        topic_cls = _req(LIST_OFFSETS, "ListOffsetsTopic")
+        part_cls = _req(ApiKey.LIST_OFFSETS, "ListOffsetsPartition")
+        topic_cls = _req(ApiKey.LIST_OFFSETS, "ListOffsetsTopic")
         by_topic = {}
         for (t, p), ts in items.items():
             by_topic.setdefault(t, []).append(part_cls(partition_index=p, current_leader_epoch=-1, timestamp=ts))
-        body = _req(LIST_OFFSETS)(replica_id=-1, isolation_level=1 if read_committed else 0,
+        body = _req(ApiKey.LIST_OFFSETS)(replica_id=-1, isolation_level=1 if read_committed else 0,
                                   topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()])
-        resp = self.call_node(node, LIST_OFFSETS, body)
+        resp = self.call_node(node, ApiKey.LIST_OFFSETS, body)
         out = {}
         for t in resp.topics:
             for p in t.partitions:
@@ -412,14 +410,14 @@ class AdminClient:
         """DeleteRecords: {(topic, partition): offset} (-1: the high watermark) -> {(topic,
         partition): new log start offset}."""
         def at(node, items):
-            part_cls = _req(DELETE_RECORDS, "DeleteRecordsPartition")
+            part_cls = _req(ApiKey.DELETE_RECORDS, "DeleteRecordsPartition")
             by_topic = {}
             for (t, p), off in items.items():
                 by_topic.setdefault(t, []).append(part_cls(partition_index=p, offset=off))
-            body = _req(DELETE_RECORDS)(topics=[_req(DELETE_RECORDS, "DeleteRecordsTopic")(name=t, partitions=ps)
-                                                for t, ps in by_topic.items()],
-                                        timeout_ms=int(self.timeout * 1000))
-            resp = self.call_node(node, DELETE_RECORDS, body)
+            topic_cls = _req(ApiKey.DELETE_RECORDS, "DeleteRecordsTopic")
+            body = _req(ApiKey.DELETE_RECORDS)(topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
+                                               timeout_ms=int(self.timeout * 1000))
+            resp = self.call_node(node, ApiKey.DELETE_RECORDS, body)
             return {(t.name, p.partition_index): (p.error_code, p.low_watermark)
                     for t in resp.topics for p in t.partitions}
         return self._by_leader(before, at)
@@ -466,7 +464,8 @@ class AdminClient:
         cluster = self.describe_cluster()
         out = {}
         for b in cluster.brokers:
-            resp = self.call_node(b.node_id, LIST_GROUPS, _req(LIST_GROUPS)(states_filter=[], types_filter=[]))
+            resp = self.call_node(b.node_id, ApiKey.LIST_GROUPS,
+                                  _req(ApiKey.LIST_GROUPS)(states_filter=[], types_filter=[]))
             _raise(resp.error_code, f"ListGroups on broker {b.node_id}")
             for g in resp.groups:
                 out[g.group_id] = GroupListing(g.group_id, g.protocol_type or "", g.group_state or "")
@@ -476,8 +475,8 @@ class AdminClient:
         """The node id of ``group_id``'s coordinator (retrying while it loads)."""
         deadline = time.monotonic() + self.timeout
         while True:
-            body = _req(FIND_COORDINATOR)(key=group_id, key_type=key_type, coordinator_keys=[group_id])
-            resp = self.call_any(FIND_COORDINATOR, body)
+            body = _req(ApiKey.FIND_COORDINATOR)(key=group_id, key_type=key_type, coordinator_keys=[group_id])
+            resp = self.call_any(ApiKey.FIND_COORDINATOR, body)
             if resp.coordinators:
                 c = resp.coordinators[0]
                 code, node, host, port, msg = c.error_code, c.node_id, c.host, c.port, c.error_message
@@ -501,8 +500,8 @@ class AdminClient:
             return node, resp
 
     def describe_group(self, group_id: str) -> GroupInfo:
-        body = _req(DESCRIBE_GROUPS)(groups=[group_id], include_authorized_operations=False)
-        node, resp = self._call_coordinator(group_id, DESCRIBE_GROUPS, body, lambda r: r.groups[0].error_code)
+        body = _req(ApiKey.DESCRIBE_GROUPS)(groups=[group_id], include_authorized_operations=False)
+        node, resp = self._call_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, body, lambda r: r.groups[0].error_code)
         g = resp.groups[0]
         _raise(g.error_code, f"group {group_id!r}")
         members = []
@@ -542,10 +541,10 @@ class AdminClient:
             by_topic = {}
             for t, p in partitions:
                 by_topic.setdefault(t, []).append(p)
-            tcls = _req(OFFSET_FETCH, "OffsetFetchRequestTopic")
+            tcls = _req(ApiKey.OFFSET_FETCH, "OffsetFetchRequestTopic")
             topics = [tcls(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
-        body = _req(OFFSET_FETCH)(group_id=group_id, topics=topics, require_stable=False)
-        _, resp = self._call_coordinator(group_id, OFFSET_FETCH, body, lambda r: r.error_code)
+        body = _req(ApiKey.OFFSET_FETCH)(group_id=group_id, topics=topics, require_stable=False)
+        _, resp = self._call_coordinator(group_id, ApiKey.OFFSET_FETCH, body, lambda r: r.error_code)
         _raise(resp.error_code, f"group {group_id!r}")
         out = {}
         for t in resp.topics:
@@ -558,34 +557,36 @@ class AdminClient:
     def alter_group_offsets(self, group_id: str, offsets: dict):
         """Commits {(topic, partition): offset} for a group with no active members (an admin
         commit, generation -1, as kafka-consumer-groups.sh --reset-offsets does)."""
-        pcls = _req(OFFSET_COMMIT, "OffsetCommitRequestPartition")
-        tcls = _req(OFFSET_COMMIT, "OffsetCommitRequestTopic")
+        pcls = _req(ApiKey.OFFSET_COMMIT, "OffsetCommitRequestPartition")
+        tcls = _req(ApiKey.OFFSET_COMMIT, "OffsetCommitRequestTopic")
         by_topic = {}
         for (t, p), off in offsets.items():
             by_topic.setdefault(t, []).append(pcls(partition_index=p, committed_offset=off,
                                                    committed_leader_epoch=-1, committed_metadata=""))
-        body = _req(OFFSET_COMMIT)(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+        body = _req(ApiKey.OFFSET_COMMIT)(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
                                    group_instance_id=None, retention_time_ms=-1,
                                    topics=[tcls(name=t, partitions=ps) for t, ps in by_topic.items()])
-        _, resp = self._call_coordinator(group_id, OFFSET_COMMIT, body,
+        _, resp = self._call_coordinator(group_id, ApiKey.OFFSET_COMMIT, body,
                                          lambda r: r.topics[0].partitions[0].error_code if r.topics else 0)
         for t in resp.topics:
             for p in t.partitions:
                 _raise(p.error_code, f"group {group_id!r} partition {t.name}-{p.partition_index}")
 
     def delete_group(self, group_id: str):
-        body = _req(DELETE_GROUPS)(groups_names=[group_id])
-        _, resp = self._call_coordinator(group_id, DELETE_GROUPS, body, lambda r: r.results[0].error_code)
+        body = _req(ApiKey.DELETE_GROUPS)(groups_names=[group_id])
+        _, resp = self._call_coordinator(group_id, ApiKey.DELETE_GROUPS, body, lambda r: r.results[0].error_code)
         for r in resp.results:
             _raise(r.error_code, f"group {r.group_id!r}")
 
     def delete_group_offsets(self, group_id: str, partitions):
         by_topic = {}
+        partition_cls = _req(ApiKey.OFFSET_DELETE, "OffsetDeleteRequestPartition")
+        topic_cls = _req(ApiKey.OFFSET_DELETE, "OffsetDeleteRequestTopic")
         for t, p in partitions:
-            by_topic.setdefault(t, []).append(_req(OFFSET_DELETE, "OffsetDeleteRequestPartition")(partition_index=p))
-        body = _req(OFFSET_DELETE)(group_id=group_id, topics=[
-            _req(OFFSET_DELETE, "OffsetDeleteRequestTopic")(name=t, partitions=ps) for t, ps in by_topic.items()])
-        _, resp = self._call_coordinator(group_id, OFFSET_DELETE, body, lambda r: r.error_code)
+            by_topic.setdefault(t, []).append(partition_cls(partition_index=p))
+        body = _req(ApiKey.OFFSET_DELETE)(group_id=group_id, topics=[
+            topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()])
+        _, resp = self._call_coordinator(group_id, ApiKey.OFFSET_DELETE, body, lambda r: r.error_code)
         _raise(resp.error_code, f"group {group_id!r}")
         for t in resp.topics:
             for p in t.partitions:
@@ -598,10 +599,10 @@ class AdminClient:
         out = []
         for b in self.describe_cluster().brokers:
             try:
-                self._connection(b.node_id).version(DESCRIBE_LOG_DIRS)
+                self._connection(b.node_id).version(ApiKey.DESCRIBE_LOG_DIRS)
             except UnsupportedVersionError:
                 continue
-            resp = self.call_node(b.node_id, DESCRIBE_LOG_DIRS, _req(DESCRIBE_LOG_DIRS)(topics=None))
+            resp = self.call_node(b.node_id, ApiKey.DESCRIBE_LOG_DIRS, _req(ApiKey.DESCRIBE_LOG_DIRS)(topics=None))
             _raise(resp.error_code, f"DescribeLogDirs on broker {b.node_id}")
             for d in resp.results:
                 sizes = {(t.name, p.partition_index): p.partition_size
@@ -625,10 +626,10 @@ class AdminClient:
             by_topic = {}
             for t, p in partitions:
                 by_topic.setdefault(t, []).append(p)
-            tps = [_req(ELECT_LEADERS, "TopicPartitions")(topic=t, partitions=ps) for t, ps in by_topic.items()]
-        body = _req(ELECT_LEADERS)(election_type=election_type, topic_partitions=tps,
+            tps = [_req(ApiKey.ELECT_LEADERS, "TopicPartitions")(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        body = _req(ApiKey.ELECT_LEADERS)(election_type=election_type, topic_partitions=tps,
                                    timeout_ms=int(self.timeout * 1000))
-        resp = self._call_controller(ELECT_LEADERS, body, lambda r: [r.error_code])
+        resp = self._call_controller(ApiKey.ELECT_LEADERS, body, lambda r: [r.error_code])
         _raise(resp.error_code, "ElectLeaders")
         out = {}
         for r in resp.replica_election_results:
@@ -642,12 +643,12 @@ class AdminClient:
         (started, or cancelled) or the error name with the broker's message after a colon}."""
         by_topic = {}
         for (t, p), replicas in targets.items():
-            by_topic.setdefault(t, []).append(_req(ALTER_PARTITION_REASSIGNMENTS, "ReassignablePartition")(
+            by_topic.setdefault(t, []).append(_req(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "ReassignablePartition")(
                 partition_index=p, replicas=None if replicas is None else list(replicas)))
-        body = _req(ALTER_PARTITION_REASSIGNMENTS)(timeout_ms=int(self.timeout * 1000), topics=[
-            _req(ALTER_PARTITION_REASSIGNMENTS, "ReassignableTopic")(name=t, partitions=ps)
+        body = _req(ApiKey.ALTER_PARTITION_REASSIGNMENTS)(timeout_ms=int(self.timeout * 1000), topics=[
+            _req(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "ReassignableTopic")(name=t, partitions=ps)
             for t, ps in by_topic.items()])
-        resp = self._call_controller(ALTER_PARTITION_REASSIGNMENTS, body, lambda r: [r.error_code])
+        resp = self._call_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, lambda r: [r.error_code])
         _raise(resp.error_code, "AlterPartitionReassignments", resp.error_message)
         return {(t.name, p.partition_index): None if not p.error_code else (
                     error_name(p.error_code) + (f": {p.error_message}" if p.error_message else ""))
@@ -655,8 +656,8 @@ class AdminClient:
 
     def list_partition_reassignments(self) -> dict:
         """{(topic, partition): (replicas, adding, removing)} of the reassignments in progress."""
-        body = _req(LIST_PARTITION_REASSIGNMENTS)(timeout_ms=int(self.timeout * 1000), topics=None)
-        resp = self._call_controller(LIST_PARTITION_REASSIGNMENTS, body, lambda r: [r.error_code])
+        body = _req(ApiKey.LIST_PARTITION_REASSIGNMENTS)(timeout_ms=int(self.timeout * 1000), topics=None)
+        resp = self._call_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body, lambda r: [r.error_code])
         _raise(resp.error_code, "ListPartitionReassignments", resp.error_message)
         return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
                 for t in resp.topics for p in t.partitions}

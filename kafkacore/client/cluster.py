@@ -12,11 +12,11 @@ import time
 
 from ..errors import (KafkaError, KafkaTimeoutError, LeaderNotAvailableError, UnknownTopicOrPartitionError,
                       error_for_code)
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .connection import BrokerConnection, ConnectionClosed
 
-METADATA = 3
-_MetadataRequest = request_class(METADATA)
+_MetadataRequest = request_class(ApiKey.METADATA)
 _MetadataTopic = __import__("kafkacore.protocol.messages.metadata_request",
                             fromlist=["MetadataRequestTopic"]).MetadataRequestTopic
 
@@ -100,7 +100,7 @@ class Cluster:
         """Fetches metadata for ``topics`` (None: every topic) and merges it into the view."""
         topic_list = None if topics is None else [_MetadataTopic(name=t) for t in topics]
         body = _MetadataRequest(topics=topic_list, allow_auto_topic_creation=allow_auto_create)
-        resp = self.call_any(METADATA, body)
+        resp = self.call_any(ApiKey.METADATA, body)
         with self._lock:
             brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
             if brokers:

@@ -17,10 +17,10 @@ import threading
 import time
 
 from ..errors import KafkaTimeoutError, UnsupportedVersionError
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import RequestHeader, api_name, decode_response, encode_request_parts, request_class
 from ..protocol.wire import ProtocolDecodeError
 
-API_VERSIONS = 18
 # The highest version kafkacore's clients send for each API they use, and the lowest they can
 # make sense of. Fetch stops at 12 and Produce at 11: later versions name topics by id.
 CLIENT_VERSIONS = {
@@ -82,7 +82,7 @@ def _decode(api_key, version, frame):
     try:
         return decode_response(api_key, version, memoryview(frame), strict=False)[1]
     except (ProtocolDecodeError, ValueError, struct.error):
-        if api_key != API_VERSIONS or version == 0:
+        if api_key != ApiKey.API_VERSIONS or version == 0:
             raise
         resp = decode_response(api_key, 0, memoryview(frame), strict=False)[1]
         if not resp.error_code:
@@ -153,22 +153,22 @@ class BrokerConnection:
 
     # -- versions -------------------------------------------------------------------------
     def _negotiate(self, software_version, timeout):
-        req_cls = request_class(API_VERSIONS)
+        req_cls = request_class(ApiKey.API_VERSIONS)
         body = req_cls(client_software_name="kafkacore-python", client_software_version=software_version)
-        resp = self.call(API_VERSIONS, body, version=3, timeout=timeout)
+        resp = self.call(ApiKey.API_VERSIONS, body, version=3, timeout=timeout)
         if resp.error_code == UnsupportedVersionError.code:
             # The broker answered in v0 with its own range; ask again at its highest.
             theirs = {k.api_key: k.max_version for k in resp.api_keys}
-            v = min(theirs.get(API_VERSIONS, 0), 3)
-            resp = self.call(API_VERSIONS, body, version=v, timeout=timeout)
+            v = min(theirs.get(ApiKey.API_VERSIONS, 0), 3)
+            resp = self.call(ApiKey.API_VERSIONS, body, version=v, timeout=timeout)
         if resp.error_code:
             raise UnsupportedVersionError(f"ApiVersions failed at {self.host}:{self.port}: error {resp.error_code}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
     def version(self, api_key: int) -> int:
         """The highest version of ``api_key`` both sides speak; UnsupportedVersionError if none."""
-        if api_key == API_VERSIONS and not self.versions:
-            return CLIENT_VERSIONS[API_VERSIONS][1]
+        if api_key == ApiKey.API_VERSIONS and not self.versions:
+            return CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         return pick_version(self.versions, api_key, f"broker {self.host}:{self.port}")
 
     # -- sending and receiving ------------------------------------------------------------

@@ -24,6 +24,7 @@ import time
 from .._loader import load_native
 from ..errors import (CorruptRecordBatchError, KafkaConfigError, KafkaError, KafkaTimeoutError,
                       NoOffsetForPartitionError, OffsetOutOfRangeError, error_for_code)
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..record import CorruptRecordError
 from . import records_py
@@ -40,8 +41,7 @@ else:
     decode_records = records_py.decode_records
     ConsumerRecord = records_py.ConsumerRecord
 
-LIST_OFFSETS = 2
-_ListOffsetsRequest = request_class(LIST_OFFSETS)
+_ListOffsetsRequest = request_class(ApiKey.LIST_OFFSETS)
 _lo = __import__("kafkacore.protocol.messages.list_offsets_request", fromlist=["x"])
 _LOTopic, _LOPartition = _lo.ListOffsetsTopic, _lo.ListOffsetsPartition
 EARLIEST, LATEST = -2, -1
@@ -302,7 +302,7 @@ class Consumer:
                 try:
                     conn = self._cluster.connect(leader)
                     try:
-                        resp = conn.call(LIST_OFFSETS, body)
+                        resp = conn.call(ApiKey.LIST_OFFSETS, body)
                     finally:
                         conn.close()
                 except (ConnectionClosed, KafkaError) as e:

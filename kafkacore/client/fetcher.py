@@ -16,13 +16,13 @@ import threading
 from collections import deque
 
 from ..errors import CorruptRecordBatchError, KafkaError, OffsetOutOfRangeError
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.consumer")
 
-FETCH = 1
-_FetchRequest = request_class(FETCH)
+_FetchRequest = request_class(ApiKey.FETCH)
 _fm = __import__("kafkacore.protocol.messages.fetch_request", fromlist=["x"])
 _FetchTopic, _FetchPartition = _fm.FetchTopic, _fm.FetchPartition
 
@@ -180,7 +180,7 @@ class Fetcher(threading.Thread):
                              forgotten_topics_data=[], rack_id="")
         try:
             conn = self._connection(node)
-            conn.send(FETCH, body, context=items)
+            conn.send(ApiKey.FETCH, body, context=items)
         except (ConnectionClosed, KafkaError, OSError) as e:
             log.warning("fetch from broker %s failed: %s", node, e)
             self._release(items)

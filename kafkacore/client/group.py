@@ -20,14 +20,12 @@ import time
 from ..errors import (CoordinatorLoadInProgressError, CoordinatorNotAvailableError, FencedInstanceIdError,
                       IllegalGenerationError, KafkaError, KafkaTimeoutError, MemberIdRequiredError,
                       NotCoordinatorError, RebalanceInProgressError, UnknownMemberIdError, error_for_code)
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from . import assignors as _assignors
 from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.consumer")
-
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 
 
 def _msg(module, *names):
@@ -35,10 +33,10 @@ def _msg(module, *names):
     return [getattr(m, n) for n in names]
 
 
-_FindCoordinatorRequest = request_class(FIND_COORDINATOR)
+_FindCoordinatorRequest = request_class(ApiKey.FIND_COORDINATOR)
 _JoinGroupRequest, _JoinProtocol = _msg("join_group_request", "JoinGroupRequest", "JoinGroupRequestProtocol")
 _SyncGroupRequest, _SyncAssignment = _msg("sync_group_request", "SyncGroupRequest", "SyncGroupRequestAssignment")
-_HeartbeatRequest = request_class(HEARTBEAT)
+_HeartbeatRequest = request_class(ApiKey.HEARTBEAT)
 _LeaveGroupRequest, _MemberIdentity = _msg("leave_group_request", "LeaveGroupRequest", "MemberIdentity")
 _OffsetCommitRequest, _OCTopic, _OCPartition = _msg(
     "offset_commit_request", "OffsetCommitRequest", "OffsetCommitRequestTopic", "OffsetCommitRequestPartition")
@@ -85,7 +83,8 @@ class ConsumerCoordinator:
         deadline = time.monotonic() + self.request_timeout
         while True:
             try:
-                resp = self.cluster.call_any(FIND_COORDINATOR, _FindCoordinatorRequest(key=self.group_id, key_type=0))
+                resp = self.cluster.call_any(ApiKey.FIND_COORDINATOR,
+                                             _FindCoordinatorRequest(key=self.group_id, key_type=0))
                 if resp.error_code == 0:
                     return self.cluster.connect_to(resp.host, resp.port, resp.node_id)
                 err = error_for_code(resp.error_code, resp.error_message or "FindCoordinator")
@@ -188,7 +187,7 @@ class ConsumerCoordinator:
                                      rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
                                      group_instance_id=self.instance_id, protocol_type="consumer",
                                      protocols=protocols, reason=None)
-            resp = self.call(JOIN_GROUP, body, timeout=self.rebalance_timeout_ms / 1000.0 + 5, slot="join")
+            resp = self.call(ApiKey.JOIN_GROUP, body, timeout=self.rebalance_timeout_ms / 1000.0 + 5, slot="join")
             if resp.error_code != MemberIdRequiredError.code or self.closed:
                 break
             self.member_id = resp.member_id
@@ -213,7 +212,7 @@ class ConsumerCoordinator:
         sync = _SyncGroupRequest(group_id=self.group_id, generation_id=resp.generation_id, member_id=self.member_id,
                                  group_instance_id=self.instance_id, protocol_type="consumer",
                                  protocol_name=resp.protocol_name, assignments=assignments)
-        sresp = self.call(SYNC_GROUP, sync, timeout=self.rebalance_timeout_ms / 1000.0 + 5, slot="join")
+        sresp = self.call(ApiKey.SYNC_GROUP, sync, timeout=self.rebalance_timeout_ms / 1000.0 + 5, slot="join")
         if sresp.error_code:
             if sresp.error_code in (UnknownMemberIdError.code, IllegalGenerationError.code):
                 return {"reset": True}
@@ -322,7 +321,7 @@ class ConsumerCoordinator:
     def _heartbeat_call(self, body):
         if self.hb_conn is None or self.hb_conn.closed:
             self.hb_conn = self._find_coordinator()
-        return self.hb_conn.call(HEARTBEAT, body, timeout=self.request_timeout)
+        return self.hb_conn.call(ApiKey.HEARTBEAT, body, timeout=self.request_timeout)
 
     def _run_async_commits(self):
         while self.async_commits:
@@ -358,7 +357,7 @@ class ConsumerCoordinator:
                                     group_instance_id=self.instance_id if generation >= 0 else None,
                                     retention_time_ms=-1,
                                     topics=[_OCTopic(name=t, partitions=ps) for t, ps in topics.items()])
-        resp = self.call(OFFSET_COMMIT, body)
+        resp = self.call(ApiKey.OFFSET_COMMIT, body)
         for t in resp.topics:
             for p in t.partitions:
                 if p.error_code:
@@ -374,7 +373,7 @@ class ConsumerCoordinator:
         body = _OffsetFetchRequest(group_id=self.group_id,
                                    topics=[_OFTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
                                    require_stable=False)
-        resp = self.call(OFFSET_FETCH, body)
+        resp = self.call(ApiKey.OFFSET_FETCH, body)
         if getattr(resp, "error_code", 0):
             raise error_for_code(resp.error_code, f"OffsetFetch {self.group_id!r}")
         out = {tp: None for tp in partitions}
@@ -392,7 +391,7 @@ class ConsumerCoordinator:
         session.timeout.ms, so that a restart does not rebalance)."""
         if self.instance_id is None and self.member_id:  # also a member whose join is still pending
             try:
-                self.call(LEAVE_GROUP, _LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
+                self.call(ApiKey.LEAVE_GROUP, _LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id,
                                                           members=[_MemberIdentity(member_id=self.member_id,
                                                                                    group_instance_id=None,
                                                                                    reason=reason)]))

@@ -25,15 +25,15 @@ from collections import deque
 from ..checksum import crc32c
 from ..errors import (ClientClosedError, DuplicateSequenceNumberError, KafkaError, KafkaTimeoutError,
                       OutOfOrderSequenceNumberError, error_for_code)
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .batch_split import SPLIT_ERRORS, split_batch
 from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.producer")
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
-_ProduceRequest = request_class(PRODUCE)
-_InitProducerIdRequest = request_class(INIT_PRODUCER_ID)
+_ProduceRequest = request_class(ApiKey.PRODUCE)
+_InitProducerIdRequest = request_class(ApiKey.INIT_PRODUCER_ID)
 _pm = __import__("kafkacore.protocol.messages.produce_request", fromlist=["x"])
 _TopicProduceData, _PartitionProduceData = _pm.TopicProduceData, _pm.PartitionProduceData
 
@@ -192,7 +192,7 @@ class Sender(threading.Thread):
 
     def _init_producer_id(self) -> bool:
         try:
-            resp = self.cluster.call_any(INIT_PRODUCER_ID, _InitProducerIdRequest(
+            resp = self.cluster.call_any(ApiKey.INIT_PRODUCER_ID, _InitProducerIdRequest(
                 transactional_id=None, transaction_timeout_ms=2147483647))
         except (ConnectionClosed, KafkaError, OSError) as e:
             log.warning("InitProducerId failed: %s", e)
@@ -372,7 +372,7 @@ class Sender(threading.Thread):
         with self.lock:
             self.in_flight_batches.update(batches)
         try:
-            cid = conn.send(PRODUCE, body, expect_response=self.acks != 0, context=batches)
+            cid = conn.send(ApiKey.PRODUCE, body, expect_response=self.acks != 0, context=batches)
         except (ConnectionClosed, KafkaError) as e:
             log.warning("produce to broker %s failed: %s", node, e)
             self._connection_lost(node, conn, now, extra=batches)

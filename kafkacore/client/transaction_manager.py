@@ -21,12 +21,12 @@ from ..errors import (ConcurrentTransactionsError, CoordinatorLoadInProgressErro
                       KafkaTimeoutError, NotCoordinatorError, ProducerFencedError,
                       TransactionalIdAuthorizationFailedError, UnknownProducerIdError, UnknownTopicOrPartitionError,
                       error_for_code)
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.producer")
 
-FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 10, 22, 24, 25, 26, 28
 TRANSACTION_KEY_TYPE, GROUP_KEY_TYPE = 1, 0
 OPERATION_NOT_ATTEMPTED = 55
 
@@ -120,7 +120,8 @@ class TransactionManager:
             return conn
         while True:
             try:
-                resp = self.cluster.call_any(FIND_COORDINATOR, _request(FIND_COORDINATOR, key=key, key_type=key_type))
+                resp = self.cluster.call_any(ApiKey.FIND_COORDINATOR,
+                                             _request(ApiKey.FIND_COORDINATOR, key=key, key_type=key_type))
                 if resp.error_code == 0:
                     conn = self.cluster.connect_to(resp.host, resp.port, resp.node_id)
                     self._coordinators[(key_type, key)] = conn
@@ -162,10 +163,10 @@ class TransactionManager:
         with self.lock:
             self._raise_if_failed((UNINITIALIZED, READY))
             deadline = time.monotonic() + timeout
-            body = _request(INIT_PRODUCER_ID, transactional_id=self.transactional_id,
+            body = _request(ApiKey.INIT_PRODUCER_ID, transactional_id=self.transactional_id,
                             transaction_timeout_ms=self.timeout_ms, producer_id=self.producer_id,
                             producer_epoch=self.producer_epoch)
-            resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, INIT_PRODUCER_ID, body, deadline)
+            resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ApiKey.INIT_PRODUCER_ID, body, deadline)
             if resp.error_code:
                 raise self.fail(error_for_code(resp.error_code, "InitProducerId"), fatal=True)
             self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
@@ -194,10 +195,10 @@ class TransactionManager:
                 topics.setdefault(t, []).append(p)
             topic_cls = __import__("kafkacore.protocol.messages.add_partitions_to_txn_request",
                                    fromlist=["x"]).AddPartitionsToTxnTopic
-            body = _request(ADD_PARTITIONS, v3_and_below_transactional_id=self.transactional_id,
+            body = _request(ApiKey.ADD_PARTITIONS_TO_TXN, v3_and_below_transactional_id=self.transactional_id,
                             v3_and_below_producer_id=self.producer_id, v3_and_below_producer_epoch=self.producer_epoch,
                             v3_and_below_topics=[topic_cls(name=t, partitions=ps) for t, ps in topics.items()])
-            resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ADD_PARTITIONS, body,
+            resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ApiKey.ADD_PARTITIONS_TO_TXN, body,
                               time.monotonic() + timeout, codes_of=_add_partitions_codes)
             codes = _add_partitions_codes(resp)
             bad = sorted({c for c in codes if c}, key=lambda c: c == OPERATION_NOT_ATTEMPTED)  # the cause first
@@ -212,8 +213,8 @@ class TransactionManager:
             self._raise_if_failed((IN_TRANSACTION,))
             deadline = time.monotonic() + timeout
             group = group_metadata.group_id
-            resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ADD_OFFSETS, _request(
-                ADD_OFFSETS, transactional_id=self.transactional_id, producer_id=self.producer_id,
+            resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ApiKey.ADD_OFFSETS_TO_TXN, _request(
+                ApiKey.ADD_OFFSETS_TO_TXN, transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, group_id=group), deadline)
             if resp.error_code:
                 raise self.fail(error_for_code(resp.error_code, "AddOffsetsToTxn"))
@@ -222,12 +223,12 @@ class TransactionManager:
             for (t, p), off in sorted(offsets.items()):
                 topics.setdefault(t, []).append(mod.TxnOffsetCommitRequestPartition(
                     partition_index=p, committed_offset=off, committed_leader_epoch=-1, committed_metadata=""))
-            body = _request(TXN_OFFSET_COMMIT, transactional_id=self.transactional_id, group_id=group,
+            body = _request(ApiKey.TXN_OFFSET_COMMIT, transactional_id=self.transactional_id, group_id=group,
                             producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                             generation_id=group_metadata.generation_id, member_id=group_metadata.member_id,
                             group_instance_id=group_metadata.group_instance_id,
                             topics=[mod.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in topics.items()])
-            resp = self._call(GROUP_KEY_TYPE, group, TXN_OFFSET_COMMIT, body, deadline,
+            resp = self._call(GROUP_KEY_TYPE, group, ApiKey.TXN_OFFSET_COMMIT, body, deadline,
                               codes_of=lambda r: [p.error_code for t in r.topics for p in t.partitions])
             bad = [p.error_code for t in resp.topics for p in t.partitions if p.error_code]
             if bad:
@@ -246,8 +247,8 @@ class TransactionManager:
             self.state = COMMITTING if commit else ABORTING
             deadline = time.monotonic() + timeout
             if self.partitions:  # nothing written: nothing to end at the coordinator
-                resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, END_TXN, _request(
-                    END_TXN, transactional_id=self.transactional_id, producer_id=self.producer_id,
+                resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ApiKey.END_TXN, _request(
+                    ApiKey.END_TXN, transactional_id=self.transactional_id, producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch, committed=commit), deadline)
                 if resp.error_code and not (self._bump_epoch and resp.error_code in _NEEDS_NEW_EPOCH):
                     raise self.fail(error_for_code(resp.error_code, "EndTxn"))
@@ -259,8 +260,8 @@ class TransactionManager:
     def _new_epoch(self, deadline):
         """KIP-360: InitProducerId naming the current id and epoch gets the next epoch (or a new
         id); the sender starts the sequences over when it sees it."""
-        resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, INIT_PRODUCER_ID, _request(
-            INIT_PRODUCER_ID, transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
+        resp = self._call(TRANSACTION_KEY_TYPE, self.transactional_id, ApiKey.INIT_PRODUCER_ID, _request(
+            ApiKey.INIT_PRODUCER_ID, transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
             producer_id=self.producer_id, producer_epoch=self.producer_epoch), deadline)
         if resp.error_code:
             raise self.fail(error_for_code(resp.error_code, "InitProducerId (epoch bump)"), fatal=True)

@@ -25,6 +25,7 @@ import random
 
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                       ReassignmentInProgressError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
+from ..protocol.api_table import ApiKey
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from .broker_channel import BrokerChannel, BrokerChannelError
 from .config_manager import ZkConfigManager, supported_overrides
@@ -36,7 +37,7 @@ from .zk_data import ReplicaAssignment
 
 log = logging.getLogger("kafkacore.cluster")
 
-CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 3
+CONTROLLED_SHUTDOWN_VERSION = 3
 
 
 def assign_replicas(brokers, num_partitions, replication_factor, racks=None, rng=random):
@@ -309,7 +310,7 @@ class ClusterNode:
                     continue
                 channel = BrokerChannel(controller, ep.host, ep.port, client_id=f"broker-{self.node_id}")
                 try:
-                    resp = await channel.call(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                    resp = await channel.call(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
                                               ControlledShutdownRequest(broker_id=self.node_id,
                                                                         broker_epoch=self.broker_epoch), 30)
                 except BrokerChannelError as e:

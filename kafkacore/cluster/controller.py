@@ -49,6 +49,7 @@ import os
 
 from ..errors import (InvalidReplicaAssignmentError, KafkaError, NoReassignmentInProgressError,
                       UnknownTopicOrPartitionError)
+from ..protocol.api_table import ApiKey
 from ..protocol.messages.leader_and_isr_request import (LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState,
                                                         LeaderAndIsrRequest, LeaderAndIsrTopicState)
 from ..protocol.messages.stop_replica_request import (StopReplicaPartitionState, StopReplicaRequest,
@@ -63,7 +64,6 @@ from .zk_client import ControllerMovedError, UnknownTopicError, ZkError, ZkNodeE
 
 log = logging.getLogger("kafkacore.controller")
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 5, 3, 7
 NO_LEADER = -1
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
@@ -1037,7 +1037,7 @@ class KafkaController:
                                                  partition_states=ps) for t, ps in topics.items()],
             live_leaders=[LeaderAndIsrLiveLeader(broker_id=lid, host_name=self.live[lid].host, port=self.live[lid].port)
                           for lid in sorted(leaders) if lid in self.live])
-        self._sender(b).send(LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
+        self._sender(b).send(ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, req)
 
     def _send_update_metadata(self, brokers, keys, deleting=False):
         topics = {}
@@ -1063,7 +1063,7 @@ class KafkaController:
                 topic_states=[UpdateMetadataTopicState(topic_name=t, topic_id=self.topic_ids.get(t, ZERO_UUID),
                                                        partition_states=ps) for t, ps in topics.items()],
                 live_brokers=live)
-            self._sender(b).send(UPDATE_METADATA, UPDATE_METADATA_VERSION, req)
+            self._sender(b).send(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, req)
 
     def _send_stop_replica(self, broker_id, keys, delete):
         b = self.live.get(broker_id)
@@ -1077,7 +1077,7 @@ class KafkaController:
         req = StopReplicaRequest(controller_id=self.node_id, controller_epoch=self.epoch, broker_epoch=b.epoch,
                                  topic_states=[StopReplicaTopicState(topic_name=t, partition_states=ps)
                                                for t, ps in topics.items()])
-        self._sender(b).send(STOP_REPLICA, STOP_REPLICA_VERSION, req)
+        self._sender(b).send(ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, req)
 
 
 class _BrokerSender:

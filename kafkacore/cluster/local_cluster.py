@@ -24,10 +24,11 @@ import struct
 import subprocess
 import sys
 import time
+from ..protocol.api_table import ApiKey
+
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar",)
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-METADATA = 3  # API key
 STATE_FILE = "cluster-up.json"  # in the root, while `cluster up` runs
 RESTART_WAIT_S = 180.0  # a restart waits out the broker's old ZooKeeper session, then registers
 
@@ -73,10 +74,10 @@ def metadata_broker_ids(address, timeout=5.0):
 
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        body = request_class(METADATA)(topics=[], allow_auto_topic_creation=False)
-        sock.sendall(encode_request(RequestHeader(METADATA, 12, 1, "kafkacore-local-cluster"), body))
+        body = request_class(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False)
+        sock.sendall(encode_request(RequestHeader(ApiKey.METADATA, 12, 1, "kafkacore-local-cluster"), body))
         size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        _cid, resp = decode_response(METADATA, 12, _recv_exact(sock, size))
+        _cid, resp = decode_response(ApiKey.METADATA, 12, _recv_exact(sock, size))
     return sorted(b.node_id for b in resp.brokers)
 
 

@@ -38,6 +38,7 @@ import time
 from ..broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from ..errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError,
                       InvalidFetchSessionEpochError, KafkaError, error_name)
+from ..protocol.api_table import ApiKey
 from ..protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from ..protocol.messages.offset_for_leader_epoch_request import (OffsetForLeaderEpochRequest,
                                                                   OffsetForLeaderPartition, OffsetForLeaderTopic)
@@ -45,7 +46,6 @@ from .broker_channel import BrokerChannel, BrokerChannelError
 
 log = logging.getLogger("kafkacore.cluster")
 
-FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 NONE, OFFSET_OUT_OF_RANGE = 0, 1
@@ -182,7 +182,8 @@ class ReplicaFetcher:
     async def _offsets_for_leader_epoch(self, topics):
         req = OffsetForLeaderEpochRequest(replica_id=self.rm.node_id, topics=[
             OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
-        resp = await self.channel.call(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, req, self.timeout)
+        resp = await self.channel.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, req,
+                                       self.timeout)
         for t in resp.topics:
             for r in t.partitions:
                 s = self.states.get((t.topic, r.partition))
@@ -229,7 +230,7 @@ class ReplicaFetcher:
         self.session_id = INVALID_SESSION_ID
         self._reset_session()
         try:
-            await self.channel.call(FETCH, FETCH_VERSION, req, self.timeout)
+            await self.channel.call(ApiKey.FETCH, FETCH_VERSION, req, self.timeout)
         except BrokerChannelError as e:  # the leader is gone: so is the session
             log.debug("fetcher from broker %d: closing its fetch session: %s", self.source_id, e)
 
@@ -275,7 +276,7 @@ class ReplicaFetcher:
             return False
         req, wanted = built
         try:
-            resp = await self.channel.call(FETCH, FETCH_VERSION, req, self.timeout + self.max_wait_ms / 1000)
+            resp = await self.channel.call(ApiKey.FETCH, FETCH_VERSION, req, self.timeout + self.max_wait_ms / 1000)
         except BaseException:
             self._reset_session()  # the leader may or may not have applied it: start over
             raise

@@ -8,7 +8,8 @@ lag on a partition is ``end - committed``.
 """
 from __future__ import annotations
 
-from ..client.admin import DESCRIBE_LOG_DIRS, EARLIEST, LATEST, TOPIC_RESOURCE
+from ..client.admin import EARLIEST, LATEST, TOPIC_RESOURCE
+from ..protocol.api_table import ApiKey
 
 # groups whose members hold partitions: an admin commit would be refused or overwritten
 ACTIVE_GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
@@ -59,7 +60,7 @@ def _messages(start, end):
 def _partition_sizes(admin) -> dict | None:
     """{(topic, partition): bytes of one copy (the largest replica's)}, or None when the brokers
     do not serve DescribeLogDirs (sizes then show as unknown)."""
-    if not admin.supports(DESCRIBE_LOG_DIRS):
+    if not admin.supports(ApiKey.DESCRIBE_LOG_DIRS):
         return None
     out = {}
     for (t, p, _broker), size in admin.log_dir_sizes().items():

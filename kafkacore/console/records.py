@@ -17,11 +17,11 @@ import json
 from ..client.admin import EARLIEST, LATEST
 from ..client.consumer import decode_records
 from ..errors import UnknownTopicOrPartitionError, error_for_code
+from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..tools.output import show_bytes
 
-FETCH = 1
-_FetchRequest = request_class(FETCH)
+_FetchRequest = request_class(ApiKey.FETCH)
 _fm = __import__("kafkacore.protocol.messages.fetch_request", fromlist=["x"])
 _FetchTopic, _FetchPartition = _fm.FetchTopic, _fm.FetchPartition
 
@@ -171,7 +171,7 @@ def _read(admin, topic, partition, leader, first, end, limit) -> list:
                              session_id=0, session_epoch=-1,
                              topics=[_FetchTopic(topic=topic, partitions=[part])], forgotten_topics_data=[],
                              rack_id="")
-        resp = admin.call_node(leader, FETCH, body)
+        resp = admin.call_node(leader, ApiKey.FETCH, body)
         if resp.error_code:
             raise error_for_code(resp.error_code, f"fetch {topic}-{partition}")
         answer = next((pp for t in resp.responses for pp in t.partitions if pp.partition_index == partition), None)

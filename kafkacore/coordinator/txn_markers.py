@@ -13,9 +13,10 @@ import logging
 import asyncio
 
 from ..errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
+from ..protocol.api_table import ApiKey
 from .offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 
-WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION = 27, 1
+WRITE_TXN_MARKERS_VERSION = 1
 
 log = logging.getLogger("kafkacore.transactions")
 
@@ -74,7 +75,7 @@ async def send_markers(broker, node_id, producer_id, producer_epoch, coordinator
         coordinator_epoch=coordinator_epoch,
         topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])])
     try:
-        resp = await channel.call(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, req, timeout_s + 5)
+        resp = await channel.call(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, req, timeout_s + 5)
     except BrokerChannelError as e:
         log.info("WriteTxnMarkers to broker %d failed: %s; retrying", node_id, e)
         return dict.fromkeys(partitions, NotLeaderOrFollowerError.code)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 
 from ..errors import CoordinatorNotAvailableError
+from ..protocol.api_table import ApiKey
 from .transaction_log import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
 
 log = logging.getLogger("kafkacore.transactions")
 
-ADD_PARTITIONS_TO_TXN, VERIFY_VERSION = 24, 4
+VERIFY_VERSION = 4
 VERIFY_TIMEOUT_S = 30.0
 
 
@@ -46,7 +47,7 @@ async def verify_partitions(broker, txn_id, producer_id, producer_epoch, partiti
         transactional_id=txn_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
         topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()])])
     try:
-        resp = await channel.call(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, req, VERIFY_TIMEOUT_S)
+        resp = await channel.call(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, req, VERIFY_TIMEOUT_S)
     except BrokerChannelError as e:
         log.info("verifying %s with the coordinator of %r (broker %d) failed: %s", sorted(partitions), txn_id, node, e)
         return unavailable

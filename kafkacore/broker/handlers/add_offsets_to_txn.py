@@ -3,11 +3,12 @@ partition joins the transaction, so its offsets (TxnOffsetCommit) commit or abor
 topic is created if missing, so the marker has a destination. PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH for v0-1."""
 from ...errors import InvalidRequestError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from ._group_common import coordinator
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
-API_KEY = 25
+API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 VERSIONS = (0, 4)
 
 

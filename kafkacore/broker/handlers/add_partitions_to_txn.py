@@ -12,12 +12,13 @@ import asyncio
 
 from ...errors import (InvalidTxnStateError, OperationNotAttemptedError, TransactionAbortableError,
                        UnknownTopicOrPartitionError)
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.add_partitions_to_txn_response import (AddPartitionsToTxnPartitionResult,
                                                                  AddPartitionsToTxnResponse, AddPartitionsToTxnResult,
                                                                  AddPartitionsToTxnTopicResult)
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
-API_KEY = 24
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = (0, 5)
 
 

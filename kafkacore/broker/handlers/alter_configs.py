@@ -31,11 +31,12 @@ import asyncio
 import logging
 
 from ...errors import InvalidRequestError, KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
 from ._configs import (RESOURCE_BROKER, RESOURCE_TOPIC, apply_topic_overrides, check_broker_resource_name,
                        check_topic_for_alter, duplicate_resources)
 
-API_KEY = 33
+API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
 log = logging.getLogger("kafkacore.broker")
 

@@ -9,11 +9,12 @@ partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (empty, a brok
 a broker that is not live), NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel.
 """
 from ...errors import NotControllerError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_partition_reassignments_response import (AlterPartitionReassignmentsResponse,
                                                                          ReassignablePartitionResponse,
                                                                          ReassignableTopicResponse)
 
-API_KEY = 45
+API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
 CLUSTER_ONLY = True
 

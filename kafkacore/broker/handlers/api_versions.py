@@ -8,9 +8,10 @@ finds there. v3+ requests carry the client's software name and version, which Ka
 """
 import re
 
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 

@@ -8,9 +8,10 @@ leader vanish (inter-broker; served only on a broker of a ZooKeeper cluster).
   (the sender retries ``controlled.shutdown.max.retries`` times, then stops anyway).
 """
 from ...errors import NotControllerError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.controlled_shutdown_response import ControlledShutdownResponse, RemainingPartition
 
-API_KEY = 7
+API_KEY = ApiKey.CONTROLLED_SHUTDOWN
 VERSIONS = (0, 3)
 CLUSTER_ONLY = True
 

@@ -29,11 +29,12 @@ import asyncio
 
 from ...errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError, InvalidTopicError, \
     KafkaError, RequestTimedOutError, UnknownTopicOrPartitionError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
 from ..broker import INTERNAL_TOPICS
 from .create_topics import _registered_brokers, check_manual_replicas
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 

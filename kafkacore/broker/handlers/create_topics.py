@@ -37,12 +37,13 @@ import logging
 from ...errors import (InvalidConfigurationError, InvalidPartitionsError, InvalidReplicaAssignmentError,
                        InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, KafkaError,
                        RequestTimedOutError, TopicAlreadyExistsError)
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_topics_response import (CreatableTopicConfigs, CreatableTopicResult,
                                                          CreateTopicsResponse)
 from ...storage.log_manager import validate_topic_name
 from ._configs import topic_entries
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (0, 7)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 log = logging.getLogger("kafkacore.broker")

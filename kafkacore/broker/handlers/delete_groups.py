@@ -4,10 +4,11 @@ Deletes Empty groups with their committed offsets (tombstones for the offsets an
 metadata in __consumer_offsets). A group with members is NON_EMPTY_GROUP, an unknown one
 GROUP_ID_NOT_FOUND. One result per group, in request order.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
 from ._group_common import coordinator
 
-API_KEY = 42
+API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)
 
 

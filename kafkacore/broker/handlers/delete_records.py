@@ -22,11 +22,12 @@ Version notes: v2 is the flexible encoding; the fields are the same in every ver
 import asyncio
 
 from ...errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_records_response import (DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                                           DeleteRecordsTopicResult)
 from ..broker import INTERNAL_TOPICS
 
-API_KEY = 21
+API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)
 HIGH_WATERMARK = -1
 

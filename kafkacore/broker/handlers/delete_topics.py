@@ -21,11 +21,12 @@ import asyncio
 
 from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, TopicDeletionDisabledError, \
     UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
 from ..broker import INTERNAL_TOPICS, uuid_to_text
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
 
 

@@ -12,10 +12,11 @@ Version notes: v1 adds ``endpoint_type`` (KIP-919): 1 (brokers) is answered; 2 (
 MISMATCHED_ENDPOINT_TYPE and any other value UNSUPPORTED_ENDPOINT_TYPE, each with Kafka's
 message (this node is a broker endpoint). v0 has no endpoint type and always means brokers.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from .metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE = 114, 115

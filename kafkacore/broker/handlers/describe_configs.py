@@ -36,13 +36,14 @@ the values.
 import asyncio
 
 from ...errors import InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_configs_response import (DescribeConfigsResourceResult, DescribeConfigsResponse,
                                                             DescribeConfigsResult, DescribeConfigsSynonym)
 from ...storage.log_manager import validate_topic_name
 from ._configs import (RESOURCE_BROKER, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_TOPIC, broker_entries,
                        topic_entries, topic_overrides)
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
 
 

@@ -7,11 +7,12 @@ only given while the group is Stable. An unknown group is described as Dead with
 operations (READ, DELETE, DESCRIBE: there are no ACLs here), otherwise the "not requested"
 value.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_groups_response import (DescribedGroup, DescribedGroupMember,
                                                             DescribeGroupsResponse)
 from ._group_common import coordinator
 
-API_KEY = 15
+API_KEY = ApiKey.DESCRIBE_GROUPS
 VERSIONS = (0, 5)
 GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
 UNSET_OPERATIONS = -2147483648

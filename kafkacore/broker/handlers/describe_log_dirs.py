@@ -17,10 +17,11 @@ code, v4 ``total_bytes`` / ``usable_bytes``.
 import os
 
 from ...errors import KafkaStorageError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_log_dirs_response import (DescribeLogDirsPartition, DescribeLogDirsResponse,
                                                              DescribeLogDirsResult, DescribeLogDirsTopic)
 
-API_KEY = 35
+API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 VERSIONS = (0, 4)
 
 

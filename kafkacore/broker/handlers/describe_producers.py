@@ -4,10 +4,11 @@ transaction (-1: none); what Kafka's ``kafka-transactions.sh find-hanging`` read
 NOT_LEADER_OR_FOLLOWER on a broker that does not lead the partition, UNKNOWN_TOPIC_OR_PARTITION
 when it does not exist."""
 from ...errors import KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_producers_response import (DescribeProducersResponse, PartitionResponse,
                                                               ProducerState, TopicResponse)
 
-API_KEY = 61
+API_KEY = ApiKey.DESCRIBE_PRODUCERS
 VERSIONS = (0, 0)
 
 

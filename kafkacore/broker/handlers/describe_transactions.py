@@ -1,11 +1,12 @@
 """DescribeTransactions (API key 65), version 0: per transactional id its state, timeout, start
 time, producer id and epoch and partitions; TRANSACTIONAL_ID_NOT_FOUND for an unknown id."""
 from ...errors import TransactionalIdNotFoundError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_transactions_response import (DescribeTransactionsResponse, TopicData,
                                                                  TransactionState)
 from ._txn_common import NOT_AVAILABLE, transaction_coordinator
 
-API_KEY = 65
+API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 VERSIONS = (0, 0)
 
 

@@ -10,9 +10,10 @@ UNKNOWN_TOPIC_OR_PARTITION. A null topic list (v0-2) means every partition; v0 i
 only. ``timeout_ms`` bounds nothing here: the elections are written before the answer.
 """
 from ...errors import NotControllerError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.elect_leaders_response import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
 
-API_KEY = 43
+API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = (0, 2)
 CLUSTER_ONLY = True
 

@@ -2,10 +2,11 @@
 (docs/transactions.md §3.3). Answered once PrepareCommit/PrepareAbort is written; on a single
 node the markers and CompleteX are written before the answer too. v5 (KIP-890 part 2, an epoch
 bump per transaction) is not served. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for v0-1."""
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.end_txn_response import EndTxnResponse
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
-API_KEY = 26
+API_KEY = ApiKey.END_TXN
 VERSIONS = (0, 4)
 
 

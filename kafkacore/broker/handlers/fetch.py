@@ -42,11 +42,12 @@ import time
 from ...cluster.partition import now_ms as replica_clock_ms  # the clock of the ISR bookkeeping
 from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, PartitionGroup, \
     new_partitions, next_epoch
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 VERSIONS = (4, 17)
 LEADER_EPOCH = 0
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation_level

@@ -15,11 +15,12 @@
 - Error messages (v1+) are null on success.
 """
 from ...errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 from ._group_common import coordinator
 from ._txn_common import transaction_coordinator
 
-API_KEY = 10
+API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 

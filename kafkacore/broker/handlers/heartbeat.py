@@ -5,10 +5,11 @@ gets its assignment from SyncGroup), REBALANCE_IN_PROGRESS (PreparingRebalance: 
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID (unknown group or member, or the group is Empty),
 FENCED_INSTANCE_ID (v3+: a static member known under another member id), INVALID_GROUP_ID.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.heartbeat_response import HeartbeatResponse
 from ._group_common import coordinator
 
-API_KEY = 12
+API_KEY = ApiKey.HEARTBEAT
 VERSIONS = (0, 4)
 
 

@@ -37,6 +37,7 @@ import asyncio
 import logging
 
 from ...errors import InvalidConfigurationError, InvalidRequestError, KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.incremental_alter_configs_response import (AlterConfigsResourceResponse,
                                                                      IncrementalAlterConfigsResponse)
 from ...storage.log_manager import validate_topic_name
@@ -45,7 +46,7 @@ from ._configs import (LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_NAMES, OP_SET, OP_
                        check_topic_for_alter, duplicate_resources, topic_overrides)
 from .alter_configs import check_common, refuse_dynamic_broker_configs
 
-API_KEY = 44
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
 log = logging.getLogger("kafkacore.broker")
 

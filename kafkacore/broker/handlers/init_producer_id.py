@@ -9,10 +9,11 @@ is INVALID_PRODUCER_EPOCH for v0-3, as Kafka answers them.
 """
 import logging
 
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 5)
 MAX_EPOCH = 32767
 log = logging.getLogger("kafkacore.broker")

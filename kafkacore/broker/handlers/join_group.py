@@ -15,10 +15,11 @@
   MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS (a second JoinGroup from the same member replaced
   this one).
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 from ._group_common import client_host, coordinator
 
-API_KEY = 11
+API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 9)
 
 

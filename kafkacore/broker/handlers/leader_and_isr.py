@@ -15,12 +15,13 @@ leads and which it follows (inter-broker; served only on a broker of a ZooKeeper
   response then groups errors by topic id).
 """
 from ...errors import KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.leader_and_isr_response import (LeaderAndIsrPartitionError, LeaderAndIsrResponse,
                                                           LeaderAndIsrTopicError)
 from ...protocol.wire import ZERO_UUID
 from ...cluster.replica_manager import LeaderAndIsrState
 
-API_KEY = 4
+API_KEY = ApiKey.LEADER_AND_ISR
 VERSIONS = (0, 7)
 CLUSTER_ONLY = True
 FULL = 1  # LeaderAndIsr type (KIP-516): every partition the broker hosts

@@ -9,10 +9,11 @@
   FENCED_INSTANCE_ID when the instance id belongs to another member id; INVALID_GROUP_ID
   for an empty group id.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 from ._group_common import coordinator
 
-API_KEY = 13
+API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)
 
 

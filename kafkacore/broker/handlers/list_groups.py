@@ -5,10 +5,11 @@ groups that only store offsets). v4+: ``states_filter`` (Empty, PreparingRebalan
 CompletingRebalance, Stable; matched case-insensitively) and the group state in the answer.
 v5+: ``types_filter`` and the group type: every group here is "classic".
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 from ._group_common import coordinator
 
-API_KEY = 16
+API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 5)
 
 

@@ -13,10 +13,11 @@ cluster only the leader answers (another broker: NOT_LEADER_OR_FOLLOWER), and "l
 high watermark.
 """
 from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_offsets_response import (ListOffsetsPartitionResponse, ListOffsetsResponse,
                                                         ListOffsetsTopicResponse)
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (0, 10)
 LATEST, MAX_TIMESTAMP, EARLIEST_PENDING_UPLOAD = -1, -3, -5
 READ_COMMITTED = 1

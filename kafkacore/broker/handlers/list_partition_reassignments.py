@@ -3,11 +3,12 @@ each with its full replica set (target first, then the replicas being removed) a
 replicas being added and removed. Null topics: every reassignment. Served by the controller
 of a ZooKeeper cluster; another broker answers NOT_CONTROLLER."""
 from ...errors import NotControllerError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_partition_reassignments_response import (ListPartitionReassignmentsResponse,
                                                                         OngoingPartitionReassignment,
                                                                         OngoingTopicReassignment)
 
-API_KEY = 46
+API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
 CLUSTER_ONLY = True
 

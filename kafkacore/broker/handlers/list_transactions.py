@@ -2,10 +2,11 @@
 by state names (unknown names are returned in ``unknown_state_filters``), producer ids and
 (v1) a minimum duration of the open transaction."""
 from ...coordinator.transaction_metadata import TxnState
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_transactions_response import ListTransactionsResponse, TransactionState
 from ._txn_common import NOT_AVAILABLE, transaction_coordinator
 
-API_KEY = 66
+API_KEY = ApiKey.LIST_TRANSACTIONS
 VERSIONS = (0, 1)
 _KNOWN = {s.kafka_name for s in TxnState}
 

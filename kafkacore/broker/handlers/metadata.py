@@ -14,13 +14,14 @@ Internal topics are never auto-created this way. Bad names: INVALID_TOPIC_EXCEPT
 """
 from ...errors import (KafkaError, LeaderNotAvailableError, TopicAlreadyExistsError, UnknownTopicIdError,
                        UnknownTopicOrPartitionError)
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.metadata_response import (MetadataResponse, MetadataResponseBroker,
                                                     MetadataResponsePartition, MetadataResponseTopic)
 from ...protocol.wire import ZERO_UUID
 from ...storage.log_manager import validate_topic_name
 from ..broker import INTERNAL_TOPICS
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (no ACLs here)
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))

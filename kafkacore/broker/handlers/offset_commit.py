@@ -19,11 +19,12 @@ import asyncio
 
 from ...coordinator.group_coordinator import make_offset
 from ...coordinator.offset_store import now_ms
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_commit_response import (OffsetCommitResponse, OffsetCommitResponsePartition,
                                                           OffsetCommitResponseTopic)
 from ._group_common import coordinator
 
-API_KEY = 8
+API_KEY = ApiKey.OFFSET_COMMIT
 VERSIONS = (0, 9)
 
 

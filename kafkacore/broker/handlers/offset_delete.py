@@ -8,11 +8,12 @@ GROUP_ID_NOT_FOUND, an empty group id INVALID_GROUP_ID, a partition that does no
 UNKNOWN_TOPIC_OR_PARTITION. A group-level error answers with no topics. An Empty group left
 without offsets is removed, as Kafka does.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_delete_response import (OffsetDeleteResponse, OffsetDeleteResponsePartition,
                                                           OffsetDeleteResponseTopic)
 from ._group_common import coordinator
 
-API_KEY = 47
+API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)
 
 

@@ -10,13 +10,14 @@
   UNSTABLE_OFFSET_COMMIT with offset -1, and the client retries. v8+: several groups per request, each with its own topics (null: all) and error.
   v9's member id and epoch only apply to KIP-848 consumer groups and are ignored.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_fetch_response import (OffsetFetchResponse, OffsetFetchResponseGroup,
                                                          OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
                                                          OffsetFetchResponseTopic, OffsetFetchResponseTopics)
 from ...errors import UnstableOffsetCommitError
 from ._group_common import coordinator
 
-API_KEY = 9
+API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (0, 9)
 
 

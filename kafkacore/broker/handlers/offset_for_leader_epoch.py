@@ -22,10 +22,11 @@ Version notes: the response carries leader_epoch from v1 (v0: end offset only);
 current_leader_epoch from v2; replica_id from v3; v4 is the flexible encoding.
 """
 from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError, UnknownTopicOrPartitionError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_for_leader_epoch_response import (EpochEndOffset, OffsetForLeaderEpochResponse,
                                                                    OffsetForLeaderTopicResult)
 
-API_KEY = 23
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (0, 4)
 LEADER_EPOCH = 0  # a single node's
 NO_EPOCH = -1

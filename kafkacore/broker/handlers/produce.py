@@ -37,6 +37,7 @@ import struct
 from ...errors import (InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidRecordError,
                        InvalidRequiredAcksError, InvalidTopicError, InvalidTxnStateError, KafkaError,
                        NotEnoughReplicasError, ProducerFencedError, RequestTimedOutError, TransactionAbortableError)
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
                                                    TopicProduceResponse)
 from ...coordinator.txn_verification import verify_partitions
@@ -46,7 +47,7 @@ _LENGTH = struct.Struct(">i")
 _PID = struct.Struct(">q")  # a v2 batch's producer id, at byte 43
 _EPOCH = struct.Struct(">h")  # its producer epoch, at byte 51
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 VERSIONS = (3, 11)
 ADVERTISED_MIN = 0
 

@@ -3,9 +3,10 @@
 (inter-broker; served only on a broker of a ZooKeeper cluster). Stale controller or broker
 epochs are refused whole."""
 from ...errors import KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.stop_replica_response import StopReplicaPartitionError, StopReplicaResponse
 
-API_KEY = 5
+API_KEY = ApiKey.STOP_REPLICA
 VERSIONS = (0, 4)
 CLUSTER_ONLY = True
 

@@ -13,10 +13,11 @@
   not be written.
 - v5+ responses carry the group's protocol type and name.
 """
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.sync_group_response import SyncGroupResponse
 from ._group_common import coordinator
 
-API_KEY = 14
+API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
 
 

@@ -16,12 +16,13 @@ from ...coordinator.group_coordinator import make_offset
 from ...coordinator.txn_verification import verify_partitions
 from ...coordinator.offset_store import now_ms
 from ...errors import InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.txn_offset_commit_response import (TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
                                                              TxnOffsetCommitResponseTopic)
 from ._group_common import coordinator
 from ._txn_common import NOT_AVAILABLE, transaction_coordinator
 
-API_KEY = 28
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 4)
 
 

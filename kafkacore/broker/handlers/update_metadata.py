@@ -9,10 +9,11 @@ MetadataCache (inter-broker; served only on a broker of a ZooKeeper cluster).
 """
 from ...cluster.metadata_cache import BrokerEndpoint, PartitionState
 from ...errors import KafkaError
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.update_metadata_response import UpdateMetadataResponse
 from ...protocol.wire import ZERO_UUID
 
-API_KEY = 6
+API_KEY = ApiKey.UPDATE_METADATA
 VERSIONS = (0, 8)
 CLUSTER_ONLY = True
 LEADER_DURING_DELETE = -2

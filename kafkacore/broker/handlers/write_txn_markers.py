@@ -9,11 +9,12 @@ passed it (REQUEST_TIMED_OUT after 30 s)."""
 import asyncio
 
 from ...coordinator.txn_markers import write_marker, write_marker_replicated
+from ...protocol.api_table import ApiKey
 from ...protocol.messages.write_txn_markers_response import (WritableTxnMarkerPartitionResult,
                                                              WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
                                                              WriteTxnMarkersResponse)
 
-API_KEY = 27
+API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
 MARKER_TIMEOUT_S = 30.0  # Kafka answers after request.timeout.ms at most
 
