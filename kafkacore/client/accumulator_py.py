@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 
+from ..clock import wall_ms
 from ..errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 from ..partitioner import murmur2
 from ..record import RecordBatchBuilder
@@ -28,9 +29,6 @@ RECORD_BATCH_OVERHEAD = 61
 # A record's worst-case framing beyond key and value (length, attributes, deltas, counts).
 RECORD_OVERHEAD = 21
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class RecordMetadata:
@@ -352,14 +350,14 @@ class RecordAccumulator:
         if self.buffered and self.buffered + est > self.buffer_memory:
             return NEED_MEMORY
         if batch is None:
-            batch = ProducerBatch(topic, partition, RecordBatchBuilder(self.compression), now_ms(),
+            batch = ProducerBatch(topic, partition, RecordBatchBuilder(self.compression), wall_ms(),
                                   self.topic_batch_limits.get(topic, self.batch_size))
             parts[partition] = batch
             batch.reserved = RECORD_BATCH_OVERHEAD
             self.buffered += RECORD_BATCH_OVERHEAD
             if self.wakeup is not None:  # its linger deadline is news to a sleeping sender
                 self.wakeup()
-        ts = now_ms() if timestamp_ms is None else timestamp_ms
+        ts = wall_ms() if timestamp_ms is None else timestamp_ms
         batch.builder.append(value, key, ts, headers)
         index = batch.count
         batch.count += 1
@@ -400,7 +398,7 @@ class RecordAccumulator:
             timestamps_ms = [int(t) for t in timestamps_ms]
             if len(timestamps_ms) != len(values):
                 raise ValueError(f"timestamps_ms has {len(timestamps_ms)} items but values has {len(values)}")
-        now = now_ms()
+        now = wall_ms()
         end = len(values) if stop < 0 or stop > len(values) else stop
         if partition is not None:
             self._choose_partition(topic, None, partition, n)  # validates it once

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import deque
 
+from ..clock import wall_ms
 from ..checksum import crc32c
 from ..errors import (ClientClosedError, DuplicateSequenceNumberError, KafkaError, KafkaTimeoutError,
                       OutOfOrderSequenceNumberError, error_for_code)
@@ -55,9 +56,6 @@ def _with_sequence(data, sequence: int) -> bytes:
     struct.pack_into(">I", buf, _CRC_AT, crc32c(memoryview(buf)[_CRC_FROM:]))
     return bytes(buf)
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Sender(threading.Thread):
@@ -153,7 +151,7 @@ class Sender(threading.Thread):
             os.close(self._wake_w)
 
     def _run_once(self):
-        now = now_ms()
+        now = wall_ms()
         if self.purge_error is not None:
             self._purge(self.purge_error)
         if self.txn is not None:
@@ -303,7 +301,7 @@ class Sender(threading.Thread):
         """abort_transaction: every batch not yet sent (open in the accumulator or queued here)
         fails with ``err``; batches in flight finish as the broker answers them."""
         self.purge_error = None
-        for batch in self.acc.drain(now_ms(), True, set()):
+        for batch in self.acc.drain(wall_ms(), True, set()):
             batch.builder = None
             self._complete(batch, -1, -1, err)
         with self.lock:
@@ -418,7 +416,7 @@ class Sender(threading.Thread):
                     pass
             except BlockingIOError:
                 pass
-        now = now_ms()
+        now = wall_ms()
         for conn in conns:
             if conn in readable:
                 try:

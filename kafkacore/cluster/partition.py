@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from ..clock import monotonic_ms
 from ..errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderOrFollowerError
 
 log = logging.getLogger("kafkacore.cluster")
 
-
-def now_ms():
-    return int(time.monotonic() * 1000)
 
 
 def _always_alive(_broker_id):
@@ -103,7 +100,7 @@ class Partition:
     # -- role changes (LeaderAndIsr) ----------------------------------------------------------
     def make_leader(self, state, now=None) -> bool:
         """Becomes (or stays) leader. Returns True when this is a new leadership (a new epoch)."""
-        now = now_ms() if now is None else now
+        now = monotonic_ms() if now is None else now
         new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
         self._apply(state)
         if new_epoch:
@@ -144,7 +141,7 @@ class Partition:
     def update_follower_fetch_state(self, replica_id, fetch_offset, now=None, log_start_offset=-1):
         """A follower fetched from fetch_offset: its log end offset; log_start_offset is its log
         start. Returns True when it should join the ISR."""
-        now = now_ms() if now is None else now
+        now = monotonic_ms() if now is None else now
         state = self.remote.get(replica_id)
         if state is None:
             return False
@@ -159,7 +156,7 @@ class Partition:
                 and fetch_offset >= self.leader_epoch_start_offset)
 
     def lagging_isr_members(self, max_lag_ms, now=None):
-        now = now_ms() if now is None else now
+        now = monotonic_ms() if now is None else now
         out = []
         leo = self.log.log_end_offset
         for r in self.isr:

@@ -23,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..clock import monotonic_ms
 from ..errors import (KafkaError, NotLeaderOrFollowerError, StaleBrokerEpochError, StaleControllerEpochError,
                       UnknownTopicOrPartitionError)
-from .partition import Partition, now_ms
+from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
 from .zk_client import ZkVersionMismatchError
 
@@ -263,7 +264,7 @@ class ReplicaManager:
 
     # -- ISR maintenance ----------------------------------------------------------------------
     def _shrink_isrs(self):
-        now = now_ms()
+        now = monotonic_ms()
         for partition in list(self.partitions.values()):
             self._maybe_shrink_isr(partition, now)
 
@@ -318,7 +319,7 @@ class ReplicaManager:
                 log.warning("%s: ZooKeeper already held ISR %s at zk version %d (a write whose answer was lost); "
                             "adopted it", partition.name, list(written), new_version)
                 partition.isr_changed(written, new_version)
-                self._maybe_shrink_isr(partition, now_ms())  # the shrink that failed, at once
+                self._maybe_shrink_isr(partition, monotonic_ms())  # the shrink that failed, at once
             else:
                 log.info("%s: ISR %s -> %s (%s)", partition.name, list(partition.isr), new_isr, why)
                 partition.isr_changed(written, new_version)

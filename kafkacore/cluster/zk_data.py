@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import re
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
+
+from ..clock import wall_ms
 
 __all__ = [
     "ZkDataError", "ZkVersion", "ZkData", "new_uuid_text", "uuid_to_text", "uuid_from_text",
@@ -85,10 +86,6 @@ def _int_list(v, key: str, what: str, data) -> tuple:
     if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         raise ZkDataError(f"{what}: field {key!r} must be a list of integers, got {v!r}: {_text(data)[:200]}")
     return tuple(v)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # ---- Kafka's Uuid (topic ids, cluster ids): 16 bytes shown as URL-safe base64 without padding ----
@@ -167,7 +164,7 @@ class ControllerZNode:
     @staticmethod
     def encode(broker_id: int, timestamp_ms: int | None = None, kraft_controller_epoch: int = -1) -> bytes:
         return _dumps({"version": 2, "brokerid": int(broker_id),
-                       "timestamp": str(_now_ms() if timestamp_ms is None else int(timestamp_ms)),
+                       "timestamp": str(wall_ms() if timestamp_ms is None else int(timestamp_ms)),
                        "kraftControllerEpoch": int(kraft_controller_epoch)})
 
     @staticmethod
@@ -322,7 +319,7 @@ class BrokerIdZNode:
               "port": plain.port if plain else -1,
               "endpoints": [e.connection_string for e in info.endpoints],
               "jmx_port": int(info.jmx_port),
-              "timestamp": str(_now_ms() if info.timestamp_ms is None else int(info.timestamp_ms))}
+              "timestamp": str(wall_ms() if info.timestamp_ms is None else int(info.timestamp_ms))}
         if info.rack is not None and info.version >= 3:
             js["rack"] = info.rack
         if info.version >= 4:

@@ -39,6 +39,7 @@ import logging
 import threading
 import uuid
 
+from ..clock import wall_ms
 from ..errors import (CoordinatorNotAvailableError, NotCoordinatorError, FencedInstanceIdError, GroupIdNotFoundError,
                       GroupMaxSizeReachedError, GroupSubscribedToTopicError, IllegalGenerationError,
                       InconsistentGroupProtocolError, InvalidGroupIdError, InvalidSessionTimeoutError,
@@ -47,7 +48,7 @@ from ..errors import (CoordinatorNotAvailableError, NotCoordinatorError, FencedI
 from . import group as g
 from .group import Group, Member
 from .offset_store import (TOPIC, OffsetAndMetadata, OffsetStore, StoreError, decode_group_value, decode_key,
-                           decode_offset_value, group_key, group_value, now_ms, offset_key, offset_value)
+                           decode_offset_value, group_key, group_value, offset_key, offset_value)
 
 log = logging.getLogger("kafkacore.coordinator")
 
@@ -375,7 +376,7 @@ class GroupCoordinator:
             group.initial_delay = False
             group.join_timer = self._later(group.rebalance_timeout_ms(), self._on_join_timer, group, False, 0)
         old_state = group.state
-        group.transition(g.PREPARING_REBALANCE, now_ms())
+        group.transition(g.PREPARING_REBALANCE, wall_ms())
         log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
                  group.group_id, old_state, group.generation, reason)
         self._try_complete_join(group)
@@ -413,7 +414,7 @@ class GroupCoordinator:
             group.join_timer = self._later(group.rebalance_timeout_ms(), self._on_join_timer, group, False, 0)
             return
         group.generation += 1
-        now = now_ms()
+        now = wall_ms()
         if group.members:
             group.protocol_name = group.select_protocol()
             group.subscribed_topics = group.compute_subscribed_topics()
@@ -511,7 +512,7 @@ class GroupCoordinator:
             if not unknown:
                 fut.set_result(JoinResult(UnknownMemberIdError.code, member_id))
                 return fut
-            group = self.groups[group_id] = Group(group_id, now_ms())
+            group = self.groups[group_id] = Group(group_id, wall_ms())
         args = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
         if not self._accept_joining_member(group, member_id, instance_id):
             existing = group.members.get(member_id)
@@ -722,7 +723,7 @@ class GroupCoordinator:
                     self._maybe_prepare_rebalance(group, f"error {error} storing the assignment of member {member_id}")
                 else:
                     self._set_and_propagate_assignment(group, full)
-                    group.transition(g.STABLE, now_ms())
+                    group.transition(g.STABLE, wall_ms())
                     log.info("group %s generation %d is stable", group.group_id, group.generation)
         return None
 
@@ -854,7 +855,7 @@ class GroupCoordinator:
                 valid[tp] = om
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = Group(group_id, now_ms())
+            group = self.groups[group_id] = Group(group_id, wall_ms())
         error = None
         if group.state == g.DEAD:
             error = CoordinatorNotAvailableError.code
@@ -936,7 +937,7 @@ class GroupCoordinator:
         if group is None:
             if generation >= 0 or member_id or instance_id is not None:
                 return GroupIdNotFoundError.code if api_version >= 9 else IllegalGenerationError.code
-            group = self.groups[group_id] = Group(group_id, now_ms())  # a group only storing offsets
+            group = self.groups[group_id] = Group(group_id, wall_ms())  # a group only storing offsets
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code
         if generation >= 0 or member_id or instance_id is not None:
@@ -1015,7 +1016,7 @@ class GroupCoordinator:
         for tp in partitions:
             group.offsets.pop(tp, None)
         if dead:
-            group.transition(g.DEAD, now_ms())
+            group.transition(g.DEAD, wall_ms())
             self._cancel_group_timers(group)
             if self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
@@ -1087,7 +1088,7 @@ class GroupCoordinator:
 
     def expire_offsets(self, now=None):
         """Kafka's cleanupGroupMetadata with removeExpiredOffsets. Returns the number removed."""
-        now = now_ms() if now is None else now
+        now = wall_ms() if now is None else now
         removed = 0
         for group in list(self.groups.values()):
             expired = self._expired_offsets(group, now)
@@ -1160,5 +1161,5 @@ class GroupCoordinator:
 
 
 def make_offset(offset, leader_epoch=-1, metadata="", commit_timestamp=None, expire_timestamp=None):
-    return OffsetAndMetadata(offset, leader_epoch, metadata, now_ms() if commit_timestamp is None else commit_timestamp,
+    return OffsetAndMetadata(offset, leader_epoch, metadata, wall_ms() if commit_timestamp is None else commit_timestamp,
                              expire_timestamp)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
+from ..clock import wall_ms
 from ..errors import KafkaError, TopicAlreadyExistsError, UnknownServerError, UnknownTopicOrPartitionError
 from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
 from ..record.control import COMMIT, parse_control_key
@@ -18,9 +18,6 @@ log = logging.getLogger("kafkacore.coordinator")
 READ_CHUNK_BYTES = 1 << 20
 COORDINATOR_ORIGIN = "coordinator"  # Log.append's origin for a coordinator's writes (no sequence checks)
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class StoreError(Exception):
@@ -93,7 +90,7 @@ class InternalTopicLog:
                 raise UnknownTopicOrPartitionError(f"{self.topic}-{partition} has no leader yet")
             lg = self.broker.leader_log(self.topic, partition)
             builder = RecordBatchBuilder(compression="none")
-            ts = now_ms()
+            ts = wall_ms()
             for k, value in records:
                 builder.append(value, key=k, timestamp_ms=ts)
             return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(self.topic, partition))
@@ -112,7 +109,7 @@ class InternalTopicLog:
             partition = self.partition_for(key)
             lg = self.broker.leader_log(self.topic, partition)
             builder = RecordBatchBuilder(compression="none")
-            ts = now_ms()
+            ts = wall_ms()
             for k, value in records:
                 builder.append(value, key=k, timestamp_ms=ts)
             builder.set_producer_state(producer_id, producer_epoch, 0, transactional=True)

@@ -32,7 +32,7 @@ from ..protocol.coordinator.offset_commit_key import OffsetCommitKey
 from ..protocol.coordinator.offset_commit_value import OffsetCommitValue
 from ..protocol.wire import ProtocolDecodeError, Reader, Writer
 from .internal_topic import (READ_CHUNK_BYTES, InternalTopicLog, StoreError, java_abs, java_string_hash,  # noqa: F401
-                             now_ms, partition_for)
+                             partition_for)
 
 log = logging.getLogger("kafkacore.coordinator")
 

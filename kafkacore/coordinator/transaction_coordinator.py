@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..clock import wall_ms
 from ..errors import (ConcurrentTransactionsError, CoordinatorNotAvailableError, InvalidProducerIdMappingError,
                       InvalidRequestError, InvalidTransactionTimeoutError, InvalidTxnStateError,
                       KafkaStorageError, MessageTooLargeError, NotCoordinatorError, NotEnoughReplicasAfterAppendError,
                       NotEnoughReplicasError, NotLeaderOrFollowerError, ProducerFencedError, RecordListTooLargeError,
                       RequestTimedOutError, UnknownServerError, UnknownTopicOrPartitionError)
-from .internal_topic import InternalTopicLog, StoreError, now_ms
+from .internal_topic import InternalTopicLog, StoreError
 from .transaction_log import TRANSACTION_STATE_TOPIC, decode_key, decode_value, key_bytes, value_bytes
 from .transaction_metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TERMINAL_STATES, TransactionMetadata,
                                    TxnState, TxnTransition, TxnTransitionError)
@@ -193,7 +194,7 @@ class TransactionCoordinator:
             return InvalidTransactionTimeoutError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
             return InvalidRequestError.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        now = now_ms()
+        now = wall_ms()
         md = self.transactions.get(txn_id)
         if md is None:
             md = TransactionMetadata(txn_id, self.broker.producer_ids.next_id(), NO_PRODUCER_EPOCH, txn_timeout_ms,
@@ -256,7 +257,7 @@ class TransactionCoordinator:
         if md.state is TxnState.ONGOING and set(partitions) <= md.partitions:
             return NONE
         try:
-            t = md.prepare_add_partitions(partitions, now_ms())
+            t = md.prepare_add_partitions(partitions, wall_ms())
         except TxnTransitionError as e:
             return _code(e)
         return await self._write(md, t)
@@ -293,7 +294,7 @@ class TransactionCoordinator:
         """PrepareX written, then the markers, then CompleteX. The answer is NONE once PrepareX
         is written: from then on the outcome is decided and the rest is retried until done."""
         try:
-            t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms())
+            t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, wall_ms())
         except TxnTransitionError as e:
             if fence:
                 md.abort_pending(fence_failed=True)
@@ -331,7 +332,7 @@ class TransactionCoordinator:
                 await asyncio.sleep(MARKER_RETRY_S)
         while True:
             try:
-                t = md.prepare_complete(now_ms())
+                t = md.prepare_complete(wall_ms())
             except TxnTransitionError as e:
                 log.error("transactional id %r: cannot complete: %s", md.transactional_id, e)
                 return
@@ -369,7 +370,7 @@ class TransactionCoordinator:
 
     # -- timeouts and expiry (§3.6) ---------------------------------------------------------------
     def _abort_timed_out_tick(self):
-        now = now_ms()
+        now = wall_ms()
         try:
             for md in list(self.transactions.values()):
                 if (md.state is TxnState.ONGOING and md.pending_state is None
@@ -392,7 +393,7 @@ class TransactionCoordinator:
             self._timers["expiry"] = self.loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick)
 
     async def _expire(self):
-        limit = now_ms() - self.expiration_ms
+        limit = wall_ms() - self.expiration_ms
         for md in list(self.transactions.values()):
             if md.state in TERMINAL_STATES and md.pending_state is None and md.txn_last_update_ms <= limit:
                 try:
@@ -423,7 +424,7 @@ class TransactionCoordinator:
         return self.transactions.get(txn_id)
 
     def list(self, states=(), producer_ids=(), min_duration_ms=-1):
-        now = now_ms()
+        now = wall_ms()
         out = []
         for md in self.transactions.values():
             if states and md.state.kafka_name not in states:

@@ -13,8 +13,8 @@ and decode the same values. Layout facts from Kafka's DefaultRecordBatch documen
     (headerKeyLength varint | headerKey | headerValueLength varint | headerValue)*
 """
 import struct
-import time
 
+from ..clock import wall_ms
 from . import codecs
 from .errors import CorruptRecordError
 from .varint import read_varint, read_varlong, write_varlong
@@ -33,9 +33,6 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 def _wrap64(v: int) -> int:
     return ((v + (1 << 63)) % (1 << 64)) - (1 << 63)
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _as_bytes(obj, what: str):
@@ -157,7 +154,7 @@ class RecordBatchBuilder:
             raise BufferError("cannot append to a batch built in place by build_view()")
         value = _as_bytes(value, "value")
         key = _as_bytes(key, "key")
-        ts = now_ms() if timestamp_ms is None else _check_timestamp(timestamp_ms)
+        ts = wall_ms() if timestamp_ms is None else _check_timestamp(timestamp_ms)
         hdrs = _encode_headers(headers) if headers else []
         if self._count >= 0x7FFFFFFF:
             raise OverflowError("a record batch holds at most 2^31-1 records")
@@ -178,7 +175,7 @@ class RecordBatchBuilder:
             raise ValueError(f"keys has {len(keys)} items but values has {n}")
         if timestamps_ms is not None and len(timestamps_ms) != n:
             raise ValueError(f"timestamps_ms has {len(timestamps_ms)} items but values has {n}")
-        now = now_ms() if timestamps_ms is None else None
+        now = wall_ms() if timestamps_ms is None else None
         for i in range(n):
             self.append(values[i], None if keys is None else keys[i],
                         now if timestamps_ms is None else _check_timestamp(timestamps_ms[i]))

@@ -38,6 +38,7 @@ import struct
 import threading
 import uuid
 
+from ..clock import wall_ms
 from ..checksum import crc32c
 from ..errors import (CorruptMessageError, DuplicateSequenceNumberError, InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError,
                       RecordListTooLargeError)
@@ -49,7 +50,7 @@ from .checkpoints import LEADER_EPOCH_CHECKPOINT, PartitionMetadataFile, fsync_d
 from .file_slice import FileSlice
 from .leader_epoch_cache import LeaderEpochFileCache
 from .log_loader import load_segments
-from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment, now_ms
+from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment
 from .producer_state import (AppendOrigin, MarkerBatch, ProducerBatch, ProducerStateManager, list_snapshots,
                              parse_marker, producer_batches)
 from .scheduler import InlineScheduler
@@ -164,7 +165,7 @@ class Log:
         self.replicated = False  # until make_replicated(): appends move the high watermark
         self.checkpointed_high_watermark = checkpointed_high_watermark  # replication-offset-checkpoint
         self._unflushed = 0
-        self.last_flush_ms = now_ms()
+        self.last_flush_ms = wall_ms()
         self.append_listeners = []  # fn(log) after every append (the broker's fetch wake-up)
         # fn(log) after truncate_to / truncate_fully_and_start_at, under the log's lock (the
         # LogManager writes its checkpoints, so a stale recovery point cannot outlive the cut)
@@ -396,7 +397,7 @@ class Log:
                     return LogAppendInfo(dup.first_offset, dup.last_offset, -1, dup.timestamp, dup.last_offset, 0, 0,
                                          self.log_start_offset, duplicate=True)
             last = first + info.records - 1
-            now = now_ms()
+            now = wall_ms()
             log_append_time = now if config.log_append_time else -1
             hot.assign_offsets(buf, first, leader_epoch, log_append_time)
             segment = self.active_segment
@@ -440,7 +441,7 @@ class Log:
         the epochs (a retried marker is harmless). Wakes the append listeners like any append.
         Returns the LogAppendInfo (first_offset is the marker's offset)."""
         marker = end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit,
-                                      now_ms() if timestamp_ms is None else timestamp_ms)
+                                      wall_ms() if timestamp_ms is None else timestamp_ms)
         return self.append(bytearray(marker), leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
 
     def append_as_follower(self, records):
@@ -517,7 +518,7 @@ class Log:
         for k in range(n - 1, -1, -1):
             running = max(running, batches[k].max_ts)
             suffix_max_ts[k] = running
-        now = now_ms()
+        now = wall_ms()
         i = 0
         while i < n:
             segment = self.active_segment
@@ -686,7 +687,7 @@ class Log:
 
     def roll(self):
         with self.lock:
-            return self._roll(now_ms())
+            return self._roll(wall_ms())
 
     def _roll(self, now):
         old = self.active_segment
@@ -735,7 +736,7 @@ class Log:
         with self.lock:
             if truncations == self._truncations:  # else end may be past the truncated log's end
                 self.recovery_point = max(self.recovery_point, end)
-            self.last_flush_ms = now_ms()
+            self.last_flush_ms = wall_ms()
 
     @staticmethod
     def _fsync(segments):
@@ -745,7 +746,7 @@ class Log:
 
     def maybe_flush(self, now=None):
         """flush.ms: flush when that long has passed since the last flush."""
-        now = now_ms() if now is None else now
+        now = wall_ms() if now is None else now
         if self.config.flush_ms < (1 << 62) and now - self.last_flush_ms >= self.config.flush_ms:
             self.flush()
 
@@ -928,7 +929,7 @@ class Log:
     def delete_old_segments(self, now=None):
         """Kafka's retention pass: segments past retention.ms, segments over retention.bytes
         (oldest first), and segments wholly below the log start offset. Returns how many went."""
-        now = now_ms() if now is None else now
+        now = wall_ms() if now is None else now
         config = self.config
         deleted = self._delete_segments(
             lambda seg, next_base: next_base is not None and next_base <= self.log_start_offset)
@@ -964,7 +965,7 @@ class Log:
             if not doomed:
                 return 0
             if doomed[-1] is segments[-1]:
-                self._roll(now_ms())  # keep an (empty) active segment
+                self._roll(wall_ms())  # keep an (empty) active segment
                 segments = list(self._view[0])
             remaining = segments[len(doomed):]
             self._set_segments(remaining)
@@ -984,7 +985,7 @@ class Log:
     def remove_expired_producers(self, expiration_ms, now=None):
         """producer.id.expiration.ms: forgets the producers idle that long without an open
         transaction (the cleaner then no longer keeps their last batch). Returns how many."""
-        now = now_ms() if now is None else now
+        now = wall_ms() if now is None else now
         with self.lock:
             if self.closed:
                 return 0
@@ -1176,7 +1177,7 @@ class Log:
         seg.scanner = scanner
         if pos == 0:  # as Kafka resets an emptied segment's roll clock
             seg.first_batch_timestamp = None
-            seg.created_ms = now_ms()
+            seg.created_ms = wall_ms()
         seg.flush()  # the cut is durable before the epoch cache forgets what was cut
 
     @staticmethod
@@ -1209,7 +1210,7 @@ class Log:
         for seg in reversed(self._view[0]):
             self._retire(seg)
             fsync_dir(self.dir)
-        new = LogSegment.create(self.dir, offset, self.config, now_ms())
+        new = LogSegment.create(self.dir, offset, self.config, wall_ms())
         self._set_segments([new])
         fsync_dir(self.dir)
         self.leader_epoch_cache.clear()

@@ -36,12 +36,13 @@ import time
 
 import xxhash
 
+from ..clock import wall_ms
 from ..errors import KafkaStorageError
 from ._hot import hot
 from ..record.control import ABORT
 from .batch_rewrite import HEADER, build_batch, empty_batch, records_section
 from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from .log_segment import CLEANED_SUFFIX, LogSegment, now_ms
+from .log_segment import CLEANED_SUFFIX, LogSegment
 from .producer_state import parse_marker
 
 log = logging.getLogger("kafkacore.storage")
@@ -257,7 +258,7 @@ class LogCleaner:
         return cleanable, first_dirty, dirty_bytes, sum(s.size for s in cleanable)
 
     def filthiest_log(self, now=None):
-        now = now_ms() if now is None else now
+        now = wall_ms() if now is None else now
         best, best_ratio = None, -1.0
         for lg in list(self.logs().values()):
             if not lg.config.compact or lg.closed:
@@ -277,7 +278,7 @@ class LogCleaner:
         """One compaction pass over lg (whatever its dirty ratio). Returns CleanerStats, or
         None when nothing is cleanable."""
         with self._lock:
-            return self._clean(lg, now_ms() if now is None else now)
+            return self._clean(lg, wall_ms() if now is None else now)
 
     def _clean(self, lg, now):
         started = time.monotonic()

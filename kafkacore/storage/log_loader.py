@@ -18,10 +18,11 @@
 import logging
 import os
 
+from ..clock import wall_ms
 from ..errors import CorruptMessageError
 from .txn_index import CorruptIndexError
 from .log_segment import (CLEANED_SUFFIX, DELETED_SUFFIX, FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX,
-                          SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, now_ms)
+                          SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment)
 
 
 NOTHING_REPAIRED = 1 << 62
@@ -137,7 +138,7 @@ def load_segments(directory, config, recovery_point, log_start_offset, clean_shu
             if seg.base_offset >= result.first_repaired_offset:
                 seg.txn_index.delete()
     if not segments:
-        segments.append(LogSegment(directory, max(log_start_offset, 0), config, created_ms=now_ms()))
+        segments.append(LogSegment(directory, max(log_start_offset, 0), config, created_ms=wall_ms()))
         segments[-1].load(active=False)
     active = segments[-1]
     active.load(active=True)  # grows the indexes back and sets up appends

@@ -8,7 +8,6 @@ lie between the batch of the previous entry and it, and a time index entry (larg
 far, offset of the batch holding it) along with it when that timestamp grew. So a rebuilt index
 is byte-for-byte the index that appends wrote."""
 import os
-import time
 
 from ..errors import CorruptMessageError, KafkaStorageError, RecordListTooLargeError
 from ._hot import hot
@@ -33,9 +32,6 @@ def segment_file_name(base_offset: int) -> str:
     """Kafka's file name stem: the base offset in 20 digits."""
     return f"{base_offset:020d}"
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class LogSegment:

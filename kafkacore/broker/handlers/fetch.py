@@ -39,7 +39,7 @@
 """
 import time
 
-from ...cluster.partition import now_ms as replica_clock_ms  # the clock of the ISR bookkeeping
+from ...clock import monotonic_ms
 from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
     KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.api_table import ApiKey
@@ -145,7 +145,7 @@ def _report_follower_offsets(broker, offsets, replica_id):
     request."""
     rm = broker.cluster.replica_manager
     get = rm.partitions.get
-    now = replica_clock_ms()
+    now = monotonic_ms()
     for topic, index, fetch_offset, log_start_offset in offsets:
         partition = get((topic, index))
         if partition is not None and partition.is_leader:
@@ -256,10 +256,6 @@ async def _long_poll_wait(broker, resolved, max_bytes, v, min_bytes, max_wait_ms
 
 
 # -- fetch sessions (KIP-227) -------------------------------------------------------------------
-def _now_ms():
-    return int(time.monotonic() * 1000)
-
-
 def _session_error(code):
     return FetchResponse(error_code=code, session_id=INVALID_SESSION_ID, responses=[])
 
@@ -278,7 +274,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
         uses_ids = v >= 13
 
         def create(topics):
-            session = cache.maybe_create(_now_ms(), replica >= 0, uses_ids, sum(len(t.partitions) for t in topics),
+            session = cache.maybe_create(monotonic_ms(), replica >= 0, uses_ids, sum(len(t.partitions) for t in topics),
                                          lambda: new_partitions(resolved, topics, uses_ids))
             return FetchResponse(session_id=session.id if session else INVALID_SESSION_ID, responses=topics)
         return _serve(broker, resolved, req, v, create, replica_id)
@@ -295,7 +291,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
     if not session.partitions:
         cache.remove(session_id)  # as Kafka: nothing left to remember, answer without a session
         return _serve(broker, requested, req, v, _sessionless, replica_id)
-    cache.touch(session, _now_ms())
+    cache.touch(session, monotonic_ms())
     session.epoch = expected = next_epoch(session.epoch)
     if replica_id >= 0 and not session.uses_topic_ids:
         return _follower_session_serve(broker, session, expected, req, v, replica_id)

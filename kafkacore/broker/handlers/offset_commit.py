@@ -17,8 +17,8 @@
 """
 import asyncio
 
+from ...clock import wall_ms
 from ...coordinator.group_coordinator import make_offset
-from ...coordinator.offset_store import now_ms
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_commit_response import (OffsetCommitResponse, OffsetCommitResponsePartition,
                                                           OffsetCommitResponseTopic)
@@ -30,7 +30,7 @@ VERSIONS = (0, 9)
 
 def handle(ctx, req):
     v = ctx.api_version
-    now = now_ms()
+    now = wall_ms()
     expire = None
     if 2 <= v <= 4 and req.retention_time_ms != -1:
         expire = now + req.retention_time_ms

@@ -12,9 +12,9 @@ OFFSET_METADATA_TOO_LARGE.
 """
 import asyncio
 
+from ...clock import wall_ms
 from ...coordinator.group_coordinator import make_offset
 from ...coordinator.txn_verification import verify_partitions
-from ...coordinator.offset_store import now_ms
 from ...errors import InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.txn_offset_commit_response import (TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
@@ -47,7 +47,7 @@ def handle(ctx, req):
         code = _verification_code(ctx, codes[tp])
         if code:
             return error_response(req, v, code)
-        now = now_ms()
+        now = wall_ms()
         offsets = {(t.name, p.partition_index): make_offset(p.committed_offset,
                                                             p.committed_leader_epoch if v >= 2 else -1,
                                                             p.committed_metadata, now, None)
