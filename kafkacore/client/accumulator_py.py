@@ -22,10 +22,10 @@ from ..clock import wall_ms
 from ..errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 from ..partitioner import murmur2
 from ..record import RecordBatchBuilder
+from ..record.layout import RECORD_BATCH_OVERHEAD
 
 NEED_METADATA = "need-metadata"
 NEED_MEMORY = "need-memory"
-RECORD_BATCH_OVERHEAD = 61
 # A record's worst-case framing beyond key and value (length, attributes, deltas, counts).
 RECORD_OVERHEAD = 21
 

@@ -28,6 +28,7 @@ from ..errors import (ClientClosedError, DuplicateSequenceNumberError, KafkaErro
                       OutOfOrderSequenceNumberError, error_for_code)
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
+from ..record.layout import ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CRC_OFFSET
 from .batch_split import SPLIT_ERRORS, split_batch
 from .connection import ConnectionClosed
 
@@ -43,8 +44,6 @@ _LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}  # the cluster view is stale: refre
 _RETRIABLE = _LEADER_ERRORS | {2, 7, 13, 14, 15, 19, 20, 56}  # + corrupt, timeouts, not enough replicas
 
 
-# Where a v2 record batch keeps its CRC (over everything after it) and its base sequence.
-_CRC_AT, _CRC_FROM, _BASE_SEQUENCE_AT = 17, 21, 53
 # Errors that say the producer's id or epoch is no longer good: sequences do not matter then.
 _FENCING = {47, 59, 90}  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, PRODUCER_FENCED
 
@@ -52,8 +51,8 @@ _FENCING = {47, 59, 90}  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, PRODUCER
 def _with_sequence(data, sequence: int) -> bytes:
     """A built batch with another base sequence (and the CRC that goes with it)."""
     buf = bytearray(data)
-    struct.pack_into(">i", buf, _BASE_SEQUENCE_AT, sequence)
-    struct.pack_into(">I", buf, _CRC_AT, crc32c(memoryview(buf)[_CRC_FROM:]))
+    struct.pack_into(">i", buf, BASE_SEQUENCE_OFFSET, sequence)
+    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))  # CRC: attributes onward
     return bytes(buf)
 
 

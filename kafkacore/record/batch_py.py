@@ -17,16 +17,13 @@ import struct
 from ..clock import wall_ms
 from . import codecs
 from .errors import CorruptRecordError
+from .layout import (CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
+                     TRANSACTIONAL_FLAG_MASK)
 from .varint import read_varint, read_varlong, write_varlong
 from ..checksum import crc32c
 
-RECORD_BATCH_OVERHEAD = 61
-LOG_OVERHEAD = 12
 _HEADER = struct.Struct(">qiiBIhiqqqhii")
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: the CRC-covered header part
-ATTR_TIMESTAMP_TYPE = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -186,11 +183,11 @@ class RecordBatchBuilder:
         records = codecs.compress(self._codec, self._records) if self._codec else bytes(self._records)
         attributes = self._codec
         if self.log_append_time:
-            attributes |= ATTR_TIMESTAMP_TYPE
+            attributes |= TIMESTAMP_TYPE_MASK
         if self.transactional:
-            attributes |= ATTR_TRANSACTIONAL
+            attributes |= TRANSACTIONAL_FLAG_MASK
         if self.control:
-            attributes |= ATTR_CONTROL
+            attributes |= CONTROL_FLAG_MASK
         tail = _TAIL.pack(attributes, self._count - 1, self._base_ts, self._max_ts, self.producer_id,
                           self.producer_epoch, self.base_sequence, self._count)
         crc = crc32c(records, crc32c(tail))
@@ -323,15 +320,15 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> int:
-        return 1 if self.attributes & ATTR_TIMESTAMP_TYPE else 0
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & ATTR_TRANSACTIONAL)
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
+        return bool(self.attributes & CONTROL_FLAG_MASK)
 
     def to_bytes(self) -> bytes:
         return bytes(self._buf[self.position : self.position + self.size_in_bytes])
@@ -370,7 +367,7 @@ class RecordBatch:
             raise CorruptRecordError("negative record count", self.position)
         data, start, end, where = self._records_section()
         return iter(parse_records(data, start, end, self.count, self.base_offset, self.base_timestamp,
-                                  self.max_timestamp, bool(self.attributes & ATTR_TIMESTAMP_TYPE), where))
+                                  self.max_timestamp, bool(self.attributes & TIMESTAMP_TYPE_MASK), where))
 
     def __repr__(self):
         return (f"RecordBatch(base_offset={self.base_offset}, count={self.count}, "

@@ -8,13 +8,14 @@ import struct
 from ..checksum import crc32c
 from ..errors import CorruptMessageError, InvalidRecordError, MessageTooLargeError
 from ..record.errors import CorruptRecordError
+from ..record.layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, CRC_OFFSET, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD,
+                             MAGIC_OFFSET, MAX_TIMESTAMP_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD,
+                             TIMESTAMP_TYPE_MASK)
 from ..record.varint import read_varint, read_varlong
 
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT, SCAN_INDEX_FULL = 0, 1, 2, 6
 SEEK_OFFSET, SEEK_TIMESTAMP, SEEK_BOUNDARY = 0, 1, 2
 
-_OVERHEAD = 61  # record batch v2 header
-_LOG_OVERHEAD = 12  # baseOffset + batchLength
 _INT32_MAX = 0x7FFFFFFF
 _INT64_MAX = (1 << 63) - 1
 _NO_TIMESTAMP = -1
@@ -148,20 +149,20 @@ def validate_records(buf, max_batch_bytes, allow_control=False):
     info.is_transactional = info.has_control = False
     pos = 0
     while pos < n:
-        if n - pos < _LOG_OVERHEAD:
+        if n - pos < LOG_OVERHEAD:
             raise CorruptMessageError(f"records end inside a batch (truncated) (at byte {pos})")
         blen = struct.unpack_from(">i", mv, pos + 8)[0]
-        if blen < _OVERHEAD - _LOG_OVERHEAD:
+        if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
             raise CorruptMessageError(f"batch length is less than the record batch v2 overhead (at byte {pos})")
-        if n - pos > 16 and mv[pos + 16] != 2:
+        if n - pos > MAGIC_OFFSET and mv[pos + MAGIC_OFFSET] != 2:
             raise CorruptMessageError(f"unsupported magic (only record batch v2 is supported) (at byte {pos})")
-        total = blen + _LOG_OVERHEAD
+        total = blen + LOG_OVERHEAD
         if n - pos < total:
             raise CorruptMessageError(f"records end inside a batch (truncated) (at byte {pos})")
         _base, _blen, _magic, crc, attrs, delta, max_ts, pid, pepoch, bseq, count = _header(mv, pos)
         if total > max_batch_bytes:
             raise MessageTooLargeError(f"batch is larger than max.message.bytes (at byte {pos})")
-        if crc32c(mv[pos + 21:pos + total]) != crc:
+        if crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + total]) != crc:
             raise CorruptMessageError(f"CRC-32C of the batch does not match its contents (at byte {pos})")
         if count <= 0 or delta < 0 or delta + 1 != count:
             raise InvalidRecordError(f"inconsistent batch offset range and record count (at byte {pos})")
@@ -170,7 +171,7 @@ def validate_records(buf, max_batch_bytes, allow_control=False):
         if attrs & 0x20 and not allow_control:
             raise InvalidRecordError(f"clients may not write control batches (at byte {pos})")
         if attrs & 0x07 == 0:
-            bad = _check_uncompressed(mv, pos + _OVERHEAD, pos + total, count)
+            bad = _check_uncompressed(mv, pos + RECORD_BATCH_OVERHEAD, pos + total, count)
             if bad:
                 raise InvalidRecordError(f"{bad[0]} (at byte {bad[1]})")
         if info.batches == 0:
@@ -192,19 +193,19 @@ def assign_offsets(buf, first_offset, leader_epoch, log_append_time):
     if mv.readonly:
         raise BufferError("assign_offsets needs a writable buffer")
     n, pos, nxt = len(mv), 0, first_offset
-    while pos + _OVERHEAD <= n:
+    while pos + RECORD_BATCH_OVERHEAD <= n:
         blen = struct.unpack_from(">i", mv, pos + 8)[0]
-        if blen < _OVERHEAD - _LOG_OVERHEAD or blen + _LOG_OVERHEAD > n - pos:
+        if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or blen + LOG_OVERHEAD > n - pos:
             break
-        total = blen + _LOG_OVERHEAD
+        total = blen + LOG_OVERHEAD
         struct.pack_into(">q", mv, pos, nxt)
         struct.pack_into(">i", mv, pos + 12, leader_epoch)
         if log_append_time >= 0:
-            attrs = struct.unpack_from(">h", mv, pos + 21)[0]
-            struct.pack_into(">h", mv, pos + 21, attrs | 0x08)
-            struct.pack_into(">q", mv, pos + 35, log_append_time)
-            struct.pack_into(">I", mv, pos + 17, crc32c(mv[pos + 21:pos + total]))
-        nxt += struct.unpack_from(">i", mv, pos + 23)[0] + 1
+            attrs = struct.unpack_from(">h", mv, pos + ATTRIBUTES_OFFSET)[0]
+            struct.pack_into(">h", mv, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+            struct.pack_into(">q", mv, pos + MAX_TIMESTAMP_OFFSET, log_append_time)
+            struct.pack_into(">I", mv, pos + CRC_OFFSET, crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + total]))
+        nxt += struct.unpack_from(">i", mv, pos + LAST_OFFSET_DELTA_OFFSET)[0] + 1
         pos += total
     return nxt
 
@@ -229,20 +230,20 @@ class SegmentScanner:
         offsets, times = bytearray(), bytearray()
         self.error = None
         while pos < n:
-            if n - pos < _LOG_OVERHEAD:
+            if n - pos < LOG_OVERHEAD:
                 return SCAN_TRUNCATED, pos, bytes(offsets), bytes(times)
             blen = struct.unpack_from(">i", mv, pos + 8)[0]
-            if blen < _OVERHEAD - _LOG_OVERHEAD:
+            if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
                 self.error = "batch length is less than the record batch v2 overhead"
                 return SCAN_CORRUPT, pos, bytes(offsets), bytes(times)
-            if n - pos > 16 and mv[pos + 16] != 2:
+            if n - pos > MAGIC_OFFSET and mv[pos + MAGIC_OFFSET] != 2:
                 self.error = "unsupported magic (only record batch v2 is supported)"
                 return SCAN_CORRUPT, pos, bytes(offsets), bytes(times)
-            total = blen + _LOG_OVERHEAD
+            total = blen + LOG_OVERHEAD
             if n - pos < total:
                 return SCAN_TRUNCATED, pos, bytes(offsets), bytes(times)
             base, _blen, _magic, crc, _attrs, delta, max_ts, *_ = _header(mv, pos)
-            if self.check_crc and crc32c(mv[pos + 21:pos + total]) != crc:
+            if self.check_crc and crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + total]) != crc:
                 self.error = "CRC-32C of the batch does not match its contents"
                 return SCAN_CORRUPT, pos, bytes(offsets), bytes(times)
             if delta < 0 or base < self.base_offset or base > _INT64_MAX - delta:
@@ -278,29 +279,30 @@ def seek(fd, start, end, mode, target):
     pos, first = start, True
     while pos < end:
         head = os.pread(fd, min(43, end - pos), pos)
-        if len(head) < _LOG_OVERHEAD:
+        if len(head) < LOG_OVERHEAD:
             break  # a partial header at the end: no more batches
         blen = struct.unpack_from(">i", head, 8)[0]
-        if blen < _OVERHEAD - _LOG_OVERHEAD:
+        if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
             raise CorruptRecordError("batch header is not a record batch v2", start)
-        total = blen + _LOG_OVERHEAD
+        total = blen + LOG_OVERHEAD
         if pos + total > end:
             break  # an incomplete batch: nothing from it on counts
         if mode == SEEK_BOUNDARY:
             if pos + total > target:
                 return pos + total if first else pos
         else:
-            need = 43 if mode == SEEK_TIMESTAMP else 27
+            # the header up to the max timestamp's end, or to the last offset delta's
+            need = PRODUCER_ID_OFFSET if mode == SEEK_TIMESTAMP else BASE_TIMESTAMP_OFFSET
             if len(head) < need:
                 return None
-            if head[16] != 2:
+            if head[MAGIC_OFFSET] != 2:
                 raise CorruptRecordError("batch header is not a record batch v2", start)
             base = struct.unpack_from(">q", head, 0)[0]
-            delta = struct.unpack_from(">i", head, 23)[0]
+            delta = struct.unpack_from(">i", head, LAST_OFFSET_DELTA_OFFSET)[0]
             if delta < 0 or base > _INT64_MAX - delta:
                 raise CorruptRecordError("batch header is not a record batch v2", start)
             last = base + delta
-            max_ts = struct.unpack_from(">q", head, 35)[0] if mode == SEEK_TIMESTAMP else 0
+            max_ts = struct.unpack_from(">q", head, MAX_TIMESTAMP_OFFSET)[0] if mode == SEEK_TIMESTAMP else 0
             if (mode == SEEK_OFFSET and last >= target) or (mode == SEEK_TIMESTAMP and max_ts >= target):
                 return pos, base, last, max_ts, min(total, _INT32_MAX)
         pos += total

@@ -6,17 +6,16 @@ import struct
 
 from ..checksum import crc32c
 from ..record import codecs
-
-HEADER = 61
-_ATTR_CODEC = 0x07
-_ATTR_LOG_APPEND_TIME = 0x08
+from ..record.layout import (ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, COMPRESSION_CODEC_MASK, CRC_OFFSET,
+                             LENGTH_OFFSET, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET, RECORD_BATCH_OVERHEAD,
+                             RECORDS_COUNT_OFFSET, TIMESTAMP_TYPE_MASK)
 
 
 def records_section(batch) -> bytes:
     """The uncompressed records section of one batch (bytes-like, whole batch)."""
     mv = memoryview(batch).cast("B")
-    codec = struct.unpack_from(">h", mv, 21)[0] & _ATTR_CODEC
-    body = mv[HEADER:]
+    codec = struct.unpack_from(">h", mv, ATTRIBUTES_OFFSET)[0] & COMPRESSION_CODEC_MASK
+    body = mv[RECORD_BATCH_OVERHEAD:]
     return bytes(body) if codec == 0 else codecs.decompress(codec, body)
 
 
@@ -24,16 +23,16 @@ def build_batch(header, records_raw, count, codec, max_timestamp=None) -> bytear
     """A batch with header's fields, these records (uncompressed record bytes, length prefixes
     included) compressed with codec (id), count records, and max_timestamp if given."""
     body = codecs.compress(codec, records_raw) if codec else bytes(records_raw)
-    out = bytearray(HEADER + len(body))
-    out[:HEADER] = bytes(header[:HEADER])
-    out[HEADER:] = body
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    attrs = struct.unpack_from(">h", out, 21)[0]
-    struct.pack_into(">h", out, 21, (attrs & ~_ATTR_CODEC) | codec)
-    if max_timestamp is not None and not attrs & _ATTR_LOG_APPEND_TIME:
-        struct.pack_into(">q", out, 35, max_timestamp)
-    struct.pack_into(">i", out, 57, count)
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(body))
+    out[:RECORD_BATCH_OVERHEAD] = bytes(header[:RECORD_BATCH_OVERHEAD])
+    out[RECORD_BATCH_OVERHEAD:] = body
+    struct.pack_into(">i", out, LENGTH_OFFSET, len(out) - LOG_OVERHEAD)
+    attrs = struct.unpack_from(">h", out, ATTRIBUTES_OFFSET)[0]
+    struct.pack_into(">h", out, ATTRIBUTES_OFFSET, (attrs & ~COMPRESSION_CODEC_MASK) | codec)
+    if max_timestamp is not None and not attrs & TIMESTAMP_TYPE_MASK:
+        struct.pack_into(">q", out, MAX_TIMESTAMP_OFFSET, max_timestamp)
+    struct.pack_into(">i", out, RECORDS_COUNT_OFFSET, count)
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out
 
 
@@ -42,8 +41,8 @@ def empty_batch(batch) -> bytearray:
     DefaultRecordBatch.writeEmptyHeader, the cleaner's RETAIN_EMPTY): same base offset, last
     offset delta, producer id, epoch, base sequence, leader epoch, attributes (transactional,
     control, timestamp type) and max timestamp; uncompressed, no records, base timestamp -1."""
-    out = bytearray(batch[:HEADER])
-    struct.pack_into(">q", out, 27, -1)
+    out = bytearray(batch[:RECORD_BATCH_OVERHEAD])
+    struct.pack_into(">q", out, BASE_TIMESTAMP_OFFSET, -1)
     return build_batch(out, b"", 0, 0)
 
 
@@ -52,14 +51,14 @@ def recompress(buf, codec) -> bytearray:
     mv = memoryview(buf).cast("B")
     out = bytearray()
     pos = 0
-    while pos + 12 <= len(mv):
-        total = struct.unpack_from(">i", mv, pos + 8)[0] + 12
+    while pos + LOG_OVERHEAD <= len(mv):
+        total = struct.unpack_from(">i", mv, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
         batch = mv[pos:pos + total]
-        attrs = struct.unpack_from(">h", batch, 21)[0]
-        if attrs & _ATTR_CODEC == codec:
+        attrs = struct.unpack_from(">h", batch, ATTRIBUTES_OFFSET)[0]
+        if attrs & COMPRESSION_CODEC_MASK == codec:
             out += batch
         else:
-            count = struct.unpack_from(">i", batch, 57)[0]
-            out += build_batch(batch[:HEADER], records_section(batch), count, codec)
+            count = struct.unpack_from(">i", batch, RECORDS_COUNT_OFFSET)[0]
+            out += build_batch(batch[:RECORD_BATCH_OVERHEAD], records_section(batch), count, codec)
         pos += total
     return out

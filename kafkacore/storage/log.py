@@ -44,6 +44,8 @@ from ..errors import (CorruptMessageError, DuplicateSequenceNumberError, Invalid
                       RecordListTooLargeError)
 from ..record import CorruptRecordError, codecs, iter_batches
 from ..record.control import end_txn_marker_batch
+from ..record.layout import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, LAST_OFFSET_DELTA_OFFSET,
+                             LOG_OVERHEAD, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
 from ._hot import hot
 from .batch_rewrite import records_section, recompress
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, PartitionMetadataFile, fsync_dir
@@ -62,7 +64,6 @@ _LAST_DELTA = struct.Struct(">i")
 _BASE_LEN_EPOCH = struct.Struct(">qii")
 # a v2 batch header from baseOffset to recordsCount (Kafka's DefaultRecordBatch)
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_BATCH_OVERHEAD = 61
 # A rolled segment is fsynced this long after the roll, not at once as Kafka does. By then the
 # kernel has written its pages back on its own (vm.dirty_expire_centisecs defaults to 30 s), so
 # the fsync only confirms it. At once, it forced the whole segment out while appends to the new
@@ -386,7 +387,7 @@ class Log:
                 f"{info.batches} batches in one append exceed what segment.index.bytes="
                 f"{config.segment_index_bytes} indexes in a segment ({index_slots})")
         # the idempotence fields: byte 43 of a v2 batch holds its producer id
-        pbatches = producer_batches(buf) if info.batches > 1 or _PID.unpack_from(buf, 43)[0] >= 0 else ()
+        pbatches = producer_batches(buf) if info.batches > 1 or _PID.unpack_from(buf, PRODUCER_ID_OFFSET)[0] >= 0 else ()
         with self.lock:
             if self.closed:
                 raise KafkaStorageError(f"log {self.name} is closed")
@@ -567,21 +568,21 @@ class Log:
         (kafkacore's rule; Kafka stores such a batch as plain data.)"""
         mv = memoryview(records).cast("B")
         pos = 0
-        while pos + 61 <= mv.nbytes:
+        while pos + RECORD_BATCH_OVERHEAD <= mv.nbytes:
             base, blen, _e, _m, _c, attrs, *_rest, pid, _pe, _bs, _n = _HEADER.unpack_from(mv, pos)
-            if attrs & 0x10 and not attrs & 0x20 and pid < 0:
+            if attrs & TRANSACTIONAL_FLAG_MASK and not attrs & CONTROL_FLAG_MASK and pid < 0:
                 raise InvalidRecordError(f"a transactional batch needs a producer id (at byte {pos})")
-            pos += 12 + blen
+            pos += LOG_OVERHEAD + blen
 
     def _update_producers(self, buf, pbatches, first, log_append_time, origin, segment, txn):
         offsets = {}
         mv = memoryview(buf)
         pos = 0
-        while pos + 61 <= mv.nbytes:  # first offset of each producer batch, as stamped
+        while pos + RECORD_BATCH_OVERHEAD <= mv.nbytes:  # first offset of each producer batch, as stamped
             base, blen = _BASE_LEN.unpack_from(mv, pos)
-            if _PID.unpack_from(mv, pos + 43)[0] >= 0:
+            if _PID.unpack_from(mv, pos + PRODUCER_ID_OFFSET)[0] >= 0:
                 offsets.setdefault(len(offsets), base)
-            pos += 12 + blen
+            pos += LOG_OVERHEAD + blen
         state = self.producer_state
         if not txn:
             for i, b in enumerate(pbatches):
@@ -633,16 +634,16 @@ class Log:
             mv = memoryview(data)
             pos = 0
             nxt = offset
-            while pos + 61 <= len(data):
+            while pos + RECORD_BATCH_OVERHEAD <= len(data):
                 base, blen = _BASE_LEN.unpack_from(mv, pos)
-                if pos + 12 + blen > len(data):
+                if pos + LOG_OVERHEAD + blen > len(data):
                     break
                 # (a batch without a producer id changes nothing: skipped at the cost of a read)
-                if base >= from_offset and _PID.unpack_from(mv, pos + 43)[0] >= 0:
-                    for b in producer_batches(mv[pos:pos + 12 + blen]):
+                if base >= from_offset and _PID.unpack_from(mv, pos + PRODUCER_ID_OFFSET)[0] >= 0:
+                    for b in producer_batches(mv[pos:pos + LOG_OVERHEAD + blen]):
                         yield b, base, base + b.offset_delta
-                nxt = base + _LAST_DELTA.unpack_from(mv, pos + 23)[0] + 1
-                pos += 12 + blen
+                nxt = base + _LAST_DELTA.unpack_from(mv, pos + LAST_OFFSET_DELTA_OFFSET)[0] + 1
+                pos += LOG_OVERHEAD + blen
             if nxt <= offset:
                 break
             offset = nxt
@@ -1192,7 +1193,7 @@ class Log:
             if status == hot.SCAN_TRUNCATED and scanner.position == pos:
                 head = os.pread(fd, 12, pos)  # one batch longer than the read: read it whole
                 need = int.from_bytes(head[8:12], "big", signed=True) + 12 if len(head) == 12 else 0
-                if need < _BATCH_OVERHEAD or pos + need > end:
+                if need < RECORD_BATCH_OVERHEAD or pos + need > end:
                     raise KafkaStorageError(f"{seg.log_path}: no whole batch at byte {pos}")
                 status, _consumed, offsets, times = scanner.scan(os.pread(fd, need, pos))
             if status not in (hot.SCAN_OK, hot.SCAN_TRUNCATED) or scanner.position == pos:
@@ -1297,16 +1298,16 @@ class _FollowerBatch:
 def _follower_producer_batch(records, b):
     """The ProducerBatch of a follower's batch, its marker read before anything is written
     (CorruptMessageError when a control batch holds no end-transaction marker)."""
-    if b.attributes & 0x20:
+    if b.attributes & CONTROL_FLAG_MASK:
         try:
             parsed = parse_marker(memoryview(records).cast("B")[b.pos:b.pos + b.size])
         except CorruptRecordError as e:
             raise CorruptMessageError(f"control batch at offset {b.base} of producer {b.producer_id}: {e}") from None
         marker, coordinator_epoch = parsed if parsed is not None else (None, -1)
         return MarkerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
-                           bool(b.attributes & 0x10), marker, coordinator_epoch)
+                           bool(b.attributes & TRANSACTIONAL_FLAG_MASK), marker, coordinator_epoch)
     return ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
-                         bool(b.attributes & 0x10))
+                         bool(b.attributes & TRANSACTIONAL_FLAG_MASK))
 
 
 def _follower_batches(records):
@@ -1322,20 +1323,20 @@ def _follower_batches(records):
     pos = 0
     prev_last = None
     while pos < n:
-        if n - pos < _BATCH_OVERHEAD:
+        if n - pos < RECORD_BATCH_OVERHEAD:
             raise CorruptMessageError(f"records end inside a batch header (truncated) (at byte {pos})")
         (base, blen, epoch, magic, crc, attrs, delta, _base_ts, max_ts, pid, pepoch, bseq,
          count) = _HEADER.unpack_from(mv, pos)
-        if blen < _BATCH_OVERHEAD - 12:
+        if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
             raise CorruptMessageError(f"batch length is less than the record batch v2 overhead (at byte {pos})")
         if magic != 2:
             raise CorruptMessageError(f"unsupported magic {magic} (only record batch v2 is supported) (at byte {pos})")
-        size = blen + 12
+        size = blen + LOG_OVERHEAD
         if n - pos < size:
             raise CorruptMessageError(f"records end inside a batch (truncated) (at byte {pos})")
-        if crc32c(mv[pos + 21:pos + size]) != crc:
+        if crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + size]) != crc:
             raise CorruptMessageError(f"CRC-32C of the batch does not match its contents (at byte {pos})")
-        if attrs & 0x07 > 4:
+        if attrs & COMPRESSION_CODEC_MASK > 4:
             raise CorruptMessageError(f"unknown compression codec (Kafka defines ids 0 to 4) (at byte {pos})")
         if delta < 0:
             raise CorruptMessageError(f"negative last offset delta (at byte {pos})")
@@ -1368,7 +1369,7 @@ def _batch_epochs(segment):
             if len(buf) < 16:
                 raise KafkaStorageError(f"{segment.log_path}: a batch header is cut short at byte {pos}")
         base, blen, epoch = _BASE_LEN_EPOCH.unpack_from(buf, rel)
-        if blen < _BATCH_OVERHEAD - 12:
+        if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
             raise KafkaStorageError(f"{segment.log_path}: bad batch length at byte {pos}")
         yield base, epoch
-        pos += blen + 12
+        pos += blen + LOG_OVERHEAD

@@ -40,7 +40,9 @@ from ..clock import wall_ms
 from ..errors import KafkaStorageError
 from ._hot import hot
 from ..record.control import ABORT
-from .batch_rewrite import HEADER, build_batch, empty_batch, records_section
+from ..record.layout import (COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, LENGTH_OFFSET, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET,
+                             RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
+from .batch_rewrite import build_batch, empty_batch, records_section
 from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .log_segment import CLEANED_SUFFIX, LogSegment
 from .producer_state import parse_marker
@@ -77,18 +79,18 @@ def iter_segment_batches(segment, end=None):
         chunk = os.pread(fd, min(_READ_CHUNK, end - pos), pos)
         mv = memoryview(chunk)
         at = 0
-        while at + 12 <= len(mv):
-            total = struct.unpack_from(">i", mv, at + 8)[0] + 12
-            if total < HEADER:
+        while at + LOG_OVERHEAD <= len(mv):
+            total = struct.unpack_from(">i", mv, at + LENGTH_OFFSET)[0] + LOG_OVERHEAD
+            if total < RECORD_BATCH_OVERHEAD:
                 raise KafkaStorageError(f"{segment.log_path}: bad batch length at {pos + at}")
             if at + total > len(mv):
                 break
             yield pos + at, mv[at:at + total]
             at += total
         if at == 0:  # a batch larger than the chunk
-            head = os.pread(fd, 12, pos)
-            total = struct.unpack_from(">i", head, 8)[0] + 12
-            if total < HEADER or pos + total > end:
+            head = os.pread(fd, LOG_OVERHEAD, pos)
+            total = struct.unpack_from(">i", head, LENGTH_OFFSET)[0] + LOG_OVERHEAD
+            if total < RECORD_BATCH_OVERHEAD or pos + total > end:
                 raise KafkaStorageError(f"{segment.log_path}: bad batch length at {pos}")
             yield pos, memoryview(os.pread(fd, total, pos))
             at = total
@@ -101,7 +103,6 @@ def _key_hash(key):
 
 # a v2 batch header from baseOffset to recordsCount (Kafka's DefaultRecordBatch)
 _HDR = struct.Struct(">qiibIhiqqqhii")
-_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 class CleanedTransactionMetadata:
@@ -165,20 +166,20 @@ def filter_batch(batch, offset_map, retain_deletes, stats, txns=None, producers=
     discard = False
     retain_empty = False
     if pid >= 0:
-        if attrs & (_TRANSACTIONAL | _CONTROL) and txns is not None:
-            if attrs & _CONTROL:
+        if attrs & (TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK) and txns is not None:
+            if attrs & CONTROL_FLAG_MASK:
                 discard = txns.on_control_batch(batch, pid, base + delta) and not retain_deletes
             else:
                 discard = txns.on_data_batch(pid, base + delta)
         last = producers.get(pid) if producers else None
         if last is not None:  # Kafka's isBatchLastRecordOfProducer
             retain_empty = (base + delta == last[0] if last[0] >= 0
-                            else bool(attrs & _CONTROL) and pepoch == last[1])
+                            else bool(attrs & CONTROL_FLAG_MASK) and pepoch == last[1])
     if discard:
         if retain_empty:
             return batch if count == 0 else empty_batch(batch)
         return None
-    if attrs & _CONTROL:  # a marker that stays keeps its record
+    if attrs & CONTROL_FLAG_MASK:  # a marker that stays keeps its record
         if count == 0 and not retain_empty:
             return None
         stats.records_kept += count
@@ -203,7 +204,7 @@ def filter_batch(batch, offset_map, retain_deletes, stats, txns=None, producers=
         return batch
     raw = b"".join(section[s:e] for s, e, _t in kept)
     max_ts = base_ts + max(t for _s, _e, t in kept)
-    return build_batch(batch[:HEADER], raw, len(kept), attrs & 0x07, max_ts)
+    return build_batch(batch[:RECORD_BATCH_OVERHEAD], raw, len(kept), attrs & COMPRESSION_CODEC_MASK, max_ts)
 
 
 def _last_entries(producers):
@@ -296,14 +297,14 @@ class LogCleaner:
                 base, _len, _epoch, _magic, _crc, attrs, delta, _bts, _mts, pid, _pe, _seq, count = \
                     _HDR.unpack_from(batch, 0)
                 last = base + delta
-                if attrs & (_TRANSACTIONAL | _CONTROL) and pid >= 0:
+                if attrs & (TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK) and pid >= 0:
                     # markers and aborted batches never enter the map (Kafka's buildOffsetMapForSegment)
-                    if attrs & _CONTROL:
+                    if attrs & CONTROL_FLAG_MASK:
                         txns.on_control_batch(batch, pid, last)
                         continue
                     if txns.on_data_batch(pid, last):
                         continue
-                elif attrs & _CONTROL:
+                elif attrs & CONTROL_FLAG_MASK:
                     continue
                 if last < first_dirty:
                     continue
@@ -350,7 +351,7 @@ class LogCleaner:
                 if out is None:
                     continue
                 buf = bytearray(out) if isinstance(out, memoryview) else out
-                cleaned.append(buf, struct.unpack_from(">q", buf, 35)[0])
+                cleaned.append(buf, struct.unpack_from(">q", buf, MAX_TIMESTAMP_OFFSET)[0])
                 stats.bytes_written += len(buf)
             if cleaned.max_timestamp_so_far < 0 <= seg.largest_timestamp:
                 # Emptied: its age falls back to the file's time, so it keeps the original's age

@@ -10,6 +10,7 @@ is byte-for-byte the index that appends wrote."""
 import os
 
 from ..errors import CorruptMessageError, KafkaStorageError, RecordListTooLargeError
+from ..record.layout import MAX_TIMESTAMP_OFFSET, PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD
 from ._hot import hot
 from .file_slice import FileSlice, SegmentFile
 from .offset_index import OffsetIndex
@@ -156,10 +157,11 @@ class LogSegment:
         self.offset_of_max_timestamp_so_far = scanner.offset_of_max_timestamp
 
     def _learn_first_batch_timestamp(self):
-        if self.size >= 61:
-            head = os.pread(self.file.fd, 43, 0)
-            if len(head) == 43:
-                self.first_batch_timestamp = int.from_bytes(head[35:43], "big", signed=True)
+        if self.size >= RECORD_BATCH_OVERHEAD:
+            head = os.pread(self.file.fd, PRODUCER_ID_OFFSET, 0)  # the header up to the max timestamp's end
+            if len(head) == PRODUCER_ID_OFFSET:
+                self.first_batch_timestamp = int.from_bytes(head[MAX_TIMESTAMP_OFFSET:PRODUCER_ID_OFFSET], "big",
+                                                            signed=True)
 
     def _scan(self, scanner, write_index):
         """Feeds the log from scanner.position to the end through scanner, a chunk at a time.

@@ -53,6 +53,7 @@ from ..protocol.coordinator.producer_snapshot import ProducerEntry, ProducerSnap
 from ..protocol.wire import ProtocolDecodeError, Reader, Writer
 from ..record import CorruptRecordError
 from ..record.control import ABORT, COMMIT, parse_control_key, parse_end_txn_marker_value
+from ..record.layout import CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from ..record.varint import read_varint, read_varlong
 from .batch_rewrite import records_section
 
@@ -77,7 +78,6 @@ class AppendOrigin:
 
 # v2 batch header fields (Kafka's DefaultRecordBatch offsets)
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordsCount
-_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 class BatchMetadata:
@@ -244,21 +244,21 @@ def producer_batches(buf):
     n = mv.nbytes
     pos = 0
     out = []
-    while pos + 61 <= n:
+    while pos + RECORD_BATCH_OVERHEAD <= n:
         (base, blen, _epoch, _magic, _crc, attrs, last_delta, _base_ts, max_ts, pid, pepoch, base_seq,
          _count) = _HEADER.unpack_from(mv, pos)
         if pid >= 0:
-            if attrs & _CONTROL:
+            if attrs & CONTROL_FLAG_MASK:
                 try:
-                    parsed = parse_marker(mv[pos:pos + 12 + blen])
+                    parsed = parse_marker(mv[pos:pos + LOG_OVERHEAD + blen])
                 except CorruptRecordError as e:
                     raise CorruptMessageError(f"control batch at offset {base} of producer {pid}: {e}") from None
                 marker, coordinator_epoch = parsed if parsed is not None else (None, -1)
-                out.append(MarkerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & _TRANSACTIONAL),
+                out.append(MarkerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & TRANSACTIONAL_FLAG_MASK),
                                        marker, coordinator_epoch))
             else:
-                out.append(ProducerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & _TRANSACTIONAL)))
-        pos += 12 + blen
+                out.append(ProducerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & TRANSACTIONAL_FLAG_MASK)))
+        pos += LOG_OVERHEAD + blen
     return out
 
 

@@ -29,6 +29,8 @@ import struct
 from ..checksum import crc32c
 from ..record.control import ABORT
 from ..record.errors import CorruptRecordError
+from ..record.layout import (ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+                             TRANSACTIONAL_FLAG_MASK)
 from .producer_state import CorruptSnapshotError, decode_snapshot, list_snapshots, parse_marker
 from .txn_index import CURRENT_VERSION, ENTRY, ENTRY_SIZE, AbortedTxn, CorruptIndexError
 
@@ -37,9 +39,6 @@ log = logging.getLogger(__name__)
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId (the v2 header up to the producer id)
 _HEAD = struct.Struct(">qiibIhiqqq")
-_HEADER_SIZE = 61
-_LOG_OVERHEAD = 12
-_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 _CHUNK = 8 << 20
 
 
@@ -144,17 +143,17 @@ class TxnView:
             pos = 0
             expect = base  # the lowest base offset the next batch may have
             buf, at = b"", 0  # buf holds the file's bytes from position at
-            while pos + _LOG_OVERHEAD <= size:
-                if pos + _HEADER_SIZE > at + len(buf):
+            while pos + LOG_OVERHEAD <= size:
+                if pos + RECORD_BATCH_OVERHEAD > at + len(buf):
                     buf, at = _pread(f, pos, min(_CHUNK, size - pos)), pos
                 off = pos - at
-                if len(buf) - off < _HEADER_SIZE:
+                if len(buf) - off < RECORD_BATCH_OVERHEAD:
                     if last:
                         return  # the start of a batch still being written
                     raise CorruptRecordError(f"{path}: a truncated batch header at file position {pos}", pos)
                 base_offset, length, _ple, magic, crc, attrs, delta, _bts, _mts, pid = _HEAD.unpack_from(buf, off)
-                total = _LOG_OVERHEAD + length
-                if magic != 2 or length < _HEADER_SIZE - _LOG_OVERHEAD or delta < 0 or base_offset < expect:
+                total = LOG_OVERHEAD + length
+                if magic != 2 or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or delta < 0 or base_offset < expect:
                     raise CorruptRecordError(
                         f"{path}: corrupt batch at file position {pos} (base offset {base_offset}, length {length}, "
                         f"magic {magic}, last offset delta {delta}; the base offset must be at least {expect})", pos)
@@ -171,7 +170,7 @@ class TxnView:
                 last_offset = base_offset + delta
                 if pid >= 0 and last_offset >= start:
                     batch = memoryview(buf)[off:off + total]
-                    if crc32c(batch[21:]) != crc:
+                    if crc32c(batch[ATTRIBUTES_OFFSET:]) != crc:
                         raise CorruptRecordError(f"{path}: the CRC of the batch at file position {pos} (offset "
                                                  f"{base_offset}) does not match its data", pos)
                     self._apply(batch, pid, attrs, base_offset, path)
@@ -181,8 +180,8 @@ class TxnView:
     def _apply(self, batch, pid, attrs, base_offset, path):
         """One batch with a producer id, as the broker's producer state applies it."""
         open_txns = self.open_transactions
-        if not attrs & _CONTROL:
-            if attrs & _TRANSACTIONAL and pid not in open_txns:
+        if not attrs & CONTROL_FLAG_MASK:
+            if attrs & TRANSACTIONAL_FLAG_MASK and pid not in open_txns:
                 open_txns[pid] = base_offset
             return
         try:

@@ -157,7 +157,7 @@ class SegmentDump(FileDump):
 
     def precheck(self):
         """The first batch header must be one: a length, magic 2, and the whole batch there."""
-        from ..record.batch_py import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+        from ..record.layout import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
         from ..record.control import MAGIC_V2
 
         with open(self.path, "rb") as f:
@@ -219,7 +219,7 @@ class SegmentDump(FileDump):
         left = size - end
         if self.summary["batches"] == 0:
             raise NotKafkaFile(f"not a Kafka log segment: {self.path} ({left} bytes, no whole record batch)")
-        from ..record.batch_py import LOG_OVERHEAD
+        from ..record.layout import LOG_OVERHEAD
 
         if left >= LOG_OVERHEAD:
             declared = int.from_bytes(mm[end + 8:end + LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD

@@ -169,7 +169,7 @@ def run_produce(args) -> int:
     if args.throughput == 0 or args.throughput < -1:
         raise ToolError("--throughput must be positive, or -1 for no limit", EXIT_USAGE)
     props = properties(args)
-    from ..record.batch_py import RECORD_BATCH_OVERHEAD
+    from ..record.layout import RECORD_BATCH_OVERHEAD
 
     topic_partitions(props, args.topic, create=True)
     producer = make_producer(props)

@@ -40,12 +40,14 @@ from ...errors import (InvalidProducerEpochError, InvalidProducerIdMappingError,
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
                                                    TopicProduceResponse)
+from ...record.layout import (ATTRIBUTES_FLAGS_BYTE, LENGTH_OFFSET, LOG_OVERHEAD, PRODUCER_EPOCH_OFFSET,
+                              PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
 from ...coordinator.txn_verification import verify_partitions
 from ..broker import INTERNAL_TOPICS
 
 _LENGTH = struct.Struct(">i")
-_PID = struct.Struct(">q")  # a v2 batch's producer id, at byte 43
-_EPOCH = struct.Struct(">h")  # its producer epoch, at byte 51
+_PID = struct.Struct(">q")  # a v2 batch's producer id
+_EPOCH = struct.Struct(">h")  # its producer epoch
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = (3, 11)
@@ -57,9 +59,9 @@ def _needs_verification(broker, lg, records):
     this epoch): the coordinator must confirm the partition is in its Ongoing transaction."""
     if not broker.config["transaction.partition.verification.enable"]:
         return False
-    entry = lg.producer_state.producers.get(_PID.unpack_from(records, 43)[0])
+    entry = lg.producer_state.producers.get(_PID.unpack_from(records, PRODUCER_ID_OFFSET)[0])
     return not (entry is not None and entry.current_txn_first_offset >= 0
-                and entry.epoch == _EPOCH.unpack_from(records, 51)[0])
+                and entry.epoch == _EPOCH.unpack_from(records, PRODUCER_EPOCH_OFFSET)[0])
 
 
 def _verification_error(code, txn_id, topic, partition, records, v):
@@ -67,7 +69,7 @@ def _verification_error(code, txn_id, topic, partition, records, v):
     as Kafka's ReplicaManager maps them."""
     if code == 0:
         return None
-    pid, epoch = _PID.unpack_from(records, 43)[0], _EPOCH.unpack_from(records, 51)[0]
+    pid, epoch = _PID.unpack_from(records, PRODUCER_ID_OFFSET)[0], _EPOCH.unpack_from(records, PRODUCER_EPOCH_OFFSET)[0]
     if code == InvalidTxnStateError.code:
         return (TransactionAbortableError if v >= 11 else InvalidTxnStateError)(
             f"{topic}-{partition} is not in the ongoing transaction of producer {pid}")
@@ -91,7 +93,8 @@ def _to_verify(broker, req):
     for td in req.topic_data:
         for pd in td.partition_data:
             records = pd.records
-            if records is None or len(records) < 61 or not records[22] & 0x10 or td.name in INTERNAL_TOPICS:
+            if (records is None or len(records) < RECORD_BATCH_OVERHEAD
+                    or not records[ATTRIBUTES_FLAGS_BYTE] & TRANSACTIONAL_FLAG_MASK or td.name in INTERNAL_TOPICS):
                 continue
             try:
                 lg = _leader_log(broker, td.name, pd.index)
@@ -99,19 +102,20 @@ def _to_verify(broker, req):
                 continue  # answered by the append's own checks
             if _needs_verification(broker, lg, records):
                 out[(td.name, pd.index)] = records
-                pid_epoch = (_PID.unpack_from(records, 43)[0], _EPOCH.unpack_from(records, 51)[0])
+                pid_epoch = (_PID.unpack_from(records, PRODUCER_ID_OFFSET)[0],
+                             _EPOCH.unpack_from(records, PRODUCER_EPOCH_OFFSET)[0])
     return out, pid_epoch
 
 
 def _append(broker, topic, partition, records, acks, txn_id=None, v=11, verified=None):
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"cannot append to internal topic {topic}")
-    if records is None or len(records) < 61:
+    if records is None or len(records) < RECORD_BATCH_OVERHEAD:
         raise InvalidRecordError(f"produce to {topic}-{partition} carries no record batch")
-    if 12 + _LENGTH.unpack_from(records, 8)[0] < len(records):
+    if LOG_OVERHEAD + _LENGTH.unpack_from(records, LENGTH_OFFSET)[0] < len(records):
         raise InvalidRecordError(
             f"produce to {topic}-{partition} must carry exactly one record batch (Kafka's rule for v3+)")
-    transactional = bool(records[22] & 0x10)  # attributes (int16 at 21) bit 4
+    transactional = bool(records[ATTRIBUTES_FLAGS_BYTE] & TRANSACTIONAL_FLAG_MASK)
     if transactional and txn_id is None:
         raise InvalidTxnStateError(f"a transactional batch for {topic}-{partition} in a request without a "
                                    "transactional id")
@@ -164,8 +168,9 @@ def _handle(ctx, req, verified):
     responses = []
     bad_acks = acks not in (0, 1, -1)
     txn_id = req.transactional_id
-    mixed = txn_id is not None and len({bytes(pd.records[43:51]) for td in req.topic_data for pd in td.partition_data
-                                        if pd.records is not None and len(pd.records) >= 61}) > 1
+    mixed = txn_id is not None and len({
+        bytes(pd.records[PRODUCER_ID_OFFSET:PRODUCER_EPOCH_OFFSET]) for td in req.topic_data for pd in td.partition_data
+        if pd.records is not None and len(pd.records) >= RECORD_BATCH_OVERHEAD}) > 1
     waits = []
     metrics = broker.metrics
     for td in req.topic_data:
