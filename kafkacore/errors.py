@@ -141,6 +141,7 @@ BrokerNotAvailableError = _error("BROKER_NOT_AVAILABLE", 8)
 ReplicaNotAvailableError = _error("REPLICA_NOT_AVAILABLE", 9, True)
 StaleControllerEpochError = _error("STALE_CONTROLLER_EPOCH", 11)
 OffsetMetadataTooLargeError = _error("OFFSET_METADATA_TOO_LARGE", 12)
+NetworkExceptionError = _error("NETWORK_EXCEPTION", 13, True)
 CoordinatorLoadInProgressError = _error("COORDINATOR_LOAD_IN_PROGRESS", 14, True)
 CoordinatorNotAvailableError = _error("COORDINATOR_NOT_AVAILABLE", 15, True)
 NotCoordinatorError = _error("NOT_COORDINATOR", 16, True)
@@ -202,6 +203,13 @@ class FetchSessionTopicIdError(KafkaError):  # a class statement: _error would n
 
 
 ERRORS_BY_CODE = {cls.code: cls for cls in KafkaError.__subclasses__()}
+
+# Errors that mean a client's view of the cluster is stale: it refreshes its metadata before it
+# retries (Kafka's producer and fetcher treat these as InvalidMetadataException).
+STALE_METADATA_ERRORS = frozenset({
+    UnknownTopicOrPartitionError.code, LeaderNotAvailableError.code, NotLeaderOrFollowerError.code,
+    FencedLeaderEpochError.code, UnknownLeaderEpochError.code, UnknownTopicIdError.code,
+    InconsistentTopicIdError.code})
 
 
 def error_name(code: int) -> str:

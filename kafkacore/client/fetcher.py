@@ -15,7 +15,7 @@ import select
 import threading
 from collections import deque
 
-from ..errors import CorruptRecordBatchError, KafkaError, OffsetOutOfRangeError
+from ..errors import STALE_METADATA_ERRORS, CorruptRecordBatchError, KafkaError, OffsetOutOfRangeError
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .connection import ConnectionClosed
@@ -27,7 +27,6 @@ _fm = __import__("kafkacore.protocol.messages.fetch_request", fromlist=["x"])
 _FetchTopic, _FetchPartition = _fm.FetchTopic, _fm.FetchPartition
 
 PREFETCH_DEPTH = 2
-_LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}
 
 
 class FetchedData:
@@ -236,7 +235,7 @@ class Fetcher(threading.Thread):
                         if code == OffsetOutOfRangeError.code:
                             st.reset_to = "out-of-range"
                             got_data = True
-                        elif code in _LEADER_ERRORS:
+                        elif code in STALE_METADATA_ERRORS:
                             self.need_metadata = True
                         else:
                             log.warning("fetch %s-%s: error %s", tp[0], tp[1], code)

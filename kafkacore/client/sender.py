@@ -24,8 +24,12 @@ from collections import deque
 
 from ..clock import wall_ms
 from ..checksum import crc32c
-from ..errors import (ClientClosedError, DuplicateSequenceNumberError, KafkaError, KafkaTimeoutError,
-                      OutOfOrderSequenceNumberError, error_for_code)
+from ..errors import (STALE_METADATA_ERRORS, ClientClosedError, CoordinatorLoadInProgressError,
+                      CoordinatorNotAvailableError, CorruptMessageError, DuplicateSequenceNumberError,
+                      InvalidProducerEpochError, KafkaError, KafkaStorageError, KafkaTimeoutError,
+                      NetworkExceptionError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
+                      OutOfOrderSequenceNumberError, ProducerFencedError, RequestTimedOutError, UnknownProducerIdError,
+                      error_for_code)
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..record.layout import ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CRC_OFFSET
@@ -39,13 +43,15 @@ _InitProducerIdRequest = request_class(ApiKey.INIT_PRODUCER_ID)
 _pm = __import__("kafkacore.protocol.messages.produce_request", fromlist=["x"])
 _TopicProduceData, _PartitionProduceData = _pm.TopicProduceData, _pm.PartitionProduceData
 
-# Errors after which a batch is sent again (Kafka's RetriableException family).
-_LEADER_ERRORS = {3, 5, 6, 74, 75, 100, 103}  # the cluster view is stale: refresh metadata first
-_RETRIABLE = _LEADER_ERRORS | {2, 7, 13, 14, 15, 19, 20, 56}  # + corrupt, timeouts, not enough replicas
-
-
+# Errors after which a batch is sent again (Kafka's RetriableException family): a stale view of
+# the cluster (metadata refreshed first), and corrupt batches, timeouts, coordinators moving,
+# too few replicas and storage errors
+_RETRIABLE = STALE_METADATA_ERRORS | {
+    CorruptMessageError.code, RequestTimedOutError.code, NetworkExceptionError.code,
+    CoordinatorLoadInProgressError.code, CoordinatorNotAvailableError.code, NotEnoughReplicasError.code,
+    NotEnoughReplicasAfterAppendError.code, KafkaStorageError.code}
 # Errors that say the producer's id or epoch is no longer good: sequences do not matter then.
-_FENCING = {47, 59, 90}  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, PRODUCER_FENCED
+_FENCING = {InvalidProducerEpochError.code, UnknownProducerIdError.code, ProducerFencedError.code}
 
 
 def _with_sequence(data, sequence: int) -> bytes:
@@ -500,7 +506,7 @@ class Sender(threading.Thread):
                     f"{b.topic}-{b.partition}: the broker expected another sequence than {b.base_sequence}"))
         retry.sort(key=lambda x: x[0].base_sequence)
         for b, code in retry:
-            if not self._requeue(b, now, refresh=code in _LEADER_ERRORS):
+            if not self._requeue(b, now, refresh=code in STALE_METADATA_ERRORS):
                 self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: retries exhausted"))
 
     def _close_gap(self, failed):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from ..errors import ConcurrentTransactionsError, InvalidTxnStateError, ProducerFencedError
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767  # Java's Short.MAX_VALUE: the epoch is an int16 on the wire
@@ -54,7 +56,7 @@ class TxnTransitionError(Exception):
     """A transition the state machine does not allow. ``code`` is the Kafka error the client
     gets (INVALID_TXN_STATE unless said otherwise); an internal misuse carries -1."""
 
-    def __init__(self, message, code=48):
+    def __init__(self, message, code=InvalidTxnStateError.code):
         super().__init__(message)
         self.code = code
 
@@ -123,7 +125,7 @@ class TransactionMetadata:
         if self.pending_state is not None:
             raise TxnTransitionError(
                 f"transactional id {self.transactional_id!r}: a transition to {self.pending_state.kafka_name} is "
-                f"still being written", code=51)
+                f"still being written", code=ConcurrentTransactionsError.code)
         if self.state not in VALID_PREVIOUS[state]:
             raise TxnTransitionError(
                 f"transactional id {self.transactional_id!r}: cannot move from {self.state.kafka_name} to "
@@ -158,7 +160,7 @@ class TransactionMetadata:
         else:
             raise TxnTransitionError(
                 f"transactional id {self.transactional_id!r}: epoch {expected_epoch} is not the current epoch "
-                f"{self.producer_epoch}", code=90)
+                f"{self.producer_epoch}", code=ProducerFencedError.code)
         return self._transition(TxnState.EMPTY, producer_epoch=epoch, last_producer_epoch=last,
                                 txn_timeout_ms=txn_timeout_ms, partitions=(), txn_start_ms=-1, now=now)
 
