@@ -185,6 +185,20 @@ def wait_until(condition, timeout_s, what):
         time.sleep(0.1)
 
 
+def produce_until(broker, topic, value, stop, per_tenth=30):
+    """A thread sending ``per_tenth`` records every 0.1 s to ``topic`` until ``stop`` is set."""
+    def produce():
+        with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
+            while not stop.is_set():
+                for _ in range(per_tenth):
+                    p.send(topic, value)
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    return thread
+
+
 def count_text(n: int) -> str:
     return f"{n:,}"
 
@@ -448,20 +462,11 @@ def test_group_total_lag_tile_agrees_with_its_chart_while_the_lag_moves(page, co
     admin.create_topic("lag-moves", 1, 1)
     admin.alter_group_offsets("lag-watch", {("lag-moves", 0): 0})
     stop = threading.Event()
-
-    def produce():
-        with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
-            while not stop.is_set():
-                for _ in range(30):
-                    p.send("lag-moves", b"more")
-                time.sleep(0.1)
-
     page.goto(console.origin + "/groups/lag-watch")
     now = page.locator("#lag-now")
     now.wait_for()
     wait_until(lambda: now.text_content() != "–", 20, "the sampler's first sample of the group")
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
+    producer = produce_until(broker, "lag-moves", b"more", stop)
     seen = []
     try:
         deadline = time.monotonic() + 12
@@ -481,19 +486,10 @@ def test_group_total_lag_tile_agrees_with_its_chart_while_the_lag_moves(page, co
 def test_throughput_chart_moves_as_records_arrive(page, console, broker, admin, produced):
     admin.create_topic("live", 2, 1)
     stop = threading.Event()
-
-    def produce():
-        with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5}) as p:
-            while not stop.is_set():
-                for _ in range(40):
-                    p.send("live", b"tick")
-                time.sleep(0.1)
-
     page.goto(console.origin + "/topics/live")
     chart = page.locator("#topic-chart")
     chart.wait_for()
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
+    producer = produce_until(broker, "live", b"tick", stop)
     try:
         wait_until(lambda: float(chart.get_attribute("data-latest") or 0) > 0, 20, "the chart to show records/s")
         first = (int(chart.get_attribute("data-points")), int(chart.get_attribute("data-last-time")),
