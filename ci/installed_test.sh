@@ -45,6 +45,7 @@ fresh_venv() {  # fresh_venv DIR SPEC: a new virtualenv with SPEC installed; pri
 }
 
 for pass in $passes; do
+    pass_started=$SECONDS
     case "$pass" in
     wheel)
         echo "== install: the wheel with [test,spark] into a fresh virtualenv"
@@ -70,4 +71,5 @@ for pass in $passes; do
         ;;
     *) echo "installed_test: unknown pass $pass (wheel, sdist)" >&2; exit 2;;
     esac
+    echo "== the $pass pass: $(( SECONDS - pass_started )) s"
 done

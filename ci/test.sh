@@ -9,10 +9,21 @@
 export KAFKACORE_EXTRAS="test"
 source "$(dirname "$0")/env.sh"
 
-echo "== C core under AddressSanitizer + UBSan"
+# each pass prints how long it took (CI's whole run must stay under 40 minutes)
+pass_started=$SECONDS
+pass_name=""
+pass_begin() {
+    if [ -n "$pass_name" ]; then echo "== ${pass_name}: $(( SECONDS - pass_started )) s"; fi
+    pass_name="$1"
+    pass_started=$SECONDS
+    echo "== $1"
+}
+trap 'if [ -n "$pass_name" ]; then echo "== ${pass_name}: $(( SECONDS - pass_started )) s"; fi; echo "== total: ${SECONDS} s"' EXIT
+
+pass_begin "C core under AddressSanitizer + UBSan"
 bash ci/native_sanitize.sh
 
-echo "== Fuzzing the native decoders (atheris, bounded)"
+pass_begin "Fuzzing the native decoders (atheris, bounded)"
 fuzz_dir="$(mktemp -d "${TMPDIR:-/tmp}/kc_fuzz.XXXXXX")"
 if KAFKACORE_REQUIRE_EXTENSIONS=1 "$PY" ci/fuzz_decoders.py -max_total_time="${KAFKACORE_FUZZ_SECONDS:-60}" \
         -rss_limit_mb=4096 -artifact_prefix="$fuzz_dir/" >"$fuzz_dir/log" 2>&1; then
@@ -24,11 +35,11 @@ else
     exit 1
 fi
 
-echo "== Cython layer under AddressSanitizer + UBSan"
+pass_begin "Cython layer under AddressSanitizer + UBSan"
 bash ci/python_sanitize.sh
 
-echo "== System packages for the client compatibility suite (kcat)"
+pass_begin "System packages for the client compatibility suite (kcat)"
 bash ci/compat_deps.sh
 
-echo "== The installed package: wheel and sdist in fresh virtualenvs"
+pass_begin "The installed package: wheel and sdist in fresh virtualenvs"
 bash ci/installed_test.sh "$@"
