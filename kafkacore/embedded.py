@@ -111,6 +111,7 @@ class Broker:
             self.config.host, self.config.port = bound[0], bound[1]
             self.config.advertised_host = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
             self.config.advertised_port = bound[1]
+            self.core.publish_local_metadata()
         self.call(advertise)
         return bound[0], bound[1]
 

@@ -21,6 +21,7 @@ import uuid
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                       InvalidRequestError, InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownTopicOrPartitionError)
+from ..cluster.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
 from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ..storage.log_manager import LogManager, validate_topic_name
@@ -80,7 +81,9 @@ class DataWaiter:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig | None = None):
+    def __init__(self, config: BrokerConfig | None = None, zk=None):
+        """zk: the started KafkaZkClient of a broker of a cluster (zookeeper.connect), None on
+        a single node."""
         self.config = config or BrokerConfig()
         cfg = self.config
         self.node_id = cfg.node_id
@@ -109,6 +112,12 @@ class Broker:
         # the ZooKeeper cluster this broker belongs to (kafkacore/cluster), attached by
         # attach_cluster; None on a single node
         self.cluster = None
+        # what the broker knows of the cluster (on a cluster the controller's UpdateMetadata
+        # fills it; a single node fills it itself), and the partitions it holds a replica of:
+        # every write of a leader goes through the replica manager, on one node as on many
+        from ..cluster.replica_manager import ReplicaManager
+        self.metadata_cache = MetadataCache(self.node_id)
+        self.replica_manager = ReplicaManager(self, zk)
         try:
             if cfg["zookeeper.connect"]:
                 for lg in self.log_manager.logs.values():  # topics come from the controller
@@ -136,12 +145,12 @@ class Broker:
                 if lg.topic_id is None:
                     lg._metadata.write(uuid_to_text(topic_id))
                     lg.topic_id = uuid_to_text(topic_id)
-                self._watch(lg)
+                self._lead(lg, topic_id)
             count = parts[-1][0] + 1
             missing = sorted(set(range(count)) - {p for p, _lg in parts})
             for p in missing:  # a partition directory lost: recreate it empty rather than serve holes
                 log.warning("partition %s-%d is missing on disk; recreating it empty", topic, p)
-                self._watch(self.log_manager.create_log(topic, p, topic_id=uuid_to_text(topic_id)))
+                self._lead(self.log_manager.create_log(topic, p, topic_id=uuid_to_text(topic_id)), topic_id)
             info = TopicInfo(topic, topic_id, count)
             self.topics[topic] = info
             self.topics_by_id[topic_id] = info
@@ -185,21 +194,14 @@ class Broker:
                 self.group_coordinator.on_topic_deleted(name, count)
 
     def leader_log(self, topic, partition):
-        """The log of a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION, or on a
-        cluster NOT_LEADER_OR_FOLLOWER when another broker leads it."""
-        if self.cluster is not None:
-            return self.cluster.replica_manager.leader_partition(topic, partition).log
-        lg = self.log_manager.logs.get((topic, partition))
-        if lg is None:
-            raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
-        return lg
+        """The log of a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION, or
+        NOT_LEADER_OR_FOLLOWER when another broker leads it."""
+        return self.replica_manager.leader_partition(topic, partition).log
 
     def leader_epoch_of(self, topic, partition):
-        """The partition's current leader epoch (0 on a single node, which leads everything
-        from the start)."""
-        if self.cluster is None:
-            return 0
-        partition_ = self.cluster.replica_manager.partitions.get((topic, partition))
+        """The partition's current leader epoch as this broker knows it (-1 when it holds no
+        replica)."""
+        partition_ = self.replica_manager.partitions.get((topic, partition))
         return partition_.leader_epoch if partition_ is not None else -1
 
     def topic_config_overrides(self, topic):
@@ -257,9 +259,10 @@ class Broker:
                     lg = self.log_manager.create_log(name, p, configs if p == 0 else None,
                                                      topic_id=uuid_to_text(topic_id))
                     created.append(p)
-                    self._watch(lg)
+                    self._lead(lg, topic_id)
             except BaseException:
                 for p in created:
+                    self.replica_manager.forget(name, p)
                     self.log_manager.delete_log(name, p)
                 raise
             info = TopicInfo(name, topic_id, num_partitions)
@@ -283,7 +286,7 @@ class Broker:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1 and not assignments:
             replication_factor = self.config["default.replication.factor"]
-        live = max(1, len(self.cluster.metadata_cache.brokers))
+        live = max(1, len(self.metadata_cache.brokers))
         if name == CONSUMER_OFFSETS_TOPIC:
             replication_factor = min(self.config["offsets.topic.replication.factor"], live)
         elif name == TRANSACTION_STATE_TOPIC:
@@ -349,7 +352,9 @@ class Broker:
                 if lg is not None:
                     self._wake(lg)
                     self._waiters.pop(lg, None)
+                self.replica_manager.forget(name, p)
                 self.log_manager.delete_log(name, p)
+            self.publish_local_metadata(deleted=[name])
         if self.group_coordinator is not None:
             self.group_coordinator.on_topic_deleted(name, info.partitions)
         log.info("deleted topic %s", name)
@@ -373,10 +378,27 @@ class Broker:
             if validate_only:
                 return info
             for p in range(info.partitions, count):
-                self._watch(self.log_manager.create_log(name, p, topic_id=uuid_to_text(info.topic_id)))
+                self._lead(self.log_manager.create_log(name, p, topic_id=uuid_to_text(info.topic_id)), info.topic_id)
                 info.partitions = p + 1
         log.info("topic %s now has %d partitions", name, count)
         return info
+
+    def _lead(self, lg, topic_id):
+        """A single node's partition: this broker is its only replica and its leader, and says
+        so in its metadata cache as a controller would."""
+        self._watch(lg)
+        partition = self.replica_manager.lead_alone(lg, topic_id)
+        state = PartitionState(leader=self.node_id, leader_epoch=partition.leader_epoch, isr=(self.node_id,),
+                               replicas=(self.node_id,), offline_replicas=(), controller_epoch=-1, zk_version=0)
+        self.publish_local_metadata({(lg.topic, lg.partition): (state, topic_id)})
+
+    def publish_local_metadata(self, states=(), deleted=()):
+        """A single node's own UpdateMetadata: itself the only live broker and the controller
+        (at its advertised address, read now: the embedded broker learns its port late),
+        ``states`` {(topic, partition): (PartitionState, topic id)} and ``deleted`` topics."""
+        cfg = self.config
+        me = BrokerEndpoint(self.node_id, cfg.advertised_host, cfg.advertised_port, cfg["broker.rack"])
+        self.metadata_cache.update(self.node_id, [me], dict(states), deleted)
 
     # -- waiting for data (fetch long-poll) -------------------------------------------------------
     def _watch(self, lg):

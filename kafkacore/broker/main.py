@@ -117,7 +117,7 @@ async def run(config: BrokerConfig, ready=None) -> None:
     try:
         if config["zookeeper.connect"]:
             zk = await loop.run_in_executor(None, _connect_zookeeper, config)
-        broker = Broker(config)
+        broker = Broker(config, zk)
         if zk is not None:
             from ..cluster.cluster_node import ClusterNode
             broker.attach_cluster(ClusterNode(broker, zk))

@@ -30,8 +30,6 @@ from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRe
 from .broker_channel import BrokerChannel, BrokerChannelError
 from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
-from .metadata_cache import MetadataCache
-from .replica_manager import ReplicaManager
 from .zk_client import BrokerIdInUseError, ZkVersionMismatchError
 from .zk_data import ReplicaAssignment
 
@@ -100,8 +98,9 @@ class ClusterNode:
         self.broker = broker
         self.zk = zk
         self.node_id = broker.node_id
-        self.metadata_cache = MetadataCache(self.node_id)
-        self.replica_manager = ReplicaManager(broker, zk)
+        self.metadata_cache = broker.metadata_cache
+        self.replica_manager = broker.replica_manager
+        self.replica_manager.replica_alive = self.metadata_cache.alive
         self.controller = KafkaController(broker, zk)
         self.config_manager = ZkConfigManager(broker, zk, self.controller)  # topic config changes
         self.loop = None

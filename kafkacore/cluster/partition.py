@@ -32,7 +32,7 @@ log = logging.getLogger("kafkacore.cluster")
 
 
 
-def _always_alive(_broker_id):
+def always_alive(_broker_id):
     return True
 
 
@@ -82,7 +82,7 @@ class Partition:
         self._low_watermark_waiters: list = []  # [(required offset, future)] of DeleteRecords
         # whether a follower's broker is live (the metadata cache's view; set by the ReplicaManager):
         # a dead replica must not hold DeleteRecords back
-        self.replica_alive = _always_alive
+        self.replica_alive = always_alive
         self.isr_update_in_flight = False
 
     def __repr__(self):
@@ -193,11 +193,29 @@ class Partition:
         self.maybe_increment_high_watermark()
         self._complete_waiters()
 
-    # -- acks=all ------------------------------------------------------------------------------
-    def check_enough_replicas(self, min_isr):
-        if len(self.isr) < min_isr:
-            raise NotEnoughReplicasError(
-                f"{self.name}: the ISR {list(self.isr)} has fewer than min.insync.replicas={min_isr} replicas")
+    # -- the leader's appends and acks=all ----------------------------------------------------------
+    def append_records_to_leader(self, records, origin, required_acks):
+        """Kafka's Partition.appendRecordsToLeader: with required_acks -1 the ISR must hold
+        min.insync.replicas before anything is written (NOT_ENOUGH_REPLICAS, nothing appended:
+        a retried write then adds nothing either); the batch carries this leadership's epoch;
+        the high watermark moves at once when the ISR is this replica alone. Returns the
+        LogAppendInfo."""
+        if required_acks == -1:
+            min_isr = self.log.config.min_insync_replicas
+            if len(self.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"{self.name}: the ISR {list(self.isr)} has fewer than min.insync.replicas={min_isr} replicas")
+        info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def commit_wait(self, required_offset, min_isr):
+        """None when the high watermark already passed required_offset with the ISR at
+        min_isr or more (nothing to wait for: a one-replica ISR answers at once), else
+        wait_for_commit's future."""
+        if self.log.high_watermark >= required_offset and len(self.isr) >= min_isr:
+            return None
+        return self.wait_for_commit(required_offset, min_isr)
 
     def wait_for_commit(self, required_offset, min_isr):
         """A future resolved when HW >= required_offset (the end of the batch)."""

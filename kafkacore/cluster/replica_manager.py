@@ -1,5 +1,12 @@
-"""Kafka's ReplicaManager: the partitions this broker holds a replica of, and the roles the
-controller gives them.
+"""Kafka's ReplicaManager: the partitions this broker holds a replica of, the roles the
+controller gives them, and the one write path of a leader.
+
+- ``append_records`` is every leader write (Produce, the group and transaction coordinators'
+  internal topics, transaction markers): each partition checked as leader, appended by
+  ``Partition.append_records_to_leader`` (min.insync.replicas checked before the write for
+  acks=-1), and ``wait_for_replication`` is Kafka's DelayedProduce for acks=-1.
+- A single node runs the same ReplicaManager: each of its partitions is led alone
+  (``lead_alone``: leader from the start, ISR = itself), so every append commits as written.
 
 - LeaderAndIsr (from the controller, fenced by the controller epoch and this broker's epoch)
   makes each listed replica leader or follower: the log is opened (created with the topic's
@@ -7,8 +14,6 @@ controller gives them.
   only by replication); followers are handed to the ReplicaFetcher of their leader.
 - UpdateMetadata refreshes the MetadataCache and the broker's topic table.
 - StopReplica stops following and, with delete, removes the replica's log.
-- Produce with acks=all on a leader waits for the high watermark (Partition.wait_for_commit);
-  with fewer than min.insync.replicas in the ISR it is refused before the write.
 - A follower's Fetch (replica_id >= 0) records its log end offset, which moves the high
   watermark and can bring it back into the ISR.
 - Every ``replica.lag.time.max.ms / 2`` the leaders look for ISR members that stopped keeping
@@ -24,9 +29,9 @@ import asyncio
 import logging
 
 from ..clock import monotonic_ms
-from ..errors import (KafkaError, NotLeaderOrFollowerError, StaleBrokerEpochError, StaleControllerEpochError,
-                      UnknownTopicOrPartitionError)
-from .partition import Partition
+from ..errors import (KafkaError, NotLeaderOrFollowerError, RequestTimedOutError, StaleBrokerEpochError,
+                      StaleControllerEpochError, UnknownTopicOrPartitionError)
+from .partition import Partition, always_alive
 from .replica_fetcher import ReplicaFetcher
 from .zk_client import ZkVersionMismatchError
 
@@ -50,8 +55,24 @@ class LeaderAndIsrState:
         self.is_new = is_new
 
 
+class PartitionAppend:
+    """One partition's outcome of ReplicaManager.append_records: the LogAppendInfo and the log
+    start offset, or the KafkaError; ``commit`` is the acks=all wait still to be done (None
+    when there is none)."""
+
+    __slots__ = ("info", "log_start_offset", "error", "commit")
+
+    def __init__(self):
+        self.info = None
+        self.log_start_offset = -1
+        self.error = None
+        self.commit = None
+
+
 class ReplicaManager:
-    def __init__(self, broker, zk):
+    def __init__(self, broker, zk=None):
+        """zk: the cluster's KafkaZkClient, where a leader writes ISR changes; None on a single
+        node, whose partitions have no other replica and so never change their ISR."""
         self.broker = broker
         self.zk = zk
         self.config = broker.config
@@ -67,6 +88,9 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.on_leadership_change = []  # fn(topic, partition, is_leader, leader_epoch): the coordinators
+        # whether a broker is live (the cluster's metadata cache sets it): a follower on a dead
+        # broker must not hold DeleteRecords back
+        self.replica_alive = always_alive
 
     # -- start / stop ---------------------------------------------------------------------------
     def start(self, loop):
@@ -148,7 +172,7 @@ class ReplicaManager:
             self.broker.watch_log(lg)
         lg.make_replicated()
         partition = Partition(topic, p, lg, self.node_id, topic_id)
-        partition.replica_alive = self.broker.cluster.metadata_cache.alive
+        partition.replica_alive = self.replica_alive
         self.partitions[(topic, p)] = partition
         return partition
 
@@ -219,7 +243,7 @@ class ReplicaManager:
         broker was down, or of topics deleted meanwhile, are strays. Kafka's ZooKeeper mode left
         them on disk; here they are deleted. A partition the metadata still places on this
         broker (offline, so not in the request) is kept. Returns the keys deleted."""
-        cache = self.broker.cluster.metadata_cache
+        cache = self.broker.metadata_cache
         if cache.controller_id < 0:
             return []  # no UpdateMetadata yet: too early to know what is stray
         known_topics = cache.topics()
@@ -239,11 +263,84 @@ class ReplicaManager:
         self.stop_replicas([(topic, p, True) for topic, p in strays])
         return strays
 
+    def lead_alone(self, lg, topic_id=None):
+        """A partition whose only replica is this broker (a single node's): leader from the
+        start, with the log's latest leader epoch (0 for a new log) and the ISR this replica
+        alone, so every append is committed as it is written."""
+        key = (lg.topic, lg.partition)
+        partition = self.partitions.get(key)
+        if partition is None:
+            partition = self.partitions[key] = Partition(lg.topic, lg.partition, lg, self.node_id, topic_id)
+        epoch = max(lg.latest_epoch, 0)
+        partition.make_leader(LeaderAndIsrState(self.node_id, epoch, [self.node_id], [self.node_id], 0, -1))
+        return partition
+
+    def forget(self, topic, p):
+        """A partition removed with its topic (a single node's DeleteTopics)."""
+        partition = self.partitions.pop((topic, p), None)
+        if partition is not None:
+            partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: the topic was deleted"))
+
     # -- the data path -----------------------------------------------------------------------------
+    def append_records(self, entries, required_acks, origin):
+        """Kafka's ReplicaManager.appendRecords, its synchronous half: every write of a leader
+        (Produce, the coordinators' internal topics, transaction markers) comes through here.
+        entries: {(topic, partition): one v2 batch}; required_acks 0, 1 or -1; origin an
+        AppendOrigin. Each partition is checked as leader (NOT_LEADER_OR_FOLLOWER,
+        UNKNOWN_TOPIC_OR_PARTITION) and appended by Partition.append_records_to_leader (which
+        refuses acks=-1 before the write when the ISR is too small). With acks -1 a
+        partition whose high watermark has not reached the batch yet gets a ``commit`` future;
+        wait_for_replication waits for them. Returns {(topic, partition): PartitionAppend}."""
+        results = {}
+        for key, records in entries.items():
+            result = results[key] = PartitionAppend()
+            try:
+                partition = self.leader_partition(*key)
+                info = partition.append_records_to_leader(records, origin, required_acks)
+                result.info = info
+                result.log_start_offset = partition.log.log_start_offset
+                if required_acks == -1:
+                    # a duplicate (an idempotent retry of a batch the log holds) is answered as
+                    # its original is to be: once the high watermark passes it. A leader cut off
+                    # from its ISR holds batches only it has; acknowledging their retry at once
+                    # lost them when it was deposed and truncated.
+                    result.commit = partition.commit_wait(info.last_offset + 1,
+                                                          partition.log.config.min_insync_replicas)
+            except KafkaError as e:
+                result.error = e
+        return results
+
+    @staticmethod
+    async def wait_for_replication(results, timeout_ms):
+        """Kafka's DelayedProduce: waits until every acks=all partition of ``results`` is
+        committed or failed, or timeout_ms passed; each one still waiting then gets
+        REQUEST_TIMED_OUT, each failed one its error (NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER). A wait cancelled (the request's connection went away) cancels
+        its partitions' waiters, so nothing is left to fail unheard."""
+        waits = [r for r in results.values() if r.commit is not None]
+        if not waits:
+            return results
+        futures = [r.commit for r in waits]
+        try:
+            await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        except asyncio.CancelledError:
+            for commit in futures:
+                commit.cancel()
+            raise
+        for r in waits:
+            commit, r.commit = r.commit, None
+            if not commit.done():
+                commit.cancel()
+                r.error = RequestTimedOutError(f"not replicated to the ISR within {timeout_ms} ms")
+            elif commit.exception() is not None:
+                r.error = commit.exception()
+        return results
+
     def leader_partition(self, topic, p) -> Partition:
         partition = self.partitions.get((topic, p))
         if partition is None:
-            if self.broker.cluster.metadata_cache.partition(topic, p) is None:
+            info = self.broker.topic(topic)
+            if info is None or not 0 <= p < info.partitions:
                 raise UnknownTopicOrPartitionError(f"{topic}-{p} does not exist")
             raise NotLeaderOrFollowerError(f"broker {self.node_id} has no replica of {topic}-{p}")
         if not partition.is_leader:

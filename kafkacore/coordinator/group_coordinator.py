@@ -823,14 +823,13 @@ class GroupCoordinator:
                 store[tp] = om
         if store:
             try:
-                info = self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
-                                                    for (t, p), om in store.items()])
+                written = self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
+                                                       for (t, p), om in store.items()])
             except StoreError as e:
                 results.update(dict.fromkeys(store, e.code))
                 return results
-            replicated = self.store.replicated(group_id, info)
-            if replicated is not None:
-                return self._after_replication(replicated, group, store, results)
+            if written.replicated is not None:
+                return self._after_replication(written.replicated, group, store, results)
             group.offsets.update(store)
         results.update(dict.fromkeys(store, NONE))
         return results
@@ -871,9 +870,9 @@ class GroupCoordinator:
         if not valid:
             return results
         try:
-            info = self.store.append_transactional(group_id, [(offset_key(group_id, t, p), offset_value(om))
-                                                              for (t, p), om in valid.items()],
-                                                   producer_id, producer_epoch, self.store.offset_errors)
+            written = self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
+                                                   for (t, p), om in valid.items()],
+                                        producer=(producer_id, producer_epoch))
         except StoreError as e:
             results.update(dict.fromkeys(valid, e.code))
             return results
@@ -882,18 +881,20 @@ class GroupCoordinator:
             group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
             results.update(dict.fromkeys(valid, NONE))
             return results
-        replicated = self.store.replicated(group_id, info)
-        if replicated is None:
+        if written.replicated is None:
             return hold()
         out = self.loop.create_future()
 
         def done(f):
+            # the pending offsets are held once replicated even when nobody awaits the answer
+            # any more (the client went away): the transaction's marker decides them
             if f.exception() is None:
-                out.set_result(hold())
+                hold()
             else:
                 results.update(dict.fromkeys(valid, f.exception().code))
+            if not out.done():
                 out.set_result(results)
-        replicated.add_done_callback(done)
+        written.replicated.add_done_callback(done)
         return out
 
     def on_transaction_completed(self, partition, producer_id, committed):
@@ -922,12 +923,15 @@ class GroupCoordinator:
         out = self.loop.create_future()
 
         def done(f):
+            # the offsets count once replicated even when nobody awaits the answer any more (the
+            # request was cancelled: its client went away); only the answer is dropped
             if f.exception() is None:
                 group.offsets.update(store)
                 results.update(dict.fromkeys(store, NONE))
             else:
                 results.update(dict.fromkeys(store, f.exception().code))
-            out.set_result(results)
+            if not out.done():
+                out.set_result(results)
         replicated.add_done_callback(done)
         return out
 
@@ -1154,7 +1158,7 @@ class GroupCoordinator:
         self.store.ensure_topic()
         if self.broker.cluster is None:
             return self.broker.node_id
-        leader = self.broker.cluster.metadata_cache.leader(TOPIC, self.store.partition_for(group_id))
+        leader = self.broker.metadata_cache.leader(TOPIC, self.store.partition_for(group_id))
         if leader < 0:
             raise CoordinatorNotAvailableError(f"the partition of group {group_id} in {TOPIC} has no leader yet")
         return leader

@@ -7,17 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import NamedTuple
 
 from ..clock import wall_ms
-from ..errors import KafkaError, TopicAlreadyExistsError, UnknownServerError, UnknownTopicOrPartitionError
+from ..errors import KafkaError, NotLeaderOrFollowerError, TopicAlreadyExistsError, UnknownServerError
 from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
 from ..record.control import COMMIT, parse_control_key
+from ..storage.producer_state import AppendOrigin
 
 log = logging.getLogger("kafkacore.coordinator")
 
 READ_CHUNK_BYTES = 1 << 20
-COORDINATOR_ORIGIN = "coordinator"  # Log.append's origin for a coordinator's writes (no sequence checks)
 
+
+
+class StoreWrite(NamedTuple):
+    """An append to a coordinator's topic: its LogAppendInfo, and ``replicated``, a future of
+    None that fails with StoreError, while the ISR has not got it yet (None once committed)."""
+    info: object
+    replicated: asyncio.Future | None
 
 
 class StoreError(Exception):
@@ -77,70 +85,54 @@ class InternalTopicLog:
         except TopicAlreadyExistsError:
             pass
 
-    def append(self, key, records, errors):
-        """Appends [(record key, value or None)] as one batch to the partition of ``key``; the
-        LogAppendInfo (None for no records). Raises StoreError with ``errors``' mapping of the
-        failure's code (the code itself when unmapped)."""
+    def append(self, key, records, errors, producer=None):
+        """Appends [(record key, value or None)] as one uncompressed batch to the partition of
+        ``key`` through the replica manager, as Kafka's coordinators write: acks=-1 with
+        coordinator origin, so an ISR below min.insync.replicas refuses it before anything is
+        written. ``producer`` (producer id, epoch) makes it a transactional batch of that
+        producer (TxnOffsetCommit's offsets, which count only once the transaction's COMMIT
+        marker lands in this partition). Returns a StoreWrite (None for no records). Raises
+        StoreError with ``errors``' mapping of the failure's code (the code itself when
+        unmapped)."""
         if not records:
             return None
         try:
             self.ensure_topic()
             partition = self.partition_for(key)
-            if self.broker.cluster is not None and self.broker.cluster.metadata_cache.leader(self.topic, partition) < 0:
-                raise UnknownTopicOrPartitionError(f"{self.topic}-{partition} has no leader yet")
-            lg = self.broker.leader_log(self.topic, partition)
             builder = RecordBatchBuilder(compression="none")
             ts = wall_ms()
             for k, value in records:
                 builder.append(value, key=k, timestamp_ms=ts)
-            return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(self.topic, partition))
+            if producer is not None:
+                builder.set_producer_state(producer[0], producer[1], 0, transactional=True)
+            result = self.broker.replica_manager.append_records(
+                {(self.topic, partition): builder.build()}, -1, AppendOrigin.COORDINATOR)[(self.topic, partition)]
+            if result.error is not None:
+                raise result.error
         except KafkaError as e:
             log.warning("writing %d record(s) for %s to %s failed: %s", len(records), key, self.topic, e)
             raise StoreError(errors.get(e.code, e.code), e) from None
+        return StoreWrite(result.info, self._replicated(result.commit, errors))
 
-    def append_transactional(self, key, records, producer_id, producer_epoch, errors):
-        """Like append, as a transactional batch of the producer (TxnOffsetCommit's offsets,
-        which count only once the transaction's COMMIT marker lands in this partition). The
-        append has coordinator origin: no sequence check."""
-        if not records:
+    @staticmethod
+    def _replicated(commit, errors):
+        """The acks=all wait as a future of None failing with StoreError (None: committed at
+        the write). Nothing here is ever cancelled by a client: the coordinator decides what to
+        do with a write once it is replicated, whoever is still listening."""
+        if commit is None:
             return None
-        try:
-            self.ensure_topic()
-            partition = self.partition_for(key)
-            lg = self.broker.leader_log(self.topic, partition)
-            builder = RecordBatchBuilder(compression="none")
-            ts = wall_ms()
-            for k, value in records:
-                builder.append(value, key=k, timestamp_ms=ts)
-            builder.set_producer_state(producer_id, producer_epoch, 0, transactional=True)
-            return lg.append(builder.build(), leader_epoch=self.broker.leader_epoch_of(self.topic, partition),
-                             origin=COORDINATOR_ORIGIN)
-        except KafkaError as e:
-            log.warning("writing %d transactional record(s) for %s to %s failed: %s", len(records), key, self.topic, e)
-            raise StoreError(errors.get(e.code, e.code), e) from None
-
-    def replicated(self, key, info, errors):
-        """On a cluster, a future resolved when the append reached the ISR (Kafka writes
-        coordinator records with acks=-1), failing with StoreError; None on a single node."""
-        if self.broker.cluster is None or info is None:
-            return None
-        partition = self.broker.cluster.replica_manager.partitions.get((self.topic, self.partition_for(key)))
-        if partition is None:
-            return None
-        partition.maybe_increment_high_watermark()
-        wait = partition.wait_for_commit(info.last_offset + 1, partition.log.config.min_insync_replicas)
         out = asyncio.get_running_loop().create_future()
 
         def done(f):
             if out.done():
                 return
-            e = f.exception() if not f.cancelled() else None
+            e = f.exception() if not f.cancelled() else NotLeaderOrFollowerError("the replica stopped")
             if e is None:
                 out.set_result(None)
             else:
                 code = e.code if isinstance(e, KafkaError) else UnknownServerError.code
                 out.set_exception(StoreError(errors.get(code, code), e))
-        wait.add_done_callback(done)
+        commit.add_done_callback(done)
         return out
 
     def read_partition(self, partition):

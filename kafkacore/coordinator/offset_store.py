@@ -24,8 +24,8 @@ import logging
 import struct
 
 from ..errors import (CoordinatorNotAvailableError, KafkaStorageError, MessageTooLargeError, NotCoordinatorError,
-                      NotLeaderOrFollowerError, RecordListTooLargeError, UnknownServerError,
-                      UnknownTopicOrPartitionError)
+                      NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderOrFollowerError,
+                      RecordListTooLargeError, UnknownServerError, UnknownTopicOrPartitionError)
 from ..protocol.coordinator.group_metadata_key import GroupMetadataKey
 from ..protocol.coordinator.group_metadata_value import GroupMetadataValue, MemberMetadata
 from ..protocol.coordinator.offset_commit_key import OffsetCommitKey
@@ -140,6 +140,8 @@ def decode_group_value(data) -> GroupMetadataValue:
 # -- the log -------------------------------------------------------------------------------------
 _OFFSET_ERRORS = {  # Kafka's GroupMetadataManager.storeOffsets mapping of append errors
     UnknownTopicOrPartitionError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasAfterAppendError.code: CoordinatorNotAvailableError.code,
     NotLeaderOrFollowerError.code: NotCoordinatorError.code,
     KafkaStorageError.code: NotCoordinatorError.code,
     MessageTooLargeError.code: INVALID_COMMIT_OFFSET_SIZE,
@@ -147,6 +149,8 @@ _OFFSET_ERRORS = {  # Kafka's GroupMetadataManager.storeOffsets mapping of appen
 }
 _GROUP_ERRORS = {  # ... and storeGroup's
     UnknownTopicOrPartitionError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasError.code: CoordinatorNotAvailableError.code,
+    NotEnoughReplicasAfterAppendError.code: CoordinatorNotAvailableError.code,
     NotLeaderOrFollowerError.code: NotCoordinatorError.code,
     KafkaStorageError.code: NotCoordinatorError.code,
     MessageTooLargeError.code: UnknownServerError.code,
@@ -163,8 +167,5 @@ class OffsetStore(InternalTopicLog):
 
     offset_errors = _OFFSET_ERRORS
 
-    def append(self, group_id, records, for_offsets=True):
-        return super().append(group_id, records, _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS)
-
-    def replicated(self, group_id, info, for_offsets=True):
-        return super().replicated(group_id, info, _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS)
+    def append(self, group_id, records, for_offsets=True, producer=None):
+        return super().append(group_id, records, _OFFSET_ERRORS if for_offsets else _GROUP_ERRORS, producer)

@@ -28,7 +28,7 @@ from .internal_topic import InternalTopicLog, StoreError
 from .transaction_log import TRANSACTION_STATE_TOPIC, decode_key, decode_value, key_bytes, value_bytes
 from .transaction_metadata import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TERMINAL_STATES, TransactionMetadata,
                                    TxnState, TxnTransition, TxnTransitionError)
-from .txn_markers import send_markers, write_marker, write_marker_replicated
+from .txn_markers import MARKER_TIMEOUT_S, send_markers, write_markers
 
 log = logging.getLogger("kafkacore.transactions")
 
@@ -165,10 +165,9 @@ class TransactionCoordinator:
         (NONE on success). A failed write leaves memory as it was."""
         value = None if t is None else value_bytes(t)
         try:
-            info = self.store.append(md.transactional_id, [(key_bytes(md.transactional_id), value)], _APPEND_ERRORS)
-            wait = self.store.replicated(md.transactional_id, info, _APPEND_ERRORS)
-            if wait is not None:
-                await wait
+            written = self.store.append(md.transactional_id, [(key_bytes(md.transactional_id), value)], _APPEND_ERRORS)
+            if written.replicated is not None:
+                await written.replicated
         except StoreError as e:
             md.abort_pending(fence_failed=fence)
             log.warning("transactional id %r: writing %s failed: %s", md.transactional_id,
@@ -292,7 +291,9 @@ class TransactionCoordinator:
 
     async def _end(self, md, commit, fence=False) -> int:
         """PrepareX written, then the markers, then CompleteX. The answer is NONE once PrepareX
-        is written: from then on the outcome is decided and the rest is retried until done."""
+        is written: from then on the outcome is decided and the rest is retried until done, in
+        the background, as Kafka's coordinator hands the markers to its channel manager (a
+        partition that refuses its marker for long must not hold the producer's EndTxn)."""
         try:
             t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, wall_ms())
         except TxnTransitionError as e:
@@ -304,7 +305,7 @@ class TransactionCoordinator:
             return code
         log.info("transactional id %r: %s %d partition(s)%s", md.transactional_id,
                  "committing" if commit else "aborting", len(md.partitions), " (fenced)" if fence else "")
-        await self._complete(md)
+        self._spawn(self._complete(md))
         return NONE
 
     async def _complete(self, md):
@@ -314,11 +315,7 @@ class TransactionCoordinator:
         coordinator_epoch = self.coordinator_epoch(md.transactional_id)
         todo = set(md.partitions)
         while todo:
-            if self.broker.cluster is None:
-                codes = {tp: write_marker(self.broker, tp[0], tp[1], md.producer_id, md.producer_epoch,
-                                          coordinator_epoch, commit) for tp in sorted(todo)}
-            else:
-                codes = await self._markers_in_cluster(md, todo, coordinator_epoch, commit)
+            codes = await self._markers_round(md, todo, coordinator_epoch, commit)
             for (topic, partition), code in codes.items():
                 if code in _MARKER_DONE:  # a deleted partition is skipped, as Kafka
                     todo.discard((topic, partition))
@@ -341,10 +338,10 @@ class TransactionCoordinator:
                 return
             await asyncio.sleep(MARKER_RETRY_S)
 
-    async def _markers_in_cluster(self, md, todo, coordinator_epoch, commit):
+    async def _markers_round(self, md, todo, coordinator_epoch, commit):
         """{(topic, partition): code} of one round: each partition's marker to its leader (a
         local append waiting for the high watermark, or one WriteTxnMarkers per broker)."""
-        cache = self.broker.cluster.metadata_cache
+        cache = self.broker.metadata_cache
         by_leader: dict[int, list] = {}
         codes = {}
         for tp in sorted(todo):
@@ -359,9 +356,8 @@ class TransactionCoordinator:
 
         async def to_broker(node, tps):
             if node == self.broker.node_id:
-                return {tp: await write_marker_replicated(self.broker, tp[0], tp[1], md.producer_id, md.producer_epoch,
-                                                          coordinator_epoch, commit, MARKER_TIMEOUT_S)
-                        for tp in tps}
+                return await write_markers(self.broker, md.producer_id, md.producer_epoch, coordinator_epoch, commit,
+                                           tps, MARKER_TIMEOUT_S)
             return await send_markers(self.broker, node, md.producer_id, md.producer_epoch, coordinator_epoch,
                                       commit, tps, MARKER_TIMEOUT_S)
         for part in await asyncio.gather(*(to_broker(n, tps) for n, tps in by_leader.items())):
@@ -411,7 +407,7 @@ class TransactionCoordinator:
         self.store.ensure_topic()
         if self.broker.cluster is None:
             return self.broker.node_id
-        leader = self.broker.cluster.metadata_cache.leader(TRANSACTION_STATE_TOPIC, self.store.partition_for(txn_id))
+        leader = self.broker.metadata_cache.leader(TRANSACTION_STATE_TOPIC, self.store.partition_for(txn_id))
         if leader < 0:
             raise CoordinatorNotAvailableError(
                 f"the partition of transactional id {txn_id!r} in {TRANSACTION_STATE_TOPIC} has no leader yet")
@@ -442,7 +438,6 @@ class TransactionCoordinator:
 # Kafka's TransactionMarkerRequestCompletionHandler); anything else: again next round
 _MARKER_STOP = frozenset({47, 52})
 _MARKER_DONE = frozenset({NONE, UnknownTopicOrPartitionError.code, 43, 35})
-MARKER_TIMEOUT_S = 30.0
 
 
 def _code(e: TxnTransitionError) -> int:

@@ -10,50 +10,41 @@ from __future__ import annotations
 
 import logging
 
-import asyncio
-
-from ..errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
+from ..clock import wall_ms
+from ..errors import NotLeaderOrFollowerError
 from ..protocol.api_table import ApiKey
+from ..record.control import end_txn_marker_batch
+from ..storage.producer_state import AppendOrigin
 from .offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 
 WRITE_TXN_MARKERS_VERSION = 1
+MARKER_TIMEOUT_S = 30.0  # a marker waits this long for the ISR (Kafka: request.timeout.ms at most)
 
 log = logging.getLogger("kafkacore.transactions")
 
 
-def write_marker(broker, topic, partition, producer_id, producer_epoch, coordinator_epoch, commit) -> int:
-    """The Kafka error code of appending the marker on a single node (0: written)."""
-    try:
-        lg = broker.leader_log(topic, partition)
-        lg.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
-                         leader_epoch=broker.leader_epoch_of(topic, partition))
-    except KafkaError as e:
-        _refused(commit, producer_id, producer_epoch, topic, partition, e)
-        return e.code
-    _completed(broker, topic, partition, producer_id, commit)
-    return 0
-
-
-async def write_marker_replicated(broker, topic, partition, producer_id, producer_epoch, coordinator_epoch, commit,
-                                  timeout_s) -> int:
-    """On a cluster, as the partition's leader: the marker appended, then its code once the
-    high watermark passed it (acks=all, min.insync.replicas), REQUEST_TIMED_OUT after
-    ``timeout_s``."""
-    try:
-        partition_ = broker.cluster.replica_manager.leader_partition(topic, partition)
-        lg = partition_.log
-        info = lg.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
-                                leader_epoch=partition_.leader_epoch)
-        partition_.maybe_increment_high_watermark()
-        await asyncio.wait_for(partition_.wait_for_commit(info.first_offset + 1, lg.config.min_insync_replicas),
-                               timeout_s)
-    except asyncio.TimeoutError:
-        return RequestTimedOutError.code
-    except KafkaError as e:
-        _refused(commit, producer_id, producer_epoch, topic, partition, e)
-        return e.code
-    _completed(broker, topic, partition, producer_id, commit)
-    return 0
+async def write_markers(broker, producer_id, producer_epoch, coordinator_epoch, commit, partitions,
+                        timeout_s=MARKER_TIMEOUT_S) -> dict:
+    """Appends the producer's COMMIT or ABORT marker to each of ``partitions`` this broker leads,
+    through the replica manager as Kafka's WriteTxnMarkers does: acks=-1 with coordinator
+    origin, so a partition whose ISR is below min.insync.replicas refuses the marker before
+    writing it (NOT_ENOUGH_REPLICAS; the coordinator retries and nothing piles up). Returns
+    {(topic, partition): error code}, 0 once the high watermark passed the marker
+    (REQUEST_TIMED_OUT after ``timeout_s``)."""
+    batch = end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, wall_ms())
+    rm = broker.replica_manager
+    # a batch each: the append stamps the partition's offset into it
+    results = rm.append_records({tp: bytearray(batch) for tp in partitions}, -1, AppendOrigin.COORDINATOR)
+    await rm.wait_for_replication(results, timeout_s * 1000)
+    codes = {}
+    for (topic, partition), result in results.items():
+        if result.error is not None:
+            _refused(commit, producer_id, producer_epoch, topic, partition, result.error)
+            codes[(topic, partition)] = result.error.code
+        else:
+            _completed(broker, topic, partition, producer_id, commit)
+            codes[(topic, partition)] = 0
+    return codes
 
 
 async def send_markers(broker, node_id, producer_id, producer_epoch, coordinator_epoch, commit, partitions,
@@ -87,12 +78,24 @@ async def send_markers(broker, node_id, producer_id, producer_epoch, coordinator
     return codes
 
 
+_last_refusal: dict = {}  # (producer id, topic, partition) -> the error code last logged
+_REFUSALS_REMEMBERED = 10000
+
+
 def _refused(commit, producer_id, producer_epoch, topic, partition, e):
-    log.warning("%s marker of producer %d (epoch %d) for %s-%d not written: %s", "COMMIT" if commit else "ABORT",
-                producer_id, producer_epoch, topic, partition, e)
+    """A refusal is logged once per marker and error (a coordinator retries every 100 ms; a
+    partition whose ISR stays too small would fill the log), again at DEBUG."""
+    key = (producer_id, topic, partition)
+    level = logging.DEBUG if _last_refusal.get(key) == e.code else logging.WARNING
+    if len(_last_refusal) >= _REFUSALS_REMEMBERED:
+        _last_refusal.clear()
+    _last_refusal[key] = e.code
+    log.log(level, "%s marker of producer %d (epoch %d) for %s-%d not written: %s; the coordinator retries it",
+            "COMMIT" if commit else "ABORT", producer_id, producer_epoch, topic, partition, e)
 
 
 def _completed(broker, topic, partition, producer_id, commit):
+    _last_refusal.pop((producer_id, topic, partition), None)
     if topic == CONSUMER_OFFSETS_TOPIC and broker.group_coordinator is not None:
         # TxnOffsetCommit's offsets count (or are dropped) once the marker is in their partition
         broker.group_coordinator.on_transaction_completed(partition, producer_id, commit)

@@ -31,7 +31,7 @@ async def verify_partitions(broker, txn_id, producer_id, producer_epoch, partiti
     from ..protocol.messages.add_partitions_to_txn_request import (AddPartitionsToTxnRequest,
                                                                     AddPartitionsToTxnTopic,
                                                                     AddPartitionsToTxnTransaction)
-    cache = broker.cluster.metadata_cache
+    cache = broker.metadata_cache
     count = cache.partition_counts.get(TRANSACTION_STATE_TOPIC, 0)
     unavailable = dict.fromkeys(partitions, CoordinatorNotAvailableError.code)
     if not count:

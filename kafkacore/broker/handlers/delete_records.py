@@ -35,11 +35,8 @@ HIGH_WATERMARK = -1
 def _delete(broker, topic, partition, offset):
     """Deletes locally. Returns (low watermark, the Partition to wait on or None, the offset it
     must reach)."""
-    if broker.cluster is not None:
-        replica = broker.cluster.replica_manager.leader_partition(topic, partition)
-        lg = replica.log
-    else:
-        replica, lg = None, broker.leader_log(topic, partition)
+    replica = broker.replica_manager.leader_partition(topic, partition)
+    lg = replica.log
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"Cannot delete records of internal topic {topic}")
     if not lg.config.delete:
@@ -49,10 +46,8 @@ def _delete(broker, topic, partition, offset):
         offset = lg.high_watermark
     if offset < 0:
         raise OffsetOutOfRangeError(f"The offset {offset} for partition {topic}-{partition} is not valid")
-    log_start = lg.delete_records(offset)
-    if replica is None:
-        return log_start, None, offset
-    low = replica.low_watermark()
+    lg.delete_records(offset)
+    low = replica.low_watermark()  # a partition led alone: its own log start
     return low, (replica if low < offset else None), offset
 
 

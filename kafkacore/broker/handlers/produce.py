@@ -3,12 +3,16 @@
 - v0-2 carry message formats v0/v1, which this broker does not store: they are answered
   UNSUPPORTED_VERSION. They are still advertised from 0 because librdkafka before 2.11.1
   silently turns compression off when a broker's Produce minimum is above 0.
-- acks 0 (no response), 1 and -1; anything else is INVALID_REQUIRED_ACKS. On one broker the
-  leader's write is the full ISR's. On a cluster only the partition's leader takes the write
-  (NOT_LEADER_OR_FOLLOWER elsewhere); acks=-1 needs min.insync.replicas in the ISR before the
-  write (NOT_ENOUGH_REPLICAS) and answers when the high watermark passes the batch, or
+- acks 0 (no response), 1 and -1; anything else is INVALID_REQUIRED_ACKS. The request's checks
+  are made here; the writes go through the replica manager's one write path
+  (``ReplicaManager.append_records``), on one node as on many: only the partition's leader takes
+  the write (NOT_LEADER_OR_FOLLOWER elsewhere); acks=-1 needs min.insync.replicas in the ISR
+  before the write (NOT_ENOUGH_REPLICAS, nothing written) and answers when the high watermark
+  passes the batch (at once when the ISR is the leader alone, as on a single node), or
   REQUEST_TIMED_OUT after the request's timeout_ms, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
   ISR shrank below the minimum meanwhile (Kafka's DelayedProduce).
+- A partition named twice in one request: the second is INVALID_REQUEST (Kafka keeps one per
+  partition; no client sends two).
 - Each partition's records must be exactly one v2 batch (Kafka's rule for v3+), validated
   natively (CRC, sizes, counts) and appended by the storage engine without being decompressed;
   ``max.message.bytes`` applies per batch (MESSAGE_TOO_LARGE).
@@ -35,14 +39,15 @@ import asyncio
 import struct
 
 from ...errors import (InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidRecordError,
-                       InvalidRequiredAcksError, InvalidTopicError, InvalidTxnStateError, KafkaError,
-                       NotEnoughReplicasError, ProducerFencedError, RequestTimedOutError, TransactionAbortableError)
+                       InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError, InvalidTxnStateError,
+                       KafkaError, NotEnoughReplicasError, ProducerFencedError, TransactionAbortableError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
                                                    TopicProduceResponse)
 from ...record.layout import (ATTRIBUTES_FLAGS_BYTE, LENGTH_OFFSET, LOG_OVERHEAD, PRODUCER_EPOCH_OFFSET,
                               PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
 from ...coordinator.txn_verification import verify_partitions
+from ...storage.producer_state import AppendOrigin
 from ..broker import INTERNAL_TOPICS
 
 _LENGTH = struct.Struct(">i")
@@ -80,12 +85,6 @@ def _verification_error(code, txn_id, topic, partition, records, v):
     return NotEnoughReplicasError(f"the transaction coordinator could not verify {topic}-{partition} (error {code})")
 
 
-def _leader_log(broker, topic, partition):
-    if broker.cluster is None:
-        return broker.leader_log(topic, partition)
-    return broker.cluster.replica_manager.leader_partition(topic, partition).log
-
-
 def _to_verify(broker, req):
     """{(topic, partition): records} of the request's transactional batches that need the
     coordinator's word; (producer id, epoch) of the request."""
@@ -97,7 +96,7 @@ def _to_verify(broker, req):
                     or not records[ATTRIBUTES_FLAGS_BYTE] & TRANSACTIONAL_FLAG_MASK or td.name in INTERNAL_TOPICS):
                 continue
             try:
-                lg = _leader_log(broker, td.name, pd.index)
+                lg = broker.leader_log(td.name, pd.index)
             except KafkaError:
                 continue  # answered by the append's own checks
             if _needs_verification(broker, lg, records):
@@ -107,7 +106,9 @@ def _to_verify(broker, req):
     return out, pid_epoch
 
 
-def _append(broker, topic, partition, records, acks, txn_id=None, v=11, verified=None):
+def _check(topic, partition, records, txn_id, v, verified):
+    """The request-level checks of one partition's batch before it goes to the replica
+    manager; raises the partition's error."""
     if topic in INTERNAL_TOPICS:
         raise InvalidTopicError(f"cannot append to internal topic {topic}")
     if records is None or len(records) < RECORD_BATCH_OVERHEAD:
@@ -123,22 +124,6 @@ def _append(broker, topic, partition, records, acks, txn_id=None, v=11, verified
         err = _verification_error(verified[(topic, partition)], txn_id, topic, partition, records, v)
         if err is not None:
             raise err
-    if broker.cluster is None:
-        lg = broker.leader_log(topic, partition)
-        return lg, lg.append(records, leader_epoch=0), None
-    partition_ = broker.cluster.replica_manager.leader_partition(topic, partition)
-    lg = partition_.log
-    min_isr = lg.config.min_insync_replicas
-    if acks == -1:
-        partition_.check_enough_replicas(min_isr)
-    info = lg.append(records, leader_epoch=partition_.leader_epoch)
-    partition_.maybe_increment_high_watermark()  # a single-replica ISR commits at once
-    if acks != -1:
-        return lg, info, None
-    # a duplicate (an idempotent retry of a batch the log holds) is answered as its original was
-    # to be: once the high watermark passes it. A leader cut off from its ISR holds batches only it
-    # has; acknowledging their retry at once lost them when it was deposed and truncated.
-    return lg, info, partition_.wait_for_commit(info.last_offset + 1, min_isr)
 
 
 def handle(ctx, req):
@@ -165,45 +150,62 @@ def _handle(ctx, req, verified):
     broker = ctx.broker
     v = ctx.api_version
     acks = req.acks
-    responses = []
     bad_acks = acks not in (0, 1, -1)
     txn_id = req.transactional_id
     mixed = txn_id is not None and len({
         bytes(pd.records[PRODUCER_ID_OFFSET:PRODUCER_EPOCH_OFFSET]) for td in req.topic_data for pd in td.partition_data
         if pd.records is not None and len(pd.records) >= RECORD_BATCH_OVERHEAD}) > 1
-    waits = []
-    metrics = broker.metrics
+    responses = []
+    answers = {}  # (topic, partition) -> its PartitionProduceResponse
+    entries = {}  # what passed the request's checks, for the replica manager
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
             resp = PartitionProduceResponse(index=pd.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+            key = (td.name, pd.index)
             if bad_acks:
                 resp.error_code = InvalidRequiredAcksError.code
             elif mixed:
                 _fail(resp, InvalidProducerIdMappingError("a transactional request carries batches of several "
                                                           "producer ids"), v)
+            elif key in answers:
+                _fail(resp, InvalidRequestError(f"{td.name}-{pd.index} appears twice in the request"), v)
             else:
                 try:
-                    lg, info, commit = _append(broker, td.name, pd.index, pd.records, acks, txn_id, v, verified)
-                    resp.base_offset = info.first_offset
-                    resp.log_append_time_ms = info.log_append_time
-                    resp.log_start_offset = lg.log_start_offset
-                    if metrics is not None and not info.duplicate:
-                        metrics.produced(td.name, info.records, len(pd.records))
-                    if commit is not None:
-                        waits.append((resp, commit))
+                    _check(td.name, pd.index, pd.records, txn_id, v, verified)
+                    entries[key] = pd.records
                 except KafkaError as e:
                     _fail(resp, e, v)
-            if metrics is not None:
-                metrics.produce_request(td.name, resp.error_code, pd.records)
+            answers.setdefault(key, resp)
             parts.append(resp)
         responses.append(TopicProduceResponse(name=td.name, partition_responses=parts))
+    results = broker.replica_manager.append_records(entries, acks, AppendOrigin.CLIENT) if entries else {}
+    metrics = broker.metrics
+    waits = False
+    for key, result in results.items():
+        resp = answers[key]
+        if result.error is not None:
+            _fail(resp, result.error, v)
+            continue
+        info = result.info
+        resp.base_offset = info.first_offset
+        resp.log_append_time_ms = info.log_append_time
+        resp.log_start_offset = result.log_start_offset
+        if metrics is not None and not info.duplicate:
+            metrics.produced(key[0], info.records, len(entries[key]))
+        waits = waits or result.commit is not None
+    if metrics is not None:
+        for td, topic_response in zip(req.topic_data, responses):
+            for pd, resp in zip(td.partition_data, topic_response.partition_responses):
+                metrics.produce_request(td.name, resp.error_code, pd.records)
     if acks == 0:
-        for _resp, commit in waits:
-            commit.cancel()
+        for result in results.values():
+            if result.commit is not None:
+                result.commit.cancel()
         return None
     if waits:
-        return _delayed(ProduceResponse(responses=responses), waits, req.timeout_ms, v)
+        return _delayed(broker.replica_manager, ProduceResponse(responses=responses), answers, results,
+                        req.timeout_ms, v)
     return ProduceResponse(responses=responses)
 
 
@@ -216,25 +218,15 @@ def _fail(resp, e, v):
                                   for i, m in e.record_errors]
 
 
-async def _delayed(response, waits, timeout_ms, v):
-    """Kafka's DelayedProduce: every acks=-1 partition of the request committed, failed, or the
-    request's timeout passed (REQUEST_TIMED_OUT for those still waiting)."""
-    futures = [commit for _resp, commit in waits]
-    try:
-        await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
-    except asyncio.CancelledError:
-        # the connection went away: nobody will read these; a cancelled waiter is dropped by
-        # the partition instead of failed later with an exception no one retrieves
-        for commit in futures:
-            commit.cancel()
-        raise
-    for resp, commit in waits:
-        if not commit.done():
-            commit.cancel()
-            _fail(resp, RequestTimedOutError(f"not replicated to the ISR within {timeout_ms} ms"), v)
-            resp.base_offset = -1
-        elif commit.exception() is not None:
-            _fail(resp, commit.exception(), v)
+async def _delayed(replica_manager, response, answers, results, timeout_ms, v):
+    """acks=-1: the answer once every partition is committed, failed or timed out (the replica
+    manager's DelayedProduce)."""
+    waiting = {key: r for key, r in results.items() if r.commit is not None}
+    await replica_manager.wait_for_replication(waiting, timeout_ms)
+    for key, result in waiting.items():
+        if result.error is not None:
+            resp = answers[key]
+            _fail(resp, result.error, v)
             resp.base_offset = -1
     return response
 

@@ -3,12 +3,12 @@ leads, from a transaction coordinator or from Kafka's admin ``abortTransaction``
 ``kafka-transactions.sh abort``) ending a hanging transaction. Each marker is appended with
 coordinator origin (docs/transactions.md §3.5): INVALID_PRODUCER_EPOCH for an epoch older than
 the partition's, TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch,
-UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER as for a produce. On a single node the
-leader's write is the whole ISR; on a cluster each marker is answered once the high watermark
-passed it (REQUEST_TIMED_OUT after 30 s)."""
+UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER as for a produce, NOT_ENOUGH_REPLICAS (and
+nothing written) when the ISR is below min.insync.replicas. Each marker is answered once the high
+watermark passed it (REQUEST_TIMED_OUT after 30 s); a one-replica ISR passes it at once."""
 import asyncio
 
-from ...coordinator.txn_markers import write_marker, write_marker_replicated
+from ...coordinator.txn_markers import write_markers
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.write_txn_markers_response import (WritableTxnMarkerPartitionResult,
                                                              WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -16,28 +16,23 @@ from ...protocol.messages.write_txn_markers_response import (WritableTxnMarkerPa
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
-MARKER_TIMEOUT_S = 30.0  # Kafka answers after request.timeout.ms at most
 
 
-def handle(ctx, req):
+async def handle(ctx, req):
+    """Each marker's partitions appended as one write of the replica manager, answered once the
+    ISR has them (the markers of a request, one per producer, wait side by side)."""
     broker = ctx.broker
-    if broker.cluster is not None:
-        return _on_cluster(broker, req)
-    return _response(req, {(i, t.name, p): write_marker(broker, t.name, p, m.producer_id, m.producer_epoch,
-                                                        m.coordinator_epoch, bool(m.transaction_result))
-                           for i, m in enumerate(req.markers) for t in m.topics for p in t.partition_indexes})
-
-
-async def _on_cluster(broker, req):
-    """Each marker appended by this leader, answered once the ISR has it."""
     keys, jobs = [], []
     for i, m in enumerate(req.markers):
-        for t in m.topics:
-            for p in t.partition_indexes:
-                keys.append((i, t.name, p))
-                jobs.append(write_marker_replicated(broker, t.name, p, m.producer_id, m.producer_epoch,
-                                                    m.coordinator_epoch, bool(m.transaction_result), MARKER_TIMEOUT_S))
-    return _response(req, dict(zip(keys, await asyncio.gather(*jobs))))
+        partitions = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        keys.append((i, partitions))
+        jobs.append(write_markers(broker, m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                                  bool(m.transaction_result), partitions))
+    codes = {}
+    for (i, partitions), marker_codes in zip(keys, await asyncio.gather(*jobs)):
+        for tp in partitions:
+            codes[(i, *tp)] = marker_codes[tp]
+    return _response(req, codes)
 
 
 def _response(req, codes):
