@@ -21,6 +21,7 @@ import uuid
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                       InvalidRequestError, InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownTopicOrPartitionError)
+from ..cluster.broker_channel import BrokerChannels
 from ..cluster.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
 from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
@@ -118,12 +119,14 @@ class Broker:
         from ..cluster.replica_manager import ReplicaManager
         self.metadata_cache = MetadataCache(self.node_id)
         self.replica_manager = ReplicaManager(self, zk)
+        self.channels = BrokerChannels(self.node_id, self.metadata_cache)  # the coordinators' requests out
         try:
             if cfg["zookeeper.connect"]:
                 for lg in self.log_manager.logs.values():  # topics come from the controller
                     self._watch(lg)
             else:
                 self._load_topics()
+                self.publish_local_metadata()  # itself as the live broker and controller, topics or not
             self._start_coordinators()
         except BaseException:
             self.log_manager.abandon()  # a failed start leaves the directory as it found it, unlocked
@@ -479,6 +482,7 @@ class Broker:
                     log.exception("%s shutdown failed", name.replace("_", " "))
         if self.producer_ids is not None:
             self.producer_ids.close()
+        self.channels.close()
         if self.cluster is not None:
             self.cluster.shutdown()
         self.log_manager.shutdown()

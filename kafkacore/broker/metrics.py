@@ -220,13 +220,12 @@ class BrokerMetrics:
             out.sample(name, (), getattr(self.all_topics, attr))
             for topic, counters in topics:
                 out.sample(name, (("topic", topic),), getattr(counters, attr))
-        if broker.cluster is not None:
-            out.counter("kafka_server_brokertopicmetrics_replicationbytesin_total", self.replication_bytes_in,
-                        "bytes of record batches appended by this broker's replica fetchers "
-                        "(kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec)")
-            out.counter("kafka_server_brokertopicmetrics_replicationbytesout_total", self.replication_bytes_out,
-                        "bytes of records sent to followers "
-                        "(kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesOutPerSec)")
+        out.counter("kafka_server_brokertopicmetrics_replicationbytesin_total", self.replication_bytes_in,
+                    "bytes of record batches appended by this broker's replica fetchers "
+                    "(kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec)")
+        out.counter("kafka_server_brokertopicmetrics_replicationbytesout_total", self.replication_bytes_out,
+                    "bytes of records sent to followers "
+                    "(kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesOutPerSec)")
 
     def _render_requests(self, out):
         used = [r for r in self.requests if r is not None and r.count]
@@ -269,23 +268,18 @@ class BrokerMetrics:
                 out.sample(name, row[0], row[i])
 
     def _render_replicas(self, out):
-        broker = self.broker
-        cluster = broker.cluster
-        if cluster is None:  # a single node leads every partition, and its ISR is itself
-            partitions = leaders = len(broker.log_manager._open_logs())
-            under = under_min = 0
-        else:
-            parts = list(cluster.replica_manager.partitions.values())
-            partitions = len(parts)
-            leaders = under = under_min = 0
-            for p in parts:
-                if p.is_leader:
-                    leaders += 1
-                    isr = len(p.isr)
-                    if isr < len(p.replicas):
-                        under += 1
-                    if isr < p.log.config.min_insync_replicas:
-                        under_min += 1
+        rm = self.broker.replica_manager
+        parts = list(rm.partitions.values())
+        partitions = len(parts)
+        leaders = under = under_min = 0
+        for p in parts:
+            if p.is_leader:
+                leaders += 1
+                isr = len(p.isr)
+                if isr < len(p.replicas):
+                    under += 1
+                if isr < p.log.config.min_insync_replicas:
+                    under_min += 1
         prefix = "kafka_server_replicamanager_"
         out.gauge(prefix + "partitioncount", partitions, "partitions with a replica on this broker "
                   "(kafka.server:type=ReplicaManager,name=PartitionCount)")
@@ -295,12 +289,10 @@ class BrokerMetrics:
                   "their replica set (kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions)")
         out.gauge(prefix + "underminisrpartitioncount", under_min, "partitions led here whose ISR is below "
                   "min.insync.replicas (kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount)")
-        if cluster is not None:
-            rm = cluster.replica_manager
-            out.counter(prefix + "isrshrinks_total", rm.isr_shrinks, "ISR changes of partitions led here that "
-                        "removed replicas (kafka.server:type=ReplicaManager,name=IsrShrinksPerSec)")
-            out.counter(prefix + "isrexpands_total", rm.isr_expands, "ISR changes of partitions led here that "
-                        "added replicas (kafka.server:type=ReplicaManager,name=IsrExpandsPerSec)")
+        out.counter(prefix + "isrshrinks_total", rm.isr_shrinks, "ISR changes of partitions led here that "
+                    "removed replicas (kafka.server:type=ReplicaManager,name=IsrShrinksPerSec)")
+        out.counter(prefix + "isrexpands_total", rm.isr_expands, "ISR changes of partitions led here that "
+                    "added replicas (kafka.server:type=ReplicaManager,name=IsrExpandsPerSec)")
 
     def _render_fetch_sessions(self, out):
         cache = FetchSessionCache.of_broker(self.broker)

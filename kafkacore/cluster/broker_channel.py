@@ -200,3 +200,33 @@ class BrokerChannel:
     def close(self):
         self.closed = True
         self._drop(BrokerChannelError("channel closed"))
+
+
+class BrokerChannels:
+    """The connections a broker opens to other live brokers for the coordinators' requests
+    (WriteTxnMarkers from a transaction coordinator, AddPartitionsToTxn verification from a
+    partition leader): one per destination, at the address the metadata cache lists now."""
+
+    def __init__(self, node_id, metadata_cache):
+        self.node_id = node_id
+        self.metadata_cache = metadata_cache
+        self._channels: dict[int, BrokerChannel] = {}
+
+    def channel(self, node_id) -> BrokerChannel | None:
+        """None when the metadata does not list ``node_id`` as live. Follows a broker that
+        re-registered at another address."""
+        ep = self.metadata_cache.brokers.get(node_id)
+        if ep is None:
+            return None
+        ch = self._channels.get(node_id)
+        if ch is None or ch.closed:
+            ch = self._channels[node_id] = BrokerChannel(node_id, ep.host, ep.port,
+                                                         client_id=f"broker-{self.node_id}-txn")
+        else:
+            ch.update_address(ep.host, ep.port)
+        return ch
+
+    def close(self):
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()

@@ -109,23 +109,6 @@ class ClusterNode:
         broker.producer_ids._allocate_block = lambda size: zk.allocate_producer_id_block(self.node_id, size)
         self._session_lost = False
         self._closed = False
-        self._channels: dict[int, BrokerChannel] = {}  # the coordinators' requests to other brokers
-
-    def channel(self, node_id) -> BrokerChannel | None:
-        """A connection to a live broker for the transaction coordinators' requests
-        (WriteTxnMarkers from a coordinator, AddPartitionsToTxn verification from a partition
-        leader); None when the metadata does not list it as live. Follows a broker that
-        re-registered at another address."""
-        ep = self.metadata_cache.brokers.get(node_id)
-        if ep is None:
-            return None
-        ch = self._channels.get(node_id)
-        if ch is None or ch.closed:
-            ch = self._channels[node_id] = BrokerChannel(node_id, ep.host, ep.port,
-                                                         client_id=f"broker-{self.node_id}-txn")
-        else:
-            ch.update_address(ep.host, ep.port)
-        return ch
 
     async def start(self, loop, host, port):
         self.loop = loop
@@ -334,8 +317,6 @@ class ClusterNode:
 
     def shutdown(self):
         self._closed = True
-        for ch in self._channels.values():
-            ch.close()
         self.config_manager.shutdown()
         self.controller.shutdown()
         self.replica_manager.shutdown()

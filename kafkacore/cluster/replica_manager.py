@@ -272,8 +272,15 @@ class ReplicaManager:
         if partition is None:
             partition = self.partitions[key] = Partition(lg.topic, lg.partition, lg, self.node_id, topic_id)
         epoch = max(lg.latest_epoch, 0)
-        partition.make_leader(LeaderAndIsrState(self.node_id, epoch, [self.node_id], [self.node_id], 0, -1))
+        if partition.make_leader(LeaderAndIsrState(self.node_id, epoch, [self.node_id], [self.node_id], 0, -1)):
+            self._leadership_changed(partition, True)
         return partition
+
+    def led_partitions(self, topic):
+        """The partitions of ``topic`` this broker leads now (a coordinator starting late asks,
+        then follows on_leadership_change)."""
+        return [(p.partition, p.leader_epoch) for p in list(self.partitions.values())
+                if p.topic == topic and p.is_leader]
 
     def forget(self, topic, p):
         """A partition removed with its topic (a single node's DeleteTopics)."""

@@ -120,24 +120,24 @@ class GroupCoordinator:
         self._expiry_timer = None
         self._started = False
         self._closed = False
-        # On a cluster, the __consumer_offsets partitions this broker leads and has loaded: it
-        # coordinates exactly their groups. None on a single node, which coordinates every group.
-        self.owned_partitions = None
+        # the __consumer_offsets partitions this broker leads and has loaded: it coordinates
+        # exactly their groups (a single node leads them all)
+        self.owned_partitions = set()
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self, loop):
-        """Reads __consumer_offsets back and starts the timers (on the event loop thread). On a
-        cluster nothing is read here: partitions are loaded as their leadership arrives."""
+        """Loads the __consumer_offsets partitions this broker leads already, follows the
+        leaderships that come and go from here on, and starts the timers (on the event loop
+        thread)."""
         if self._started:
             return
         self.loop = loop
         self.loop_thread = threading.get_ident()
         self._started = True
-        if self.broker.cluster is not None:
-            self.owned_partitions = set()
-            self.broker.cluster.replica_manager.on_leadership_change.append(self.on_leadership_change)
-        else:
-            self._load()
+        rm = self.broker.replica_manager
+        rm.on_leadership_change.append(self.on_leadership_change)
+        for partition, leader_epoch in rm.led_partitions(TOPIC):
+            self.on_leadership_change(TOPIC, partition, True, leader_epoch)
         self._expiry_timer = loop.call_later(self.retention_check_interval_ms / 1000, self._expire_offsets_tick)
 
     def _ensure_started(self):
@@ -233,7 +233,7 @@ class GroupCoordinator:
         """The ReplicaManager's word: this broker now leads (load the partition's groups) or no
         longer leads (unload them) a partition of __consumer_offsets (Kafka's
         onElection/onResignation)."""
-        if topic != TOPIC or self.owned_partitions is None:
+        if topic != TOPIC:
             return
         if is_leader:
             if partition not in self.owned_partitions:
@@ -253,8 +253,9 @@ class GroupCoordinator:
 
     def _not_coordinator(self, group_id):
         """NOT_COORDINATOR for a group whose partition this broker does not lead, else None."""
-        if self.owned_partitions is None or not group_id:
+        if not group_id:
             return None
+        self.store.ensure_topic()  # the first request creates __consumer_offsets, as FindCoordinator does
         if self.store.partition_for(group_id) in self.owned_partitions:
             return None
         return NotCoordinatorError.code
@@ -1151,13 +1152,10 @@ class GroupCoordinator:
 
     # -- FindCoordinator ------------------------------------------------------------------------------------
     def coordinator_for_group(self, group_id):
-        """Creates __consumer_offsets on first use; the coordinator is this node on a single
-        node, the leader of the group's partition on a cluster (COORDINATOR_NOT_AVAILABLE while
-        it has none)."""
+        """Creates __consumer_offsets on first use; the coordinator is the leader of the
+        group's partition (COORDINATOR_NOT_AVAILABLE while it has none)."""
         self._ensure_started()
         self.store.ensure_topic()
-        if self.broker.cluster is None:
-            return self.broker.node_id
         leader = self.broker.metadata_cache.leader(TOPIC, self.store.partition_for(group_id))
         if leader < 0:
             raise CoordinatorNotAvailableError(f"the partition of group {group_id} in {TOPIC} has no leader yet")

@@ -33,6 +33,7 @@ from .txn_markers import MARKER_TIMEOUT_S, send_markers, write_markers
 log = logging.getLogger("kafkacore.transactions")
 
 NONE = 0
+END_TXN_WAIT_S = 5.0  # how long EndTxn's answer waits for the markers before leaving them to the background
 MARKER_RETRY_S = 0.1  # a partition whose marker failed (a storage error) is retried this often
 
 # Kafka's TransactionStateManager.appendTransactionToLog: append errors as the client sees them
@@ -72,9 +73,9 @@ class TransactionCoordinator:
         self._timers = {}  # "abort" / "expiry": the pending TimerHandle of each periodic job
         self._tasks = set()
         self._started = False
-        # On a cluster, {__transaction_state partition this broker leads: its leader epoch, the
-        # coordinator epoch of its ids' markers}; None on a single node (every id, epoch 0).
-        self.owned = None
+        # {__transaction_state partition this broker leads: its leader epoch, the coordinator
+        # epoch of its ids' markers} (a single node leads them all)
+        self.owned = {}
 
     # -- life cycle -----------------------------------------------------------------------------
     available = True  # the handlers ask; kept so a broker without a coordinator could say so
@@ -84,11 +85,10 @@ class TransactionCoordinator:
             return
         self._started = True
         self.loop = loop
-        if self.broker.cluster is not None:
-            self.owned = {}
-            self.broker.cluster.replica_manager.on_leadership_change.append(self.on_leadership_change)
-        else:
-            self._load()
+        rm = self.broker.replica_manager
+        rm.on_leadership_change.append(self.on_leadership_change)
+        for partition, leader_epoch in rm.led_partitions(TRANSACTION_STATE_TOPIC):
+            self.on_leadership_change(TRANSACTION_STATE_TOPIC, partition, True, leader_epoch)
         self._timers["abort"] = loop.call_later(self.abort_interval_ms / 1000, self._abort_timed_out_tick)
         self._timers["expiry"] = loop.call_later(self.expiry_interval_ms / 1000, self._expire_tick)
 
@@ -106,18 +106,21 @@ class TransactionCoordinator:
         return task
 
     def coordinator_epoch(self, txn_id) -> int:
-        return 0 if self.owned is None else self.owned.get(self.store.partition_for(txn_id), -1)
+        return self.owned.get(self.store.partition_for(txn_id), -1)
 
     def not_coordinator(self, txn_id):
-        """NOT_COORDINATOR when another broker coordinates ``txn_id``, else None."""
-        if self.owned is None or self.store.partition_for(txn_id) in self.owned:
+        """NOT_COORDINATOR when another broker coordinates ``txn_id``, else None. The first
+        request creates __transaction_state, as FindCoordinator does (a single node then leads
+        its partitions at once)."""
+        self.store.ensure_topic()
+        if self.store.partition_for(txn_id) in self.owned:
             return None
         return NotCoordinatorError.code
 
     def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
         """The ReplicaManager's word on a __transaction_state partition (Kafka's
         onElection/onResignation): load its ids, or forget them."""
-        if topic != TRANSACTION_STATE_TOPIC or self.owned is None:
+        if topic != TRANSACTION_STATE_TOPIC:
             return
         if is_leader:
             self.owned[partition] = leader_epoch
@@ -290,10 +293,12 @@ class TransactionCoordinator:
         return InvalidTxnStateError.code
 
     async def _end(self, md, commit, fence=False) -> int:
-        """PrepareX written, then the markers, then CompleteX. The answer is NONE once PrepareX
-        is written: from then on the outcome is decided and the rest is retried until done, in
-        the background, as Kafka's coordinator hands the markers to its channel manager (a
-        partition that refuses its marker for long must not hold the producer's EndTxn)."""
+        """PrepareX written, then the markers, then CompleteX. The outcome is decided once
+        PrepareX is written: the rest is retried until done, in the background. The answer
+        (NONE) waits for that completion at most END_TXN_WAIT_S: usually the markers are in
+        when the producer hears back, so a read_committed consumer started next sees the
+        transaction; a partition that keeps refusing its marker does not hold the producer
+        (Kafka answers at once and leaves the markers to its channel manager)."""
         try:
             t = md.prepare_abort_or_commit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, wall_ms())
         except TxnTransitionError as e:
@@ -305,7 +310,7 @@ class TransactionCoordinator:
             return code
         log.info("transactional id %r: %s %d partition(s)%s", md.transactional_id,
                  "committing" if commit else "aborting", len(md.partitions), " (fenced)" if fence else "")
-        self._spawn(self._complete(md))
+        await asyncio.wait({self._spawn(self._complete(md))}, timeout=END_TXN_WAIT_S)  # never cancels it
         return NONE
 
     async def _complete(self, md):
@@ -401,12 +406,9 @@ class TransactionCoordinator:
                              self.expiration_ms)
 
     def coordinator_for(self, txn_id):
-        """FindCoordinator's answer: creates __transaction_state on first use; this node on a
-        single node, the leader of the id's partition on a cluster (COORDINATOR_NOT_AVAILABLE
-        while it has none)."""
+        """FindCoordinator's answer: creates __transaction_state on first use; the leader of the
+        id's partition (COORDINATOR_NOT_AVAILABLE while it has none)."""
         self.store.ensure_topic()
-        if self.broker.cluster is None:
-            return self.broker.node_id
         leader = self.broker.metadata_cache.leader(TRANSACTION_STATE_TOPIC, self.store.partition_for(txn_id))
         if leader < 0:
             raise CoordinatorNotAvailableError(

@@ -55,7 +55,7 @@ async def send_markers(broker, node_id, producer_id, producer_epoch, coordinator
     from ..cluster.broker_channel import BrokerChannelError
     from ..protocol.messages.write_txn_markers_request import (WritableTxnMarker, WritableTxnMarkerTopic,
                                                                WriteTxnMarkersRequest)
-    channel = broker.cluster.channel(node_id)
+    channel = broker.channels.channel(node_id)
     if channel is None:
         return dict.fromkeys(partitions, NotLeaderOrFollowerError.code)
     by_topic: dict[str, list] = {}

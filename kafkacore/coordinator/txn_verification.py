@@ -25,7 +25,7 @@ async def verify_partitions(broker, txn_id, producer_id, producer_epoch, partiti
     not, or the coordinator's error (PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, ...);
     COORDINATOR_NOT_AVAILABLE when it cannot be asked."""
     tc = broker.transaction_coordinator
-    if broker.cluster is None or tc.not_coordinator(txn_id) is None:
+    if tc.not_coordinator(txn_id) is None:
         return {tp: tc.verify_partition(txn_id, producer_id, producer_epoch, *tp) for tp in partitions}
     from ..cluster.broker_channel import BrokerChannelError
     from ..protocol.messages.add_partitions_to_txn_request import (AddPartitionsToTxnRequest,
@@ -37,7 +37,7 @@ async def verify_partitions(broker, txn_id, producer_id, producer_epoch, partiti
     if not count:
         return unavailable
     node = cache.leader(TRANSACTION_STATE_TOPIC, partition_for_transactional_id(txn_id, count))
-    channel = broker.cluster.channel(node) if node >= 0 else None
+    channel = broker.channels.channel(node) if node >= 0 else None
     if channel is None:
         return unavailable
     by_topic: dict[str, list] = {}

@@ -34,16 +34,10 @@ def handle(ctx, req):
     if endpoint != BROKER_ENDPOINT:
         return DescribeClusterResponse(error_code=UNSUPPORTED_ENDPOINT_TYPE,
                                        error_message=f"Unsupported endpoint type {endpoint}")
-    cfg = broker.config
-    if broker.cluster is not None:
-        cache = broker.cluster.metadata_cache
-        controller_id = cache.controller_id
-        brokers = [DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                   for b in cache.live_brokers()]
-    else:
-        controller_id = broker.node_id
-        brokers = [DescribeClusterBroker(broker_id=broker.node_id, host=cfg.advertised_host,
-                                         port=cfg.advertised_port, rack=None)]
+    cache = broker.metadata_cache
+    controller_id = cache.controller_id
+    brokers = [DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+               for b in cache.live_brokers()]
     return DescribeClusterResponse(
         endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=controller_id, brokers=brokers,
         cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations

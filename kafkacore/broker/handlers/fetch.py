@@ -30,7 +30,7 @@
     the session is read (and waited on, and counted for min_bytes), but the response carries only
     the ones with records, a new high watermark or log start offset, or an error. A session left
     without partitions is closed and the request answered without one.
-- ``current_leader_epoch`` (v9+) above this broker's leader epoch (0) is UNKNOWN_LEADER_EPOCH.
+- ``current_leader_epoch`` (v9+) above the partition's leader epoch is UNKNOWN_LEADER_EPOCH.
 - A follower's fetch (a replica id >= 0, on a cluster) reads up to the log end, and its fetch
   offsets are its log end offsets for the leader's bookkeeping (HW, ISR). In a session (as
   kafkacore's followers fetch) that is every partition of the session at its remembered offset,
@@ -40,8 +40,9 @@
 import time
 
 from ...clock import monotonic_ms
-from ...errors import FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
-    KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError,
+                       InvalidFetchSessionEpochError, KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError,
+                       UnknownTopicIdError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, PartitionGroup, \
@@ -49,7 +50,6 @@ from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, Fetc
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (4, 17)
-LEADER_EPOCH = 0
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation_level
 _EMPTY = b""
 
@@ -67,11 +67,11 @@ def _resolve(broker, req, v):
 
 
 def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED, first_data=True):
-    """(response topics, bytes gathered, logs read). On a cluster only the leader serves, a
+    """(response topics, bytes gathered, logs read). Only the partition's leader serves; a
     consumer reads up to the high watermark (read_committed: the last stable offset, with the
-    aborted transactions of the range) and a follower (replica_id >= 0) up to the log end; a
-    single node leads everything with leader epoch 0."""
-    rm = broker.cluster.replica_manager if broker.cluster is not None else None
+    aborted transactions of the range) and a follower (replica_id >= 0) up to the log end."""
+    rm = broker.replica_manager
+    led = rm.partitions.get
     total = 0
     logs = []
     topics = []
@@ -84,19 +84,14 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
             if name is None:
                 pd.error_code = UnknownTopicIdError.code
                 continue
-            if rm is None:
-                lg = broker.get_log(name, p.partition)
-                if lg is None:
-                    pd.error_code = UnknownTopicOrPartitionError.code
-                    continue
-                epoch = LEADER_EPOCH
-            else:
+            partition = led((name, p.partition))
+            if partition is None or not partition.is_leader:
                 try:
-                    partition = rm.leader_partition(name, p.partition)
+                    partition = rm.leader_partition(name, p.partition)  # the error: not here, or unknown
                 except KafkaError as e:
                     pd.error_code = e.code
                     continue
-                lg, epoch = partition.log, partition.leader_epoch
+            lg, epoch = partition.log, partition.leader_epoch
             logs.append(lg)
             hw = lg.high_watermark
             pd.high_watermark = hw
@@ -143,7 +138,7 @@ def _report_follower_offsets(broker, offsets, replica_id):
     """(topic, partition, fetch offset, log start offset) of one follower's fetch, to the
     leader's bookkeeping of the partitions this broker leads; one clock reading for the whole
     request."""
-    rm = broker.cluster.replica_manager
+    rm = broker.replica_manager
     get = rm.partitions.get
     now = monotonic_ms()
     for topic, index, fetch_offset, log_start_offset in offsets:
@@ -165,12 +160,11 @@ def _sessionless(topics):
 def handle(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    if broker.cluster is not None:
-        replica_id = _replica_id(req, v)
-        if replica_id >= 0:
-            if req.session_id or req.session_epoch != FINAL_EPOCH:
-                return _session_fetch(broker, req, v, replica_id)
-            return _replica_fetch(broker, req, v, replica_id)
+    replica_id = _replica_id(req, v)
+    if replica_id >= 0:
+        if req.session_id or req.session_epoch != FINAL_EPOCH:
+            return _session_fetch(broker, req, v, replica_id)
+        return _replica_fetch(broker, req, v, replica_id)
     if req.session_id or req.session_epoch != FINAL_EPOCH:
         return _session_fetch(broker, req, v)  # v7+ only: older versions decode as 0 / -1
     # without a session (librdkafka, aiokafka, ...): _serve's body inline, this is the hot path
@@ -328,7 +322,7 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
     epoch, fetched from its log end, whose high watermark and log start offset the follower
     already has, has nothing to say and is not read at all (its log is still waited on). Every
     partition of the session reports its offset to the leader's bookkeeping once per request."""
-    rm = broker.cluster.replica_manager
+    rm = broker.replica_manager
     max_bytes = max(0, req.max_bytes)
     _report_follower_offsets(broker, ((cp.topic, cp.partition, cp.fetch_offset, cp.log_start_offset)
                                       for cp in session.partitions.values()), replica_id)

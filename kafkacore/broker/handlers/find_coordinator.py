@@ -28,18 +28,12 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 def _lookup(ctx, key_type, key):
     """(error code, message, node id, host, port)"""
     broker = ctx.broker
-    cfg = broker.config
     if key_type == GROUP:
         try:
             node = coordinator(ctx).coordinator_for_group(key)
         except KafkaError as e:
             return e.code, e.message, -1, "", -1
-        if broker.cluster is not None:
-            ep = broker.cluster.metadata_cache.brokers.get(node)
-            if ep is None:
-                return CoordinatorNotAvailableError.code, f"coordinator {node} is not live", -1, "", -1
-            return 0, None, node, ep.host, ep.port
-        return 0, None, node, cfg.advertised_host, cfg.advertised_port
+        return _endpoint(broker, node)
     if key_type == TRANSACTION:
         tc = transaction_coordinator(ctx)
         if tc is None:
@@ -50,17 +44,15 @@ def _lookup(ctx, key_type, key):
             node = tc.coordinator_for(key)
         except KafkaError as e:
             return e.code, e.message, -1, "", -1
-        return _endpoint(broker, cfg, node)
+        return _endpoint(broker, node)
     return InvalidRequestError.code, f"unsupported coordinator key type {key_type}", -1, "", -1
 
 
-def _endpoint(broker, cfg, node):
-    if broker.cluster is not None:
-        ep = broker.cluster.metadata_cache.brokers.get(node)
-        if ep is None:
-            return CoordinatorNotAvailableError.code, f"coordinator {node} is not live", -1, "", -1
-        return 0, None, node, ep.host, ep.port
-    return 0, None, node, cfg.advertised_host, cfg.advertised_port
+def _endpoint(broker, node):
+    ep = broker.metadata_cache.brokers.get(node)
+    if ep is None:
+        return CoordinatorNotAvailableError.code, f"coordinator {node} is not live", -1, "", -1
+    return 0, None, node, ep.host, ep.port
 
 
 def handle(ctx, req):

@@ -1,7 +1,7 @@
 """Metadata (API key 3), versions 0-12.
 
-One broker (this node) leads every partition, with itself as the only replica and ISR, leader
-epoch 0. Topics are asked by name, or by id from v10 (unknown id: UNKNOWN_TOPIC_ID). A null
+Brokers, the controller and each partition's leader, leader epoch, replicas and ISR come from
+the broker's MetadataCache (a single node's names itself for everything). Topics are asked by name, or by id from v10 (unknown id: UNKNOWN_TOPIC_ID). A null
 topic list (v1+), or an empty one in v0, means every topic, internal ones included (clients
 filter them). An unknown name is created with ``num.partitions`` when
 ``auto.create.topics.enable`` is on and the request allows it (v4+; always before v4). As in
@@ -30,21 +30,9 @@ UNSET_OPERATIONS = -2147483648
 
 
 def topic_metadata(broker, info, version, include_ops):
-    if broker.cluster is not None:
-        return _cluster_topic_metadata(broker, info, include_ops)
-    node = broker.node_id
-    partitions = [MetadataResponsePartition(partition_index=p, leader_id=node, leader_epoch=0,
-                                            replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-                  for p in range(info.partitions)]
-    return MetadataResponseTopic(name=info.name, topic_id=info.topic_id, is_internal=info.internal,
-                                 partitions=partitions,
-                                 topic_authorized_operations=TOPIC_OPERATIONS if include_ops else UNSET_OPERATIONS)
-
-
-def _cluster_topic_metadata(broker, info, include_ops):
-    """A partition of the cluster as the MetadataCache knows it: a leader that is not a live
-    broker is LEADER_NOT_AVAILABLE with leader -1; replicas not live are offline."""
-    cache = broker.cluster.metadata_cache
+    """A topic's partitions as the MetadataCache knows them: a leader that is not a live broker
+    is LEADER_NOT_AVAILABLE with leader -1; replicas not live are offline."""
+    cache = broker.metadata_cache
     partitions = []
     for p in range(info.partitions):
         st = cache.partition(info.name, p)
@@ -65,11 +53,7 @@ def _cluster_topic_metadata(broker, info, include_ops):
 
 
 def _brokers(broker):
-    cfg = broker.config
-    if broker.cluster is None:
-        return [MetadataResponseBroker(node_id=broker.node_id, host=cfg.advertised_host, port=cfg.advertised_port)], \
-            broker.node_id
-    cache = broker.cluster.metadata_cache
+    cache = broker.metadata_cache
     brokers = [MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                for b in cache.live_brokers()]
     return brokers, cache.controller_id
