@@ -1,4 +1,4 @@
-"""kafkacore.cluster.broker_channel: the inter-broker connection's frame receiver (small frames
+"""kafkacore.replication.broker_channel: the inter-broker connection's frame receiver (small frames
 sliced out of a staging buffer, large ones received straight into place) under every way a
 stream can be cut into reads, and a BrokerChannel against a real socket server on 127.0.0.1."""
 import asyncio
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkacore.cluster.broker_channel import MAX_RESPONSE_BYTES, BrokerChannel, BrokerChannelError, FrameReceiver
+from kafkacore.replication.broker_channel import MAX_RESPONSE_BYTES, BrokerChannel, BrokerChannelError, FrameReceiver
 from kafkacore.protocol.messages.api_versions_request import ApiVersionsRequest
 from kafkacore.protocol.messages.api_versions_response import ApiVersionsResponse
 

@@ -149,7 +149,7 @@ def test_a_commit_whose_client_went_away_still_counts_once_replicated_and_raises
     up, the offsets count and nothing raises (it once raised InvalidStateError from a callback)."""
     from kafkacore.broker.broker import Broker
     from kafkacore.broker.config import BrokerConfig
-    from kafkacore.cluster.replica_manager import LeaderAndIsrState
+    from kafkacore.replication.replica_manager import LeaderAndIsrState
     from kafkacore.coordinator.offset_store import OffsetAndMetadata
 
     async def scenario():

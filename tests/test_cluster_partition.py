@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from kafkacore.cluster.partition import Partition
-from kafkacore.cluster.replica_manager import LeaderAndIsrState
+from kafkacore.replication.partition import Partition
+from kafkacore.replication.replica_manager import LeaderAndIsrState
 from kafkacore.errors import NotLeaderOrFollowerError
 from kafkacore.record import RecordBatchBuilder
 from kafkacore.storage import Log, LogConfig

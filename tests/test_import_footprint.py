@@ -46,7 +46,7 @@ CHILD = textwrap.dedent(
     assert not heavy, f"imported at import time: {heavy}"
     # a single-node broker needs kazoo's error types only, not its client (threading handler,
     # recipes): those load where a ZooKeeper client is made
-    import kafkacore.cluster.replica_manager
+    import kafkacore.replication.replica_manager
     zk = [m for m in ("kazoo.client", "kazoo.handlers.threading", "kazoo.recipe.watchers") if m in sys.modules]
     assert not zk, f"imported without a ZooKeeper client: {zk}"
 

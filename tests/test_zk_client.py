@@ -19,8 +19,9 @@ from kafkacore.cluster.zk_data import (
     ControllerEpochZNode, ControllerZNode, EndPoint, FeatureZNode, FeatureZNodeData,
     IsrChangeNotificationSequenceZNode, PartitionState, PreferredReplicaElectionZNode, ProducerIdBlockZNode,
     ProducerIdsBlock, ReassignPartitionsZNode, ReplicaAssignment, TopicPartitionStateZNode, TopicZNode, ZkData,
-    ZkDataError, new_uuid_text, uuid_from_text,
+    ZkDataError,
 )
+from kafkacore.protocol.kafka_uuid import random_uuid_text as new_uuid_text, uuid_from_text
 
 SESSION_MS = 4000  # granted: the test server's minimum is 1 s
 WAIT = 20.0

@@ -1,4 +1,7 @@
-"""The broker: one node that leads every partition, its topics, and what the handlers share.
+"""The broker: its topics, its ReplicaManager and MetadataCache (kafkacore/replication), its
+coordinators, and what the handlers share - the same on one node and on many. A single node
+leads each of its partitions alone and fills its own metadata cache; a broker of a ZooKeeper
+cluster gets both from the controller (kafkacore/cluster).
 
 - Topics are the storage engine's logs grouped by name. A topic's id (Kafka's topic UUID, used
   by Fetch v13+ and Metadata v10+) lives in each partition's ``partition.metadata``; a log found
@@ -13,16 +16,16 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import threading
-import uuid
 
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                       InvalidRequestError, InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError,
                       UnknownTopicOrPartitionError)
-from ..cluster.broker_channel import BrokerChannels
-from ..cluster.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
+from ..protocol.kafka_uuid import random_uuid, uuid_from_text, uuid_to_text
+from ..replication.broker_channel import BrokerChannels
+from ..replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
+from ..replication.replica_manager import ReplicaManager
 from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ..storage.log_manager import LogManager, validate_topic_name
@@ -32,23 +35,6 @@ log = logging.getLogger("kafkacore.broker")
 
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 MAX_PARTITIONS = 1 << 20  # a sanity bound per CreateTopics/CreatePartitions request
-
-
-def uuid_to_text(raw: bytes) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def uuid_from_text(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def new_topic_id() -> bytes:
-    while True:
-        raw = uuid.uuid4().bytes
-        # Kafka never hands out the zero uuid or one whose text starts with '-' (CLI confusion)
-        if raw != b"\x00" * 16 and not uuid_to_text(raw).startswith("-"):
-            return raw
 
 
 class TopicInfo:
@@ -82,9 +68,9 @@ class DataWaiter:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig | None = None, zk=None):
-        """zk: the started KafkaZkClient of a broker of a cluster (zookeeper.connect), None on
-        a single node."""
+    def __init__(self, config: BrokerConfig | None = None, isr_store=None):
+        """isr_store: where the leaders of a cluster write ISR changes (cluster/isr_store.py
+        over the cluster's ZooKeeper); None on a single node."""
         self.config = config or BrokerConfig()
         cfg = self.config
         self.node_id = cfg.node_id
@@ -116,9 +102,8 @@ class Broker:
         # what the broker knows of the cluster (on a cluster the controller's UpdateMetadata
         # fills it; a single node fills it itself), and the partitions it holds a replica of:
         # every write of a leader goes through the replica manager, on one node as on many
-        from ..cluster.replica_manager import ReplicaManager
         self.metadata_cache = MetadataCache(self.node_id)
-        self.replica_manager = ReplicaManager(self, zk)
+        self.replica_manager = ReplicaManager(self, isr_store)
         self.channels = BrokerChannels(self.node_id, self.metadata_cache)  # the coordinators' requests out
         try:
             if cfg["zookeeper.connect"]:
@@ -140,7 +125,7 @@ class Broker:
         for topic, parts in sorted(by_topic.items()):
             parts.sort()
             ids = {lg.topic_id for _p, lg in parts if lg.topic_id}
-            topic_id = uuid_from_text(sorted(ids)[0]) if ids else new_topic_id()
+            topic_id = uuid_from_text(sorted(ids)[0]) if ids else random_uuid()
             if len(ids) > 1:
                 log.warning("topic %s has partitions with different topic ids %s; using %s", topic, sorted(ids),
                             uuid_to_text(topic_id))
@@ -255,7 +240,7 @@ class Broker:
             self._check_new_topic_name(name)
             if validate_only:
                 return TopicInfo(name, b"\x00" * 16, num_partitions)
-            topic_id = new_topic_id()
+            topic_id = random_uuid()
             created = []
             try:
                 for p in range(num_partitions):
@@ -302,7 +287,7 @@ class Broker:
         configs = {k: v for k, v in (configs or {}).items()}
         self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is written
         self._check_new_topic_name(name)
-        topic_id = new_topic_id()
+        topic_id = random_uuid()
         assignment = self.cluster.create_topic(name, num_partitions, replication_factor, configs, assignments, topic_id,
                                                validate_only=validate_only)
         if not validate_only:

@@ -19,18 +19,10 @@ from __future__ import annotations
 import random
 import weakref
 
-INVALID_SESSION_ID = 0  # "no session", in requests and responses
-INITIAL_EPOCH = 0  # full fetch: close the named session (if any) and try to create one
-FINAL_EPOCH = -1  # full fetch: close the named session (if any), create none
+from ..protocol.fetch_metadata import INITIAL_EPOCH, next_epoch
+
 EVICTION_MS = 120_000  # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (a constant there too)
-_INT32_MAX = (1 << 31) - 1
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after ``epoch`` (Kafka's FetchMetadata.nextEpoch: wraps to 1, never to 0)."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == _INT32_MAX else epoch + 1
+_INT32_MAX = (1 << 31) - 1  # the largest session id
 
 
 class CachedPartition:

@@ -117,10 +117,13 @@ async def run(config: BrokerConfig, ready=None) -> None:
     try:
         if config["zookeeper.connect"]:
             zk = await loop.run_in_executor(None, _connect_zookeeper, config)
-        broker = Broker(config, zk)
         if zk is not None:
             from ..cluster.cluster_node import ClusterNode
+            from ..cluster.isr_store import ZkIsrStore
+            broker = Broker(config, ZkIsrStore(zk))
             broker.attach_cluster(ClusterNode(broker, zk))
+        else:
+            broker = Broker(config)
     except BaseException:
         sock.close()
         if metrics_sock is not None:
@@ -187,7 +190,7 @@ def _connect_zookeeper(config):
     """The ZooKeeper session and the cluster id (ZooKeeper's /cluster/id is the truth; the data
     directory's meta.properties must agree). Raises KafkaError with a one-line message."""
     from ..cluster.zk_client import KafkaZkClient
-    from ..storage.checkpoints import new_uuid_base64 as new_cluster_id
+    from ..protocol.kafka_uuid import random_uuid_text as new_cluster_id
 
     zk = KafkaZkClient(config["zookeeper.connect"], session_timeout_ms=config["zookeeper.session.timeout.ms"],
                        connection_timeout_ms=config["zookeeper.connection.timeout.ms"])

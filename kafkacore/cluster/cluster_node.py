@@ -23,11 +23,12 @@ import asyncio
 import logging
 import random
 
+from ..protocol.kafka_uuid import uuid_to_text
 from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                       ReassignmentInProgressError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..protocol.api_table import ApiKey
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
-from .broker_channel import BrokerChannel, BrokerChannelError
+from ..replication.broker_channel import BrokerChannel, BrokerChannelError
 from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
 from .zk_client import BrokerIdInUseError, ZkVersionMismatchError
@@ -212,7 +213,6 @@ class ClusterNode:
             assignment = assign_replicas(list(live), num_partitions, replication_factor, racks)
         if validate_only:
             return assignment
-        from ..broker.broker import uuid_to_text
         try:
             self.zk.create_topic(name, assignment, {k: str(v) for k, v in (configs or {}).items()},
                                  uuid_to_text(topic_id))

@@ -58,8 +58,9 @@ from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, U
                                                          UpdateMetadataPartitionState, UpdateMetadataRequest,
                                                          UpdateMetadataTopicState)
 from ..protocol.wire import ZERO_UUID
-from .broker_channel import BrokerChannel, BrokerChannelError
-from .zk_data import ReplicaAssignment, TopicZNode, ZkDataError, uuid_from_text
+from ..replication.broker_channel import BrokerChannel, BrokerChannelError
+from ..protocol.kafka_uuid import uuid_from_text
+from .zk_data import ReplicaAssignment, TopicZNode, ZkDataError
 from .zk_client import ControllerMovedError, UnknownTopicError, ZkError, ZkNodeExistsError, ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.controller")

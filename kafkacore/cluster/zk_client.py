@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 from ..errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+from ..protocol.kafka_uuid import random_uuid_text, uuid_to_text
 from .zk_data import (
     BrokerIdsZNode, BrokerIdZNode, BrokerInfo, BrokerSequenceIdZNode, ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode, ConfigEntityChangeNotificationZNode,
@@ -52,7 +53,7 @@ from .zk_data import (
     IsrChangeNotificationSequenceZNode, IsrChangeNotificationZNode, PartitionState,
     ProducerIdBlockZNode, ProducerIdsBlock, ReassignPartitionsZNode, ReplicaAssignment,
     TopicAssignment, TopicPartitionStateZNode, TopicPartitionsZNode, TopicPartitionZNode,
-    TopicsZNode, TopicZNode, ZkData, new_uuid_text, uuid_to_text, validate_topic_name,
+    TopicsZNode, TopicZNode, ZkData, validate_topic_name,
 )
 
 __all__ = [
@@ -509,7 +510,7 @@ class KafkaZkClient:
 
     def get_or_create_cluster_id(self, proposed: str | None = None) -> str:
         """Kafka's createOrGetClusterId: the first broker's proposal wins."""
-        proposed = proposed or new_uuid_text()
+        proposed = proposed or random_uuid_text()
         try:
             self._create_recursive(ClusterIdZNode.path, ClusterIdZNode.encode(proposed))
             return proposed
@@ -734,7 +735,7 @@ class KafkaZkClient:
             raise TopicExistsError(f"Topic '{topic}' is marked for deletion.")
         if self.topic_exists(topic):
             raise TopicExistsError(f"Topic '{topic}' already exists.")
-        tid = topic_id if topic_id is not None else new_uuid_text()
+        tid = topic_id if topic_id is not None else random_uuid_text()
         if isinstance(tid, (bytes, bytearray)):
             tid = uuid_to_text(bytes(tid))
         data = TopicZNode.encode(assignment, tid)  # validates the id before anything is written

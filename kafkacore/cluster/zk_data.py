@@ -9,17 +9,16 @@ on data Kafka itself could not parse.
 """
 from __future__ import annotations
 
-import base64
 import json
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..clock import wall_ms
+from ..protocol.kafka_uuid import uuid_from_text, uuid_to_text
 
 __all__ = [
-    "ZkDataError", "ZkVersion", "ZkData", "new_uuid_text", "uuid_to_text", "uuid_from_text",
+    "ZkDataError", "ZkVersion", "ZkData",
     "validate_topic_name", "EndPoint", "BrokerInfo", "ReplicaAssignment", "TopicAssignment",
     "PartitionState", "ControllerRegistration", "ProducerIdsBlock", "FeatureZNodeData",
     "ControllerZNode", "ControllerEpochZNode", "BrokersZNode", "BrokerIdsZNode", "BrokerIdZNode",
@@ -86,35 +85,6 @@ def _int_list(v, key: str, what: str, data) -> tuple:
     if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         raise ZkDataError(f"{what}: field {key!r} must be a list of integers, got {v!r}: {_text(data)[:200]}")
     return tuple(v)
-
-
-# ---- Kafka's Uuid (topic ids, cluster ids): 16 bytes shown as URL-safe base64 without padding ----
-
-def uuid_to_text(raw: bytes) -> str:
-    if len(raw) != 16:
-        raise ValueError(f"a Kafka Uuid is 16 bytes, got {len(raw)}")
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def uuid_from_text(text: str) -> bytes:
-    # Kafka's Uuid.fromString: base64url, exactly 16 bytes
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError):
-        raise ValueError(f"{text!r} is not a base64 Kafka Uuid") from None
-    if len(raw) != 16:
-        raise ValueError(f"{text!r} decodes to {len(raw)} bytes, not the 16 of a Kafka Uuid")
-    return raw
-
-
-def new_uuid_text() -> str:
-    """Kafka's Uuid.randomUuid().toString: never the zero uuid, the metadata topic's id, nor one
-    whose text starts with '-' (it would read as a command-line option)."""
-    while True:
-        raw = uuid.uuid4().bytes
-        text = uuid_to_text(raw)
-        if raw not in (b"\0" * 16, b"\0" * 15 + b"\1") and not text.startswith("-"):
-            return text
 
 
 def _topic_id_text(topic_id) -> str | None:

@@ -52,7 +52,7 @@ async def send_markers(broker, node_id, producer_id, producer_epoch, coordinator
     """WriteTxnMarkers (v1) to another broker for ``partitions`` it leads: {(topic, partition):
     code}; a broker that cannot be reached answers NOT_LEADER_OR_FOLLOWER for all of them (the
     coordinator looks the leaders up again and retries)."""
-    from ..cluster.broker_channel import BrokerChannelError
+    from ..replication.broker_channel import BrokerChannelError
     from ..protocol.messages.write_txn_markers_request import (WritableTxnMarker, WritableTxnMarkerTopic,
                                                                WriteTxnMarkersRequest)
     channel = broker.channels.channel(node_id)

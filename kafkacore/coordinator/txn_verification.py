@@ -27,7 +27,7 @@ async def verify_partitions(broker, txn_id, producer_id, producer_epoch, partiti
     tc = broker.transaction_coordinator
     if tc.not_coordinator(txn_id) is None:
         return {tp: tc.verify_partition(txn_id, producer_id, producer_epoch, *tp) for tp in partitions}
-    from ..cluster.broker_channel import BrokerChannelError
+    from ..replication.broker_channel import BrokerChannelError
     from ..protocol.messages.add_partitions_to_txn_request import (AddPartitionsToTxnRequest,
                                                                     AddPartitionsToTxnTopic,
                                                                     AddPartitionsToTxnTransaction)

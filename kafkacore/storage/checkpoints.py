@@ -10,13 +10,12 @@ rename, fsync of the directory) so a crash leaves the old or the new version, ne
 - meta.properties: ``version``, ``cluster.id``, ``node.id``, ``directory.id`` (KRaft form).
 - PartitionMetadataFile: ``partition.metadata`` in a partition directory, the topic id.
 - The clean-shutdown marker ``.kafka_cleanshutdown``."""
-import base64
 import json
 import os
 import time
-import uuid
 
 from ..errors import KafkaStorageError
+from ..protocol.kafka_uuid import random_uuid_text
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -158,11 +157,6 @@ def _read_properties(path):
     return props
 
 
-def new_uuid_base64() -> str:
-    """A random UUID in Kafka's printed form: URL-safe base64 without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-
-
 def load_or_create_meta_properties(data_dir, node_id, cluster_id=None):
     """Reads meta.properties, or writes a new one. A node id or cluster id that differs from
     the one stored raises KafkaStorageError (Kafka refuses a data directory of another node)."""
@@ -176,9 +170,9 @@ def load_or_create_meta_properties(data_dir, node_id, cluster_id=None):
         return props
     props = {
         "version": "1",
-        "cluster.id": cluster_id or new_uuid_base64(),
+        "cluster.id": cluster_id or random_uuid_text(),
         "node.id": str(node_id),
-        "directory.id": new_uuid_base64(),
+        "directory.id": random_uuid_text(),
     }
     header = "#\n#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime()) + "\n"
     write_atomically(path, header + "".join(f"{k}={v}\n" for k, v in sorted(props.items())))

@@ -24,7 +24,8 @@ from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, TopicD
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
-from ..broker import INTERNAL_TOPICS, uuid_to_text
+from ...protocol.kafka_uuid import uuid_to_text
+from ..broker import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)

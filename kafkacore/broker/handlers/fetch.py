@@ -45,8 +45,8 @@ from ...errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError, Fetc
                        UnknownTopicIdError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
-from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache, PartitionGroup, \
-    new_partitions, next_epoch
+from ...protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from ..fetch_session import FetchSessionCache, PartitionGroup, new_partitions
 
 API_KEY = ApiKey.FETCH
 VERSIONS = (4, 17)

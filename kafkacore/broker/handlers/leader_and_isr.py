@@ -4,7 +4,7 @@ leads and which it follows (inter-broker; served only on a broker of a ZooKeeper
 - A request from a controller epoch older than the newest seen, or for an older broker epoch
   (a request meant for this broker before it restarted), is refused whole:
   STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH.
-- Per partition (cluster/replica_manager.py): a leader epoch below the one held is ignored with
+- Per partition (replication/replica_manager.py): a leader epoch below the one held is ignored with
   STALE_CONTROLLER_EPOCH, as Kafka answers; a partition this broker is not a replica of gets
   UNKNOWN_TOPIC_OR_PARTITION; otherwise the replica becomes leader or follower, its log created
   with the topic's configs from ZooKeeper when new.
@@ -19,7 +19,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.leader_and_isr_response import (LeaderAndIsrPartitionError, LeaderAndIsrResponse,
                                                           LeaderAndIsrTopicError)
 from ...protocol.wire import ZERO_UUID
-from ...cluster.replica_manager import LeaderAndIsrState
+from ...replication.replica_manager import LeaderAndIsrState
 
 API_KEY = ApiKey.LEADER_AND_ISR
 VERSIONS = (0, 7)

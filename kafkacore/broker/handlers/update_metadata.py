@@ -7,7 +7,7 @@ MetadataCache (inter-broker; served only on a broker of a ZooKeeper cluster).
   the topic leaves the cache.
 - v0-4 carry ungrouped partition states; v5+ group them by topic; v7+ add topic ids.
 """
-from ...cluster.metadata_cache import BrokerEndpoint, PartitionState
+from ...replication.metadata_cache import BrokerEndpoint, PartitionState
 from ...errors import KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.update_metadata_response import UpdateMetadataResponse

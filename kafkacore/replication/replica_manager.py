@@ -29,11 +29,11 @@ import asyncio
 import logging
 
 from ..clock import monotonic_ms
+from ..protocol.kafka_uuid import uuid_to_text
 from ..errors import (KafkaError, NotLeaderOrFollowerError, RequestTimedOutError, StaleBrokerEpochError,
                       StaleControllerEpochError, UnknownTopicOrPartitionError)
 from .partition import Partition, always_alive
 from .replica_fetcher import ReplicaFetcher
-from .zk_client import ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.cluster")
 
@@ -70,11 +70,13 @@ class PartitionAppend:
 
 
 class ReplicaManager:
-    def __init__(self, broker, zk=None):
-        """zk: the cluster's KafkaZkClient, where a leader writes ISR changes; None on a single
-        node, whose partitions have no other replica and so never change their ISR."""
+    def __init__(self, broker, isr_store=None):
+        """isr_store: where a leader writes its partitions' ISR changes (write_isr) and
+        announces them (propagate_isr_changes): the cluster's ZooKeeper (cluster/isr_store.py);
+        None on a single node, whose partitions have no other replica and so never change their
+        ISR."""
         self.broker = broker
-        self.zk = zk
+        self.isr_store = isr_store
         self.config = broker.config
         self.node_id = broker.node_id
         self.partitions: dict[tuple, Partition] = {}
@@ -166,7 +168,6 @@ class ReplicaManager:
         lm = self.broker.log_manager
         lg = lm.get_log(topic, p)
         if lg is None:
-            from ..broker.broker import uuid_to_text
             lg = lm.get_or_create_log(topic, p, topic_configs(topic) or None,
                                       topic_id=uuid_to_text(topic_id) if topic_id else None)
             self.broker.watch_log(lg)
@@ -389,19 +390,9 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
 
         def write():
-            """(zk version, ISR now in ZooKeeper)."""
-            try:
-                return self.zk.update_leader_and_isr(partition.topic, partition.partition, self.node_id, epoch,
-                                                     new_isr, partition.controller_epoch, version), tuple(new_isr)
-            except ZkVersionMismatchError:
-                # The controller changes a partition's state only with a new leader epoch, so a
-                # state of our own epoch that we do not know is a write of ours whose answer was
-                # lost (a timeout under load). Adopt it: keeping the stale version would fail
-                # every later ISR change and leave acks=all waiting on a follower long gone.
-                got = self.zk.get_partition_state(partition.topic, partition.partition)
-                if got is None or got[0].leader != self.node_id or got[0].leader_epoch != epoch:
-                    raise
-                return got[1], tuple(got[0].isr)
+            """(the state's new version, the ISR now stored)."""
+            return self.isr_store.write_isr(partition.topic, partition.partition, self.node_id, epoch, new_isr,
+                                            partition.controller_epoch, version)
 
         async def run():
             try:
@@ -420,7 +411,7 @@ class ReplicaManager:
             if after - before:
                 self.isr_expands += 1
             if written != tuple(new_isr):
-                log.warning("%s: ZooKeeper already held ISR %s at zk version %d (a write whose answer was lost); "
+                log.warning("%s: the metadata store already held ISR %s at version %d (a write whose answer was lost); "
                             "adopted it", partition.name, list(written), new_version)
                 partition.isr_changed(written, new_version)
                 self._maybe_shrink_isr(partition, monotonic_ms())  # the shrink that failed, at once
@@ -435,7 +426,7 @@ class ReplicaManager:
         if not self._isr_changes:
             return
         changes, self._isr_changes = sorted(self._isr_changes), set()
-        await asyncio.get_running_loop().run_in_executor(None, self.zk.propagate_isr_change, changes)
+        await asyncio.get_running_loop().run_in_executor(None, self.isr_store.propagate_isr_changes, changes)
 
     async def _checkpoint_high_watermarks(self):
         # off the event loop: the atomic write fsyncs twice, a stall every interval that

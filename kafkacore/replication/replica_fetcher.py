@@ -35,7 +35,7 @@ import asyncio
 import logging
 import time
 
-from ..broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from ..protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from ..errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError,
                       InvalidFetchSessionEpochError, KafkaError, error_name)
 from ..protocol.api_table import ApiKey
