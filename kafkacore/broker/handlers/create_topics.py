@@ -109,9 +109,7 @@ def _check(broker, topic):
 
 
 def _registered_brokers(broker):
-    if broker.cluster is None:
-        return {broker.node_id}
-    return set(broker.cluster.metadata_cache.brokers)
+    return set(broker.metadata_cache.brokers)  # a single node: itself
 
 
 def check_manual_replicas(registered, replicas):

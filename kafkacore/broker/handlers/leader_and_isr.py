@@ -40,7 +40,7 @@ def _partition_states(req, v):
 def handle(ctx, req):
     v = ctx.api_version
     cluster = ctx.broker.cluster
-    rm = cluster.replica_manager
+    rm = ctx.broker.replica_manager
     try:
         rm.check_controller(req.controller_epoch, req.broker_epoch if v >= 2 else -1)
     except KafkaError as e:

@@ -22,7 +22,7 @@ def _partitions(req, v):
 
 def handle(ctx, req):
     v = ctx.api_version
-    rm = ctx.broker.cluster.replica_manager
+    rm = ctx.broker.replica_manager
     try:
         rm.check_controller(req.controller_epoch, req.broker_epoch if v >= 1 else -1)
     except KafkaError as e:

@@ -23,7 +23,7 @@ def handle(ctx, req):
     v = ctx.api_version
     cluster = ctx.broker.cluster
     try:
-        cluster.replica_manager.check_controller(req.controller_epoch, req.broker_epoch if v >= 5 else -1)
+        ctx.broker.replica_manager.check_controller(req.controller_epoch, req.broker_epoch if v >= 5 else -1)
     except KafkaError as e:
         return UpdateMetadataResponse(error_code=e.code)
     brokers = []
