@@ -147,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--base-port", type=_port, help="broker i listens on base-port + i - 1 (default: free ports)")
     up.add_argument("--zookeeper-port", type=_port, help="ZooKeeper's client port (default: a free port)")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
+    migrate = cluster_sub.add_parser("migrate", help="move a stopped single node's topics into ZooKeeper, so that its "
+                                                     "data directory starts as a broker of a cluster")
+    migrate.add_argument("--data-dir", required=True, help="the single node's data directory (stopped)")
+    migrate.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
+                         help="the cluster's zookeeper.connect")
     restart = cluster_sub.add_parser("restart", help="start broker N of a running `cluster up` again (stopping it "
                                                      "first if it runs)")
     restart.add_argument("broker", type=_count, metavar="N", help="the broker's id (1 to --brokers)")
@@ -171,6 +176,9 @@ def main(argv=None) -> int:
     if args.command == "info":
         return _info()
     if args.command == "cluster":
+        if args.verb == "migrate":
+            from .cluster.migrate import cluster_migrate
+            return cluster_migrate(args)
         if args.verb == "restart":
             from .cluster.local_cluster import cluster_restart
 

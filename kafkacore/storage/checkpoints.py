@@ -145,6 +145,11 @@ class LeaderEpochCheckpointFile:
             raise KafkaStorageError(f"fsync of the directory of {self.path} failed: {e}") from e
 
 
+def read_meta_properties(path):
+    """meta.properties as {key: value}."""
+    return _read_properties(path)
+
+
 def _read_properties(path):
     props = {}
     with open(path, encoding="utf-8") as f:

@@ -400,7 +400,7 @@ def test_bash_completion(tmp_path):
     assert _complete(script, "kafkacore to") == ["topics"]
     assert _complete(script, "kafkacore c") == ["cluster", "completion", "configs", "console", "consume"]
     assert _complete(script, "kafkacore -b 127.0.0.1:9092 topics de") == ["delete", "describe"]
-    assert _complete(script, "kafkacore cluster ") == ["describe", "restart", "up"]
+    assert _complete(script, "kafkacore cluster ") == ["describe", "migrate", "restart", "up"]
     assert _complete(script, "kafkacore topics create t --rep") == ["--replica-assignment", "--replication-factor"]
     assert _complete(script, "kafkacore groups reset-offsets g --to-") == [
         "--to-datetime", "--to-earliest", "--to-latest", "--to-offset"]
