@@ -44,10 +44,10 @@ CHILD = textwrap.dedent(
     assert "SPARK_KAFKA_SCHEMA" in dir(kafkacore.record)  # listed without being built
     heavy = [m for m in ("numpy", "pyarrow") if m in sys.modules]
     assert not heavy, f"imported at import time: {heavy}"
-    # a single-node broker needs kazoo's error types only, not its client (threading handler,
-    # recipes): those load where a ZooKeeper client is made
+    # a single-node broker (its replica manager included) needs nothing of kazoo: it loads
+    # where a ZooKeeper client is made (kafkacore/cluster)
     import kafkacore.replication.replica_manager
-    zk = [m for m in ("kazoo.client", "kazoo.handlers.threading", "kazoo.recipe.watchers") if m in sys.modules]
+    zk = sorted(m for m in sys.modules if m == "kazoo" or m.startswith("kazoo."))
     assert not zk, f"imported without a ZooKeeper client: {zk}"
 
     # First uses, with numpy and pyarrow not yet loaded: the lazy imports happen here.
