@@ -19,38 +19,17 @@ import asyncio
 import logging
 import threading
 
-from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError,
-                      InvalidRequestError, InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError,
-                      UnknownTopicOrPartitionError)
+from ..errors import InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError
 from ..protocol.kafka_uuid import random_uuid, uuid_from_text, uuid_to_text
 from ..replication.broker_channel import BrokerChannels
 from ..replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
 from ..replication.replica_manager import ReplicaManager
-from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
-from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
+from .topic_store import LocalTopicStore, TopicInfo
 
 log = logging.getLogger("kafkacore.broker")
 
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-MAX_PARTITIONS = 1 << 20  # a sanity bound per CreateTopics/CreatePartitions request
-
-
-class TopicInfo:
-    __slots__ = ("name", "topic_id", "partitions")
-
-    def __init__(self, name, topic_id, partitions):
-        self.name = name
-        self.topic_id = topic_id
-        self.partitions = partitions
-
-    @property
-    def internal(self):
-        return self.name in INTERNAL_TOPICS
-
-    def __repr__(self):
-        return f"TopicInfo({self.name!r}, partitions={self.partitions})"
 
 
 class DataWaiter:
@@ -105,6 +84,9 @@ class Broker:
         self.metadata_cache = MetadataCache(self.node_id)
         self.replica_manager = ReplicaManager(self, isr_store)
         self.channels = BrokerChannels(self.node_id, self.metadata_cache)  # the coordinators' requests out
+        # where topics and their configs are written: the data directory here; a cluster's
+        # ZooKeeper once attach_cluster gives its store
+        self.topic_store = LocalTopicStore(self)
         try:
             if cfg["zookeeper.connect"]:
                 for lg in self.log_manager.logs.values():  # topics come from the controller
@@ -133,12 +115,12 @@ class Broker:
                 if lg.topic_id is None:
                     lg._metadata.write(uuid_to_text(topic_id))
                     lg.topic_id = uuid_to_text(topic_id)
-                self._lead(lg, topic_id)
+                self.lead_alone(lg, topic_id)
             count = parts[-1][0] + 1
             missing = sorted(set(range(count)) - {p for p, _lg in parts})
             for p in missing:  # a partition directory lost: recreate it empty rather than serve holes
                 log.warning("partition %s-%d is missing on disk; recreating it empty", topic, p)
-                self._lead(self.log_manager.create_log(topic, p, topic_id=uuid_to_text(topic_id)), topic_id)
+                self.lead_alone(self.log_manager.create_log(topic, p, topic_id=uuid_to_text(topic_id)), topic_id)
             info = TopicInfo(topic, topic_id, count)
             self.topics[topic] = info
             self.topics_by_id[topic_id] = info
@@ -164,6 +146,7 @@ class Broker:
     # -- the cluster ----------------------------------------------------------------------------
     def attach_cluster(self, cluster):
         self.cluster = cluster
+        self.topic_store = cluster.topic_store
 
     def refresh_topics(self, cache, deleted=()):
         """The topic table from the controller's metadata (a broker of a cluster)."""
@@ -205,62 +188,18 @@ class Broker:
     def create_topic(self, name, num_partitions=-1, replication_factor=-1, configs=None,
                      validate_only=False, assignments=None) -> TopicInfo:
         """Kafka's CreateTopics rules: -1 means the broker default; a replication factor above
-        the number of brokers is INVALID_REPLICATION_FACTOR. On a cluster the topic is written to
-        ZooKeeper and the controller creates its partitions (the returned TopicInfo is what was
-        asked; the metadata follows)."""
+        the number of brokers is INVALID_REPLICATION_FACTOR. The topic store writes it: a single
+        node creates and leads its partitions at once; a cluster writes ZooKeeper and the
+        controller creates the partitions (the returned TopicInfo is what was asked; the
+        metadata follows)."""
         validate_topic_name(name)
-        if self.cluster is not None:
-            return self._create_topic_in_cluster(name, num_partitions, replication_factor, configs, validate_only,
-                                                 assignments)
-        if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise InvalidRequestError("both a replica assignment and a partition count or replication factor")
-            parts = sorted(a[0] for a in assignments)
-            if parts != list(range(len(parts))):
-                raise InvalidReplicaAssignmentError(f"partitions {parts} are not consecutive from 0")
-            for p, replicas in assignments:
-                if list(replicas) != [self.node_id]:
-                    raise InvalidReplicaAssignmentError(
-                        f"partition {p} is assigned to brokers {list(replicas)}; the only broker is {self.node_id}")
-            num_partitions = len(parts)
-        if num_partitions == -1:
-            num_partitions = self.config["num.partitions"]
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        if num_partitions <= 0 or num_partitions > MAX_PARTITIONS:
-            raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
-        if replication_factor <= 0:
-            raise InvalidReplicationFactorError(f"replication factor {replication_factor} must be larger than 0")
-        if replication_factor > 1:
-            raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} is larger than the number of available brokers (1)")
-        configs = {k: v for k, v in (configs or {}).items()}
-        self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is made
-        with self._lock:
-            self._check_new_topic_name(name)
-            if validate_only:
-                return TopicInfo(name, b"\x00" * 16, num_partitions)
-            topic_id = random_uuid()
-            created = []
-            try:
-                for p in range(num_partitions):
-                    lg = self.log_manager.create_log(name, p, configs if p == 0 else None,
-                                                     topic_id=uuid_to_text(topic_id))
-                    created.append(p)
-                    self._lead(lg, topic_id)
-            except BaseException:
-                for p in created:
-                    self.replica_manager.forget(name, p)
-                    self.log_manager.delete_log(name, p)
-                raise
-            info = TopicInfo(name, topic_id, num_partitions)
-            self.topics[name] = info
-            self.topics_by_id[topic_id] = info
-        log.info("created topic %s with %d partitions%s", name, num_partitions,
-                 f" and configs {configs}" if configs else "")
-        return info
+        topic_id, count = self.topic_store.create_topic(name, num_partitions, replication_factor, configs,
+                                                        validate_only, assignments)
+        return TopicInfo(name, topic_id, count)
 
-    def _check_new_topic_name(self, name):
+    def check_new_topic_name(self, name):
+        """TOPIC_ALREADY_EXISTS, or INVALID_TOPIC_EXCEPTION for a name that collides with an
+        existing one once '.' and '_' are unified."""
         if name in self.topics:
             raise TopicAlreadyExistsError(f"topic '{name}' already exists")
         collide = _collision_name(name)
@@ -269,46 +208,19 @@ class Broker:
                 raise InvalidTopicError(
                     f"topic '{name}' collides with existing topic '{other}' ('.' and '_' are interchangeable in metric names)")
 
-    def _create_topic_in_cluster(self, name, num_partitions, replication_factor, configs, validate_only, assignments):
-        if num_partitions == -1 and not assignments:
-            num_partitions = self.config["num.partitions"]
-        if replication_factor == -1 and not assignments:
-            replication_factor = self.config["default.replication.factor"]
-        live = max(1, len(self.metadata_cache.brokers))
-        if name == CONSUMER_OFFSETS_TOPIC:
-            replication_factor = min(self.config["offsets.topic.replication.factor"], live)
-        elif name == TRANSACTION_STATE_TOPIC:
-            # capped at the live brokers as __consumer_offsets is (Kafka instead waits for them)
-            replication_factor = min(self.config["transaction.state.log.replication.factor"], live)
-            configs = dict(configs or {}, **{"min.insync.replicas": str(
-                min(self.config["transaction.state.log.min.isr"], replication_factor))})
-        if not assignments and (num_partitions <= 0 or num_partitions > MAX_PARTITIONS):
-            raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
-        configs = {k: v for k, v in (configs or {}).items()}
-        self.log_manager.config_for(name, configs)  # INVALID_CONFIG before anything is written
-        self._check_new_topic_name(name)
-        topic_id = random_uuid()
-        assignment = self.cluster.create_topic(name, num_partitions, replication_factor, configs, assignments, topic_id,
-                                               validate_only=validate_only)
-        if not validate_only:
-            log.info("created topic %s in ZooKeeper: assignment %s%s", name, assignment,
-                     f", configs {configs}" if configs else "")
-        return TopicInfo(name, topic_id, len(assignment))
-
     def auto_create_topic(self, name):
-        """auto.create.topics.enable: a Metadata request named a topic that does not exist. A
-        single node creates it at once. A cluster checks the name here and writes ZooKeeper from
-        a worker thread: a ZooKeeper round trip (or outage) must not stall every client of this
-        broker. Either way the caller answers LEADER_NOT_AVAILABLE, as Kafka does, and the
-        client asks again. A creation already under way, or done by another broker meanwhile,
-        is not an error (Kafka answers LEADER_NOT_AVAILABLE there too)."""
-        if self.cluster is None:
+        """auto.create.topics.enable: a Metadata request named a topic that does not exist. The
+        caller answers LEADER_NOT_AVAILABLE, as Kafka does, and the client asks again. A store
+        whose writes are round trips (ZooKeeper) writes from a worker thread, so that a round
+        trip (or an outage) does not stall every client of this broker; a creation already
+        under way, or done by another broker meanwhile, is not an error."""
+        if not self.topic_store.blocking:
             self.create_topic(name)
             return
         if name in self._auto_creating:
             return
         validate_topic_name(name)
-        self._check_new_topic_name(name)
+        self.check_new_topic_name(name)
         self._auto_creating.add(name)
 
         def create():
@@ -327,51 +239,35 @@ class Broker:
     def delete_topic(self, name):
         if not self.config["delete.topic.enable"]:
             raise TopicDeletionDisabledError("delete.topic.enable is false")
-        if self.cluster is not None:
-            self.cluster.delete_topic(name)
-            return
-        with self._lock:
-            info = self.topics.pop(name, None)
-            if info is None:
-                raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
-            self.topics_by_id.pop(info.topic_id, None)
-            for p in range(info.partitions):
-                lg = self.get_log(name, p)
-                if lg is not None:
-                    self._wake(lg)
-                    self._waiters.pop(lg, None)
-                self.replica_manager.forget(name, p)
-                self.log_manager.delete_log(name, p)
-            self.publish_local_metadata(deleted=[name])
-        if self.group_coordinator is not None:
-            self.group_coordinator.on_topic_deleted(name, info.partitions)
-        log.info("deleted topic %s", name)
+        self.topic_store.delete_topic(name)
 
     def create_partitions(self, name, count, validate_only=False, assignments=None):
-        """assignments: a replica list per new partition (a cluster only; a single node places
-        every partition on itself)."""
-        if self.cluster is not None:
-            return self.cluster.create_partitions(name, count, validate_only, assignments)
-        with self._lock:
-            info = self.topics.get(name)
-            if info is None:
-                raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
-            if count < info.partitions:
-                raise InvalidPartitionsError(
-                    f"topic currently has {info.partitions} partitions, which is higher than the requested {count}")
-            if count == info.partitions:
-                raise InvalidPartitionsError(f"topic already has {info.partitions} partitions")
-            if count > MAX_PARTITIONS:
-                raise InvalidPartitionsError(f"{count} partitions is more than {MAX_PARTITIONS}")
-            if validate_only:
-                return info
-            for p in range(info.partitions, count):
-                self._lead(self.log_manager.create_log(name, p, topic_id=uuid_to_text(info.topic_id)), info.topic_id)
-                info.partitions = p + 1
-        log.info("topic %s now has %d partitions", name, count)
-        return info
+        """assignments: a replica list per new partition (a single node places every partition
+        on itself)."""
+        return self.topic_store.create_partitions(name, count, validate_only, assignments)
 
-    def _lead(self, lg, topic_id):
+    async def write_metadata(self, fn, *args):
+        """Runs an admin handler's writes (``fn(*args)``): in a worker thread when the topic
+        store's writes are round trips (ZooKeeper), on the event loop otherwise."""
+        if self.topic_store.blocking:
+            return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        return fn(*args)
+
+    async def wait_for_topic(self, name, timeout_s, partitions=1):
+        """Until the topic has at least ``partitions`` partitions and each has a live leader in
+        the metadata cache (at once on a single node, which leads them as it creates them)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        cache = self.metadata_cache
+        while True:
+            n = cache.partition_counts.get(name)
+            if n and n >= partitions and all(cache.leader(name, p) >= 0 for p in range(n)):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+
+    def lead_alone(self, lg, topic_id):
         """A single node's partition: this broker is its only replica and its leader, and says
         so in its metadata cache as a controller would."""
         self._watch(lg)

@@ -31,6 +31,7 @@ from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRe
 from ..replication.broker_channel import BrokerChannel, BrokerChannelError
 from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
+from .topic_store import ZkTopicStore
 from .zk_client import BrokerIdInUseError, ZkVersionMismatchError
 from .zk_data import ReplicaAssignment
 
@@ -104,6 +105,7 @@ class ClusterNode:
         self.replica_manager.replica_alive = self.metadata_cache.alive
         self.controller = KafkaController(broker, zk)
         self.config_manager = ZkConfigManager(broker, zk, self.controller)  # topic config changes
+        self.topic_store = ZkTopicStore(broker, self, self.config_manager)  # the broker's, once attached
         self.loop = None
         self.broker_epoch = -1
         # producer ids unique cluster-wide: blocks from /latest_producer_id_block
@@ -262,17 +264,6 @@ class ClusterNode:
             log.info("topic %s: partitions %s added in ZooKeeper", name, new)
             return new
         raise InvalidPartitionsError(f"topic '{name}' kept changing in ZooKeeper; try again")
-
-    async def wait_for_topic(self, name, timeout_s, partitions=1):
-        """Until the topic has at least ``partitions`` partitions and each has a live leader in
-        the metadata cache."""
-        deadline = self.loop.time() + timeout_s
-        while self.loop.time() < deadline:
-            n = self.metadata_cache.partition_counts.get(name)
-            if n and n >= partitions and all(self.metadata_cache.leader(name, p) >= 0 for p in range(n)):
-                return True
-            await asyncio.sleep(0.02)
-        return False
 
     # -- stopping --------------------------------------------------------------------------------------
     async def controlled_shutdown(self):

@@ -38,6 +38,9 @@ TOPIC_CONFIGS_FILE = "kafkacore-topic-configs.json"
 MAX_TOPIC_LENGTH = 249
 
 
+MAX_PARTITIONS = 1 << 20  # a sanity bound per CreateTopics/CreatePartitions request
+
+
 def validate_topic_name(topic):
     """Kafka's Topic.validate: 1-249 of [a-zA-Z0-9._-], not "." or ".."."""
     if not topic or topic in (".", ".."):

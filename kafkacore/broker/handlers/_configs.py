@@ -209,23 +209,18 @@ def duplicate_resources(resources) -> set:
 
 
 def topic_overrides(broker, name) -> dict:
-    """The topic's overrides {kafka name: value}: ZooKeeper's on a cluster (so every broker
-    answers the same at once), else the data directory's."""
-    if broker.cluster is not None:
-        return broker.cluster.config_manager.topic_overrides(name)
-    return dict(broker.log_manager.topic_overrides.get(name, {}))
+    """The topic's overrides {kafka name: value}, from the topic store (ZooKeeper's on a
+    cluster, so every broker answers the same at once; the data directory's on a single node)."""
+    return broker.topic_store.topic_overrides(name)
 
 
 def check_topic_for_alter(broker, name, new_overrides):
-    """Kafka's order: the name, the new configs, then whether the topic exists (in ZooKeeper on
-    a cluster, as Kafka's AdminZkClient checks: this broker's metadata may lag a new topic)."""
+    """Kafka's order: the name, the new configs, then whether the topic exists (in the topic
+    store: ZooKeeper on a cluster, as Kafka's AdminZkClient checks, since this broker's metadata
+    may lag a new topic)."""
     validate_topic_name(name)
     broker.log_manager.default_config.with_overrides(new_overrides)  # INVALID_CONFIG
-    if broker.cluster is not None:
-        exists = broker.cluster.config_manager.topic_exists(name)
-    else:
-        exists = name in broker.topics
-    if not exists:
+    if not broker.topic_store.topic_exists(name):
         raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
 
 
@@ -233,8 +228,4 @@ def apply_topic_overrides(broker, name, new_overrides):
     """Stores the topic's new overrides and hands the new config to its live logs: on a single
     node in the data directory; on a cluster in ZooKeeper with a change notification, which
     every broker (this one too) applies to its replicas."""
-    overrides = {k: str(v) for k, v in new_overrides.items()}
-    if broker.cluster is not None:
-        broker.cluster.config_manager.set_topic_overrides(name, overrides)
-    else:
-        broker.log_manager.set_topic_config(name, overrides)
+    broker.topic_store.set_topic_overrides(name, {k: str(v) for k, v in new_overrides.items()})

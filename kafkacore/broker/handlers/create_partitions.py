@@ -31,7 +31,7 @@ from ...errors import InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
     KafkaError, RequestTimedOutError, UnknownTopicOrPartitionError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
-from ..broker import INTERNAL_TOPICS
+from ..topic_store import INTERNAL_TOPICS
 from .create_topics import _registered_brokers, check_manual_replicas
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -64,18 +64,12 @@ def _create(broker, topic, validate_only):
                              [list(a.broker_ids) for a in topic.assignments])
 
 
-def handle(ctx, req):
-    if ctx.broker.cluster is not None:
-        return _in_cluster(ctx, req)
-    return _respond(ctx.broker, req)[0]
-
-
-async def _in_cluster(ctx, req):
-    """ZooKeeper's round trips run in a worker thread (see create_topics); the new partitions'
-    leaders are awaited on the event loop."""
-    response, created = await asyncio.get_running_loop().run_in_executor(None, _respond, ctx.broker, req)
+async def handle(ctx, req):
+    """Written through the topic store (see create_topics); the new partitions' leaders are
+    awaited on the event loop."""
+    response, created = await ctx.broker.write_metadata(_respond, ctx.broker, req)
     if created and not req.validate_only and req.timeout_ms > 0:
-        return await _await_leaders(ctx.broker.cluster, response, created, req.timeout_ms)
+        return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response
 
 
@@ -102,8 +96,8 @@ def _respond(broker, req):
     return CreatePartitionsResponse(results=results), created
 
 
-async def _await_leaders(cluster, response, created, timeout_ms):
-    waits = [cluster.wait_for_topic(r.name, timeout_ms / 1000, partitions=count) for r, count in created]
+async def _await_leaders(broker, response, created, timeout_ms):
+    waits = [broker.wait_for_topic(r.name, timeout_ms / 1000, partitions=count) for r, count in created]
     for (r, _count), ready in zip(created, await asyncio.gather(*waits)):
         if not ready:
             r.error_code = RequestTimedOutError.code

@@ -152,24 +152,18 @@ def _result(broker, topic, v, validate_only):
     return result, rf
 
 
-def handle(ctx, req):
-    if ctx.broker.cluster is not None:
-        return _in_cluster(ctx, req)
-    return _respond(ctx, req)[0]
-
-
-async def _in_cluster(ctx, req):
-    """The ZooKeeper writes run in a worker thread: a round trip, or an outage of up to
-    zookeeper.connection.timeout.ms, must not stall this broker's other clients. The leaders
-    are then awaited on the event loop."""
-    response, created = await asyncio.get_running_loop().run_in_executor(None, _respond, ctx, req)
+async def handle(ctx, req):
+    """The writes go through the broker's topic store (in a worker thread when they are
+    ZooKeeper round trips: an outage of up to zookeeper.connection.timeout.ms must not stall
+    this broker's other clients); the leaders are then awaited on the event loop."""
+    response, created = await ctx.broker.write_metadata(_respond, ctx, req)
     if created and req.timeout_ms > 0:
-        return await _await_leaders(ctx.broker.cluster, response, created, req.timeout_ms)
+        return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response
 
 
 def _respond(ctx, req):
-    """(the response, the results of the topics written, to await on a cluster)."""
+    """(the response, the results of the topics written, whose leaders are to be awaited)."""
     broker = ctx.broker
     v = ctx.api_version
     validate_only = req.validate_only if v >= 1 else False
@@ -188,9 +182,9 @@ def _respond(ctx, req):
     return CreateTopicsResponse(topics=results), created
 
 
-async def _await_leaders(cluster, response, created, timeout_ms):
+async def _await_leaders(broker, response, created, timeout_ms):
     """Kafka's DelayedCreatePartitions: answered once every partition has a leader."""
-    waits = [cluster.wait_for_topic(r.name, timeout_ms / 1000) for r in created]
+    waits = [broker.wait_for_topic(r.name, timeout_ms / 1000) for r in created]
     for r, ready in zip(created, await asyncio.gather(*waits)):
         if not ready:
             r.error_code = RequestTimedOutError.code

@@ -25,7 +25,7 @@ from ...errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, Poli
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_records_response import (DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                                           DeleteRecordsTopicResult)
-from ..broker import INTERNAL_TOPICS
+from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 2)

@@ -17,7 +17,6 @@ the client side); here the group coordinator keeps its state in them while it ru
 Version notes: throttle_time_ms from v1; error_message from v5; v6 results carry the topic id,
 and the name is null for an unknown id.
 """
-import asyncio
 
 from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, TopicDeletionDisabledError, \
     UnknownTopicIdError, UnknownTopicOrPartitionError
@@ -25,7 +24,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
 from ...protocol.kafka_uuid import uuid_to_text
-from ..broker import INTERNAL_TOPICS
+from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
@@ -39,11 +38,9 @@ def _requested(req, v):
 
 
 def handle(ctx, req):
-    if ctx.broker.cluster is not None:
-        # the deletion requests are ZooKeeper writes there: answer from a worker thread, so that
-        # a round trip (or an outage) does not stall this broker's other clients
-        return asyncio.get_running_loop().run_in_executor(None, _respond, ctx, req)
-    return _respond(ctx, req)
+    # through the topic store: from a worker thread when its writes are ZooKeeper round trips,
+    # so that a round trip (or an outage) does not stall this broker's other clients
+    return ctx.broker.write_metadata(_respond, ctx, req)
 
 
 def _respond(ctx, req):

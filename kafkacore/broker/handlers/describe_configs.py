@@ -33,7 +33,6 @@ Deviations: Kafka topic configs this broker does not have (message.downconversio
 remote storage, throttled replicas, ...) are not listed; broker config types are inferred from
 the values.
 """
-import asyncio
 
 from ...errors import InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
 from ...protocol.api_table import ApiKey
@@ -104,9 +103,9 @@ def handle(ctx, req):
     def respond():
         return DescribeConfigsResponse(results=[_describe(ctx.broker, r, synonyms, documentation)
                                                 for r in req.resources])
-    if ctx.broker.cluster is not None and any(r.resource_type == RESOURCE_TOPIC for r in req.resources):
-        # a topic's overrides are a ZooKeeper read there: answer from a worker thread
-        return asyncio.get_running_loop().run_in_executor(None, respond)
+    if any(r.resource_type == RESOURCE_TOPIC for r in req.resources):
+        # a topic's overrides come from the topic store (a ZooKeeper read on a cluster)
+        return ctx.broker.write_metadata(respond)
     return respond()
 
 

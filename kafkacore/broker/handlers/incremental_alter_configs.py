@@ -33,7 +33,6 @@ broker's ``log.cleanup.policy`` when set); Kafka starts from the built-in defaul
 
 Version notes: v1 is the flexible encoding; the fields are the same in both versions.
 """
-import asyncio
 import logging
 
 from ...errors import InvalidConfigurationError, InvalidRequestError, KafkaError
@@ -106,10 +105,8 @@ def _alter(broker, resource, validate_only):
 
 
 def handle(ctx, req):
-    if ctx.broker.cluster is not None:
-        # topic configs are ZooKeeper round trips there: answer from a worker thread
-        return asyncio.get_running_loop().run_in_executor(None, _respond, ctx.broker, req)
-    return _respond(ctx.broker, req)
+    # through the topic store (from a worker thread when its writes are ZooKeeper round trips)
+    return ctx.broker.write_metadata(_respond, ctx.broker, req)
 
 
 def _respond(broker, req):

@@ -19,7 +19,7 @@ from ...protocol.messages.metadata_response import (MetadataResponse, MetadataRe
                                                     MetadataResponsePartition, MetadataResponseTopic)
 from ...protocol.wire import ZERO_UUID
 from ...storage.log_manager import validate_topic_name
-from ..broker import INTERNAL_TOPICS
+from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)

@@ -48,7 +48,7 @@ from ...record.layout import (ATTRIBUTES_FLAGS_BYTE, LENGTH_OFFSET, LOG_OVERHEAD
                               PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
 from ...coordinator.txn_verification import verify_partitions
 from ...storage.producer_state import AppendOrigin
-from ..broker import INTERNAL_TOPICS
+from ..topic_store import INTERNAL_TOPICS
 
 _LENGTH = struct.Struct(">i")
 _PID = struct.Struct(">q")  # a v2 batch's producer id
