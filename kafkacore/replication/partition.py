@@ -205,8 +205,10 @@ class Partition:
             if len(self.isr) < min_isr:
                 raise NotEnoughReplicasError(
                     f"{self.name}: the ISR {list(self.isr)} has fewer than min.insync.replicas={min_isr} replicas")
-        info = self.log.append(records, leader_epoch=self.leader_epoch, origin=origin)
-        self.maybe_increment_high_watermark()
+        lg = self.log
+        info = lg.append(records, leader_epoch=self.leader_epoch, origin=origin)
+        if lg.replicated:  # else the log moved its high watermark itself: its replica set is this one
+            self.maybe_increment_high_watermark()
         return info
 
     def commit_wait(self, required_offset, min_isr):

@@ -300,10 +300,13 @@ class ReplicaManager:
         partition whose high watermark has not reached the batch yet gets a ``commit`` future;
         wait_for_replication waits for them. Returns {(topic, partition): PartitionAppend}."""
         results = {}
+        led = self.partitions.get
         for key, records in entries.items():
             result = results[key] = PartitionAppend()
             try:
-                partition = self.leader_partition(*key)
+                partition = led(key)
+                if partition is None or partition.leader_id != self.node_id:
+                    partition = self.leader_partition(*key)  # raises the error for the client
                 info = partition.append_records_to_leader(records, origin, required_acks)
                 result.info = info
                 result.log_start_offset = partition.log.log_start_offset
