@@ -940,18 +940,15 @@ def test_truncation_lowers_the_cleaners_first_dirty_offset(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # OffsetForLeaderEpoch
 
-class _Broker:
-    def __init__(self, logs):
+class _ClusterBroker:
+    """A leader of a cluster at leader epoch ``epoch`` for ``logs`` (replicated logs built here)."""
+
+    def __init__(self, logs, epoch):
         self.logs = logs
+        self.epoch = epoch
 
     def get_log(self, topic, partition):
         return self.logs.get((topic, partition))
-
-
-class _ClusterBroker(_Broker):
-    def __init__(self, logs, epoch):
-        super().__init__(logs)
-        self.epoch = epoch
 
     def leader_log(self, topic, partition):
         from kafkacore.errors import NotLeaderOrFollowerError
@@ -967,25 +964,34 @@ class _ClusterBroker(_Broker):
 def test_offset_for_leader_epoch_answers_from_the_cache(tmp_path):
     from kafkacore.broker.handlers import offset_for_leader_epoch as h
     from kafkacore.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
-    lg = Log(str(tmp_path / "t-0"), config())
-    for e, n in ((0, 10), (2, 10), (5, 7)):
-        lg.append(batch(0, n), leader_epoch=e)
-    empty = Log(str(tmp_path / "t-1"), config())
+    from kafkacore.broker.broker import Broker
+    from kafkacore.broker.config import BrokerConfig
 
     def ask(broker, partition, epoch, current=-1, v=4):
         out = h._end_offset(broker, "t", OffsetForLeaderPartition(partition=partition, leader_epoch=epoch,
                                                                    current_leader_epoch=current), v)
         return out.error_code, out.leader_epoch, out.end_offset
 
-    single = _Broker({("t", 0): lg, ("t", 1): empty})
-    assert [ask(single, 0, e) for e in (-1, 0, 1, 2, 4, 5, 6)] == [
-        (0, -1, -1), (0, 0, 10), (0, 0, 10), (0, 2, 20), (0, 2, 20), (0, 5, 27), (0, -1, -1)]
-    assert ask(single, 1, 0) == (0, 0, 0)  # nothing written yet: epoch 0 from the end
-    assert ask(single, 1, 1) == (0, -1, -1)
-    assert ask(single, 2, 0)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
-    assert ask(single, 0, 0, current=1)[0] == 75  # UNKNOWN_LEADER_EPOCH
-    assert ask(single, 0, 0, current=-2)[0] == 74  # FENCED_LEADER_EPOCH
-    assert ask(single, 0, 0, current=1, v=1) == (0, 0, 10)  # no current epoch before v2
+    # a real single node: it leads its partitions at epoch 0 from their creation
+    single = Broker(BrokerConfig({"log.dirs": str(tmp_path / "node")}))
+    try:
+        single.create_topic("t", 2)
+        for e, n in ((0, 10), (2, 10), (5, 7)):  # epochs of a log written under several leaders
+            single.get_log("t", 0).append(batch(0, n), leader_epoch=e)
+        assert [ask(single, 0, e) for e in (-1, 0, 1, 2, 4, 5, 6)] == [
+            (0, -1, -1), (0, 0, 10), (0, 0, 10), (0, 2, 20), (0, 2, 20), (0, 5, 27), (0, -1, -1)]
+        assert ask(single, 1, 0) == (0, 0, 0)  # nothing written yet: epoch 0 from the end
+        assert ask(single, 1, 1) == (0, -1, -1)
+        assert ask(single, 2, 0)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert ask(single, 0, 0, current=1)[0] == 75  # UNKNOWN_LEADER_EPOCH
+        assert ask(single, 0, 0, current=-2)[0] == 74  # FENCED_LEADER_EPOCH
+        assert ask(single, 0, 0, current=1, v=1) == (0, 0, 10)  # no current epoch before v2
+    finally:
+        single.shutdown()
+    lg = Log(str(tmp_path / "t-0"), config())
+    for e, n in ((0, 10), (2, 10), (5, 7)):
+        lg.append(batch(0, n), leader_epoch=e)
+    empty = Log(str(tmp_path / "t-1"), config())
     lg.make_replicated()
     empty.make_replicated()
     cluster = _ClusterBroker({("t", 0): lg, ("t", 1): empty}, epoch=5)

@@ -13,41 +13,30 @@ cache (Log.leader_epoch_cache, Kafka's LeaderEpochFileCache.endOffsetFor):
 - an unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION (on a cluster, a partition this
   broker does not lead: NOT_LEADER_OR_FOLLOWER, as Kafka answers).
 
-A single node leads every partition from its creation with leader epoch 0, so the cache holds
-epoch 0 from the first offset it wrote; a log it has not written to yet answers epoch 0 with the
-log end offset, as Kafka's leader (which assigns its epoch at the log end when it becomes leader)
-would. Errors answer leader epoch -1 and end offset -1. ``replica_id`` (v3+) is not checked.
+A leader assigns its epoch at the log end when it becomes leader (a single node when it creates
+or loads the partition, with epoch 0 for a new log), so a log not written to since answers that
+epoch with the log end offset, as Kafka's leader does. Errors answer leader epoch -1 and end
+offset -1. ``replica_id`` (v3+) is not checked.
 
 Version notes: the response carries leader_epoch from v1 (v0: end offset only);
 current_leader_epoch from v2; replica_id from v3; v4 is the flexible encoding.
 """
-from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError, UnknownTopicOrPartitionError
+from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_for_leader_epoch_response import (EpochEndOffset, OffsetForLeaderEpochResponse,
                                                                    OffsetForLeaderTopicResult)
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (0, 4)
-LEADER_EPOCH = 0  # a single node's
 NO_EPOCH = -1
 NO_OFFSET = -1
-
-
-def _leader_log(broker, topic, partition):
-    """(log, current leader epoch) of a partition this broker leads; raises KafkaError."""
-    leader_log = getattr(broker, "leader_log", None)
-    if leader_log is not None:
-        return leader_log(topic, partition), broker.leader_epoch_of(topic, partition)
-    lg = broker.get_log(topic, partition)
-    if lg is None:
-        raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
-    return lg, LEADER_EPOCH
 
 
 def _end_offset(broker, topic, p, v):
     out = EpochEndOffset(partition=p.partition, leader_epoch=NO_EPOCH, end_offset=NO_OFFSET)
     try:
-        lg, current = _leader_log(broker, topic, p.partition)
+        lg = broker.leader_log(topic, p.partition)
+        current = broker.leader_epoch_of(topic, p.partition)
     except KafkaError as e:
         out.error_code = e.code
         return out
@@ -58,13 +47,7 @@ def _end_offset(broker, topic, p, v):
         if p.current_leader_epoch < current:
             out.error_code = FencedLeaderEpochError.code
             return out
-    cache = lg.leader_epoch_cache
-    end = lg.log_end_offset
-    if not lg.replicated and cache.latest_epoch == NO_EPOCH and p.leader_epoch == LEADER_EPOCH:
-        # nothing written yet on a single node: its epoch 0 starts at the log end
-        out.leader_epoch, out.end_offset = LEADER_EPOCH, end
-        return out
-    out.leader_epoch, out.end_offset = cache.end_offset_for(p.leader_epoch, end)
+    out.leader_epoch, out.end_offset = lg.leader_epoch_cache.end_offset_for(p.leader_epoch, lg.log_end_offset)
     return out
 
 
