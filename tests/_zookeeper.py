@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from broker_client import free_port  # noqa: F401 - the suite's one; test_zk_client imports it from here
+
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -60,12 +62,6 @@ def skip_or_fail_without_zookeeper() -> None:
     if os.environ.get("CI"):
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from _kcutil import SOURCE_ROOT
+from broker_client import free_port
 
 import kafkacore
 
@@ -114,7 +115,7 @@ def test_the_main_job_on_a_fresh_checkout_installs_only_what_the_broker_needs(tm
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKACORE_", "VIRTUAL_ENV"))}
 
     def main_job():
-        port = _free_port()
+        port = free_port()
         proc = subprocess.Popen(["bash", "ci/main.sh", "--port", str(port), "--data-dir", str(tmp_path / "data")],
                                 cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
@@ -150,9 +151,3 @@ def test_the_main_job_on_a_fresh_checkout_installs_only_what_the_broker_needs(tm
     assert {"kafkacore", "numpy", "lz4", "zstandard", "xxhash", "cramjam"} <= installed
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -3,7 +3,6 @@ kafkacore's ``serve`` command, or tansu as a reference to validate the suite its
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from _wire import Proxy, probe_api_versions
+from broker_client import free_port
 
 BROKER_KIND = os.environ.get("KAFKACORE_COMPAT_BROKER", "kafkacore").strip().lower() or "kafkacore"
 if BROKER_KIND not in ("kafkacore", "tansu"):
@@ -34,12 +34,6 @@ _TRACE = os.environ.get("KAFKACORE_COMPAT_TRACE", "") not in ("", "0")
 _TRACE_PROXIES = []
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 def _tail(path, lines=200):
     try:
         text = Path(path).read_text(errors="replace")
@@ -58,7 +52,7 @@ class Broker:
         self.data_dir = self.workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "broker.log"
-        self.port = _free_port()
+        self.port = free_port()
         self.proxy = None
         self.proc = None
         self.api_versions = {}
@@ -70,7 +64,7 @@ class Broker:
             # the connection ("Read underflow"). Kafka itself only writes non-default tagged
             # fields, so a proxy that empties that section lets the suite run against tansu.
             # The broker advertises the proxy so every connection goes through it.
-            self.broker_port = _free_port()
+            self.broker_port = free_port()
             self.proxy = Proxy(HOST, self.broker_port, strip_tags=True)
             self.port = self.proxy.port
             _TRACE_PROXIES.append(self.proxy)
