@@ -255,8 +255,7 @@ class GroupCoordinator:
         """NOT_COORDINATOR for a group whose partition this broker does not lead, else None."""
         if not group_id:
             return None
-        self.store.ensure_topic()  # the first request creates __consumer_offsets, as FindCoordinator does
-        if self.store.partition_for(group_id) in self.owned_partitions:
+        if self.store.created_on_first_use() and self.store.partition_for(group_id) in self.owned_partitions:
             return None
         return NotCoordinatorError.code
 

@@ -85,6 +85,19 @@ class InternalTopicLog:
         except TopicAlreadyExistsError:
             pass
 
+    def created_on_first_use(self) -> bool:
+        """A coordinator's first request for a key creates the topic, as FindCoordinator does
+        (a single node then leads its partitions at once). False when the creation failed
+        (logged): the caller answers as a broker without the topic does."""
+        if self.broker.topic(self.topic) is not None:
+            return True
+        try:
+            self.ensure_topic()
+        except Exception as e:  # noqa: BLE001 - a ZooKeeper outage on a cluster: the client asks again
+            log.warning("creating %s failed: %s", self.topic, e)
+            return False
+        return True
+
     def append(self, key, records, errors, producer=None):
         """Appends [(record key, value or None)] as one uncompressed batch to the partition of
         ``key`` through the replica manager, as Kafka's coordinators write: acks=-1 with

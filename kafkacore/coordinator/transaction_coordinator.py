@@ -112,8 +112,7 @@ class TransactionCoordinator:
         """NOT_COORDINATOR when another broker coordinates ``txn_id``, else None. The first
         request creates __transaction_state, as FindCoordinator does (a single node then leads
         its partitions at once)."""
-        self.store.ensure_topic()
-        if self.store.partition_for(txn_id) in self.owned:
+        if self.store.created_on_first_use() and self.store.partition_for(txn_id) in self.owned:
             return None
         return NotCoordinatorError.code
 
