@@ -5,6 +5,7 @@ config names with string or typed values; an unknown name or a bad value raises
 InvalidConfigurationError naming the key and the value. ``BROKER_DEFAULTS`` maps the broker-level
 names (``log.segment.bytes``...) that set the defaults for every topic."""
 import re
+from typing import NamedTuple
 
 from ..errors import InvalidConfigurationError
 
@@ -66,38 +67,76 @@ def _message_format_version(key, value):
     return str(value).strip()
 
 
-# name -> (attribute, parser, default). Defaults are Kafka's (4.x documentation). Two choices of
+class TopicConfigDef(NamedTuple):
+    attr: str
+    parse: object  # (key, value) -> the typed value; None: a ratio between 0 and 1
+    default: object
+    kind: str  # Kafka's ConfigDef.Type: BOOLEAN, STRING, INT, LONG, DOUBLE or LIST
+    doc: str
+
+
+# name -> TopicConfigDef: each topic config declared once - its attribute on LogConfig, its parser,
+# its default, Kafka's type for it (ConfigDef.Type, as DescribeConfigs reports it) and a short
+# description (what this broker does with it). Defaults are Kafka's (4.x documentation). Two choices of
 # our own: segment.bytes accepts values down to 14 bytes (Kafka's historical topic minimum; 4.x
 # asks 1 MiB) so tests can roll small segments, and max.message.bytes defaults to Kafka's
 # 1048588 (1 MiB plus the 12-byte log overhead).
 TOPIC_CONFIGS = {
-    "segment.bytes": ("segment_bytes", _int(14, INT_MAX), 1073741824),
-    "segment.ms": ("segment_ms", _int(1), 604800000),
-    "segment.jitter.ms": ("segment_jitter_ms", _int(0), 0),
-    "segment.index.bytes": ("segment_index_bytes", _int(12, INT_MAX), 10485760),
-    "index.interval.bytes": ("index_interval_bytes", _int(0, INT_MAX), 4096),
-    "retention.ms": ("retention_ms", _int(-1), 604800000),
-    "retention.bytes": ("retention_bytes", _int(-1), -1),
-    "cleanup.policy": ("cleanup_policy", _policy, frozenset({"delete"})),
-    "delete.retention.ms": ("delete_retention_ms", _int(0), 86400000),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int(0), 0),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int(1), LONG_MAX),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", None, 0.5),
-    "max.message.bytes": ("max_message_bytes", _int(0, INT_MAX), 1048588),
-    "message.timestamp.type": ("message_timestamp_type", _choice(_TIMESTAMP_TYPES), "CreateTime"),
-    "compression.type": ("compression_type", _choice(_COMPRESSION_TYPES), "producer"),
-    "flush.messages": ("flush_messages", _int(1), LONG_MAX),
-    "flush.ms": ("flush_ms", _int(0), LONG_MAX),
-    "file.delete.delay.ms": ("file_delete_delay_ms", _int(0), 60000),
-    "preallocate": ("preallocate", _bool, False),
+    "segment.bytes": TopicConfigDef("segment_bytes", _int(14, INT_MAX), 1073741824, "INT",
+        "Size in bytes at which the active segment of a partition is rolled."),
+    "segment.ms": TopicConfigDef("segment_ms", _int(1), 604800000, "LONG",
+        "Time after which the active segment is rolled even if it is not full, so that retention and compaction "
+        "can act on it."),
+    "segment.jitter.ms": TopicConfigDef("segment_jitter_ms", _int(0), 0, "LONG",
+        "Largest random amount subtracted from segment.ms, spreading segment rolls over time."),
+    "segment.index.bytes": TopicConfigDef("segment_index_bytes", _int(12, INT_MAX), 10485760, "INT",
+        "Size in bytes of the offset and time index files preallocated for each segment."),
+    "index.interval.bytes": TopicConfigDef("index_interval_bytes", _int(0, INT_MAX), 4096, "INT",
+        "Bytes of batches between two entries of the offset index."),
+    "retention.ms": TopicConfigDef("retention_ms", _int(-1), 604800000, "LONG",
+        "Time a closed segment is kept under the delete policy; -1 keeps data forever."),
+    "retention.bytes": TopicConfigDef("retention_bytes", _int(-1), -1, "LONG",
+        "Largest size a partition may grow to before its oldest segments are deleted under the delete policy; -1 "
+        "means no limit."),
+    "cleanup.policy": TopicConfigDef("cleanup_policy", _policy, frozenset({"delete"}), "LIST",
+        "What happens to old segments: delete (by retention.ms/retention.bytes), compact (keep the latest record "
+        "of each key), or both."),
+    "delete.retention.ms": TopicConfigDef("delete_retention_ms", _int(0), 86400000, "LONG",
+        "Time tombstones are kept in a compacted topic after compaction reached them."),
+    "min.compaction.lag.ms": TopicConfigDef("min_compaction_lag_ms", _int(0), 0, "LONG",
+        "Time a record stays uncompacted after it was written."),
+    "max.compaction.lag.ms": TopicConfigDef("max_compaction_lag_ms", _int(1), LONG_MAX, "LONG",
+        "Longest time a record can stay ineligible for compaction."),
+    "min.cleanable.dirty.ratio": TopicConfigDef("min_cleanable_dirty_ratio", None, 0.5, "DOUBLE",
+        "Share of a log that must be uncompacted before the cleaner compacts it."),
+    "max.message.bytes": TopicConfigDef("max_message_bytes", _int(0, INT_MAX), 1048588, "INT",
+        "Largest record batch size allowed in a partition (after compression)."),
+    "message.timestamp.type": TopicConfigDef("message_timestamp_type", _choice(_TIMESTAMP_TYPES), "CreateTime", "STRING",
+        "Whether record timestamps are the producer's (CreateTime) or set by the broker when appended "
+        "(LogAppendTime)."),
+    "compression.type": TopicConfigDef("compression_type", _choice(_COMPRESSION_TYPES), "producer", "STRING",
+        "Compression of the stored batches; 'producer' keeps the producer's codec."),
+    "flush.messages": TopicConfigDef("flush_messages", _int(1), LONG_MAX, "LONG",
+        "Number of appended records after which the log is fsynced."),
+    "flush.ms": TopicConfigDef("flush_ms", _int(0), LONG_MAX, "LONG",
+        "Time after which appended data is fsynced."),
+    "file.delete.delay.ms": TopicConfigDef("file_delete_delay_ms", _int(0), 60000, "LONG",
+        "Delay before the files of a deleted segment are removed from disk."),
+    "preallocate": TopicConfigDef("preallocate", _bool, False, "BOOLEAN",
+        "Whether segment files are preallocated at their full size when created."),
     # replication (read by the Partition layer, not by the log itself)
-    "min.insync.replicas": ("min_insync_replicas", _int(1, INT_MAX), 1),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, False),
+    "min.insync.replicas": TopicConfigDef("min_insync_replicas", _int(1, INT_MAX), 1, "INT",
+        "The fewest in-sync replicas an acks=all write needs (NOT_ENOUGH_REPLICAS below it)."),
+    "unclean.leader.election.enable": TopicConfigDef("unclean_leader_election_enable", _bool, False, "BOOLEAN",
+        "Whether a replica outside the ISR may become leader when no ISR member is live, losing what only the "
+        "ISR had."),
     # Deprecated by Kafka 3.x and removed in 4.0, still written by 3.x tools and configs: accepted,
     # validated and shown as Kafka 3.7 shows them, and ignored (the log format is always v2 and a
     # fetch is never down-converted). Defaults are Kafka 3.7's.
-    "message.format.version": ("message_format_version", _message_format_version, "3.0-IV1"),
-    "message.downconversion.enable": ("message_downconversion_enable", _bool, True),
+    "message.format.version": TopicConfigDef("message_format_version", _message_format_version, "3.0-IV1", "STRING",
+        "Deprecated since Kafka 3.0 and ignored: records are always stored as v2 batches."),
+    "message.downconversion.enable": TopicConfigDef("message_downconversion_enable", _bool, True, "BOOLEAN",
+        "Deprecated since Kafka 3.x and ignored: fetches are never down-converted to older message formats."),
 }
 
 # Broker-level names that set a topic default (Kafka's KafkaConfig "log.*" properties).
@@ -142,15 +181,15 @@ class LogConfig:
 
     def __init__(self, overrides=None, defaults=None):
         base = defaults.values if defaults is not None else {
-            attr: default for attr, _p, default in TOPIC_CONFIGS.values()}
+            d.attr: d.default for d in TOPIC_CONFIGS.values()}
         self.values = dict(base)
         self.overrides = dict(defaults.overrides) if defaults is not None else {}
         for key, value in (overrides or {}).items():
             if key not in TOPIC_CONFIGS:
                 raise InvalidConfigurationError(f"{key}={value!r}: unknown topic config")
-            attr, parse, _default = TOPIC_CONFIGS[key]
-            parsed = _ratio(key, value) if parse is None else parse(key, value)
-            self.values[attr] = parsed
+            d = TOPIC_CONFIGS[key]
+            parsed = _ratio(key, value) if d.parse is None else d.parse(key, value)
+            self.values[d.attr] = parsed
             self.overrides[key] = value
         self.__dict__.update(self.values)
         if self.segment_index_bytes < 12:
@@ -186,8 +225,8 @@ class LogConfig:
     def describe(self):
         """{kafka name: value as a string} for every topic config, as DescribeConfigs shows."""
         out = {}
-        for key, (attr, _p, _d) in TOPIC_CONFIGS.items():
-            v = self.values[attr]
+        for key, d in TOPIC_CONFIGS.items():
+            v = self.values[d.attr]
             if isinstance(v, frozenset):
                 v = ",".join(sorted(v))
             elif isinstance(v, bool):

@@ -7,27 +7,24 @@
 - optionally ``error_response(request, version, code)``: the response that answers the whole
   request with one error code (used for refused versions and for unexpected failures).
 
-``HANDLERS`` maps api_key -> HandlerEntry; ApiVersions advertises exactly this table.
+``HANDLERS`` maps api_key -> HandlerEntry; ApiVersions advertises exactly this table. The
+modules are found, not listed: every module here whose name does not start with '_'.
 """
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import NamedTuple
 
 from ...protocol.frames import api_name
 
-MODULES = (
-    "api_versions", "metadata", "produce", "fetch", "list_offsets",
-    "create_topics", "delete_topics", "create_partitions", "delete_records",
-    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster", "describe_log_dirs",
-    "offset_for_leader_epoch", "init_producer_id",
-    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
-    "offset_commit", "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
-    "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown", "elect_leaders",
-    "alter_partition_reassignments", "list_partition_reassignments",
-    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions",
-    "txn_offset_commit", "write_txn_markers", "describe_producers",
-)
+
+
+def handler_modules() -> list[str]:
+    """Every module of this package whose name does not start with '_' is a handler: a new API
+    is served by adding its module, with nothing to register by hand (``_configs`` and the
+    like are shared helpers)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 class HandlerEntry(NamedTuple):
@@ -42,15 +39,17 @@ class HandlerEntry(NamedTuple):
 
 
 def _load():
-    # Every module listed must import: one that fails (a typo, a missing file in a wheel) would
-    # silently drop its API from ApiVersions, so the error stops the broker instead.
+    # Every handler module must import: one that fails would silently drop its API from
+    # ApiVersions, so the error stops the broker instead.
     table = {}
-    for name in MODULES:
+    for name in handler_modules():
         try:
             mod = importlib.import_module(f"{__name__}.{name}")
         except Exception as e:
             raise ImportError(f"the broker's handler module {__name__}.{name} failed to import "
                               f"({type(e).__name__}: {e}); the broker cannot serve its API") from e
+        if mod.API_KEY in table:
+            raise ImportError(f"{__name__}.{name} serves API key {mod.API_KEY}, as {table[mod.API_KEY].name} does")
         lo, hi = mod.VERSIONS
         table[mod.API_KEY] = HandlerEntry(api_name(mod.API_KEY), mod.API_KEY, lo, hi,
                                           getattr(mod, "ADVERTISED_MIN", lo), mod.handle,

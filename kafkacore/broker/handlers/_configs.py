@@ -34,50 +34,13 @@ T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST = 1, 2, 3, 5, 6, 7
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
-# Kafka's types of the topic configs (LogConfig's ConfigDef)
-TOPIC_TYPES = {
-    "segment.bytes": T_INT, "segment.ms": T_LONG, "segment.jitter.ms": T_LONG, "segment.index.bytes": T_INT,
-    "index.interval.bytes": T_INT, "retention.ms": T_LONG, "retention.bytes": T_LONG, "cleanup.policy": T_LIST,
-    "delete.retention.ms": T_LONG, "min.compaction.lag.ms": T_LONG, "max.compaction.lag.ms": T_LONG,
-    "min.cleanable.dirty.ratio": T_DOUBLE, "max.message.bytes": T_INT, "message.timestamp.type": T_STRING,
-    "compression.type": T_STRING, "flush.messages": T_LONG, "flush.ms": T_LONG, "file.delete.delay.ms": T_LONG,
-    "preallocate": T_BOOLEAN, "min.insync.replicas": T_INT, "unclean.leader.election.enable": T_BOOLEAN,
-    "message.format.version": T_STRING, "message.downconversion.enable": T_BOOLEAN,
-}
+# DescribeConfigs' type codes for Kafka's ConfigDef types
+_TYPE_CODES = {"BOOLEAN": T_BOOLEAN, "STRING": T_STRING, "INT": T_INT, "LONG": T_LONG, "DOUBLE": T_DOUBLE,
+               "LIST": T_LIST}
+# the topic configs' types and descriptions, from their one declaration (storage/config.py)
+TOPIC_TYPES = {name: _TYPE_CODES[d.kind] for name, d in TOPIC_CONFIGS.items()}
 LIST_CONFIGS = frozenset(k for k, t in TOPIC_TYPES.items() if t == T_LIST)
-
-# Short descriptions of the topic configs (what this broker does with each).
-TOPIC_DOCS = {
-    "segment.bytes": "Size in bytes at which the active segment of a partition is rolled.",
-    "segment.ms": "Time after which the active segment is rolled even if it is not full, so that "
-                  "retention and compaction can act on it.",
-    "segment.jitter.ms": "Largest random amount subtracted from segment.ms, spreading segment rolls over time.",
-    "segment.index.bytes": "Size in bytes of the offset and time index files preallocated for each segment.",
-    "index.interval.bytes": "Bytes of batches between two entries of the offset index.",
-    "retention.ms": "Time a closed segment is kept under the delete policy; -1 keeps data forever.",
-    "retention.bytes": "Largest size a partition may grow to before its oldest segments are deleted under "
-                       "the delete policy; -1 means no limit.",
-    "cleanup.policy": "What happens to old segments: delete (by retention.ms/retention.bytes), compact "
-                      "(keep the latest record of each key), or both.",
-    "delete.retention.ms": "Time tombstones are kept in a compacted topic after compaction reached them.",
-    "min.compaction.lag.ms": "Time a record stays uncompacted after it was written.",
-    "max.compaction.lag.ms": "Longest time a record can stay ineligible for compaction.",
-    "min.cleanable.dirty.ratio": "Share of a log that must be uncompacted before the cleaner compacts it.",
-    "max.message.bytes": "Largest record batch size allowed in a partition (after compression).",
-    "message.timestamp.type": "Whether record timestamps are the producer's (CreateTime) or set by the "
-                              "broker when appended (LogAppendTime).",
-    "compression.type": "Compression of the stored batches; 'producer' keeps the producer's codec.",
-    "flush.messages": "Number of appended records after which the log is fsynced.",
-    "flush.ms": "Time after which appended data is fsynced.",
-    "file.delete.delay.ms": "Delay before the files of a deleted segment are removed from disk.",
-    "preallocate": "Whether segment files are preallocated at their full size when created.",
-    "min.insync.replicas": "The fewest in-sync replicas an acks=all write needs (NOT_ENOUGH_REPLICAS below it).",
-    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader when no ISR member is "
-                                      "live, losing what only the ISR had.",
-    "message.format.version": "Deprecated since Kafka 3.0 and ignored: records are always stored as v2 batches.",
-    "message.downconversion.enable": "Deprecated since Kafka 3.x and ignored: fetches are never down-converted "
-                                     "to older message formats.",
-}
+TOPIC_DOCS = {name: d.doc for name, d in TOPIC_CONFIGS.items()}
 
 # topic config -> broker names that set its default, in Kafka's synonym order
 _BROKER_SYNONYMS: dict[str, list[str]] = {}
