@@ -17,10 +17,11 @@ controller gives them, and the one write path of a leader.
 - A follower's Fetch (replica_id >= 0) records its log end offset, which moves the high
   watermark and can bring it back into the ISR.
 - Every ``replica.lag.time.max.ms / 2`` the leaders look for ISR members that stopped keeping
-  up. ISR changes go to the partition's state znode with a conditional version (KafkaZkClient);
-  a failed check means the controller or a newer leader changed the partition, and this broker
-  waits for the controller's next word. Changed partitions are announced under
-  /isr_change_notification so the controller sends the new ISR to every broker.
+  up. ISR changes go through the isr_store (on a cluster the partition's state znode, written
+  with a conditional version: cluster/isr_store.py); a failed check means the controller or a
+  newer leader changed the partition, and this broker waits for the controller's next word.
+  Changed partitions are announced (/isr_change_notification) so the controller sends the new
+  ISR to every broker.
 - The high watermarks are checkpointed every ``replica.high.watermark.checkpoint.interval.ms``.
 """
 from __future__ import annotations
