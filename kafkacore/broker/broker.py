@@ -26,6 +26,7 @@ from ..replication.metadata_cache import BrokerEndpoint, MetadataCache, Partitio
 from ..replication.replica_manager import ReplicaManager
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
+from .local_node import LocalNode
 from .topic_store import LocalTopicStore, TopicInfo
 
 log = logging.getLogger("kafkacore.broker")
@@ -75,9 +76,9 @@ class Broker:
         self.transaction_coordinator = None
         self.producer_ids = None
         self.metrics = None  # a BrokerMetrics (broker/metrics.py) when metrics.port is set
-        # the ZooKeeper cluster this broker belongs to (kafkacore/cluster), attached by
-        # attach_cluster; None on a single node
-        self.cluster = None
+        # the cluster this broker is a member of: a cluster of one (broker/local_node.py) until
+        # attach_cluster gives a ZooKeeper cluster's node (kafkacore/cluster/cluster_node.py)
+        self.cluster = LocalNode(self)
         # what the broker knows of the cluster (on a cluster the controller's UpdateMetadata
         # fills it; a single node fills it itself), and the partitions it holds a replica of:
         # every write of a leader goes through the replica manager, on one node as on many
@@ -364,8 +365,7 @@ class Broker:
         if self.producer_ids is not None:
             self.producer_ids.close()
         self.channels.close()
-        if self.cluster is not None:
-            self.cluster.shutdown()
+        self.cluster.shutdown()
         self.log_manager.shutdown()
         log.info("broker stopped; data in %s", self.data_dir)
 

@@ -166,19 +166,17 @@ async def run(config: BrokerConfig, ready=None) -> None:
     if config.ignored_keys:
         log.info("accepted but not used on a single plaintext node: %s", ", ".join(config.ignored_keys))
     try:
-        if broker.cluster is not None:
-            await broker.cluster.start(loop, config.advertised_host, config.advertised_port)
+        await broker.cluster.start(loop, config.advertised_host, config.advertised_port)
         if ready is not None:
             ready(broker, host, port)
         await stop.wait()
     finally:
         stopping = True
         _say("kafkacore: shutting down")
-        if broker.cluster is not None:
-            try:
-                await broker.cluster.controlled_shutdown()
-            except Exception:  # noqa: BLE001 - stop anyway; the controller sees the session end
-                log.exception("controlled shutdown failed")
+        try:
+            await broker.cluster.controlled_shutdown()
+        except Exception:  # noqa: BLE001 - stop anyway; the controller sees the session end
+            log.exception("controlled shutdown failed")
         await server.stop()
         if metrics_server is not None:
             await metrics_server.stop()

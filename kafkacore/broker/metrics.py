@@ -308,20 +308,10 @@ class BrokerMetrics:
                     "(kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec)")
 
     def _render_controller(self, out):
-        cluster = self.broker.cluster
         prefix = "kafka_controller_kafkacontroller_"
-        if cluster is None:
-            # a single node is its own controller (as a combined KRaft node is): dashboards and
-            # the usual sum(activecontrollercount) != 1 alert work unchanged
-            topics = self.broker.topics
-            active, offline = True, 0
-            topic_count, partition_count = len(topics), sum(t.partitions for t in topics.values())
-        else:
-            c = cluster.controller
-            active = bool(c.active)
-            offline = len(c.offline) if active else 0
-            topic_count = len(c.assignments) if active else 0
-            partition_count = sum(len(a) for a in c.assignments.values()) if active else 0
+        # a single node is its own controller (broker/local_node.py): dashboards and the usual
+        # sum(activecontrollercount) != 1 alert work unchanged
+        active, offline, topic_count, partition_count = self.broker.cluster.controller_gauges()
         out.gauge(prefix + "activecontrollercount", int(active), "1 on the broker that is the cluster's "
                   "controller, else 0 (kafka.controller:type=KafkaController,name=ActiveControllerCount)")
         out.gauge(prefix + "offlinepartitionscount", offline,

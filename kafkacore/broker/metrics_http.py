@@ -34,13 +34,7 @@ def health(broker, server, stopping=False):
         return "the Kafka listener is not serving"
     if broker.log_manager.closed:
         return "the storage is closed"
-    cluster = broker.cluster
-    if cluster is not None:
-        if cluster._session_lost:
-            return "the ZooKeeper session expired; not registered"
-        if cluster.broker_epoch < 0:
-            return "not registered in ZooKeeper yet"
-    return None
+    return broker.cluster.health()
 
 
 class MetricsServer:

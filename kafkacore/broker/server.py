@@ -199,7 +199,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close(str(e))
             return
         entry = HANDLERS.get(api_key)
-        if entry is not None and entry.cluster_only and self.broker.cluster is None:
+        if entry is not None and entry.cluster_only and not self.broker.cluster.serves_inter_broker_apis:
             entry = None  # an inter-broker API on a single node: not served
         if entry is None or not entry.min_version <= version <= entry.max_version:
             self._unsupported(frame, api_key, version, correlation_id, entry, t0)
@@ -259,7 +259,7 @@ class Connection(asyncio.BufferedProtocol):
         if api_key == api_versions.API_KEY:
             log.info("connection %d from %s: ApiVersions v%d is not supported, answering v0", self.id, self.peer,
                      version)
-            body = api_versions.response(UnsupportedVersionError.code, 0, clustered=self.broker.cluster is not None)
+            body = api_versions.response(UnsupportedVersionError.code, 0, clustered=self.broker.cluster.serves_inter_broker_apis)
             self._write(encode_response(api_key, 0, correlation_id, body, header_version=0).parts())
             if self.metrics is not None:
                 self.metrics.request_done(api_key, 0, None, None, t0)  # answered in v0

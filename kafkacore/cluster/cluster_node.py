@@ -96,6 +96,7 @@ def _rack_alternated(brokers, racks):
 
 
 class ClusterNode:
+    serves_inter_broker_apis = True  # LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown
     def __init__(self, broker, zk):
         self.broker = broker
         self.zk = zk
@@ -305,6 +306,22 @@ class ClusterNode:
                 return True
             log.info("controlled shutdown: %d partitions could not move yet", len(remaining))
         return False
+
+    def controller_gauges(self):
+        """(active, offline partitions, topics, partitions) as this broker's controller reports
+        them (zeros on a broker that is not the controller)."""
+        c = self.controller
+        if not c.active:
+            return False, 0, 0, 0
+        return True, len(c.offline), len(c.assignments), sum(len(a) for a in c.assignments.values())
+
+    def health(self):
+        """None while registered in ZooKeeper, else why not (one line)."""
+        if self._session_lost:
+            return "the ZooKeeper session expired; not registered"
+        if self.broker_epoch < 0:
+            return "not registered in ZooKeeper yet"
+        return None
 
     def shutdown(self):
         self._closed = True

@@ -25,7 +25,7 @@ def response(error_code=0, throttle_time_ms=0, clustered=False):
 
 
 def handle(ctx, req):
-    clustered = ctx.broker.cluster is not None
+    clustered = ctx.broker.cluster.serves_inter_broker_apis
     if ctx.api_version >= 3 and not (_SOFTWARE.match(req.client_software_name)
                                      and _SOFTWARE.match(req.client_software_version)):
         return response(error_code=42, clustered=clustered)  # INVALID_REQUEST
