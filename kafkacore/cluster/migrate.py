@@ -39,8 +39,15 @@ def describe_data_dir(data_dir):
     path = os.path.join(data_dir, META_PROPERTIES)
     if not os.path.exists(path):
         raise MigrationError(f"{data_dir} is not a kafkacore data directory (no {META_PROPERTIES})")
-    meta = read_meta_properties(path)
-    node_id = int(meta["node.id"])
+    try:
+        meta = read_meta_properties(path)
+    except (KafkaStorageError, OSError) as e:
+        raise MigrationError(str(e)) from None
+    try:
+        node_id = int(meta["node.id"])
+        cluster_id = meta["cluster.id"]
+    except (KeyError, ValueError):
+        raise MigrationError(f"{path} names no node.id and cluster.id: not a data directory kafkacore wrote") from None
     lm = LogManager(data_dir, node_id=node_id, background=False)
     try:
         topics = {}
@@ -52,7 +59,7 @@ def describe_data_dir(data_dir):
             if tid is not None and tid != lg.topic_id:
                 raise MigrationError(f"topic {topic} has partitions with different topic ids ({tid}, {lg.topic_id})")
             topics[topic] = (lg.topic_id, max(count, partition + 1), dict(lm.topic_overrides.get(topic, {})))
-        return node_id, meta["cluster.id"], topics
+        return node_id, cluster_id, topics
     finally:
         lm.shutdown()
 
@@ -64,7 +71,7 @@ def migrate(data_dir, zookeeper_connect, say=print):
     data_dir = os.path.abspath(data_dir)
     try:
         node_id, cluster_id, topics = describe_data_dir(data_dir)
-    except KafkaStorageError as e:
+    except (KafkaStorageError, OSError) as e:
         raise MigrationError(str(e)) from None
     zk = KafkaZkClient(zookeeper_connect, session_timeout_ms=18000, connection_timeout_ms=15000)
     zk.start()
@@ -100,7 +107,11 @@ def cluster_migrate(args) -> int:
     """The CLI verb."""
     import sys
 
+    import logging
+
     from .zk_client import ZkError
+    # kazoo warns at every failed connection attempt; the one line below says what failed
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     say = print
     say(f"moving the metadata of {os.path.abspath(args.data_dir)} into ZooKeeper at {args.zookeeper}")
     try:

@@ -152,13 +152,17 @@ def read_meta_properties(path):
 
 def _read_properties(path):
     props = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise KafkaStorageError(f"malformed {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for line in lines:
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, _, value = line.partition("=")
+        props[key.strip()] = value.strip()
     return props
 
 

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from _cluster import _require_zookeeper, topic_metadata, wait_for
-from broker_client import BrokerProcess
+from broker_client import BrokerProcess, free_port
 from kafkacore.client.admin import AdminClient
 from kafkacore.cluster.local_cluster import LocalCluster
 
@@ -101,5 +101,20 @@ def test_migrate_refuses_what_is_not_a_stopped_data_directory(tmp_path):
     _require_zookeeper()
     got = _migrate(tmp_path / "nothing-here", "127.0.0.1:1")
     assert got.returncode == 1 and "not a kafkacore data directory" in got.stderr
+    assert "Traceback" not in got.stderr
+    garbled = tmp_path / "garbled"
+    garbled.mkdir()
+    (garbled / "meta.properties").write_bytes(b"\x00\xffnot=properties\n")
+    got = _migrate(garbled, "127.0.0.1:1")
+    assert got.returncode == 1 and "not UTF-8" in got.stderr and "Traceback" not in got.stderr
+    (garbled / "meta.properties").write_text("version=1\n")
+    got = _migrate(garbled, "127.0.0.1:1")
+    assert got.returncode == 1 and "names no node.id" in got.stderr and "Traceback" not in got.stderr
+    # a real data directory and a ZooKeeper nobody answers at: one line, nothing written
+    single = BrokerProcess(tmp_path / "single")
+    single.start()
+    assert single.stop() == 0
+    got = _migrate(tmp_path / "single", f"127.0.0.1:{free_port()}")
+    assert got.returncode == 1 and got.stderr.startswith("kafkacore cluster migrate: error:"), got.stderr
     assert "Traceback" not in got.stderr
     pytest.importorskip("kazoo")
