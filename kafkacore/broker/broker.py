@@ -247,9 +247,10 @@ class Broker:
         on itself)."""
         return self.topic_store.create_partitions(name, count, validate_only, assignments)
 
-    async def write_metadata(self, fn, *args):
-        """Runs an admin handler's writes (``fn(*args)``): in a worker thread when the topic
-        store's writes are round trips (ZooKeeper), on the event loop otherwise."""
+    async def topic_store_call(self, fn, *args):
+        """Runs an admin handler's work on the topic store (``fn(*args)``, reads and writes): in a
+        worker thread when the store's calls are round trips (ZooKeeper), on the event loop
+        otherwise."""
         if self.topic_store.blocking:
             return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
         return fn(*args)

@@ -5,7 +5,7 @@
   Its writes are local; they run on the event loop, and a topic is led the moment it exists.
 - ``ZkTopicStore`` (kafkacore/cluster/topic_store.py): a cluster's, in ZooKeeper as Kafka lays
   it out; its writes are round trips (``blocking``: the handlers run them in a worker thread,
-  Broker.write_metadata) and the controller then creates the partitions.
+  Broker.topic_store_call) and the controller then creates the partitions.
 
 Both apply Kafka's CreateTopics / CreatePartitions / DeleteTopics / AlterConfigs rules and raise
 Kafka's errors; the handlers and the Broker never ask which one they have.

@@ -73,7 +73,7 @@ def _alter(broker, resource, validate_only):
 
 def handle(ctx, req):
     # through the topic store (from a worker thread when its writes are ZooKeeper round trips)
-    return ctx.broker.write_metadata(_respond, ctx.broker, req)
+    return ctx.broker.topic_store_call(_respond, ctx.broker, req)
 
 
 def _respond(broker, req):

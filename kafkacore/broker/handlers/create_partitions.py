@@ -67,7 +67,7 @@ def _create(broker, topic, validate_only):
 async def handle(ctx, req):
     """Written through the topic store (see create_topics); the new partitions' leaders are
     awaited on the event loop."""
-    response, created = await ctx.broker.write_metadata(_respond, ctx.broker, req)
+    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req)
     if created and not req.validate_only and req.timeout_ms > 0:
         return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response

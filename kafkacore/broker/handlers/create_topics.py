@@ -156,7 +156,7 @@ async def handle(ctx, req):
     """The writes go through the broker's topic store (in a worker thread when they are
     ZooKeeper round trips: an outage of up to zookeeper.connection.timeout.ms must not stall
     this broker's other clients); the leaders are then awaited on the event loop."""
-    response, created = await ctx.broker.write_metadata(_respond, ctx, req)
+    response, created = await ctx.broker.topic_store_call(_respond, ctx, req)
     if created and req.timeout_ms > 0:
         return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response

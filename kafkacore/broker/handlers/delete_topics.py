@@ -40,7 +40,7 @@ def _requested(req, v):
 def handle(ctx, req):
     # through the topic store: from a worker thread when its writes are ZooKeeper round trips,
     # so that a round trip (or an outage) does not stall this broker's other clients
-    return ctx.broker.write_metadata(_respond, ctx, req)
+    return ctx.broker.topic_store_call(_respond, ctx, req)
 
 
 def _respond(ctx, req):

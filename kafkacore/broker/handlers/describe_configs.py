@@ -105,7 +105,7 @@ def handle(ctx, req):
                                                 for r in req.resources])
     if any(r.resource_type == RESOURCE_TOPIC for r in req.resources):
         # a topic's overrides come from the topic store (a ZooKeeper read on a cluster)
-        return ctx.broker.write_metadata(respond)
+        return ctx.broker.topic_store_call(respond)
     return respond()
 
 
