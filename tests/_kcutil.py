@@ -219,14 +219,25 @@ def fix_crc(buf, pos=0):
     return bytes(buf)
 
 
-def poll(pred, timeout=15.0, interval=0.02):
-    """Waits until pred() is true (a background thread's work), at most timeout seconds."""
+def wait_for(predicate, what=None, timeout=30.0, interval=0.05, tolerate=()):
+    """The suite's one wait: calls ``predicate()`` until it returns something truthy and returns
+    that; AssertionError naming ``what`` (a string, or a function giving one, called at the
+    timeout) after ``timeout`` seconds. Exceptions of the types in ``tolerate`` count as
+    "not yet" (a restarting broker answers errors for a while) and the last one is reported."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
+    last = None
+    while True:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except tolerate as e:
+            last = e
+        if time.monotonic() >= deadline:
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {described or predicate} "
+                                 f"(last: {last!r})")
         time.sleep(interval)
-    return pred()
 
 
 # ---------------------------------------------------------------------------------------

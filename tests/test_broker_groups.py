@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from _kcutil import wait_for
 from broker_client import BrokerProcess, auto_create, request
 from kafkacore.coordinator.offset_store import java_string_hash, partition_for
 from kafkacore.protocol.coordinator.group_metadata_key import GroupMetadataKey
@@ -261,16 +262,6 @@ def list_groups(conn, version=5, states=None, types=None):
     resp = conn.call(LIST_GROUPS, version, request(LIST_GROUPS, states_filter=states or [], types_filter=types or []))
     assert resp.error_code == NONE
     return {g.group_id: g for g in resp.groups}
-
-
-def wait_for(predicate, timeout=10.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 # -- FindCoordinator --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from kafkacore.storage import Log, LogCleaner, LogConfig, LogManager
 from kafkacore.storage.checkpoints import (CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                                            OffsetCheckpointFile)
 
-from _kcutil import CODECS, by_mode, poll
+from _kcutil import CODECS, by_mode, wait_for
 
 NEVER = str(1 << 62)
 SEG_SUFFIXES = (".log", ".index", ".timeindex")
@@ -864,8 +864,8 @@ def test_background_cleaner_thread_compacts_and_shuts_down_cleanly(tmp_path):
         end = lg.active_segment.base_offset
         mgr.set_topic_config("bgc", compact_overrides(file_delete_delay_ms=20))
 
-        assert poll(lambda: mgr.cleaner.first_dirty.get(("bgc", 0)) == end)
-        assert poll(lambda: not _leftovers(lg.dir)), _leftovers(lg.dir)
+        wait_for(lambda: mgr.cleaner.first_dirty.get(("bgc", 0)) == end, "the background cleaner to reach the active segment")
+        wait_for(lambda: not _leftovers(lg.dir), lambda: f"no leftovers (have {_leftovers(lg.dir)})")
         assert read_all(lg)[0] == m.expected(end)
         assert other.read_batches_bytes() == plain_before
         assert mgr.cleaner.failures == 0
@@ -887,8 +887,12 @@ def test_background_cleaner_thread_compacts_and_shuts_down_cleanly(tmp_path):
         t.join(60)
         assert errors == []
         lg.roll()
-        # shut down while a pass is running if one can be caught
-        poll(lambda: mgr.cleaner._lock.locked(), timeout=2.0, interval=0.0005)
+        # shut down while a pass is running if one can be caught (a pass may also be over by now:
+        # both are shutdowns the test wants, so a timeout here is not a failure)
+        try:
+            wait_for(lambda: mgr.cleaner._lock.locked(), "a cleaning pass", timeout=2.0, interval=0.0005)
+        except AssertionError:
+            pass
     finally:
         shutter = threading.Thread(target=mgr.shutdown)
         shutter.start()
@@ -1036,7 +1040,7 @@ def test_retention_deleting_segments_under_the_cleaner(tmp_path):
         t = threading.Thread(target=lambda: outcome.append(mgr.cleaner.clean_log(lg, now=9000)))
         t.start()
         first_cleaned = os.path.join(lg.dir, f"{bases[0]:020d}.log.cleaned")
-        assert poll(lambda: os.path.exists(first_cleaned) or not t.is_alive())
+        wait_for(lambda: os.path.exists(first_cleaned) or not t.is_alive(), "the cleaner's first .cleaned file")
         assert t.is_alive()  # it cannot swap while the lock is held here
         assert lg.delete_old_segments(now=12_500) == 2  # the two oldest segments expired
     t.join(60)

@@ -18,7 +18,7 @@ from kafkacore.record import RecordBatchBuilder, iter_batches
 from kafkacore.storage import Log, LogConfig, LogManager
 from kafkacore.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 
-from _kcutil import by_mode, poll
+from _kcutil import by_mode, wait_for
 
 NEVER = str((1 << 62))  # segment.ms that never rolls a segment by time
 SEG_SUFFIXES = (".log", ".index", ".timeindex")
@@ -199,7 +199,7 @@ def test_retention_with_background_manager_renames_then_deletes_after_delay(tmp_
 
         def gone():
             return not any(n.endswith(".deleted") for n in os.listdir(lg.dir))
-        assert poll(gone), files(lg.dir)
+        wait_for(gone, lambda: f"the old segments to go (files: {files(lg.dir)})")
         assert time.monotonic() - t0 >= delay / 1000 * 0.95
         assert {n for n in files(lg.dir) if n[:20].isdigit()} == seg_files(lg.dir, bases[2])
         # the slice taken before still reads the whole deleted segment
@@ -502,14 +502,14 @@ def test_background_retention_thread_deletes_expired_segments(tmp_path):
         assert lg.log_start_offset == 0
         mgr.set_topic_config("bg", {"retention.ms": 60_000, "segment.ms": NEVER, "file.delete.delay.ms": 30})
 
-        assert poll(lambda: lg.log_start_offset == young_base), lg
+        wait_for(lambda: lg.log_start_offset == young_base, lambda: f"the log start offset {young_base} ({lg})")
         assert [s.base_offset for s in lg.segments] == bases[n_old:]
 
         def files_gone():
             names = os.listdir(lg.dir)
             return (not any(n.endswith(".deleted") for n in names)
                     and not any(n.startswith(f"{b:020d}") for b in bases[:n_old] for n in names))
-        assert poll(files_gone), files(lg.dir)
+        wait_for(files_gone, lambda: f"the deleted segments' files to go (files: {files(lg.dir)})")
         assert offsets_of(check_readable(lg)) == list(range(young_base, young_base + 6))
         # the young segments stay, the other topic is untouched
         time.sleep(0.2)

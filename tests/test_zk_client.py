@@ -13,7 +13,10 @@ import uuid
 
 import pytest
 
-from _zookeeper import ZooKeeperServer, free_port, show_log_on_failure, skip_or_fail_without_zookeeper
+from _kcutil import wait_for
+from broker_client import free_port
+from _zookeeper import show_log_on_failure, skip_or_fail_without_zookeeper
+from kafkacore.cluster.local_cluster import LocalZooKeeper
 from kafkacore.cluster.zk_data import (
     BrokerIdZNode, BrokerInfo, ClusterIdZNode, ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode,
     ControllerEpochZNode, ControllerZNode, EndPoint, FeatureZNode, FeatureZNodeData,
@@ -25,16 +28,6 @@ from kafkacore.protocol.kafka_uuid import random_uuid_text as new_uuid_text, uui
 
 SESSION_MS = 4000  # granted: the test server's minimum is 1 s
 WAIT = 20.0
-
-
-def wait_for(cond, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def raw_json(client, path):
@@ -242,7 +235,7 @@ def _zookeeper_log_on_failure(request):
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory):
     skip_or_fail_without_zookeeper()
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"))
     _servers.append(server)
     try:
         yield server.start()
@@ -255,7 +248,7 @@ def zookeeper(tmp_path_factory):
 def own_zookeeper(tmp_path):
     """A server of the test's own, for tests that stop or pause it."""
     skip_or_fail_without_zookeeper()
-    server = ZooKeeperServer(tmp_path / "zookeeper")
+    server = LocalZooKeeper(tmp_path / "zookeeper")
     _servers.append(server)
     try:
         yield server.start()

@@ -29,6 +29,7 @@ from ..protocol.api_table import ApiKey
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar",)
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+SLF4J_SIMPLE_JARS = ("/usr/share/java/slf4j-simple.jar",)
 STATE_FILE = "cluster-up.json"  # in the root, while `cluster up` runs
 RESTART_WAIT_S = 180.0  # a restart waits out the broker's old ZooKeeper session, then registers
 
@@ -92,8 +93,13 @@ def _recv_exact(sock, n):
 
 
 class LocalZooKeeper:
-    """``host`` is the address ZooKeeper binds and is reached at; ``prefix`` goes before the java
-    command (e.g. ``ip netns exec NS``, to run it in a network namespace)."""
+    """A standalone ZooKeeper on this machine: the one launcher, for ``cluster up`` and the tests.
+
+    ``root`` holds zoo.cfg, the data and zookeeper.log; ``host`` is the address ZooKeeper binds
+    and is reached at; ``prefix`` goes before the java command (e.g. ``ip netns exec NS``, to run
+    it in a network namespace). ``start()`` may be called again after ``stop()``: same port, same
+    data. Sessions may be as short as two ticks (1 s at the default 500 ms tick) and as long as
+    120 s, so a broker's default 18 s session is granted as asked."""
 
     def __init__(self, root, port=None, tick_ms=500, host="127.0.0.1", prefix=()):
         self.root = os.path.abspath(root)
@@ -102,14 +108,31 @@ class LocalZooKeeper:
         self.tick_ms = tick_ms
         self.prefix = list(prefix)
         self.proc = None
+        self.paused = False
         self.log_path = os.path.join(self.root, "zookeeper.log")
 
     @property
     def connect_string(self):
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout=30.0):
+    def command(self, cfg):
         java, jar = find_zookeeper()
+        # slf4j-simple (Debian's libslf4j-java, a dependency of the package) sends ZooKeeper's own
+        # log to zookeeper.log; without it slf4j drops every line
+        classpath = jar + "".join(os.pathsep + j for j in SLF4J_SIMPLE_JARS if os.path.exists(j))
+        return self.prefix + [
+            java,
+            # a small, quickly started JVM: it shares the machine with the brokers it serves
+            "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+            "-cp", classpath, ZOOKEEPER_MAIN, cfg]
+
+    def start(self, timeout=60.0):
+        """Start (again, on the same port and data) and wait until it serves requests."""
+        if self.running():
+            raise LocalClusterError(f"ZooKeeper on {self.connect_string} is already running")
         data = os.path.join(self.root, "data")
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.root, "zoo.cfg")
@@ -117,32 +140,57 @@ class LocalZooKeeper:
             f.write(f"tickTime={self.tick_ms}\ndataDir={data}\nclientPort={self.port}\nclientPortAddress={self.host}\n"
                     f"admin.enableServer=false\nminSessionTimeout={2 * self.tick_ms}\nmaxSessionTimeout=120000\n"
                     "4lw.commands.whitelist=ruok,srvr,stat\nmaxClientCnxns=0\n")
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.prefix + [java, "-Xmx256m", "-cp", jar, ZOOKEEPER_MAIN, cfg], stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        command = self.command(cfg)
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- starting ZooKeeper on {self.connect_string} ----\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=self.root, start_new_session=True)
+        self.paused = False
         deadline = time.monotonic() + timeout
+        last = ""
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise LocalClusterError(f"ZooKeeper exited with {self.proc.returncode}; see {self.log_path}")
+                raise LocalClusterError(f"ZooKeeper exited with {self.proc.returncode} while starting; "
+                                        f"its log ends:\n{self.log_tail()}")
             try:
-                if four_letter_word(self.host, self.port, "ruok") == "imok":
+                # srvr says "not currently serving requests" until the database is loaded
+                # (ruok answers imok before that)
+                last = four_letter_word(self.host, self.port, "srvr")
+                if "Mode:" in last:
                     return self
-            except OSError:
-                pass
+            except OSError as e:
+                last = str(e)
             time.sleep(0.1)
         self.stop()
-        raise LocalClusterError(f"ZooKeeper did not answer on {self.host}:{self.port} within {timeout:.0f} s; "
-                                f"see {self.log_path}")
+        raise LocalClusterError(f"ZooKeeper did not serve on {self.connect_string} within {timeout:.0f} s "
+                                f"({last.strip()!r}); its log ends:\n{self.log_tail()}")
 
     def signal(self, sig):
-        if self.proc is not None and self.proc.poll() is None:
+        if self.running():
             os.killpg(self.proc.pid, sig)
 
+    def pause(self):
+        """Freeze the server (SIGSTOP): clients get no answers, and no session expires meanwhile."""
+        if not self.running():
+            raise LocalClusterError("ZooKeeper is not running")
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self):
+        if self.paused:
+            self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
     def stop(self):
+        """Stop the process; its data stays for a later start()."""
         if self.proc is None:
             return
         self.signal(signal.SIGCONT)
+        self.paused = False
         self.signal(signal.SIGTERM)
         try:
             self.proc.wait(15)
@@ -150,6 +198,19 @@ class LocalZooKeeper:
             self.signal(signal.SIGKILL)
             self.proc.wait(15)
         self.proc = None
+
+    def log_tail(self, lines=40):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "\n".join(f.read().splitlines()[-lines:])
+        except OSError as e:
+            return f"(no log: {e})"
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 class LocalBroker:

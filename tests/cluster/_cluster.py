@@ -1,14 +1,11 @@
 """What the cluster's tests share (a module of its own: several test directories have a
 conftest, so `from conftest import ...` would find the wrong one)."""
-import os
 import signal
-import time
 from pathlib import Path
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkacore.cluster.local_cluster import LocalClusterError, find_zookeeper
+import _kcutil
 
 CLUSTER_SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -22,15 +19,6 @@ CLUSTER_SETTINGS = {
     "log.segment.bytes": "1048576",
     "auto.leader.rebalance.enable": "false",
 }
-
-
-def _require_zookeeper():
-    try:
-        find_zookeeper()
-    except LocalClusterError as e:
-        if os.environ.get("CI"):
-            raise RuntimeError(f"{e} (ci/compat_deps.sh installs it)") from None
-        pytest.skip(str(e))
 
 
 def admin(cluster):
@@ -54,17 +42,9 @@ def topic_metadata(cluster, name):
 
 
 def wait_for(predicate, what, timeout=30.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except Exception as e:  # noqa: BLE001 - a broker restarting answers errors for a while
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+    """The suite's wait (_kcutil.wait_for), through a broker's restart: its errors meanwhile are
+    "not yet"."""
+    return _kcutil.wait_for(predicate, what, timeout, interval, tolerate=(Exception,))
 
 
 def partition_logs(cluster, topic, partition):

@@ -12,7 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/broker_client.py, _kcutil
 
-from _cluster import CLUSTER_SETTINGS, _require_zookeeper  # noqa: E402
+from _cluster import CLUSTER_SETTINGS  # noqa: E402
+from _zookeeper import skip_or_fail_without_zookeeper  # noqa: E402
 from kafkacore.cluster.local_cluster import LocalCluster  # noqa: E402
 
 
@@ -20,7 +21,7 @@ from kafkacore.cluster.local_cluster import LocalCluster  # noqa: E402
 def cluster(tmp_path_factory):
     """Three brokers and a ZooKeeper for the test module; each test leaves it with every broker
     running again."""
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     c = LocalCluster(tmp_path_factory.mktemp("cluster"), brokers=3, settings=CLUSTER_SETTINGS)
     try:
         c.start()

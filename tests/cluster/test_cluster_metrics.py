@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from _cluster import CLUSTER_SETTINGS, _require_zookeeper, create_topic, topic_metadata, wait_for
+from _cluster import CLUSTER_SETTINGS, create_topic, topic_metadata, wait_for
+from _zookeeper import skip_or_fail_without_zookeeper
 from _exposition import parse_exposition, value
 from _kcutil import SOURCE_ROOT
 from broker_client import free_port
@@ -17,7 +18,7 @@ from kafkacore.cluster.local_cluster import LocalCluster
 
 @pytest.fixture(scope="module")
 def metrics_cluster(tmp_path_factory):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     c = LocalCluster(tmp_path_factory.mktemp("metrics-cluster"), brokers=3, settings=CLUSTER_SETTINGS)
     for b in c.brokers.values():
         b.settings = dict(b.settings, **{"metrics.port": str(free_port())})

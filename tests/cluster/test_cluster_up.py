@@ -12,9 +12,9 @@ from confluent_kafka.admin import AdminClient
 
 
 def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path):
-    from _cluster import _require_zookeeper
+    from _zookeeper import skip_or_fail_without_zookeeper
 
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "cluster", "up", "--brokers", "2", "--data-dir",
                              str(tmp_path / "kc"), "--set", "zookeeper.session.timeout.ms=6000"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -55,9 +55,10 @@ def test_a_dead_broker_of_cluster_up_is_reported_and_restarted(tmp_path):
     from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
 
-    from _cluster import _require_zookeeper, wait_for
+    from _cluster import wait_for
+    from _zookeeper import skip_or_fail_without_zookeeper
 
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     root = tmp_path / "kc"
     proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "cluster", "up", "--brokers", "3", "--data-dir",
                              str(root), "--set", "zookeeper.session.timeout.ms=6000"],

@@ -19,7 +19,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from _cluster import CLUSTER_SETTINGS, _require_zookeeper, wait_for
+from _cluster import CLUSTER_SETTINGS, wait_for
+from _zookeeper import skip_or_fail_without_zookeeper
 from kafkacore.cluster.controller import FAILOVER_DELAY_ENV
 from kafkacore.cluster.local_cluster import LocalCluster
 
@@ -30,7 +31,7 @@ TOPIC = "failover-race"
 
 @pytest.fixture
 def slow_failover_cluster(tmp_path):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     cluster = LocalCluster(tmp_path / "c", brokers=3, settings=CLUSTER_SETTINGS)
     for b in cluster.brokers.values():
         b.prefix = ["env", f"{FAILOVER_DELAY_ENV}={FAILOVER_DELAY_S}"]

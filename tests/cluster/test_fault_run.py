@@ -33,8 +33,8 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from kazoo.client import KazooClient
 
-from _cluster import (CLUSTER_SETTINGS, _require_zookeeper, create_topic, ensure_all_running, wait_for,
-                      wait_replicas_identical)
+from _cluster import CLUSTER_SETTINGS, create_topic, ensure_all_running, wait_for, wait_replicas_identical
+from _zookeeper import skip_or_fail_without_zookeeper
 from _history import AckedProducer, check_history, produce_in_background, read_all, read_values
 from kafkacore.cluster.local_cluster import LocalCluster
 
@@ -152,7 +152,7 @@ def controller_id(zk):
 
 @pytest.fixture
 def fault_cluster(tmp_path):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     cluster = LocalCluster(tmp_path / "c", brokers=3, settings=CLUSTER_SETTINGS)
     try:
         cluster.start()

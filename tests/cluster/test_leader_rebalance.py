@@ -5,12 +5,13 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from _cluster import CLUSTER_SETTINGS, _require_zookeeper
+from _cluster import CLUSTER_SETTINGS
+from _zookeeper import skip_or_fail_without_zookeeper
 from kafkacore.cluster.local_cluster import LocalCluster
 
 
 def test_preferred_leaders_come_back_by_themselves(tmp_path):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     settings = dict(CLUSTER_SETTINGS, **{"auto.leader.rebalance.enable": "true",
                                          "leader.imbalance.check.interval.seconds": "1"})
     with LocalCluster(tmp_path / "c", brokers=2, settings=settings) as cluster:

@@ -9,7 +9,8 @@ import sys
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from _cluster import _require_zookeeper, topic_metadata, wait_for
+from _cluster import topic_metadata, wait_for
+from _zookeeper import skip_or_fail_without_zookeeper
 from broker_client import BrokerProcess, free_port
 from kafkacore.client.admin import AdminClient
 from kafkacore.cluster.local_cluster import LocalCluster
@@ -43,7 +44,7 @@ def _migrate(data_dir, zk):
 
 
 def test_a_single_node_moves_into_zookeeper_and_starts_as_broker_1_of_three(tmp_path):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     cluster = LocalCluster(tmp_path / "cluster", brokers=3, settings=SETTINGS)
     data_dir = cluster.brokers[1].data_dir
     # the single node, as a user runs it (node.id 1 by default), with records and a group's offsets
@@ -98,7 +99,7 @@ def test_a_single_node_moves_into_zookeeper_and_starts_as_broker_1_of_three(tmp_
 
 
 def test_migrate_refuses_what_is_not_a_stopped_data_directory(tmp_path):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     got = _migrate(tmp_path / "nothing-here", "127.0.0.1:1")
     assert got.returncode == 1 and "not a kafkacore data directory" in got.stderr
     assert "Traceback" not in got.stderr

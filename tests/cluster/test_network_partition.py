@@ -21,7 +21,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from _cluster import CLUSTER_SETTINGS, _require_zookeeper
+from _cluster import CLUSTER_SETTINGS
+from _zookeeper import skip_or_fail_without_zookeeper
 from _history import AckedProducer, check_history, read_all
 from _netns import Network, NetnsUnavailable
 from kafkacore.cluster.local_cluster import LocalBroker, LocalCluster, LocalZooKeeper
@@ -50,7 +51,7 @@ def net():
 
 @pytest.fixture(scope="module")
 def ns_cluster(net, tmp_path_factory):
-    _require_zookeeper()
+    skip_or_fail_without_zookeeper()
     root = str(tmp_path_factory.mktemp("netns-cluster"))
     c = LocalCluster(root, brokers=3, settings=CLUSTER_SETTINGS)
     # every process on its own host; the well-known ports, since every host has its own address

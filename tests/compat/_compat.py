@@ -8,6 +8,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
+from _kcutil import wait_for
 from kafkacore.partitioner import partition_for_key
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -85,17 +86,9 @@ def make_records(n, tag, *, seed=0, ascii_only=False, null_headers=True, unkeyed
     return recs
 
 
-def wait_until(cond, timeout=WAIT, interval=0.05, desc=None):
-    """Polls cond() until it is truthy and returns its value; AssertionError on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            what = desc() if callable(desc) else desc
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what or cond}")
-        time.sleep(interval)
+def wait_until(cond, timeout=WAIT, desc=None):
+    """The suite's wait (_kcutil.wait_for) with this suite's default timeout."""
+    return wait_for(cond, desc, timeout)
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from _kcutil import wait_for
 from _browser import launch_chromium, skip_or_fail_without_browser  # tests/ (tests/tools/conftest.py)
 from broker_client import ROOT, BrokerProcess
 
@@ -173,16 +174,6 @@ def cell(row, column):
         const heads = [...tr.closest('table').querySelectorAll('thead th')].map(th => th.textContent.trim());
         return tr.children[heads.indexOf(column)].textContent.trim();
     }""", column)
-
-
-def wait_until(condition, timeout_s, what):
-    """Polls from the test (the page's Content-Security-Policy forbids evaluating strings, which
-    Playwright's wait_for_function would do)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout_s} s for {what}")
-        time.sleep(0.1)
 
 
 def produce_until(broker, topic, value, stop, per_tenth=30):
@@ -465,7 +456,7 @@ def test_group_total_lag_tile_agrees_with_its_chart_while_the_lag_moves(page, co
     page.goto(console.origin + "/groups/lag-watch")
     now = page.locator("#lag-now")
     now.wait_for()
-    wait_until(lambda: now.text_content() != "–", 20, "the sampler's first sample of the group")
+    wait_for(lambda: now.text_content() != "–", "the sampler's first sample of the group", 20)
     producer = produce_until(broker, "lag-moves", b"more", stop)
     seen = []
     try:
@@ -491,10 +482,10 @@ def test_throughput_chart_moves_as_records_arrive(page, console, broker, admin, 
     chart.wait_for()
     producer = produce_until(broker, "live", b"tick", stop)
     try:
-        wait_until(lambda: float(chart.get_attribute("data-latest") or 0) > 0, 20, "the chart to show records/s")
+        wait_for(lambda: float(chart.get_attribute("data-latest") or 0) > 0, "the chart to show records/s", 20)
         first = (int(chart.get_attribute("data-points")), int(chart.get_attribute("data-last-time")),
                  chart.evaluate("c => c.toDataURL()"))
-        wait_until(lambda: int(chart.get_attribute("data-last-time")) > first[1], 10, "the chart's next sample")
+        wait_for(lambda: int(chart.get_attribute("data-last-time")) > first[1], "the chart's next sample", 10)
         second = (int(chart.get_attribute("data-points")), int(chart.get_attribute("data-last-time")),
                   chart.evaluate("c => c.toDataURL()"))
         series = api(console, "/api/topics/live/series")[1]
