@@ -39,7 +39,7 @@ _connection_ids = itertools.count(1 << 20)
 
 class Broker:
     def __init__(self, path=None, config: dict | None = None):
-        from .broker.broker import Broker as CoreBroker
+        from .broker.kafka_server import KafkaServer
         from .broker.main import build_config
 
         sets = [f"{k}={v}" for k, v in (config or {}).items()]
@@ -51,7 +51,7 @@ class Broker:
         self._server = None
         self._closed = False
         try:
-            self.core = self.call(CoreBroker, self.config)
+            self.core = self.call(KafkaServer, self.config)
             self.call(self.core.attach_loop, self._loop)
         except BaseException:
             self._stop_loop()
@@ -100,10 +100,10 @@ class Broker:
 
     def serve(self, host: str = "127.0.0.1", port: int = 9092) -> tuple[str, int]:
         """Also serves network clients on host:port (0: any free port); returns the address."""
-        from .broker.server import KafkaServer
+        from .broker.server import SocketServer
         if self._server is not None:
             raise RuntimeError("the broker is already serving")
-        server = KafkaServer(self.core)
+        server = SocketServer(self.core)
         bound = asyncio.run_coroutine_threadsafe(server.start(host, port), self._loop).result()
         self._server = server
 

@@ -1060,12 +1060,12 @@ def test_kafka_python_consumers_resume_from_committed_offsets(broker):
 def test_offset_retention_rules(tmp_path):
     import asyncio
 
-    from kafkacore.broker.broker import Broker
+    from kafkacore.broker.kafka_server import KafkaServer
     from kafkacore.broker.config import BrokerConfig
     from kafkacore.coordinator.group_coordinator import make_offset
 
     def new_broker():
-        return Broker(BrokerConfig({"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0",
+        return KafkaServer(BrokerConfig({"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0",
                                     "offsets.topic.num.partitions": "5"}))
 
     async def scenario(broker):

@@ -147,7 +147,7 @@ def test_a_commit_whose_client_went_away_still_counts_once_replicated_and_raises
     """The group coordinator's acks=all wait for an offset commit: the request is cancelled (its
     connection closed) while a follower has not fetched the write yet. When the follower catches
     up, the offsets count and nothing raises (it once raised InvalidStateError from a callback)."""
-    from kafkacore.broker.broker import Broker
+    from kafkacore.broker.kafka_server import KafkaServer
     from kafkacore.broker.config import BrokerConfig
     from kafkacore.replication.replica_manager import LeaderAndIsrState
     from kafkacore.coordinator.offset_store import OffsetAndMetadata
@@ -156,7 +156,7 @@ def test_a_commit_whose_client_went_away_still_counts_once_replicated_and_raises
         loop = asyncio.get_running_loop()
         failures = []
         loop.set_exception_handler(lambda _loop, context: failures.append(context))
-        broker = Broker(BrokerConfig({"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
+        broker = KafkaServer(BrokerConfig({"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
         try:
             broker.attach_loop(loop)
             broker.create_topic("t", 1)

@@ -346,7 +346,7 @@ def test_fetched_aborted_transactions_reach_the_decoders(isolation):
 
     from _kcutil import interleaved_txns
     from kafkacore.client.consumer import Consumer
-    from kafkacore.client.fetcher import Fetcher, PartitionState
+    from kafkacore.client.fetcher import Fetcher, TopicPartitionState
     from kafkacore.protocol.messages.fetch_response import AbortedTransaction, PartitionData
 
     buf, aborted, kept = interleaved_txns("lz4")
@@ -355,7 +355,7 @@ def test_fetched_aborted_transactions_reach_the_decoders(isolation):
               "max.partition.fetch.bytes": 1 << 20, "isolation.level": isolation, "retry.backoff.ms": 100}
     for arrow in (False, True):
         lock = threading.Lock()
-        st = PartitionState()
+        st = TopicPartitionState()
         st.position = st.fetch_position = 0
         st.in_flight = True
         fetcher = Fetcher(config, cluster=None, states={("t", 0): st}, lock=lock,

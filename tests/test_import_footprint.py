@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
     import kafkacore.record
     import kafkacore.storage
     import kafkacore.broker.server
-    import kafkacore.broker.broker
+    import kafkacore.broker.kafka_server
     from kafkacore.record import RecordBatchBuilder, decode_to_arrow
 
     assert kafkacore.native_extensions() is (mode == "native"), kafkacore.native_extensions()

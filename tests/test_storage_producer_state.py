@@ -15,7 +15,7 @@ from kafkacore.errors import (InvalidProducerEpochError, InvalidTxnStateError, O
                               TransactionCoordinatorFencedError)
 from kafkacore.record.control import ABORT, COMMIT
 from kafkacore.storage.producer_state import (AppendOrigin, CompletedTxn, CorruptSnapshotError, MarkerBatch,
-                                              ProducerBatch, ProducerStateManager, decode_snapshot, encode_snapshot,
+                                              BatchProducerFields, ProducerStateManager, decode_snapshot, encode_snapshot,
                                               snapshot_path)
 
 CLIENT, COORDINATOR, REPLICATION = AppendOrigin.CLIENT, AppendOrigin.COORDINATOR, AppendOrigin.REPLICATION
@@ -48,7 +48,7 @@ def kafka_snapshot(entries):
 
 
 def data(pid, epoch, seq, n=1, transactional=False, ts=TS):
-    return ProducerBatch(pid, epoch, seq, n - 1, ts, transactional)
+    return BatchProducerFields(pid, epoch, seq, n - 1, ts, transactional)
 
 
 def marker(pid, epoch, commit, coordinator_epoch=0, ts=TS):

@@ -964,7 +964,7 @@ class _ClusterBroker:
 def test_offset_for_leader_epoch_answers_from_the_cache(tmp_path):
     from kafkacore.broker.handlers import offset_for_leader_epoch as h
     from kafkacore.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
-    from kafkacore.broker.broker import Broker
+    from kafkacore.broker.kafka_server import KafkaServer
     from kafkacore.broker.config import BrokerConfig
 
     def ask(broker, partition, epoch, current=-1, v=4):
@@ -973,7 +973,7 @@ def test_offset_for_leader_epoch_answers_from_the_cache(tmp_path):
         return out.error_code, out.leader_epoch, out.end_offset
 
     # a real single node: it leads its partitions at epoch 0 from their creation
-    single = Broker(BrokerConfig({"log.dirs": str(tmp_path / "node")}))
+    single = KafkaServer(BrokerConfig({"log.dirs": str(tmp_path / "node")}))
     try:
         single.create_topic("t", 2)
         for e, n in ((0, 10), (2, 10), (5, 7)):  # epochs of a log written under several leaders

@@ -20,7 +20,7 @@ from kafkacore.cluster.local_cluster import LocalZooKeeper
 from kafkacore.cluster.zk_data import (
     BrokerIdZNode, BrokerInfo, ClusterIdZNode, ConfigEntityChangeNotificationSequenceZNode, ConfigEntityZNode,
     ControllerEpochZNode, ControllerZNode, EndPoint, FeatureZNode, FeatureZNodeData,
-    IsrChangeNotificationSequenceZNode, PartitionState, PreferredReplicaElectionZNode, ProducerIdBlockZNode,
+    IsrChangeNotificationSequenceZNode, LeaderIsrAndControllerEpoch, PreferredReplicaElectionZNode, ProducerIdBlockZNode,
     ProducerIdsBlock, ReassignPartitionsZNode, ReplicaAssignment, TopicPartitionStateZNode, TopicZNode, ZkData,
     ZkDataError,
 )
@@ -122,14 +122,14 @@ def test_topic_znode_version_3():
 
 
 def test_partition_state_znode():
-    st = PartitionState(leader=1, leader_epoch=4, isr=[1, 2, 3], controller_epoch=2)
+    st = LeaderIsrAndControllerEpoch(leader=1, leader_epoch=4, isr=[1, 2, 3], controller_epoch=2)
     assert json.loads(TopicPartitionStateZNode.encode(st)) == {
         "controller_epoch": 2, "leader": 1, "version": 1, "leader_epoch": 4, "isr": [1, 2, 3]}
     # Kafka 3.2+ adds leader_recovery_state only when it is not RECOVERED (0)
-    rec = PartitionState(1, 4, [1], 2, leader_recovery_state=1)
+    rec = LeaderIsrAndControllerEpoch(1, 4, [1], 2, leader_recovery_state=1)
     assert json.loads(TopicPartitionStateZNode.encode(rec))["leader_recovery_state"] == 1
     assert TopicPartitionStateZNode.decode(
-        b'{"controller_epoch":9,"leader":-1,"version":1,"leader_epoch":0,"isr":[]}') == PartitionState(-1, 0, (), 9)
+        b'{"controller_epoch":9,"leader":-1,"version":1,"leader_epoch":0,"isr":[]}') == LeaderIsrAndControllerEpoch(-1, 0, (), 9)
     assert TopicPartitionStateZNode.decode(
         b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":1,"isr":[2],"leader_recovery_state":1}'
     ).leader_recovery_state == 1
@@ -463,13 +463,13 @@ def test_partition_state_conditional_updates_fence_a_stale_writer(clients, conne
         controller.create_partition_state("orders", 0, 1, 0, [1], 1)
 
     st, version = leader.get_partition_state("orders", 0)
-    assert st == PartitionState(1, 0, (1, 2, 3), 1) and version == 0
+    assert st == LeaderIsrAndControllerEpoch(1, 0, (1, 2, 3), 1) and version == 0
     # the controller moves leadership first: the old leader's ISR shrink, read at version 0, is fenced
-    assert controller.update_partition_state("orders", 0, PartitionState(2, 1, (2, 3), 1), 0) == 1
+    assert controller.update_partition_state("orders", 0, LeaderIsrAndControllerEpoch(2, 1, (2, 3), 1), 0) == 1
     with pytest.raises(ZkVersionMismatchError, match="no longer at zk version 0") as e:
-        leader.update_partition_state("orders", 0, PartitionState(1, 0, (1,), 1), version)
+        leader.update_partition_state("orders", 0, LeaderIsrAndControllerEpoch(1, 0, (1,), 1), version)
     one_line(e.value)
-    assert leader.get_partition_state("orders", 0) == (PartitionState(2, 1, (2, 3), 1), 1)
+    assert leader.get_partition_state("orders", 0) == (LeaderIsrAndControllerEpoch(2, 1, (2, 3), 1), 1)
     # Kafka's name and fields work too, and leader_recovery_state is written when RECOVERING
     assert leader.update_leader_and_isr("orders", 0, 2, 2, [2], 1, 1, leader_recovery_state=1) == 2
     js, _ = raw_json(leader, "/brokers/topics/orders/partitions/0/state")

@@ -95,8 +95,8 @@ def check_data_dir(path, source) -> None:
 
 
 async def run(config: BrokerConfig, ready=None) -> None:
-    from .broker import Broker
-    from .server import KafkaServer, bind_listener
+    from .kafka_server import KafkaServer
+    from .server import SocketServer, bind_listener
 
     # The ports first: a port in use must fail before the data directory is created or locked.
     try:
@@ -120,10 +120,10 @@ async def run(config: BrokerConfig, ready=None) -> None:
         if zk is not None:
             from ..cluster.cluster_node import ClusterNode
             from ..cluster.isr_store import ZkIsrStore
-            broker = Broker(config, ZkIsrStore(zk))
+            broker = KafkaServer(config, ZkIsrStore(zk))
             broker.attach_cluster(ClusterNode(broker, zk))
         else:
-            broker = Broker(config)
+            broker = KafkaServer(config)
     except BaseException:
         sock.close()
         if metrics_sock is not None:
@@ -140,7 +140,7 @@ async def run(config: BrokerConfig, ready=None) -> None:
         broker.metrics = BrokerMetrics(broker)  # before the server: its connections count into it
         metrics_server = MetricsServer(broker.metrics, lambda: health(broker, server, stopping))
     broker.attach_loop(loop)
-    server = KafkaServer(broker)
+    server = SocketServer(broker)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:

@@ -7,7 +7,7 @@ prometheus/jmx_exporter's example configs) turn Kafka's MBeans into Prometheus n
 Two kinds, so the request path pays for nothing it does not need:
 
 - counters, kept by the request path as plain int increments on objects made once (no locks: the
-  broker counts on its event loop; the replica fetchers too). ``Broker.metrics`` is None when
+  broker counts on its event loop; the replica fetchers too). ``KafkaServer.metrics`` is None when
   ``metrics.port`` is not set, and the request path then only tests that;
 - gauges (log sizes, partition counts, groups, consumer lag), computed at scrape time by walking
   the broker's own structures, never maintained on the request path.

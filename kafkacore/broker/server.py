@@ -20,7 +20,7 @@ One ``Connection`` per client socket:
   ``request.timeout.ms`` (30 s) closes the connection, so a stalled or hostile client does not hold
   a buffer of up to socket.request.max.bytes for ever; a connection with no traffic and nothing
   pending for ``connections.max.idle.ms`` is closed too (Kafka's idle expiry, default 10 min);
-- with metrics on (``Broker.metrics``, broker/metrics.py) every request answered is counted with
+- with metrics on (``KafkaServer.metrics``, broker/metrics.py) every request answered is counted with
   its time from arrival to the response handed to the socket, and a Fetch response's record
   bytes as bytes out; with metrics off each request only tests ``self.metrics`` for None.
 """
@@ -416,8 +416,8 @@ def bind_listener(host, port):
     return sock
 
 
-class KafkaServer:
-    """Listens on host:port and serves the broker's handlers."""
+class SocketServer:
+    """Listens on host:port and serves the broker's handlers (Kafka's SocketServer)."""
 
     def __init__(self, broker):
         self.broker = broker

@@ -5,10 +5,10 @@
   Its writes are local; they run on the event loop, and a topic is led the moment it exists.
 - ``ZkTopicStore`` (kafkacore/cluster/topic_store.py): a cluster's, in ZooKeeper as Kafka lays
   it out; its writes are round trips (``blocking``: the handlers run them in a worker thread,
-  Broker.topic_store_call) and the controller then creates the partitions.
+  KafkaServer.topic_store_call) and the controller then creates the partitions.
 
 Both apply Kafka's CreateTopics / CreatePartitions / DeleteTopics / AlterConfigs rules and raise
-Kafka's errors; the handlers and the Broker never ask which one they have.
+Kafka's errors; the handlers and the KafkaServer never ask which one they have.
 ``kafkacore cluster migrate`` moves the first into the second (kafkacore/cluster/migrate.py)."""
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ topic and partition changes to the controller, group requests to the group's coo
 ListOffsets and DeleteRecords to each partition's leader, DescribeLogDirs and ListGroups to
 every broker. Connections are kept per broker until ``close``.
 
-Results are plain dataclasses (``TopicInfo``, ``GroupInfo``...), so a tool can print them as a
+Results are plain dataclasses (``TopicDescription``, ``GroupInfo``...), so a tool can print them as a
 table or as JSON.
 """
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _req(api_key, name=None):
 
 
 @dataclass
-class BrokerInfo:
+class Node:
+    """A broker as the cluster's metadata lists it (Kafka's org.apache.kafka.common.Node)."""
     node_id: int
     host: str
     port: int
@@ -63,11 +64,11 @@ class BrokerInfo:
 class ClusterInfo:
     cluster_id: str | None
     controller_id: int
-    brokers: list  # [BrokerInfo], by node id
+    brokers: list  # [Node], by node id
 
 
 @dataclass
-class PartitionInfo:
+class TopicPartitionInfo:
     partition: int
     leader: int
     leader_epoch: int
@@ -82,11 +83,12 @@ class PartitionInfo:
 
 
 @dataclass
-class TopicInfo:
+class TopicDescription:
+    """A topic and its partitions (Kafka's Admin TopicDescription)."""
     name: str
     topic_id: str | None
     internal: bool
-    partitions: list  # [PartitionInfo], by partition
+    partitions: list  # [TopicPartitionInfo], by partition
 
 
 @dataclass
@@ -251,7 +253,7 @@ class AdminClient:
         if self.supports(ApiKey.DESCRIBE_CLUSTER):
             resp = self.call_any(ApiKey.DESCRIBE_CLUSTER, _req(ApiKey.DESCRIBE_CLUSTER)())
             _raise(resp.error_code, "the cluster", resp.error_message)
-            brokers = [BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers]
+            brokers = [Node(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers]
             info = ClusterInfo(resp.cluster_id, resp.controller_id, sorted(brokers, key=lambda b: b.node_id))
         else:
             resp = self.call_any(ApiKey.METADATA, _req(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False))
@@ -261,14 +263,14 @@ class AdminClient:
         return info
 
     def _cluster_from_metadata(self, resp) -> ClusterInfo:
-        brokers = sorted((BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers),
+        brokers = sorted((Node(b.node_id, b.host, b.port, b.rack) for b in resp.brokers),
                          key=lambda b: b.node_id)
         self._brokers = {b.node_id: (b.host, b.port) for b in brokers}
         self._controller = resp.controller_id
         return ClusterInfo(resp.cluster_id, resp.controller_id, brokers)
 
     def metadata(self, topics=None) -> tuple[ClusterInfo, dict]:
-        """(cluster, {name: TopicInfo}) for ``topics`` (None: every topic). A named topic that
+        """(cluster, {name: TopicDescription}) for ``topics`` (None: every topic). A named topic that
         does not exist raises UNKNOWN_TOPIC_OR_PARTITION naming it."""
         topic_cls = _req(ApiKey.METADATA, "MetadataRequestTopic")
         body = _req(ApiKey.METADATA)(topics=None if topics is None else [topic_cls(name=t) for t in topics],
@@ -282,15 +284,15 @@ class AdminClient:
                     _raise(t.error_code, f"topic {t.name!r}"
                            + (" does not exist" if t.error_code == UnknownTopicOrPartitionError.code else ""))
                 continue
-            parts = sorted((PartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
+            parts = sorted((TopicPartitionInfo(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
                                           list(p.isr_nodes), list(p.offline_replicas or ()),
                                           error_name(p.error_code) if p.error_code else None)
                             for p in t.partitions), key=lambda p: p.partition)
-            out[t.name] = TopicInfo(t.name, uuid_text(t.topic_id), bool(t.is_internal), parts)
+            out[t.name] = TopicDescription(t.name, uuid_text(t.topic_id), bool(t.is_internal), parts)
         return cluster, dict(sorted(out.items()))
 
     def list_topics(self, internal: bool = False) -> dict:
-        """{name: TopicInfo} of every topic (internal ones only when asked)."""
+        """{name: TopicDescription} of every topic (internal ones only when asked)."""
         _, topics = self.metadata(None)
         return {n: t for n, t in topics.items() if internal or not t.internal}
 

@@ -31,7 +31,7 @@ from . import records_py
 from .cluster import Cluster
 from .config import consumer_config
 from .connection import ConnectionClosed
-from .fetcher import Fetcher, PartitionState
+from .fetcher import Fetcher, TopicPartitionState
 
 _native = load_native("records")
 if _native is not None:
@@ -65,7 +65,7 @@ class Consumer:
         self._isolation = 1 if c["isolation.level"] == "read_committed" else 0
         self._lock = threading.Lock()
         self._data_ready = threading.Condition(self._lock)
-        self._states: dict[tuple, PartitionState] = {}
+        self._states: dict[tuple, TopicPartitionState] = {}
         self._round_robin = 0
         self._closed = False
         self._subscribed = None  # set of topics, or a compiled pattern
@@ -154,7 +154,7 @@ class Consumer:
                     del self._states[tp]
             for tp in tps:
                 if tp not in self._states:
-                    self._states[tp] = PartitionState()
+                    self._states[tp] = TopicPartitionState()
         self._fetcher.wakeup()
 
     # called by the group coordinator, on this thread, inside poll()

@@ -47,7 +47,10 @@ class FetchedData:
         self.error = None  # a corrupt batch after the decoded records: raised once they are used
 
 
-class PartitionState:
+class TopicPartitionState:
+    """The consumer's state of one assigned partition: positions, pause, buffered and in-flight
+    fetches (Kafka's SubscriptionState.TopicPartitionState)."""
+
     __slots__ = ("position", "fetch_position", "paused", "buffered", "in_flight", "version", "high_watermark",
                  "last_stable_offset", "log_start_offset", "reset_to", "error")
 
@@ -73,7 +76,7 @@ class Fetcher(threading.Thread):
     def __init__(self, config, cluster, states: dict, lock, data_ready, name="kafkacore-consumer-fetcher"):
         super().__init__(name=name, daemon=True)
         self.cluster = cluster
-        self.states = states  # (topic, partition) -> PartitionState, owned by the consumer
+        self.states = states  # (topic, partition) -> TopicPartitionState, owned by the consumer
         self.lock = lock
         self.data_ready = data_ready  # Condition on lock: notified when data or errors arrive
         self.max_wait_ms = config["fetch.max.wait.ms"]

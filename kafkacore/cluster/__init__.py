@@ -13,7 +13,7 @@ _LAZY = {
     "ControllerMovedError": "zk_client", "BrokerIdInUseError": "zk_client", "TopicExistsError": "zk_client",
     "UnknownTopicError": "zk_client", "TopicAlreadyMarkedForDeletionError": "zk_client",
     "InvalidReplicaAssignmentError": "zk_client",
-    "ZkDataError": "zk_data", "BrokerInfo": "zk_data", "EndPoint": "zk_data", "PartitionState": "zk_data",
+    "ZkDataError": "zk_data", "BrokerInfo": "zk_data", "EndPoint": "zk_data", "LeaderIsrAndControllerEpoch": "zk_data",
     "ReplicaAssignment": "zk_data", "TopicAssignment": "zk_data",
 }
 

@@ -50,7 +50,7 @@ from .zk_data import (
     ConfigEntityChangeNotificationSequenceZNode, ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode, ConfigType, ControllerEpochZNode, ControllerRegistration, ControllerZNode,
     DeleteTopicsTopicZNode, DeleteTopicsZNode, EndPoint, FeatureZNode, FeatureZNodeData,
-    IsrChangeNotificationSequenceZNode, IsrChangeNotificationZNode, PartitionState,
+    IsrChangeNotificationSequenceZNode, IsrChangeNotificationZNode, LeaderIsrAndControllerEpoch,
     ProducerIdBlockZNode, ProducerIdsBlock, ReassignPartitionsZNode, ReplicaAssignment,
     TopicAssignment, TopicPartitionStateZNode, TopicPartitionsZNode, TopicPartitionZNode,
     TopicsZNode, TopicZNode, ZkData, validate_topic_name,
@@ -821,7 +821,7 @@ class KafkaZkClient:
                                expected_controller_epoch_zk_version: int | None = None) -> int:
         """Create /brokers/topics/<t>/partitions/<n>/state (and its empty parents); returns its
         zk version (0). ZkNodeExistsError if it exists, UnknownTopicError without the topic."""
-        state = PartitionState(leader, leader_epoch, tuple(isr), controller_epoch, leader_recovery_state)
+        state = LeaderIsrAndControllerEpoch(leader, leader_epoch, tuple(isr), controller_epoch, leader_recovery_state)
         if not self.topic_exists(topic):
             raise UnknownTopicError(f"Topic '{topic}' does not exist: cannot create the state of partition {partition}")
         fence = expected_controller_epoch_zk_version
@@ -841,12 +841,12 @@ class KafkaZkClient:
             raise UnknownTopicError(f"Topic '{topic}' was deleted while creating partition {partition}") from None
         return 0
 
-    def get_partition_state(self, topic: str, partition: int) -> tuple[PartitionState, int] | None:
+    def get_partition_state(self, topic: str, partition: int) -> tuple[LeaderIsrAndControllerEpoch, int] | None:
         """(state, zk version) or None. The zk version is the partition epoch to pass back."""
         got = self.get_partition_state_and_zxid(topic, partition)
         return got[:2] if got else None
 
-    def get_partition_state_and_zxid(self, topic: str, partition: int) -> tuple[PartitionState, int, int] | None:
+    def get_partition_state_and_zxid(self, topic: str, partition: int) -> tuple[LeaderIsrAndControllerEpoch, int, int] | None:
         """(state, zk version, mzxid) or None. The mzxid (the zxid of the state's last write)
         orders the write against broker epochs, which are zxids too: a leader registered after
         it has restarted since the state was written (KIP-380)."""
@@ -854,7 +854,7 @@ class KafkaZkClient:
         got = self._get(path)
         return (TopicPartitionStateZNode.decode(got[0], path), got[1].version, got[1].mzxid) if got else None
 
-    def update_partition_state(self, topic: str, partition: int, state: PartitionState, expected_version: int, *,
+    def update_partition_state(self, topic: str, partition: int, state: LeaderIsrAndControllerEpoch, expected_version: int, *,
                                expected_controller_epoch_zk_version: int | None = None) -> int:
         """Conditional write of the partition state; returns the new zk version. Raises
         ZkVersionMismatchError if the state changed since ``expected_version`` was read: this is
@@ -880,7 +880,7 @@ class KafkaZkClient:
                               expected_controller_epoch_zk_version: int | None = None) -> int:
         """Kafka's updateLeaderAndIsr for one partition: update_partition_state with the fields."""
         return self.update_partition_state(
-            topic, partition, PartitionState(leader, leader_epoch, tuple(isr), controller_epoch, leader_recovery_state),
+            topic, partition, LeaderIsrAndControllerEpoch(leader, leader_epoch, tuple(isr), controller_epoch, leader_recovery_state),
             expected_version, expected_controller_epoch_zk_version=expected_controller_epoch_zk_version)
 
     # ---- deletion ----

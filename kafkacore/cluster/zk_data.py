@@ -20,7 +20,7 @@ from ..protocol.kafka_uuid import uuid_from_text, uuid_to_text
 __all__ = [
     "ZkDataError", "ZkVersion", "ZkData",
     "validate_topic_name", "EndPoint", "BrokerInfo", "ReplicaAssignment", "TopicAssignment",
-    "PartitionState", "ControllerRegistration", "ProducerIdsBlock", "FeatureZNodeData",
+    "LeaderIsrAndControllerEpoch", "ControllerRegistration", "ProducerIdsBlock", "FeatureZNodeData",
     "ControllerZNode", "ControllerEpochZNode", "BrokersZNode", "BrokerIdsZNode", "BrokerIdZNode",
     "TopicsZNode", "TopicZNode", "TopicPartitionsZNode", "TopicPartitionZNode",
     "TopicPartitionStateZNode", "ConfigZNode", "ConfigType", "ConfigEntityTypeZNode",
@@ -466,7 +466,7 @@ class TopicPartitionZNode:
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class LeaderIsrAndControllerEpoch:
     """Kafka's LeaderIsrAndControllerEpoch. leader -1: no leader. leader_recovery_state 0 is
     RECOVERED, 1 RECOVERING (KIP-704, after an unclean election)."""
 
@@ -498,7 +498,7 @@ class TopicPartitionStateZNode:
         return f"{TopicPartitionZNode.path(topic, partition)}/state"
 
     @staticmethod
-    def encode(state: PartitionState) -> bytes:
+    def encode(state: LeaderIsrAndControllerEpoch) -> bytes:
         js = {"controller_epoch": int(state.controller_epoch), "leader": int(state.leader), "version": 1,
               "leader_epoch": int(state.leader_epoch), "isr": [int(b) for b in state.isr]}
         if state.leader_recovery_state != 0:
@@ -506,12 +506,12 @@ class TopicPartitionStateZNode:
         return _dumps(js)
 
     @staticmethod
-    def decode(data, what: str = "partition state") -> PartitionState:
+    def decode(data, what: str = "partition state") -> LeaderIsrAndControllerEpoch:
         js = _obj(data, what)
         lrs = js.get("leader_recovery_state", 0)
         if lrs not in (0, 1) or isinstance(lrs, bool):
             raise ZkDataError(f"{what}: unknown leader_recovery_state {lrs!r}")
-        return PartitionState(_int(js, "leader", what, data), _int(js, "leader_epoch", what, data),
+        return LeaderIsrAndControllerEpoch(_int(js, "leader", what, data), _int(js, "leader_epoch", what, data),
                               _int_list(js.get("isr"), "isr", what, data),
                               _int(js, "controller_epoch", what, data), lrs)
 

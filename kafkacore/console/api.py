@@ -26,7 +26,7 @@ class ApiError(ValueError):
 
 
 def offline(p) -> bool:
-    """Whether a partition (PartitionInfo) has no leader to answer for it."""
+    """Whether a partition (TopicPartitionInfo) has no leader to answer for it."""
     return p.leader < 0 or p.error == "LEADER_NOT_AVAILABLE"
 
 
@@ -41,7 +41,7 @@ def group_lag(committed: dict, ends: dict) -> dict:
 
 
 def _offsets(admin, topics) -> dict:
-    """{(topic, partition): (start, end)} of the partitions of ``topics`` ({name: TopicInfo});
+    """{(topic, partition): (start, end)} of the partitions of ``topics`` ({name: TopicDescription});
     (None, None) for an offline one (its offsets cannot be asked: the AdminClient would wait
     out its timeout for a leader)."""
     online = [(t, p.partition) for t, info in topics.items() for p in info.partitions if not offline(p)]

@@ -22,7 +22,10 @@ class BrokerEndpoint(NamedTuple):
     rack: str | None
 
 
-class PartitionState(NamedTuple):
+class CachedPartitionState(NamedTuple):
+    """What the metadata cache holds of one partition: the fields of the controller's
+    UpdateMetadata partition state (Kafka's cache keeps that request object itself)."""
+
     leader: int
     leader_epoch: int
     isr: tuple
@@ -38,13 +41,13 @@ class MetadataCache:
         self._lock = threading.Lock()
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.controller_id = NO_LEADER
-        self.partitions: dict[tuple, PartitionState] = {}
+        self.partitions: dict[tuple, CachedPartitionState] = {}
         self.topic_ids: dict[str, bytes] = {}
         self.partition_counts: dict[str, int] = {}
 
     def update(self, controller_id, brokers, partition_states, deleted_topics=()):
         """Applies one UpdateMetadata: ``brokers`` replaces the live set; ``partition_states`` is
-        {(topic, partition): (PartitionState, topic_id)}; ``deleted_topics`` are dropped."""
+        {(topic, partition): (CachedPartitionState, topic_id)}; ``deleted_topics`` are dropped."""
         with self._lock:
             self.controller_id = controller_id
             self.brokers = {b.node_id: b for b in brokers}
@@ -61,7 +64,7 @@ class MetadataCache:
             self.partitions.pop((topic, p), None)
         self.topic_ids.pop(topic, None)
 
-    def partition(self, topic, partition) -> PartitionState | None:
+    def partition(self, topic, partition) -> CachedPartitionState | None:
         return self.partitions.get((topic, partition))
 
     def leader(self, topic, partition) -> int:

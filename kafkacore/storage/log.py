@@ -53,7 +53,7 @@ from .file_slice import FileSlice
 from .leader_epoch_cache import LeaderEpochFileCache
 from .log_loader import load_segments
 from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment
-from .producer_state import (AppendOrigin, MarkerBatch, ProducerBatch, ProducerStateManager, list_snapshots,
+from .producer_state import (AppendOrigin, MarkerBatch, BatchProducerFields, ProducerStateManager, list_snapshots,
                              parse_marker, producer_batches)
 from .scheduler import InlineScheduler
 from .time_index import NO_TIMESTAMP
@@ -624,7 +624,7 @@ class Log:
         segment.update_txn_index(completed, last_stable_offset)
 
     def _replay_producers(self, from_offset):
-        """(ProducerBatch, first offset, last offset) of every batch from from_offset on (log
+        """(BatchProducerFields, first offset, last offset) of every batch from from_offset on (log
         load: the batches after the latest producer snapshot)."""
         offset = max(from_offset, self.log_start_offset)
         while offset < self.log_end_offset:
@@ -1292,11 +1292,11 @@ class _FollowerBatch:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.attributes = attributes
-        self.pb = None  # the ProducerBatch of a batch with a producer id
+        self.pb = None  # the BatchProducerFields of a batch with a producer id
 
 
 def _follower_producer_batch(records, b):
-    """The ProducerBatch of a follower's batch, its marker read before anything is written
+    """The BatchProducerFields of a follower's batch, its marker read before anything is written
     (CorruptMessageError when a control batch holds no end-transaction marker)."""
     if b.attributes & CONTROL_FLAG_MASK:
         try:
@@ -1306,7 +1306,7 @@ def _follower_producer_batch(records, b):
         marker, coordinator_epoch = parsed if parsed is not None else (None, -1)
         return MarkerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
                            bool(b.attributes & TRANSACTIONAL_FLAG_MASK), marker, coordinator_epoch)
-    return ProducerBatch(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
+    return BatchProducerFields(b.producer_id, b.producer_epoch, b.base_sequence, b.last - b.base, b.max_ts,
                          bool(b.attributes & TRANSACTIONAL_FLAG_MASK))
 
 

@@ -137,7 +137,7 @@ class ProducerStateEntry:
                 f"current_txn_first_offset={self.current_txn_first_offset})")
 
 
-class ProducerBatch:
+class BatchProducerFields:
     """The producer fields of one v2 data batch about to be appended (MarkerBatch for a control
     batch). The marker fields are class attributes here, so an idempotent batch costs no more
     than it did before transactions."""
@@ -158,7 +158,7 @@ class ProducerBatch:
         self.transactional = transactional
 
 
-class MarkerBatch(ProducerBatch):
+class MarkerBatch(BatchProducerFields):
     """A control batch: ``marker`` is ABORT or COMMIT (None for an empty control batch, which a
     cleaner leaves when a transaction's data is all gone: Kafka skips it) and
     ``coordinator_epoch`` the marker's."""
@@ -238,7 +238,7 @@ def parse_marker(batch):
 
 
 def producer_batches(buf):
-    """ProducerBatch for every batch in buf that carries a producer id (already validated).
+    """BatchProducerFields for every batch in buf that carries a producer id (already validated).
     CorruptMessageError for a control batch whose record is not an end-transaction marker."""
     mv = memoryview(buf)
     n = mv.nbytes
@@ -257,7 +257,7 @@ def producer_batches(buf):
                 out.append(MarkerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & TRANSACTIONAL_FLAG_MASK),
                                        marker, coordinator_epoch))
             else:
-                out.append(ProducerBatch(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & TRANSACTIONAL_FLAG_MASK)))
+                out.append(BatchProducerFields(pid, pepoch, base_seq, last_delta, max_ts, bool(attrs & TRANSACTIONAL_FLAG_MASK)))
         pos += LOG_OVERHEAD + blen
     return out
 
@@ -350,7 +350,7 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1
 
     # -- the append path ----------------------------------------------------------------------
-    def check(self, batch: ProducerBatch, origin=AppendOrigin.CLIENT):
+    def check(self, batch: BatchProducerFields, origin=AppendOrigin.CLIENT):
         """Checks batch against the producer's state for an append from origin. Returns the
         BatchMetadata of the original when a client batch is a retry of a recent one, else
         None (it may be appended); raises INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -389,7 +389,7 @@ class ProducerStateManager:
                 "a non-transactional write is refused until it ends")
         return None
 
-    def update(self, batch: ProducerBatch, first_offset, last_offset, timestamp, origin=AppendOrigin.CLIENT):
+    def update(self, batch: BatchProducerFields, first_offset, last_offset, timestamp, origin=AppendOrigin.CLIENT):
         """Applies an appended batch (already checked). A data batch records its metadata and
         opens a transaction when it is transactional and none is open; a marker returns the
         CompletedTxn of the open transaction (None when there is none), which the caller then
@@ -510,7 +510,7 @@ class ProducerStateManager:
 
     def load(self, log_end_offset, replay, index_from=None, index=None, snapshot_at=()):
         """Restores state from the latest readable snapshot at or below log_end_offset
-        (reopening its open transactions), then ``replay(from_offset)`` yields (ProducerBatch,
+        (reopening its open transactions), then ``replay(from_offset)`` yields (BatchProducerFields,
         first_offset, last_offset) for the batches after it. Snapshots above log_end_offset (a
         truncated log, or the part a recovery rescans) are deleted, unreadable ones are skipped
         and deleted. Transactions the replay completes are left unreplicated: the log drops

@@ -293,11 +293,11 @@ def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
     is shut down."""
     import asyncio
 
-    from kafkacore.broker.broker import Broker
+    from kafkacore.broker.kafka_server import KafkaServer
     from kafkacore.broker.config import BrokerConfig
     from kafkacore.broker.metrics import BrokerMetrics
     from kafkacore.broker.metrics_http import MetricsServer, health
-    from kafkacore.broker.server import KafkaServer, bind_listener
+    from kafkacore.broker.server import SocketServer, bind_listener
 
     async def get(port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -308,9 +308,9 @@ def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
         return int(head.split(" ")[1]), body
 
     async def main():
-        broker = Broker(BrokerConfig({"log.dirs": str(tmp_path / "d")}))
+        broker = KafkaServer(BrokerConfig({"log.dirs": str(tmp_path / "d")}))
         broker.attach_loop(asyncio.get_running_loop())
-        server = KafkaServer(broker)
+        server = SocketServer(broker)
         metrics = MetricsServer(BrokerMetrics(broker), lambda: health(broker, server))
         _host, port = await metrics.start(bind_listener("127.0.0.1", 0))
         seen = [await get(port)]

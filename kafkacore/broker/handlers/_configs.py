@@ -67,7 +67,7 @@ def _builtin_broker_default(broker_name, topic_name):
     return broker_name, _BUILTIN.describe()[topic_name]
 
 
-class ConfigEntry:
+class DescribedConfig:
     """One config as DescribeConfigs and CreateTopics report it."""
 
     __slots__ = ("name", "value", "source", "synonyms", "read_only", "config_type", "documentation")
@@ -82,7 +82,7 @@ class ConfigEntry:
         self.documentation = documentation
 
 
-def topic_entries(broker, overrides) -> list[ConfigEntry]:
+def topic_entries(broker, overrides) -> list[DescribedConfig]:
     """Every topic config for a topic with these overrides ({kafka name: value}), sorted by name."""
     props = broker.config.props
     config = broker.log_manager.default_config.with_overrides(overrides)
@@ -98,7 +98,7 @@ def topic_entries(broker, overrides) -> list[ConfigEntry]:
                 synonyms.append((broker_name, _text(props[broker_name]), SOURCE_STATIC_BROKER))
         if names:
             synonyms.append((*_builtin_broker_default(names[0], name), SOURCE_DEFAULT))
-        out.append(ConfigEntry(name, values[name], synonyms[0][2] if synonyms else SOURCE_DEFAULT, synonyms,
+        out.append(DescribedConfig(name, values[name], synonyms[0][2] if synonyms else SOURCE_DEFAULT, synonyms,
                                False, TOPIC_TYPES.get(name, 0), TOPIC_DOCS.get(name)))
     return out
 
@@ -113,7 +113,7 @@ def _broker_type(key, value):
     return T_STRING
 
 
-def broker_entries(broker) -> list[ConfigEntry]:
+def broker_entries(broker) -> list[DescribedConfig]:
     """This broker's configuration (per-broker resource), sorted by name. All static: read-only."""
     cfg = broker.config
     props = cfg.props
@@ -141,7 +141,7 @@ def broker_entries(broker) -> list[ConfigEntry]:
     for name in sorted(rows):
         value, explicit, ctype, doc = rows[name]
         source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
-        out.append(ConfigEntry(name, value, source, [(name, value, source)], True, ctype, doc))
+        out.append(DescribedConfig(name, value, source, [(name, value, source)], True, ctype, doc))
     return out
 
 

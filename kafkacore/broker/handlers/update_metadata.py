@@ -7,7 +7,7 @@ MetadataCache (inter-broker; served only on a broker of a ZooKeeper cluster).
   the topic leaves the cache.
 - v0-4 carry ungrouped partition states; v5+ group them by topic; v7+ add topic ids.
 """
-from ...replication.metadata_cache import BrokerEndpoint, PartitionState
+from ...replication.metadata_cache import BrokerEndpoint, CachedPartitionState
 from ...errors import KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.update_metadata_response import UpdateMetadataResponse
@@ -43,7 +43,7 @@ def handle(ctx, req):
             if ps.leader == LEADER_DURING_DELETE:
                 deleted.add(topic)
                 continue
-            states[(topic, ps.partition_index)] = (PartitionState(
+            states[(topic, ps.partition_index)] = (CachedPartitionState(
                 ps.leader, ps.leader_epoch, tuple(ps.isr), tuple(ps.replicas),
                 tuple(ps.offline_replicas) if v >= 4 else (), ps.controller_epoch, ps.zk_version), topic_id)
     cluster.apply_metadata(req.controller_id, brokers, states, deleted)

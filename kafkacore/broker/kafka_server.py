@@ -22,7 +22,7 @@ import threading
 from ..errors import InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError
 from ..protocol.kafka_uuid import random_uuid, uuid_from_text, uuid_to_text
 from ..replication.broker_channel import BrokerChannels
-from ..replication.metadata_cache import BrokerEndpoint, MetadataCache, PartitionState
+from ..replication.metadata_cache import BrokerEndpoint, MetadataCache, CachedPartitionState
 from ..replication.replica_manager import ReplicaManager
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
@@ -47,7 +47,7 @@ class DataWaiter:
             self.future.set_result(None)
 
 
-class Broker:
+class KafkaServer:
     def __init__(self, config: BrokerConfig | None = None, isr_store=None):
         """isr_store: where the leaders of a cluster write ISR changes (cluster/isr_store.py
         over the cluster's ZooKeeper); None on a single node."""
@@ -274,14 +274,14 @@ class Broker:
         so in its metadata cache as a controller would."""
         self._watch(lg)
         partition = self.replica_manager.lead_alone(lg, topic_id)
-        state = PartitionState(leader=self.node_id, leader_epoch=partition.leader_epoch, isr=(self.node_id,),
+        state = CachedPartitionState(leader=self.node_id, leader_epoch=partition.leader_epoch, isr=(self.node_id,),
                                replicas=(self.node_id,), offline_replicas=(), controller_epoch=-1, zk_version=0)
         self.publish_local_metadata({(lg.topic, lg.partition): (state, topic_id)})
 
     def publish_local_metadata(self, states=(), deleted=()):
         """A single node's own UpdateMetadata: itself the only live broker and the controller
         (at its advertised address, read now: the embedded broker learns its port late),
-        ``states`` {(topic, partition): (PartitionState, topic id)} and ``deleted`` topics."""
+        ``states`` {(topic, partition): (CachedPartitionState, topic id)} and ``deleted`` topics."""
         cfg = self.config
         me = BrokerEndpoint(self.node_id, cfg.advertised_host, cfg.advertised_port, cfg["broker.rack"])
         self.metadata_cache.update(self.node_id, [me], dict(states), deleted)
