@@ -45,3 +45,10 @@ fi
 echo "[env] building native extension (only what changed since the last build)"
 "$PY" setup.py -q build_ext --inplace -j 2 >"$VENV/.build.log" 2>&1 || { cat "$VENV/.build.log"; exit 1; }
 export PATH="$VENV/bin:$PATH"
+
+# pytest's arguments for KAFKACORE_TEST_WORKERS xdist workers (ci/test.sh sets it; unset or 1:
+# one process). --dist loadgroup honours the groups tests/conftest.py gives.
+xdist_args() {
+    local n="${KAFKACORE_TEST_WORKERS:-1}"
+    if [ "$n" -gt 1 ]; then echo "-n $n --dist loadgroup"; fi
+}

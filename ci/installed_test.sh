@@ -53,7 +53,7 @@ for pass in $passes; do
         (cd "$work/suite" && "$work/venv-wheel/bin/kafkacore" info)
         echo "== Python suite against the installed wheel, native extension (with tests/compat and tests/spark)"
         (cd "$work/suite" && KAFKACORE_REQUIRE_EXTENSIONS=1 PATH="$work/venv-wheel/bin:$PATH" \
-            "$VPY" -m pytest -q -p no:cacheprovider --timeout=600 tests "$@")
+            "$VPY" -m pytest -q -p no:cacheprovider --timeout=600 $(xdist_args) tests "$@")
         rm -rf "$work/venv-wheel"
         ;;
     sdist)
@@ -69,7 +69,7 @@ for pass in $passes; do
         # walk-throughs and the exactly-once kill loop
         echo "== Python suite against the installed sdist, pure-Python twins"
         (cd "$work/suite" && KAFKACORE_NO_EXTENSIONS=1 PATH="$work/venv-sdist/bin:$PATH" \
-            "$VPY" -m pytest -q -p no:cacheprovider --timeout=900 tests --ignore=tests/compat --ignore=tests/spark \
+            "$VPY" -m pytest -q -p no:cacheprovider --timeout=900 $(xdist_args) tests --ignore=tests/compat --ignore=tests/spark \
             --ignore=tests/cluster --ignore=tests/tools --ignore=tests/test_zk_client.py \
             --ignore=tests/test_readme.py --ignore=tests/test_install_docs.py --ignore=tests/test_eos_kill_loop.py "$@")
         rm -rf "$work/venv-sdist"

@@ -46,7 +46,7 @@ echo "== tests: native extension under ASan/UBSan"
 # record, storage, client and broker tests kept here make directly and in every edge case.
 # Together that halves this pass (17 -> about 8 minutes on 2 cores); the wheel pass runs them all.
 (cd "$work" && LD_PRELOAD="$libasan" KAFKACORE_REQUIRE_EXTENSIONS=1 PYTHONPATH="$work" \
-    "$PY" -m pytest -q -p no:cacheprovider --timeout=900 tests --ignore=tests/spark --ignore=tests/cluster \
+    "$PY" -m pytest -q -p no:cacheprovider --timeout=900 $(xdist_args) tests --ignore=tests/spark --ignore=tests/cluster \
     --ignore=tests/tools --ignore=tests/test_zk_client.py --ignore=tests/compat \
     --ignore=tests/test_client_groups.py --ignore=tests/test_broker_groups.py \
     --ignore=tests/test_client_transactions.py --ignore=tests/test_broker_transactions.py \
