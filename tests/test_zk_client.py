@@ -257,20 +257,37 @@ def own_zookeeper(tmp_path):
         _servers.remove(server)
 
 
-@pytest.fixture
-def connect(zookeeper):
-    """A chroot of the test's own on the shared server: tests cannot see each other's znodes."""
-    return f"{zookeeper.connect_string}/kc-{uuid.uuid4().hex[:12]}"
+@pytest.fixture(params=["zookeeper", "local"])
+def connect(request):
+    """Where the test's clients connect, once per store: a chroot of the test's own on the shared
+    real ZooKeeper (tests cannot see each other's znodes), and a fresh in-process ZnodeTree
+    (kafkacore/cluster/local_znodes.py), which must behave the same."""
+    if request.param == "local":
+        from kafkacore.cluster.local_znodes import ZnodeTree
+
+        tree = ZnodeTree()
+        yield tree
+        tree.close()
+        return
+    zookeeper = request.getfixturevalue("zookeeper")
+    yield f"{zookeeper.connect_string}/kc-{uuid.uuid4().hex[:12]}"
+
+
+def new_client(connect, session_timeout_ms=SESSION_MS, connection_timeout_ms=10000):
+    """A KafkaZkClient (not started) for ``connect``: a connect string, or an in-process ZnodeTree."""
+    from kafkacore.cluster.zk_client import KafkaZkClient
+
+    if isinstance(connect, str):
+        return KafkaZkClient(connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms)
+    return KafkaZkClient(None, session_timeout_ms=session_timeout_ms, znodes=connect)
 
 
 @pytest.fixture
 def clients():
-    from kafkacore.cluster.zk_client import KafkaZkClient
-
     made = []
 
     def make(connect, session_timeout_ms=SESSION_MS, connection_timeout_ms=10000, top_level=True):
-        c = KafkaZkClient(connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms)
+        c = new_client(connect, session_timeout_ms, connection_timeout_ms)
         made.append(c)
         c.start()
         if top_level:
@@ -287,11 +304,17 @@ def zk(clients, connect):
     return clients(connect)
 
 
-def expire_session(client, server):
-    """Expire ``client``'s session for real: attach to it with its id and password from a second
-    client, then close that one (the standard ZooKeeper testing technique)."""
+def expire_session(client, request):
+    """Expire ``client``'s session for real: on ZooKeeper, attach to it with its id and password
+    from a second client, then close that one (the standard ZooKeeper testing technique); on an
+    in-process tree, as the tree expires a session."""
+    if not isinstance(request.getfixturevalue("connect"), str):
+        sid = client.session_id
+        client.raw.expire()
+        return sid
     from kazoo.client import KazooClient
 
+    server = request.getfixturevalue("zookeeper")
     sid, passwd = client.raw.client_id
     k = KazooClient(hosts=server.connect_string, client_id=(sid, passwd), timeout=SESSION_MS / 1000)
     k.start(timeout=10)
@@ -362,7 +385,7 @@ def test_registration_disappears_when_the_session_closes(clients, connect):
     assert watcher.get_all_broker_ids() == []
 
 
-def test_session_expiry_removes_the_registration_and_the_client_registers_again(zookeeper, clients, connect):
+def test_session_expiry_removes_the_registration_and_the_client_registers_again(request, clients, connect):
     watcher, broker = clients(connect), clients(connect)
     states = States(broker)
     seen = []
@@ -372,7 +395,7 @@ def test_session_expiry_removes_the_registration_and_the_client_registers_again(
     broker.add_state_listener(lambda s: s == "connected" and on_connected.append(broker.get_all_broker_ids()))
     epoch = broker.register_broker(3, "h", 9092)
     wait_for(lambda: seen and seen[-1] == ["3"], "broker 3 joining")
-    old_sid = expire_session(broker, zookeeper)
+    old_sid = expire_session(broker, request)
     # the ephemeral went with the session and came back with the new one (a children watch may
     # or may not catch the moment between: its re-read can already see the new registration)
     states.wait("lost", "connected")
@@ -385,7 +408,7 @@ def test_session_expiry_removes_the_registration_and_the_client_registers_again(
     assert broker.broker_epoch == stat.czxid != epoch
 
 
-def test_a_failed_reregistration_is_reported_to_listeners(zookeeper, clients, connect, monkeypatch, caplog):
+def test_a_failed_reregistration_is_reported_to_listeners(request, clients, connect, monkeypatch, caplog):
     broker = clients(connect)
     states = States(broker)
     broker.register_broker(4, "h", 9092)
@@ -394,12 +417,12 @@ def test_a_failed_reregistration_is_reported_to_listeners(zookeeper, clients, co
         raise RuntimeError("refused for the test")
 
     monkeypatch.setattr(broker, "_register", refuse)
-    expire_session(broker, zookeeper)
+    expire_session(broker, request)
     states.wait("lost", "registration_failed", "connected")
     assert "could not re-register broker 4" in caplog.text and "refused for the test" in caplog.text
 
 
-def test_controller_election_and_failover(zookeeper, clients, connect):
+def test_controller_election_and_failover(request, clients, connect):
     a, b = clients(connect), clients(connect)
     won = a.try_elect_controller(1)
     assert (won.elected, won.controller_id, won.epoch, won.epoch_zk_version) == (True, 1, 1, 1)
@@ -417,7 +440,7 @@ def test_controller_election_and_failover(zookeeper, clients, connect):
 
     changes = []
     b.watch_data("/controller", lambda data, stat: changes.append(data))
-    expire_session(a, zookeeper)  # the winner's session is lost
+    expire_session(a, request)  # the winner's session is lost
     wait_for(lambda: changes and changes[-1] is None, f"/controller deleted (seen {changes})")
     won = b.try_elect_controller(2)
     assert (won.elected, won.controller_id, won.epoch, won.epoch_zk_version) == (True, 2, 2, 2)
@@ -743,9 +766,9 @@ def test_unreachable_zookeeper_is_a_one_line_connection_error():
 
 
 def test_using_a_client_not_started_or_closed_is_a_clear_error(connect):
-    from kafkacore.cluster.zk_client import KafkaZkClient, ZkError
+    from kafkacore.cluster.zk_client import ZkError
 
-    c = KafkaZkClient(connect)
+    c = new_client(connect)
     with pytest.raises(ZkError, match=r"start\(\) was not called \(get_children /brokers/ids\)"):
         c.get_all_broker_ids()
     c.start()

@@ -43,6 +43,8 @@ from kazoo.protocol.states import KazooState
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
+    from .local_znodes import ZnodeTree
+
 from ..errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from ..protocol.kafka_uuid import random_uuid_text, uuid_to_text
 from .zk_data import (
@@ -169,20 +171,25 @@ class KafkaZkClient:
     write is a multi-op with a version check of /controller_epoch, so a deposed controller's
     write fails with ControllerMovedError (Kafka's wrapRequestWithControllerEpochCheck)."""
 
-    def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None):
-        self.connect = connect
-        self.hosts, self.chroot = parse_connect_string(connect)
+    def __init__(self, connect: str | None, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
+                 *, znodes: ZnodeTree | None = None):
+        """``znodes``: the cluster's metadata in this process (cluster/local_znodes.py) instead of
+        a ZooKeeper at ``connect``: the same operations, errors and watches."""
+        self.connect = connect if znodes is None else f"local:{znodes.directory or 'memory'}"
+        self.hosts, self.chroot = (parse_connect_string(connect) if znodes is None else (self.connect, None))
         self.session_timeout_ms = int(session_timeout_ms)
         self.connection_timeout_ms = int(connection_timeout_ms if connection_timeout_ms is not None
                                           else session_timeout_ms)
         if self.session_timeout_ms <= 0 or self.connection_timeout_ms <= 0:
             raise ValueError("zookeeper session and connection timeouts must be positive")
-        self._zk = self._kazoo(connect)
+        self._local = znodes is not None
+        self._zk = znodes.session() if self._local else self._kazoo(connect)
         self._connected = threading.Event()
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
         self._events: queue.Queue = queue.Queue()
         self._dispatcher: threading.Thread | None = None
+        self._started_seen = threading.Event()
         self._closing = False
         self._started = False
         self._session_id: int | None = None
@@ -202,11 +209,20 @@ class KafkaZkClient:
 
     def start(self) -> None:
         """Connect (waiting up to connection_timeout_ms). Raises ZkConnectionError."""
-        from kazoo.handlers.threading import KazooTimeoutError
         with self._lock:
             if self._started:
                 raise ZkError("KafkaZkClient already started")
             self._started = True
+        if self._local:
+            self._dispatcher = threading.Thread(target=self._dispatch, name="kafkacore-zk-events", daemon=True)
+            self._dispatcher.start()
+            self._zk.add_listener(self._on_state)
+            self._zk.start()
+            # as start() on ZooKeeper returns connected: listeners added later hear later states
+            self._events.put(("started", None))
+            self._started_seen.wait(5)
+            return
+        from kazoo.handlers.threading import KazooTimeoutError
         if self.chroot:
             self._ensure_chroot()
         self._dispatcher = threading.Thread(target=self._dispatch, name="kafkacore-zk-events", daemon=True)
@@ -307,6 +323,9 @@ class KafkaZkClient:
             if ev is None:
                 return
             name, sid = ev
+            if name == "started":
+                self._started_seen.set()
+                continue
             if self._closing:
                 continue
             if name == "connected":
@@ -347,11 +366,21 @@ class KafkaZkClient:
     def _call_r(self, what: str, make_async):
         """Run ``make_async()`` (a kazoo *_async call), retrying through connection loss. Returns
         (result, retried): a retried write may have been applied by the attempt that was cut off."""
-        from kazoo.handlers.threading import KazooTimeoutError
         deadline = time.monotonic() + self.connection_timeout_ms / 1000.0
         retried = False
         if not self._started:
             raise ZkError(f"KafkaZkClient.start() was not called ({what})")
+        if self._local:  # answered at once: no connection to wait for, nothing to retry
+            if self._closing or not self._zk.connected:
+                raise ZkError(f"ZooKeeper client is closed ({what})")
+            try:
+                return make_async().get(), False
+            except ConnectionClosedError:
+                raise ZkError(f"ZooKeeper client is closed ({what})") from None
+            except KazooException as e:
+                e.retried = False
+                raise
+        from kazoo.handlers.threading import KazooTimeoutError
         while True:
             if self._closing:
                 raise ZkError(f"ZooKeeper client is closed ({what})")
@@ -1062,6 +1091,10 @@ class KafkaZkClient:
                 return False
             return None
 
+        if self._local:
+            self._zk.watch_children(path, on_children)
+            self._zk.watch_data(path, on_exists)
+            return w
         from kazoo.recipe.watchers import ChildrenWatch, DataWatch
         ChildrenWatch(self._zk, path, on_children)
         DataWatch(self._zk, path, on_exists)
@@ -1083,6 +1116,9 @@ class KafkaZkClient:
                 log.exception("data watch callback on %s failed", path)
             return None
 
+        if self._local:
+            self._zk.watch_data(path, on_data)
+            return w
         from kazoo.recipe.watchers import DataWatch
         DataWatch(self._zk, path, on_data)
         return w
