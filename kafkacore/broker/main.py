@@ -94,7 +94,13 @@ def check_data_dir(path, source) -> None:
         raise InvalidConfigurationError(f"{source} {path}: {parent} is a file, not a directory")
 
 
-async def run(config: BrokerConfig, ready=None) -> None:
+async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash=None) -> None:
+    """Runs a broker until SIGTERM/SIGINT (or ``stop``, an asyncio.Event, is set).
+
+    ``ready(broker, host, port)`` is called once it serves. ``znodes``: the cluster's metadata
+    store in this process (an EmbeddedKafkaCluster's ZnodeTree) instead of zookeeper.connect.
+    ``crash`` (a threading.Event) set before ``stop`` makes the stop abrupt, as a killed
+    process's: no controlled shutdown, the session simply ends."""
     from .kafka_server import KafkaServer
     from .server import SocketServer, bind_listener
 
@@ -115,8 +121,8 @@ async def run(config: BrokerConfig, ready=None) -> None:
     loop = asyncio.get_running_loop()
     zk = None
     try:
-        if config["zookeeper.connect"]:
-            zk = await loop.run_in_executor(None, _connect_zookeeper, config)
+        if config["zookeeper.connect"] or znodes is not None:
+            zk = await loop.run_in_executor(None, _connect_zookeeper, config, znodes)
         if zk is not None:
             from ..cluster.cluster_node import ClusterNode
             from ..cluster.isr_store import ZkIsrStore
@@ -141,7 +147,7 @@ async def run(config: BrokerConfig, ready=None) -> None:
         metrics_server = MetricsServer(broker.metrics, lambda: health(broker, server, stopping))
     broker.attach_loop(loop)
     server = SocketServer(broker)
-    stop = asyncio.Event()
+    stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -174,7 +180,8 @@ async def run(config: BrokerConfig, ready=None) -> None:
         stopping = True
         _say("kafkacore: shutting down")
         try:
-            await broker.cluster.controlled_shutdown()
+            if crash is None or not crash.is_set():
+                await broker.cluster.controlled_shutdown()
         except Exception:  # noqa: BLE001 - stop anyway; the controller sees the session end
             log.exception("controlled shutdown failed")
         await server.stop()
@@ -184,14 +191,16 @@ async def run(config: BrokerConfig, ready=None) -> None:
         _say("kafkacore: stopped cleanly")
 
 
-def _connect_zookeeper(config):
-    """The ZooKeeper session and the cluster id (ZooKeeper's /cluster/id is the truth; the data
-    directory's meta.properties must agree). Raises KafkaError with a one-line message."""
+def _connect_zookeeper(config, znodes=None):
+    """The ZooKeeper session (on ``znodes``, a store in this process, when given) and the
+    cluster id (ZooKeeper's /cluster/id is the truth; the data directory's meta.properties must
+    agree). Raises KafkaError with a one-line message."""
     from ..cluster.zk_client import KafkaZkClient
     from ..protocol.kafka_uuid import random_uuid_text as new_cluster_id
 
-    zk = KafkaZkClient(config["zookeeper.connect"], session_timeout_ms=config["zookeeper.session.timeout.ms"],
-                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+    zk = KafkaZkClient(None if znodes is not None else config["zookeeper.connect"],
+                       session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"], znodes=znodes)
     zk.start()
     try:
         zk.create_top_level_paths()
