@@ -67,6 +67,13 @@ def _port(text):
     return port
 
 
+def _racks(text):
+    racks = [r.strip() for r in text.split(",")]
+    if not all(racks):
+        raise argparse.ArgumentTypeError(f"{text!r}: rack names separated by commas, none empty (e.g. a,b,c)")
+    return racks
+
+
 def _count(text):
     try:
         n = int(text)
@@ -147,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--base-port", type=_port, help="broker i listens on base-port + i - 1 (default: free ports)")
     up.add_argument("--zookeeper-port", type=_port, help="ZooKeeper's client port (default: a free port)")
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
+    up.add_argument("--racks", type=_racks, metavar="RACK,RACK,...",
+                    help="broker.rack of the brokers, dealt round-robin (e.g. a,b,c: broker 1 in a, 2 in b, ...)")
     migrate = cluster_sub.add_parser("migrate", help="move a stopped single node's topics into ZooKeeper, so that its "
                                                      "data directory starts as a broker of a cluster")
     migrate.add_argument("--data-dir", required=True, help="the single node's data directory (stopped)")

@@ -28,6 +28,7 @@ import socket
 import threading
 
 from .broker.main import build_config, run
+from .cluster.local_cluster import rack_settings
 from .cluster.local_znodes import ZnodeTree
 
 # Kafka's defaults, shortened where a test would wait for them
@@ -126,14 +127,16 @@ class EmbeddedClusterBroker:
 
 
 class EmbeddedKafkaCluster:
-    """``brokers`` brokers (ids 1..N) with data directories under ``root``. The metadata store
-    lives in ``root``/metadata, so a stopped cluster starts again with its topics."""
+    """``brokers`` brokers (ids 1..N) with data directories under ``root``; ``racks`` are dealt
+    to them round-robin as broker.rack. The metadata store lives in ``root``/metadata, so a
+    stopped cluster starts again with its topics."""
 
-    def __init__(self, root, brokers=3, settings=None):
+    def __init__(self, root, brokers=3, settings=None, racks=None):
         self.root = os.path.abspath(str(root))
         self.settings = {**DEFAULT_SETTINGS, **{k: str(v) for k, v in (settings or {}).items()}}
         self.znodes = ZnodeTree(os.path.join(self.root, "metadata"))
-        self.brokers = {i: EmbeddedClusterBroker(i, os.path.join(self.root, f"broker-{i}"), self.znodes, self.settings)
+        self.brokers = {i: EmbeddedClusterBroker(i, os.path.join(self.root, f"broker-{i}"), self.znodes,
+                                                 rack_settings(i, racks, self.settings))
                         for i in range(1, brokers + 1)}
 
     @property

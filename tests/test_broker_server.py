@@ -410,6 +410,7 @@ def _serve(args, env=None, timeout=20):
     (["--set", "log.retention.ms=abc"], "log.retention.ms"),
     (["--set", "no.such.setting=1"], "no.such.setting"),
     (["--set", "message.max.bytes=-5"], "message.max.bytes"),
+    (["--set", "replica.selector.class=com.example.MySelector"], "replica.selector.class='com.example.MySelector'"),
 ])
 def test_a_bad_config_value_stops_start_up_naming_key_and_value(tmp_path, args, needle):
     proc = _serve(["--port", str(free_port()), "--data-dir", str(tmp_path), *args])

@@ -21,6 +21,21 @@ def _string(key, value):
     return str(value)
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(key, value):
+    """KIP-392's replica.selector.class: unset (consumers read from leaders) or Kafka's
+    RackAwareReplicaSelector, the one selector Kafka ships."""
+    text = str(value).strip()
+    if text in ("", "null"):
+        return None
+    if text != RACK_AWARE_REPLICA_SELECTOR:
+        raise InvalidConfigurationError(f"{key}={value!r}: the selectors are {RACK_AWARE_REPLICA_SELECTOR} "
+                                        "or none (consumers read from the leaders)")
+    return text
+
+
 def _listeners(key, value):
     """``PLAINTEXT://host:port`` (comma-separated; the first PLAINTEXT one is used)."""
     text = str(value).strip()
@@ -87,6 +102,9 @@ BROKER_CONFIGS = {
     "zookeeper.session.timeout.ms": (_int(1, INT_MAX), 18000),
     "zookeeper.connection.timeout.ms": (_int(1, INT_MAX), None),  # default: the session timeout
     "broker.rack": (_string, None),
+    # KIP-392 fetch from the closest replica: the leader tells a consumer with a client.rack to
+    # read from a replica in its rack (docs/cluster.md)
+    "replica.selector.class": (_replica_selector, None),
     "replica.lag.time.max.ms": (_int(1), 30000),
     "replica.fetch.min.bytes": (_int(1, INT_MAX), 1),
     "replica.fetch.wait.max.ms": (_int(0, INT_MAX), 500),

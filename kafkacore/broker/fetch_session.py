@@ -50,8 +50,9 @@ class CachedPartition:
 
     def changed(self, pd) -> bool:
         """Whether the response must carry this partition (records, a new high watermark or log
-        start offset, or an error) -- and remember what it tells the client. The last stable
-        offset is the high watermark on this broker, so it needs no check of its own."""
+        start offset, an error, or a preferred read replica) -- and remember what it tells the
+        client. The last stable offset is the high watermark on this broker, so it needs no
+        check of its own."""
         must = pd.records is not None and len(pd.records) > 0
         if self.high_watermark != pd.high_watermark:
             self.high_watermark = pd.high_watermark
@@ -61,6 +62,8 @@ class CachedPartition:
             must = True
         if pd.error_code:
             self.high_watermark = -1  # so that the partition is sent again once the error clears
+            must = True
+        if pd.preferred_read_replica >= 0:  # KIP-392: the replica to read from, said every time
             must = True
         return must
 

@@ -13,6 +13,7 @@ import logging
 import os
 import select
 import threading
+import time
 from collections import deque
 
 from ..errors import STALE_METADATA_ERRORS, CorruptRecordBatchError, KafkaError, OffsetOutOfRangeError
@@ -52,7 +53,7 @@ class TopicPartitionState:
     fetches (Kafka's SubscriptionState.TopicPartitionState)."""
 
     __slots__ = ("position", "fetch_position", "paused", "buffered", "in_flight", "version", "high_watermark",
-                 "last_stable_offset", "log_start_offset", "reset_to", "error")
+                 "last_stable_offset", "log_start_offset", "reset_to", "error", "read_replica", "read_replica_until")
 
     def __init__(self):
         self.position = None  # next offset to return to the application (None: to be found)
@@ -66,6 +67,10 @@ class TopicPartitionState:
         self.log_start_offset = -1
         self.reset_to = None  # "earliest"/"latest" when the fetcher found the position out of range
         self.error = None  # an error to raise from the next poll (corrupt data, no reset policy)
+        # KIP-392: the replica the leader said to read from (client.rack), until the time.monotonic()
+        # read_replica_until (metadata.max.age.ms, as the Java consumer) or the first error there
+        self.read_replica = None
+        self.read_replica_until = 0.0
 
     def fetchable(self) -> bool:
         return (not self.paused and self.fetch_position is not None and not self.in_flight
@@ -85,6 +90,8 @@ class Fetcher(threading.Thread):
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
         self.isolation = 1 if config["isolation.level"] == "read_committed" else 0
         self.retry_backoff = config["retry.backoff.ms"] / 1000.0
+        self.client_rack = config["client.rack"]
+        self.read_replica_ttl = config["metadata.max.age.ms"] / 1000.0
         self.connections = {}
         self.running = True
         self.need_metadata = False
@@ -127,23 +134,24 @@ class Fetcher(threading.Thread):
                 return
         by_node: dict[int, list] = {}
         waiting_for_app: set = set()
+        now = time.monotonic()
         with self.lock:
             for tp, st in self.states.items():
                 if not st.fetchable():
                     if len(st.buffered) >= PREFETCH_DEPTH and not st.paused:
-                        waiting_for_app.add(tp)
+                        waiting_for_app.add(st.read_replica if st.read_replica is not None else self.cluster.leader(*tp))
                     continue
-                leader = self.cluster.leader(*tp)
-                if leader is None:
+                node = self._read_from(tp, st, now)
+                if node is None:
                     self.need_metadata = True
                     continue
-                by_node.setdefault(leader, []).append((tp, st))
+                by_node.setdefault(node, []).append((tp, st))
             # A node with a partition whose prefetch buffer is full waits for the application
             # to take from it (poll wakes us) instead of long-polling for its other partitions:
             # that Fetch could hold the connection for fetch.max.wait.ms while the busy
             # partition's next records sit at the broker.
-            for tp in waiting_for_app:
-                by_node.pop(self.cluster.leader(*tp), None)
+            for node in waiting_for_app:
+                by_node.pop(node, None)
             busy = {n for n, c in self.connections.items() if c.in_flight}
             requests = []
             for node, items in by_node.items():
@@ -162,6 +170,15 @@ class Fetcher(threading.Thread):
         else:
             self._wait(0.5)
 
+    def _read_from(self, tp, st, now):
+        """The node to fetch ``tp`` from: the replica the leader named (KIP-392) while that holds,
+        else the leader (None: not known yet)."""
+        if st.read_replica is not None:
+            if now < st.read_replica_until and st.read_replica in self.cluster.brokers:
+                return st.read_replica
+            st.read_replica = None
+        return self.cluster.leader(*tp)
+
     def _connection(self, node):
         conn = self.connections.get(node)
         if conn is not None and not conn.closed:
@@ -179,22 +196,24 @@ class Fetcher(threading.Thread):
         body = _FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
                              max_bytes=self.max_bytes, isolation_level=self.isolation, session_id=0,
                              session_epoch=-1, topics=[_FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                             forgotten_topics_data=[], rack_id="")
+                             forgotten_topics_data=[], rack_id=self.client_rack)
         try:
             conn = self._connection(node)
             conn.send(ApiKey.FETCH, body, context=items)
         except (ConnectionClosed, KafkaError, OSError) as e:
             log.warning("fetch from broker %s failed: %s", node, e)
-            self._release(items)
+            self._release(items, forget_read_replica=True)
             self.connections.pop(node, None)
             self.need_metadata = True
 
-    def _release(self, items):
+    def _release(self, items, forget_read_replica=False):
         with self.lock:
             for tp, _offset, version in items:
                 st = self.states.get(tp)
                 if st is not None and st.version == version:
                     st.in_flight = False
+                    if forget_read_replica:
+                        st.read_replica = None
 
     def _wait(self, timeout):
         conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
@@ -213,7 +232,7 @@ class Fetcher(threading.Thread):
             except ConnectionClosed as e:
                 log.warning("connection to broker %s lost: %s", conn.node_id, e)
                 for _api_key, _version, items in list(conn.in_flight.values()):
-                    self._release(items)
+                    self._release(items, forget_read_replica=True)
                 conn.in_flight.clear()
                 self.connections.pop(conn.node_id, None)
                 self.need_metadata = True
@@ -234,6 +253,11 @@ class Fetcher(threading.Thread):
                         continue  # unassigned or sought since the fetch was sent
                     st.in_flight = False
                     code = p.error_code
+                    if code and st.read_replica is not None:
+                        # the replica the leader named cannot serve (out of range there, no longer
+                        # a replica, ...): back to the leader, which decides, as the Java consumer
+                        st.read_replica = None
+                        continue
                     if code:
                         if code == OffsetOutOfRangeError.code:
                             st.reset_to = "out-of-range"
@@ -242,6 +266,11 @@ class Fetcher(threading.Thread):
                             self.need_metadata = True
                         else:
                             log.warning("fetch %s-%s: error %s", tp[0], tp[1], code)
+                        continue
+                    if p.preferred_read_replica >= 0:  # KIP-392: no records; read there from now on
+                        st.read_replica = p.preferred_read_replica
+                        st.read_replica_until = time.monotonic() + self.read_replica_ttl
+                        got_data = True  # wakes the fetch loop at once
                         continue
                     st.high_watermark = p.high_watermark
                     st.last_stable_offset = p.last_stable_offset

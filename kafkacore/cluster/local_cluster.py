@@ -291,14 +291,25 @@ class LocalBroker:
         return self.proc is not None and self.proc.poll() is None
 
 
+def rack_settings(broker_id, racks, settings):
+    """``settings`` with broker ``broker_id``'s broker.rack: racks are dealt round-robin (with
+    racks a,b and 3 brokers: 1 in a, 2 in b, 3 in a), as `cluster up --racks` documents."""
+    if not racks:
+        return dict(settings or {})
+    return {**(settings or {}), "broker.rack": racks[(broker_id - 1) % len(racks)]}
+
+
 class LocalCluster:
-    def __init__(self, root, brokers=3, settings=None, base_port=None, zookeeper_port=None):
+    """``racks``: rack names dealt to the brokers round-robin (broker.rack), for rack-aware
+    replica placement and fetching from the closest replica (KIP-392)."""
+
+    def __init__(self, root, brokers=3, settings=None, base_port=None, zookeeper_port=None, racks=None):
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
         self.zookeeper = LocalZooKeeper(os.path.join(self.root, "zookeeper"), port=zookeeper_port)
         self.brokers = {
             i: LocalBroker(i, self.root, self.zookeeper.connect_string,
-                           port=(base_port + i - 1) if base_port else None, settings=settings)
+                           port=(base_port + i - 1) if base_port else None, settings=rack_settings(i, racks, settings))
             for i in range(1, brokers + 1)}
 
     @property
@@ -409,7 +420,7 @@ def cluster_up(args) -> int:
     """``kafkacore cluster up``: runs until Ctrl-C or SIGTERM, then stops everything."""
     cluster = LocalCluster(args.data_dir, brokers=args.brokers, base_port=args.base_port,
                            zookeeper_port=args.zookeeper_port,
-                           settings=dict(s.split("=", 1) for s in (args.set or [])))
+                           settings=dict(s.split("=", 1) for s in (args.set or [])), racks=args.racks)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_a: stop.append(1))
     try:

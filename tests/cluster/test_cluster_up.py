@@ -16,7 +16,7 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path)
 
     skip_or_fail_without_zookeeper()
     proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "cluster", "up", "--brokers", "2", "--data-dir",
-                             str(tmp_path / "kc"), "--set", "zookeeper.session.timeout.ms=6000"],
+                             str(tmp_path / "kc"), "--set", "zookeeper.session.timeout.ms=6000", "--racks", "east,west"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
     try:
@@ -27,8 +27,12 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path)
             lines.append(line)
         bootstrap = next(ln for ln in lines if ln.startswith("bootstrap servers:")).split(":", 1)[1].strip()
         assert len(bootstrap.split(",")) == 2
-        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        md = admin.list_topics(timeout=30)
         assert sorted(md.brokers) == [1, 2] and md.controller_id in (1, 2)
+        # --racks deals the racks to the brokers (broker.rack), and the cluster says so
+        nodes = admin.describe_cluster().result(30).nodes
+        assert sorted((n.id, n.rack) for n in nodes) == [(1, "east"), (2, "west")]
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
@@ -38,6 +42,14 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_ctrl_c_stops_them(tmp_path)
     assert [p for p in leftovers if int(p) != os.getpid()] == []
     assert (tmp_path / "kc" / "broker-1" / "meta.properties").exists()
     assert (tmp_path / "kc" / "zookeeper" / "zoo.cfg").exists()
+
+
+def test_cluster_up_refuses_an_empty_rack_name_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "kafkacore", "cluster", "up", "--racks", "a,,b", "--data-dir",
+                          str(tmp_path / "kc")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "rack names separated by commas" in out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 2, out.stderr  # usage line + the error, no traceback
+    assert not (tmp_path / "kc").exists()
 
 
 def test_cluster_up_says_what_is_missing_without_zookeeper(tmp_path):

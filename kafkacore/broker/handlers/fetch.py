@@ -31,6 +31,13 @@
     the ones with records, a new high watermark or log start offset, or an error. A session left
     without partitions is closed and the request answered without one.
 - ``current_leader_epoch`` (v9+) above the partition's leader epoch is UNKNOWN_LEADER_EPOCH.
+- Fetch from the closest replica (KIP-392, v11+): a consumer's fetch may be served by a
+  follower of the partition, up to the follower's own high watermark (read_committed: its last
+  stable offset), as Kafka serves any v11+ consumer. With replica.selector.class set to Kafka's
+  RackAwareReplicaSelector, the leader answers a consumer whose ``rack_id`` (client.rack) is not
+  its own rack with ``preferred_read_replica``: the in-sync replica in that rack that holds the
+  fetch offset, the one furthest ahead, and no records; the consumer then fetches there. A
+  consumer in the leader's rack, or in a rack without such a replica, reads from the leader.
 - A follower's fetch (a replica id >= 0, on a cluster) reads up to the log end, and its fetch
   offsets are its log end offsets for the leader's bookkeeping (HW, ISR). In a session (as
   kafkacore's followers fetch) that is every partition of the session at its remembered offset,
@@ -66,10 +73,13 @@ def _resolve(broker, req, v):
     return out
 
 
-def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED, first_data=True):
-    """(response topics, bytes gathered, logs read). Only the partition's leader serves; a
-    consumer reads up to the high watermark (read_committed: the last stable offset, with the
-    aborted transactions of the range) and a follower (replica_id >= 0) up to the log end."""
+def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED, first_data=True,
+          client_rack=None):
+    """(response topics, bytes gathered, logs read). A consumer reads up to the high watermark
+    (read_committed: the last stable offset, with the aborted transactions of the range), from
+    the leader or (v11+) a follower; a follower (replica_id >= 0) reads from the leader up to the
+    log end. ``client_rack``: a consumer's rack when the leader picks the replica it reads from
+    (KIP-392)."""
     rm = broker.replica_manager
     led = rm.partitions.get
     total = 0
@@ -85,7 +95,7 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
                 pd.error_code = UnknownTopicIdError.code
                 continue
             partition = led((name, p.partition))
-            if partition is None or not partition.is_leader:
+            if partition is None or not (partition.is_leader or (v >= 11 and replica_id < 0 and partition.leader_id >= 0)):
                 try:
                     partition = rm.leader_partition(name, p.partition)  # the error: not here, or unknown
                 except KafkaError as e:
@@ -101,6 +111,11 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
                 pd.error_code = (UnknownLeaderEpochError.code if p.current_leader_epoch > epoch
                                  else FencedLeaderEpochError.code)
                 continue
+            if client_rack is not None and partition.is_leader:
+                preferred = _preferred_read_replica(broker, partition, p.fetch_offset, client_rack)
+                if preferred >= 0:
+                    pd.preferred_read_replica = preferred
+                    continue
             limit = min(p.partition_max_bytes, max_bytes - total)
             if limit <= 0 and not first_data:
                 continue
@@ -125,6 +140,42 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
                 first_data = False
         topics.append(FetchableTopicResponse(topic=name or "", topic_id=t.topic_id, partitions=parts))
     return topics, total, logs
+
+
+def _preferred_read_replica(broker, partition, fetch_offset, client_rack):
+    """Kafka's RackAwareReplicaSelector, from the leader: -1 (read here) when the client is in
+    the leader's rack or no replica in its rack can serve the fetch offset; else that rack's
+    in-sync replica holding the offset, the one with the highest log end offset (then the most
+    recently caught up)."""
+    brokers = broker.metadata_cache.brokers
+    me = brokers.get(partition.local_id)
+    if me is not None and me.rack == client_rack:
+        return -1
+    best = None
+    for replica_id, st in partition.remote.items():
+        endpoint = brokers.get(replica_id)
+        if (endpoint is None or endpoint.rack != client_rack or replica_id not in partition.isr
+                or st.log_end_offset < fetch_offset or not 0 <= st.log_start_offset <= fetch_offset):
+            continue
+        rank = (st.log_end_offset, st.last_caught_up_ms)
+        if best is None or rank > best[0]:
+            best = (rank, replica_id)
+    return -1 if best is None else best[1]
+
+
+def _rack_reader(isolation, client_rack):
+    def read(broker, resolved, max_bytes, v):
+        return _read(broker, resolved, max_bytes, v, isolation=isolation, client_rack=client_rack)
+    return read
+
+
+def _consumer_reader(broker, req, v):
+    """The read function of a consumer's fetch: its isolation, and the leader's choice of
+    replica when a selector is configured and the consumer says its rack."""
+    isolation = READ_COMMITTED if req.isolation_level == READ_COMMITTED else READ_UNCOMMITTED
+    if v >= 11 and req.rack_id and broker.config["replica.selector.class"]:
+        return _rack_reader(isolation, req.rack_id)
+    return _read_committed if isolation == READ_COMMITTED else _read_any
 
 
 def _follower_fetched(broker, resolved, replica_id):
@@ -170,9 +221,9 @@ def handle(ctx, req):
     # without a session (librdkafka, aiokafka, ...): _serve's body inline, this is the hot path
     resolved = _resolve(broker, req, v)
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
-    read = _read_committed if req.isolation_level == READ_COMMITTED else _read_any
+    read = _consumer_reader(broker, req, v)
     topics, total, logs = read(broker, resolved, max_bytes, v)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
 
@@ -185,7 +236,7 @@ def _replica_fetch(broker, req, v, replica_id):
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
     read = _replica_reader(replica_id)
     topics, total, logs = read(broker, resolved, max_bytes, v)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
 
@@ -206,9 +257,9 @@ def _serve(broker, resolved, req, v, finish, replica_id=-1):
         _follower_fetched(broker, resolved, replica_id)
         read = _replica_reader(replica_id)
     else:
-        read = _read_committed if req.isolation_level == READ_COMMITTED else _read_any
+        read = _consumer_reader(broker, req, v)
     topics, total, logs = read(broker, resolved, max_bytes, v)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(topics):
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return finish(topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish, read)
 
@@ -221,8 +272,10 @@ def _read_committed(broker, resolved, max_bytes, v):
     return _read(broker, resolved, max_bytes, v, isolation=READ_COMMITTED)
 
 
-def _has_error(topics):
-    return any(p.error_code for t in topics for p in t.partitions)
+def _answer_now(topics):
+    """Whether a partition's answer cannot wait for data: an error, or (KIP-392) the replica the
+    consumer should read from instead, as Kafka answers at once then."""
+    return any(p.error_code or p.preferred_read_replica >= 0 for t in topics for p in t.partitions)
 
 
 def _long_poll(broker, resolved, max_bytes, v, min_bytes, max_wait_ms, logs, finish, read=None):
@@ -242,7 +295,7 @@ async def _long_poll_wait(broker, resolved, max_bytes, v, min_bytes, max_wait_ms
             break
         await broker.wait_for_data(logs, remaining, waiter)
         topics, total, logs = read(broker, resolved, max_bytes, v)
-        if total >= min_bytes or _has_error(topics):
+        if total >= min_bytes or _answer_now(topics):
             return finish(topics)
         waiter = broker.data_waiter(logs)
     topics, _total, _logs = read(broker, resolved, max_bytes, v)
@@ -307,7 +360,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
 
 class _SessionPartition:
     """One partition a follower's incremental fetch read: shaped like a response topic (for
-    _has_error), with the session's record of it (for the answer)."""
+    _answer_now), with the session's record of it (for the answer)."""
 
     __slots__ = ("cached", "partitions")
 
@@ -371,7 +424,7 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
         return FetchResponse(session_id=session.id, responses=out)
 
     news, total, logs = read()
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _has_error(news):
+    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(news):
         return finish(news)
     return _long_poll(broker, None, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish, read)
 
