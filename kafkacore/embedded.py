@@ -39,8 +39,7 @@ _connection_ids = itertools.count(1 << 20)
 
 class Broker:
     def __init__(self, path=None, config: dict | None = None):
-        from .broker.kafka_server import KafkaServer
-        from .broker.main import build_config
+        from .broker.main import build_config, start_broker
 
         sets = [f"{k}={v}" for k, v in (config or {}).items()]
         self.config = build_config(sets=sets, data_dir=None if path is None else str(path))
@@ -51,9 +50,18 @@ class Broker:
         self._server = None
         self._closed = False
         try:
-            self.core = self.call(KafkaServer, self.config)
-            self.call(self.core.attach_loop, self._loop)
+            # a single node, as `kafkacore serve` runs one: its own cluster of one, with the
+            # metadata store in its data directory and its own controller
+            self.core = self.call(start_broker, self.config)
         except BaseException:
+            self._stop_loop()
+            raise
+        try:
+            self.call(self.core.attach_loop, self._loop)
+            cfg = self.config
+            self._run(self.core.cluster.start(self._loop, cfg.advertised_host, cfg.advertised_port))
+        except BaseException:
+            self.call(self.core.shutdown)
             self._stop_loop()
             raise
         self.data_dir = self.core.data_dir
@@ -76,15 +84,28 @@ class Broker:
     def submit(self, fn, *args):
         self._loop.call_soon_threadsafe(fn, *args)
 
+    def _run(self, coro, timeout=60.0):
+        """Runs a coroutine on the broker's loop and returns its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
     # -- the public API -------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = -1, config: dict | None = None) -> int:
-        """Creates a topic (``partitions`` -1: num.partitions); returns its partition count.
-        TopicAlreadyExistsError, InvalidTopicError, ... as CreateTopics reports them."""
+        """Creates a topic (``partitions`` -1: num.partitions) and returns its partition count
+        once every partition has its leader. TopicAlreadyExistsError, InvalidTopicError, ... as
+        CreateTopics reports them."""
         info = self.call(self.core.create_topic, name, partitions, -1, config)
+        if not self._run(self.core.wait_for_topic(name, 30, info.partitions), 35):
+            raise KafkaTimeoutError(f"topic {name} was created, but its partitions had no leader within 30 s")
         return info.partitions
 
     def delete_topic(self, name: str) -> None:
+        """Deletes a topic; returns once the broker no longer has it."""
         self.call(self.core.delete_topic, name)
+        deadline = time.monotonic() + 30
+        while self.call(lambda: name in self.core.topics):
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"topic {name} was marked for deletion, but is still there after 30 s")
+            time.sleep(0.01)
 
     def topics(self) -> dict:
         """{topic: partition count} (internal topics included)."""
@@ -111,8 +132,15 @@ class Broker:
             self.config.host, self.config.port = bound[0], bound[1]
             self.config.advertised_host = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
             self.config.advertised_port = bound[1]
-            self.core.publish_local_metadata()
         self.call(advertise)
+        # the registration says where clients reach it now, and the metadata follows
+        self._run(self.core.cluster.update_advertised(self.config.advertised_host, self.config.advertised_port))
+        deadline = time.monotonic() + 30
+        while self.call(lambda: (lambda b: b is None or b.port != self.config.advertised_port)(
+                self.core.metadata_cache.brokers.get(self.core.node_id))):
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError("the broker's metadata did not take its new address within 30 s")
+            time.sleep(0.01)
         return bound[0], bound[1]
 
     def cluster_view(self) -> "EmbeddedCluster":

@@ -141,11 +141,16 @@ class BrokerProcess:
             args += ["--set", f"{k}={v}"]
         args += self.extra_args
         self._log = open(self.log_path, "ab")
+        since = self._log.tell()  # the log is appended across restarts
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(ROOT))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.output()}")
+            # ready: it says "listening on" once it leads its partitions, and it answers
+            if "listening on" not in self.output_since(since):
+                time.sleep(0.02)
+                continue
             try:
                 with KafkaConnection("127.0.0.1", self.port, timeout=2) as c:
                     c.call(18, 3, request(18, client_software_name="tests", client_software_version="1"))
@@ -155,8 +160,13 @@ class BrokerProcess:
         raise RuntimeError(f"broker did not answer within {timeout}s:\n{self.output()}")
 
     def output(self) -> str:
+        return self.output_since(0)
+
+    def output_since(self, offset) -> str:
         try:
-            return Path(self.log_path).read_text(errors="replace")
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
         except OSError:
             return ""
 
@@ -196,3 +206,43 @@ class BrokerProcess:
             self.proc.wait()
             self._log.close()
             self.proc = None
+
+
+async def start_single_node(data_dir, settings=None):
+    """A single node in this process, on the running event loop, started as `kafkacore serve`
+    starts one (its own cluster of one: the metadata store in its data directory, its own
+    controller) but serving no socket. broker.shutdown() stops it."""
+    import asyncio
+
+    from kafkacore.broker.config import BrokerConfig
+    from kafkacore.broker.main import start_broker
+
+    broker = start_broker(BrokerConfig({"log.dirs": str(data_dir), **(settings or {})}))
+    loop = asyncio.get_running_loop()
+    broker.attach_loop(loop)
+    await broker.cluster.start(loop, "127.0.0.1", broker.config.advertised_port)
+    return broker
+
+
+async def create_topic_and_wait(broker, name, partitions=1):
+    """CreateTopics' work on ``broker``, returning once every partition has its leader."""
+    broker.create_topic(name, partitions)
+    assert await broker.wait_for_topic(name, 30, partitions), f"topic {name} got no leaders within 30 s"
+
+
+async def internal_topic_ready(broker, store):
+    """A coordinator's internal topic (``store``: its InternalTopicLog) created and led."""
+    store.ensure_topic()
+    assert await broker.wait_for_topic(store.topic, 30, store.configured_partitions), f"{store.topic} not led"
+
+
+FIND_COORDINATOR_API = 10
+
+
+def find_coordinators(conn, group="any-group", transactional_id="any-txn"):
+    """FindCoordinator for a group and a transactional id, as clients ask before their first
+    group or transaction request: the first such request creates the coordinators' internal
+    topics. Asserts both answer."""
+    for key_type, key in ((0, group), (1, transactional_id)):
+        r = conn.call(FIND_COORDINATOR_API, 4, request(FIND_COORDINATOR_API, key_type=key_type, coordinator_keys=[key]))
+        assert r.coordinators[0].error_code == 0, r

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from _kcutil import wait_for
-from broker_client import BrokerProcess, auto_create, request
+from broker_client import BrokerProcess, auto_create, find_coordinators, request
 from kafkacore.coordinator.offset_store import java_string_hash, partition_for
 from kafkacore.protocol.coordinator.group_metadata_key import GroupMetadataKey
 from kafkacore.protocol.coordinator.group_metadata_value import GroupMetadataValue
@@ -57,6 +57,7 @@ def broker(tmp_path_factory):
         with b.client() as c:
             for topic in ("t1", "t2", "t3"):
                 auto_create(c, topic)
+            find_coordinators(c)  # as a client does first; the tests' members then talk to the coordinator
         yield b
 
 
@@ -929,6 +930,7 @@ def test_restart_keeps_offsets_groups_and_generations(tmp_path):
     with BrokerProcess(tmp_path / "data", settings=SETTINGS) as b:
         with b.client() as c:
             auto_create(c, "t1")
+            find_coordinators(c)
         m = Member(b, "durable", "m", session=30000)
         stabilize(m)
         m.send_join()  # generation 2
@@ -1060,19 +1062,25 @@ def test_kafka_python_consumers_resume_from_committed_offsets(broker):
 def test_offset_retention_rules(tmp_path):
     import asyncio
 
-    from kafkacore.broker.kafka_server import KafkaServer
-    from kafkacore.broker.config import BrokerConfig
+    from broker_client import create_topic_and_wait, internal_topic_ready, start_single_node
     from kafkacore.coordinator.group_coordinator import make_offset
 
     def new_broker():
-        return KafkaServer(BrokerConfig({"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0",
-                                    "offsets.topic.num.partitions": "5"}))
+        return start_single_node(tmp_path / "data", {"group.initial.rebalance.delay.ms": "0",
+                                                     "offsets.topic.num.partitions": "5"})
 
-    async def scenario(broker):
-        broker.attach_loop(asyncio.get_running_loop())
+    async def scenario():
+        broker = await new_broker()
+        try:
+            await steps(broker)
+        finally:
+            broker.shutdown()
+
+    async def steps(broker):
         gc = broker.group_coordinator
         for t in ("t1", "t2"):
-            broker.create_topic(t, 1)
+            await create_topic_and_wait(broker, t, 1)
+        await internal_topic_ready(broker, gc.store)
         retention = gc.offsets_retention_ms
         now = int(time.time() * 1000)
         old = now - retention - 1000
@@ -1098,17 +1106,15 @@ def test_offset_retention_rules(tmp_path):
         assert gc.expire_offsets(now + retention + 60000) == 2  # ret's t1 and simple-new's
         assert gc.groups == {}
 
-    broker = new_broker()
-    try:
-        asyncio.run(scenario(broker))
-    finally:
-        broker.shutdown()
+    asyncio.run(scenario())
+
     # and the log agrees after a restart: the tombstones win
-    broker = new_broker()
-    try:
-        async def reload():
-            broker.attach_loop(asyncio.get_running_loop())
-            assert broker.group_coordinator.groups == {}
-        asyncio.run(reload())
-    finally:
-        broker.shutdown()
+    async def reload():
+        broker = await new_broker()
+        try:
+            gc = broker.group_coordinator
+            await internal_topic_ready(broker, gc.store)
+            assert gc.groups == {}
+        finally:
+            broker.shutdown()
+    asyncio.run(reload())

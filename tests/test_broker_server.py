@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _kcutil import wait_for
 from broker_client import ROOT, BrokerProcess, KafkaConnection, auto_create, free_port, request
 from kafkacore.protocol.frames import RequestHeader, encode_request
 from kafkacore.protocol.messages.api_versions_response import ApiVersionsResponse
@@ -607,10 +608,11 @@ def test_auto_creation_answers_leader_not_available_first_as_kafka_does(broker):
 
         first = meta("lazy")
         assert (first.error_code, first.partitions) == (5, [])
-        again = meta("lazy")
-        assert again.error_code == 0 and len(again.partitions) == 2
+        # a client retries after its backoff; the controller has given the partitions leaders
+        again = wait_for(lambda: (lambda t: t.error_code == 0 and t)(meta("lazy")), "the auto-created topic's leaders")
+        assert len(again.partitions) == 2
         resp = c.call(20, 4, request(20, topic_names=["lazy"], timeout_ms=5000))  # DeleteTopics
         assert resp.responses[0].error_code == 0
         recreated = meta("lazy")
         assert (recreated.error_code, recreated.partitions) == (5, [])
-        assert meta("lazy").error_code == 0
+        wait_for(lambda: meta("lazy").error_code == 0, "the re-created topic's leaders")

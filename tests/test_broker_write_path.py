@@ -11,7 +11,7 @@ import glob
 
 import pytest
 
-from broker_client import BrokerProcess, auto_create, request
+from broker_client import BrokerProcess, auto_create, find_coordinators, request
 from kafkacore.client.admin import AdminClient
 from kafkacore.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic
 from kafkacore.protocol.messages.offset_commit_request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
@@ -30,6 +30,8 @@ def broker(tmp_path_factory):
     b.start()
     with AdminClient(b.bootstrap) as admin:
         admin.create_topic("strict", 1, 1, configs={"min.insync.replicas": "2"})
+    with b.client() as c:
+        find_coordinators(c)  # as a client does first: the coordinators' topics exist and are led
     yield b
     b.stop()
 
@@ -147,8 +149,7 @@ def test_a_commit_whose_client_went_away_still_counts_once_replicated_and_raises
     """The group coordinator's acks=all wait for an offset commit: the request is cancelled (its
     connection closed) while a follower has not fetched the write yet. When the follower catches
     up, the offsets count and nothing raises (it once raised InvalidStateError from a callback)."""
-    from kafkacore.broker.kafka_server import KafkaServer
-    from kafkacore.broker.config import BrokerConfig
+    from broker_client import create_topic_and_wait, internal_topic_ready, start_single_node
     from kafkacore.replication.replica_manager import LeaderAndIsrState
     from kafkacore.coordinator.offset_store import OffsetAndMetadata
 
@@ -156,12 +157,11 @@ def test_a_commit_whose_client_went_away_still_counts_once_replicated_and_raises
         loop = asyncio.get_running_loop()
         failures = []
         loop.set_exception_handler(lambda _loop, context: failures.append(context))
-        broker = KafkaServer(BrokerConfig({"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
+        broker = await start_single_node(tmp_path, {"offsets.topic.num.partitions": "1"})
         try:
-            broker.attach_loop(loop)
-            broker.create_topic("t", 1)
+            await create_topic_and_wait(broker, "t", 1)
             coordinator = broker.group_coordinator
-            coordinator.store.ensure_topic()
+            await internal_topic_ready(broker, coordinator.store)
             partition = broker.replica_manager.partitions[("__consumer_offsets", 0)]
             # a second replica in the ISR that has not fetched yet: the commit waits for it
             partition.log.make_replicated()

@@ -962,32 +962,33 @@ class _ClusterBroker:
 
 
 def test_offset_for_leader_epoch_answers_from_the_cache(tmp_path):
+    from kafkacore import Broker
     from kafkacore.broker.handlers import offset_for_leader_epoch as h
     from kafkacore.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderPartition
-    from kafkacore.broker.kafka_server import KafkaServer
-    from kafkacore.broker.config import BrokerConfig
 
     def ask(broker, partition, epoch, current=-1, v=4):
         out = h._end_offset(broker, "t", OffsetForLeaderPartition(partition=partition, leader_epoch=epoch,
                                                                    current_leader_epoch=current), v)
         return out.error_code, out.leader_epoch, out.end_offset
 
-    # a real single node: it leads its partitions at epoch 0 from their creation
-    single = KafkaServer(BrokerConfig({"log.dirs": str(tmp_path / "node")}))
-    try:
-        single.create_topic("t", 2)
+    # a real single node (the embedded one): its controller gives it its partitions at epoch 0
+    with Broker(tmp_path / "node") as embedded:
+        embedded.create_topic("t", 2)
+        single = embedded.core
+
+        def on_broker(fn, *args, **kw):
+            return embedded.call(fn, *args, **kw)
+
         for e, n in ((0, 10), (2, 10), (5, 7)):  # epochs of a log written under several leaders
-            single.get_log("t", 0).append(batch(0, n), leader_epoch=e)
-        assert [ask(single, 0, e) for e in (-1, 0, 1, 2, 4, 5, 6)] == [
+            on_broker(single.get_log("t", 0).append, batch(0, n), leader_epoch=e)
+        assert [on_broker(ask, single, 0, e) for e in (-1, 0, 1, 2, 4, 5, 6)] == [
             (0, -1, -1), (0, 0, 10), (0, 0, 10), (0, 2, 20), (0, 2, 20), (0, 5, 27), (0, -1, -1)]
-        assert ask(single, 1, 0) == (0, 0, 0)  # nothing written yet: epoch 0 from the end
-        assert ask(single, 1, 1) == (0, -1, -1)
-        assert ask(single, 2, 0)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
-        assert ask(single, 0, 0, current=1)[0] == 75  # UNKNOWN_LEADER_EPOCH
-        assert ask(single, 0, 0, current=-2)[0] == 74  # FENCED_LEADER_EPOCH
-        assert ask(single, 0, 0, current=1, v=1) == (0, 0, 10)  # no current epoch before v2
-    finally:
-        single.shutdown()
+        assert on_broker(ask, single, 1, 0) == (0, 0, 0)  # nothing written yet: epoch 0 from the end
+        assert on_broker(ask, single, 1, 1) == (0, -1, -1)
+        assert on_broker(ask, single, 2, 0)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert on_broker(ask, single, 0, 0, current=1)[0] == 75  # UNKNOWN_LEADER_EPOCH
+        assert on_broker(ask, single, 0, 0, current=-2)[0] == 74  # FENCED_LEADER_EPOCH
+        assert on_broker(ask, single, 0, 0, current=1, v=1) == (0, 0, 10)  # no current epoch before v2
     lg = Log(str(tmp_path / "t-0"), config())
     for e, n in ((0, 10), (2, 10), (5, 7)):
         lg.append(batch(0, n), leader_epoch=e)

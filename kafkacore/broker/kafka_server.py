@@ -1,7 +1,9 @@
 """The broker: its topics, its ReplicaManager and MetadataCache (kafkacore/replication), its
-coordinators, and what the handlers share - the same on one node and on many. A single node
-leads each of its partitions alone and fills its own metadata cache; a broker of a ZooKeeper
-cluster gets both from the controller (kafkacore/cluster).
+coordinators, and what the handlers share - the same on one node and on many. Every broker is a
+member of a cluster (``attach_cluster``: kafkacore/cluster/cluster_node.py), whose controller
+gives its partitions their roles and fills its metadata cache: a cluster coordinated by
+ZooKeeper, or a single node's cluster of one over the metadata store in its own data directory
+(kafkacore/cluster/local_metadata.py).
 
 - Topics are the storage engine's logs grouped by name. A topic's id (Kafka's topic UUID, used
   by Fetch v13+ and Metadata v10+) lives in each partition's ``partition.metadata``; a log found
@@ -20,14 +22,13 @@ import logging
 import threading
 
 from ..errors import InvalidTopicError, KafkaError, TopicAlreadyExistsError, TopicDeletionDisabledError
-from ..protocol.kafka_uuid import random_uuid, uuid_from_text, uuid_to_text
 from ..replication.broker_channel import BrokerChannels
-from ..replication.metadata_cache import BrokerEndpoint, MetadataCache, CachedPartitionState
+from ..replication.metadata_cache import MetadataCache
 from ..replication.replica_manager import ReplicaManager
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
-from .local_node import LocalNode
-from .topic_store import LocalTopicStore, TopicInfo
+from .local_channel import LocalChannel
+from .topic_store import TopicInfo
 
 log = logging.getLogger("kafkacore.broker")
 
@@ -76,55 +77,24 @@ class KafkaServer:
         self.transaction_coordinator = None
         self.producer_ids = None
         self.metrics = None  # a BrokerMetrics (broker/metrics.py) when metrics.port is set
-        # the cluster this broker is a member of: a cluster of one (broker/local_node.py) until
-        # attach_cluster gives a ZooKeeper cluster's node (kafkacore/cluster/cluster_node.py)
-        self.cluster = LocalNode(self)
-        # what the broker knows of the cluster (on a cluster the controller's UpdateMetadata
-        # fills it; a single node fills it itself), and the partitions it holds a replica of:
-        # every write of a leader goes through the replica manager, on one node as on many
+        # the cluster this broker is a member of, and where its topics and their configs are
+        # written: given by attach_cluster (kafkacore/cluster/cluster_node.py) before it serves
+        self.cluster = None
+        self.topic_store = None
+        # what the broker knows of the cluster (the controller's UpdateMetadata fills it), and
+        # the partitions it holds a replica of: every write of a leader goes through the
+        # replica manager, on one node as on many
         self.metadata_cache = MetadataCache(self.node_id)
         self.replica_manager = ReplicaManager(self, isr_store)
         self.channels = BrokerChannels(self.node_id, self.metadata_cache)  # the coordinators' requests out
-        # where topics and their configs are written: the data directory here; a cluster's
-        # ZooKeeper once attach_cluster gives its store
-        self.topic_store = LocalTopicStore(self)
+        self.channels.local = LocalChannel(self, client_id=f"broker-{self.node_id}")  # ... and to itself
         try:
-            if cfg["zookeeper.connect"]:
-                for lg in self.log_manager.logs.values():  # topics come from the controller
-                    self._watch(lg)
-            else:
-                self._load_topics()
-                self.publish_local_metadata()  # itself as the live broker and controller, topics or not
+            for lg in self.log_manager.logs.values():  # their roles come from the controller
+                self._watch(lg)
             self._start_coordinators()
         except BaseException:
             self.log_manager.abandon()  # a failed start leaves the directory as it found it, unlocked
             raise
-
-    # -- start-up -----------------------------------------------------------------------------
-    def _load_topics(self):
-        by_topic: dict[str, list] = {}
-        for (topic, partition), lg in self.log_manager.logs.items():
-            by_topic.setdefault(topic, []).append((partition, lg))
-        for topic, parts in sorted(by_topic.items()):
-            parts.sort()
-            ids = {lg.topic_id for _p, lg in parts if lg.topic_id}
-            topic_id = uuid_from_text(sorted(ids)[0]) if ids else random_uuid()
-            if len(ids) > 1:
-                log.warning("topic %s has partitions with different topic ids %s; using %s", topic, sorted(ids),
-                            uuid_to_text(topic_id))
-            for _p, lg in parts:
-                if lg.topic_id is None:
-                    lg._metadata.write(uuid_to_text(topic_id))
-                    lg.topic_id = uuid_to_text(topic_id)
-                self.lead_alone(lg, topic_id)
-            count = parts[-1][0] + 1
-            missing = sorted(set(range(count)) - {p for p, _lg in parts})
-            for p in missing:  # a partition directory lost: recreate it empty rather than serve holes
-                log.warning("partition %s-%d is missing on disk; recreating it empty", topic, p)
-                self.lead_alone(self.log_manager.create_log(topic, p, topic_id=uuid_to_text(topic_id)), topic_id)
-            info = TopicInfo(topic, topic_id, count)
-            self.topics[topic] = info
-            self.topics_by_id[topic_id] = info
 
     def _start_coordinators(self):
         # Imported here, not at the top: the coordinators import the handlers' shared code. A
@@ -145,9 +115,13 @@ class KafkaServer:
         self.transaction_coordinator.start(loop)  # after the groups: its markers may complete their offsets
 
     # -- the cluster ----------------------------------------------------------------------------
-    def attach_cluster(self, cluster):
+    def attach_cluster(self, cluster, isr_store=None):
+        """The cluster this broker is a member of (a ClusterNode) and, when given, where its
+        leaders write ISR changes (cluster/isr_store.py)."""
         self.cluster = cluster
         self.topic_store = cluster.topic_store
+        if isr_store is not None:
+            self.replica_manager.isr_store = isr_store
 
     def refresh_topics(self, cache, deleted=()):
         """The topic table from the controller's metadata (a broker of a cluster)."""
@@ -255,6 +229,16 @@ class KafkaServer:
             return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
         return fn(*args)
 
+    async def wait_for_topic_gone(self, name, timeout_s):
+        """Until the controller's metadata no longer has the topic (its deletion done here)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while name in self.metadata_cache.partition_counts or name in self.topics:
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
     async def wait_for_topic(self, name, timeout_s, partitions=1):
         """Until the topic has at least ``partitions`` partitions and each has a live leader in
         the metadata cache (at once on a single node, which leads them as it creates them)."""
@@ -268,23 +252,6 @@ class KafkaServer:
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.02)
-
-    def lead_alone(self, lg, topic_id):
-        """A single node's partition: this broker is its only replica and its leader, and says
-        so in its metadata cache as a controller would."""
-        self._watch(lg)
-        partition = self.replica_manager.lead_alone(lg, topic_id)
-        state = CachedPartitionState(leader=self.node_id, leader_epoch=partition.leader_epoch, isr=(self.node_id,),
-                               replicas=(self.node_id,), offline_replicas=(), controller_epoch=-1, zk_version=0)
-        self.publish_local_metadata({(lg.topic, lg.partition): (state, topic_id)})
-
-    def publish_local_metadata(self, states=(), deleted=()):
-        """A single node's own UpdateMetadata: itself the only live broker and the controller
-        (at its advertised address, read now: the embedded broker learns its port late),
-        ``states`` {(topic, partition): (CachedPartitionState, topic id)} and ``deleted`` topics."""
-        cfg = self.config
-        me = BrokerEndpoint(self.node_id, cfg.advertised_host, cfg.advertised_port, cfg["broker.rack"])
-        self.metadata_cache.update(self.node_id, [me], dict(states), deleted)
 
     # -- waiting for data (fetch long-poll) -------------------------------------------------------
     def _watch(self, lg):
@@ -353,6 +320,12 @@ class KafkaServer:
                     self._waiters.pop(lg, None)
 
     # -- shutdown -------------------------------------------------------------------------------
+    def abandon(self):
+        """A start that failed before the broker ran (its coordinators never started): the
+        data directory is left as it was found, unlocked, and nothing is said."""
+        self.channels.close()
+        self.log_manager.abandon()
+
     def shutdown(self):
         """Coordinators first (their state is written to logs), then the cluster node, then the
         logs: flushed, checkpointed, and the clean-shutdown marker written."""
@@ -366,7 +339,8 @@ class KafkaServer:
         if self.producer_ids is not None:
             self.producer_ids.close()
         self.channels.close()
-        self.cluster.shutdown()
+        if self.cluster is not None:
+            self.cluster.shutdown()
         self.log_manager.shutdown()
         log.info("broker stopped; data in %s", self.data_dir)
 

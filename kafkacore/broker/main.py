@@ -101,7 +101,6 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     store in this process (an EmbeddedKafkaCluster's ZnodeTree) instead of zookeeper.connect.
     ``crash`` (a threading.Event) set before ``stop`` makes the stop abrupt, as a killed
     process's: no controlled shutdown, the session simply ends."""
-    from .kafka_server import KafkaServer
     from .server import SocketServer, bind_listener
 
     # The ports first: a port in use must fail before the data directory is created or locked.
@@ -119,23 +118,15 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
             raise SystemExit(f"kafkacore: cannot serve metrics on {config.host}:{metrics_port} (metrics.port): "
                              f"{e.strerror or e}") from None
     loop = asyncio.get_running_loop()
-    zk = None
     try:
-        if config["zookeeper.connect"] or znodes is not None:
+        zk = None
+        if config["zookeeper.connect"] or znodes is not None:  # round trips: off the event loop
             zk = await loop.run_in_executor(None, _connect_zookeeper, config, znodes)
-        if zk is not None:
-            from ..cluster.cluster_node import ClusterNode
-            from ..cluster.isr_store import ZkIsrStore
-            broker = KafkaServer(config, ZkIsrStore(zk))
-            broker.attach_cluster(ClusterNode(broker, zk))
-        else:
-            broker = KafkaServer(config)
+        broker = start_broker(config, zk)
     except BaseException:
         sock.close()
         if metrics_sock is not None:
             metrics_sock.close()
-        if zk is not None:
-            zk.close()
         raise
     metrics_server = None
     stopping = False
@@ -158,8 +149,9 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     except OSError as e:
         broker.shutdown()
         raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
-    _say(f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {host}:{port}, "
-         f"advertised as {config.advertised_host}:{config.advertised_port}; data directory {broker.data_dir}")
+    # said once the broker is in its cluster (its partitions led): "listening on" means ready
+    started = [f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {host}:{port}, "
+               f"advertised as {config.advertised_host}:{config.advertised_port}; data directory {broker.data_dir}"]
     if metrics_server is not None:
         try:
             mhost, mport = await metrics_server.start(metrics_sock)
@@ -168,11 +160,13 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
             broker.shutdown()
             raise SystemExit(f"kafkacore: cannot serve metrics on {config.host}:{metrics_port} (metrics.port): "
                              f"{e.strerror or e}") from None
-        _say(f"kafkacore metrics on http://{mhost}:{mport}/metrics (health: /healthz)")
-    if config.ignored_keys:
-        log.info("accepted but not used on a single plaintext node: %s", ", ".join(config.ignored_keys))
+        started.append(f"kafkacore metrics on http://{mhost}:{mport}/metrics (health: /healthz)")
     try:
         await broker.cluster.start(loop, config.advertised_host, config.advertised_port)
+        for line in started:
+            _say(line)
+        if config.ignored_keys:
+            log.info("accepted but not used on a single plaintext node: %s", ", ".join(config.ignored_keys))
         if ready is not None:
             ready(broker, host, port)
         await stop.wait()
@@ -189,6 +183,39 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
             await metrics_server.stop()
         broker.shutdown()
         _say("kafkacore: stopped cleanly")
+
+
+def start_broker(config, zk=None):
+    """A KafkaServer and its membership of a cluster (not serving yet): of the cluster whose
+    metadata ``zk`` reaches (a ZooKeeper's, or an in-process cluster's store; _connect_zookeeper)
+    or, without one, of its own cluster of one, over the metadata store in its data directory
+    (kafkacore/cluster/local_metadata.py). Closes ``zk`` if it fails. Raises KafkaError with a
+    one-line message."""
+    from ..cluster.cluster_node import ClusterNode
+    from ..cluster.isr_store import ZkIsrStore
+    from .kafka_server import KafkaServer
+
+    if zk is not None:
+        try:
+            broker = KafkaServer(config)
+        except BaseException:
+            zk.close()
+            raise
+    else:
+        from ..cluster.local_metadata import open_local_metadata
+        broker = KafkaServer(config)  # its LogManager holds the data directory's lock before the store opens
+        try:
+            zk = open_local_metadata(broker)
+        except BaseException:
+            broker.abandon()
+            raise
+    try:
+        broker.attach_cluster(ClusterNode(broker, zk), ZkIsrStore(zk))
+    except BaseException:
+        zk.close()
+        broker.abandon()
+        raise
+    return broker
 
 
 def _connect_zookeeper(config, znodes=None):

@@ -309,7 +309,7 @@ class BrokerMetrics:
 
     def _render_controller(self, out):
         prefix = "kafka_controller_kafkacontroller_"
-        # a single node is its own controller (broker/local_node.py): dashboards and the usual
+        # a single node is its own controller (a cluster of one): dashboards and the usual
         # sum(activecontrollercount) != 1 alert work unchanged
         active, offline, topic_count, partition_count = self.broker.cluster.controller_gauges()
         out.gauge(prefix + "activecontrollercount", int(active), "1 on the broker that is the cluster's "

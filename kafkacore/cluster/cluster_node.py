@@ -95,6 +95,8 @@ def _rack_alternated(brokers, racks):
     return ordered
 
 
+KNOWN_WAIT_S = 30.0  # start() waits this long for the controller to name this broker
+
 class ClusterNode:
     serves_inter_broker_apis = True  # LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown
     def __init__(self, broker, zk):
@@ -122,6 +124,16 @@ class ClusterNode:
         self.replica_manager.start(loop)
         self.controller.start(loop)
         await self.config_manager.start(loop)
+        # started = known to the controller: its UpdateMetadata names this broker and its first
+        # LeaderAndIsr gave the replicas their roles (on a single node its own controller's, a
+        # moment after the election), so the first request finds leaders, here and in metadata
+        deadline = loop.time() + KNOWN_WAIT_S
+        while not self._serving_its_metadata():
+            if loop.time() > deadline:
+                log.warning("broker %d: no UpdateMetadata from a controller within %.0f s of registering; "
+                            "serving meanwhile", self.node_id, KNOWN_WAIT_S)
+                break
+            await asyncio.sleep(0.005)
 
     async def _register(self):
         """A broker restarted right after a crash finds its previous session's ephemeral
@@ -146,8 +158,9 @@ class ClusterNode:
                     warned = True
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
-        log.info("broker %d registered in ZooKeeper as %s:%d (broker epoch %d)", self.node_id, host, port,
-                 self.broker_epoch)
+        # (cluster up's launcher waits for this line: its words stay)
+        log.log(self.zk.routine_level, "broker %d registered in ZooKeeper as %s:%d (broker epoch %d)", self.node_id,
+                host, port, self.broker_epoch)
 
     def _on_zk_state(self, state):
         """Kazoo's thread: hand over to the loop."""
@@ -267,6 +280,24 @@ class ClusterNode:
         raise InvalidPartitionsError(f"topic '{name}' kept changing in ZooKeeper; try again")
 
     # -- stopping --------------------------------------------------------------------------------------
+    def _serving_its_metadata(self):
+        """Known to the controller, and leading every partition its metadata says it leads."""
+        if self.node_id not in self.metadata_cache.brokers or not self.replica_manager.roles_received:
+            return False
+        led = self.replica_manager.partitions
+        for key, st in list(self.metadata_cache.partitions.items()):
+            if st.leader == self.node_id and (key not in led or not led[key].is_leader):
+                return False
+        return True
+
+    async def update_advertised(self, host, port):
+        """A new address for this broker (the embedded broker serving a socket after it
+        started): the registration is rewritten and the controller tells every broker."""
+        self.advertised = (host, port)
+        await self.loop.run_in_executor(None, self.zk.update_broker_registration, host, port)
+        if self.controller.active:
+            self.controller.broker_registration_changed()
+
     async def controlled_shutdown(self):
         """Asks the controller to move this broker's leaderships away; True when it did."""
         cfg = self.broker.config
@@ -297,7 +328,7 @@ class ClusterNode:
                     continue
                 remaining = [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
             if not remaining:
-                log.info("controlled shutdown of broker %d: leaderships moved", self.node_id)
+                log.log(self.zk.routine_level, "controlled shutdown of broker %d: leaderships moved", self.node_id)
                 # wait until the new leaders' LeaderAndIsr reached us, so we stop as a follower
                 for _ in range(100):
                     if not any(p.is_leader for p in self.replica_manager.partitions.values()):

@@ -112,8 +112,10 @@ class ZkConfigManager:
             raise _zk_failure(f"looking up topic '{topic}'", e) from None
 
     def set_topic_overrides(self, topic, overrides):
-        """Replaces the topic's overrides in ZooKeeper and notifies every broker (this one too).
-        Keys only Kafka knows, written there by Kafka's tools, are kept."""
+        """Replaces the topic's overrides in ZooKeeper and notifies every broker. This broker
+        applies them to its own replicas before it answers (read your writes: a produce right
+        after the AlterConfigs meets the new limits here); the notification does the same on the
+        others. Keys only Kafka knows, written there by Kafka's tools, are kept."""
         kept = {k: v for k, v in self._raw_overrides(topic).items() if k not in TOPIC_CONFIGS}
         try:
             self.zk.set_topic_configs(topic, {**kept, **overrides})
@@ -121,6 +123,7 @@ class ZkConfigManager:
             raise  # UnknownTopicError: the topic went meanwhile
         except ZkError as e:
             raise _zk_failure(f"writing the configs of topic '{topic}'", e) from None
+        self._apply_topic(topic, supported_overrides(topic, {**kept, **overrides}))
 
     # -- the listener ----------------------------------------------------------------------------------
     async def start(self, loop):

@@ -207,6 +207,10 @@ class KafkaController:
             return
         self.loop.call_soon_threadsafe(self._events.put_nowait, (kind, args, generation))
 
+    def broker_registration_changed(self):
+        """A broker rewrote its registration (ClusterNode.update_advertised): read them again."""
+        self._enqueue("broker_change")
+
     async def _zk(self, fn, *args):
         return await self.loop.run_in_executor(None, fn, *args)
 
@@ -274,14 +278,14 @@ class KafkaController:
         # the win and the epoch's increment are one multi-op; the epoch's zk version fences
         # every later write of this term
         self.epoch, self.epoch_zk_version = election.epoch, election.epoch_zk_version
-        log.info("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
+        log.log(self.zk.routine_level, "broker %d is the controller (epoch %d)", self.node_id, self.epoch)
         self.active = True
         await self._failover()
 
     def _resign(self, why):
         if not self.active:
             return
-        log.info("broker %d stops being the controller: %s", self.node_id, why)
+        log.log(self.zk.routine_level, "broker %d stops being the controller: %s", self.node_id, why)
         self.active = False
         self._generation += 1
         for w in self._watches + list(self._topic_watches.values()):
@@ -539,6 +543,18 @@ class KafkaController:
         old = self.live
         dead = {b for b in old if b not in now or now[b].epoch != old[b].epoch}
         new = {b for b in now if b not in old or now[b].epoch != old[b].epoch}
+        # Kafka's BrokerModifications: the same registration (epoch) with a new endpoint or rack
+        moved = {b for b in now if b in old and b not in new and
+                 (now[b].host, now[b].port, now[b].rack) != (old[b].host, old[b].port, old[b].rack)}
+        if moved and not dead and not new:
+            log.info("brokers %s changed their endpoints", sorted(moved))
+            self.live = now
+            for b in moved:
+                s = self._senders.get(b)
+                if s is not None:
+                    s.channel.update_address(now[b].host, now[b].port)
+            self._send_update_metadata(list(now), list(self.states))
+            return
         if not dead and not new:
             return
         log.info("brokers: live %s (new %s, gone %s)", sorted(now), sorted(new), sorted(dead))
@@ -659,7 +675,10 @@ class KafkaController:
                 raise RuntimeError(f"broker {broker_id} is not live")
             self.shutting_down.add(broker_id)
             changed, remaining = set(), []
-            hosted = [k for k in self.states if broker_id in self._replicas(k) and k[0] not in self.deleting]
+            # a partition whose only replica is this broker has nowhere to move: left out, as
+            # Kafka's controller leaves out replication factor 1 (a single node stops at once)
+            hosted = [k for k in self.states if broker_id in self._replicas(k) and k[0] not in self.deleting
+                      and len(self._replicas(k)) > 1]
             for key in hosted:
                 await self._refresh_state(*key)  # the ISR as the leaders last wrote it
             for key in hosted:
@@ -1088,8 +1107,13 @@ class _BrokerSender:
     def __init__(self, controller, b):
         self.controller = controller
         self.generation = controller._generation
-        self.channel = BrokerChannel(b.node_id, b.host, b.port, client_id=f"controller-{controller.node_id}",
-                                     connect_timeout=controller.config["controller.socket.timeout.ms"] / 1000)
+        local = controller.broker.channels.local
+        self.owns_channel = not (b.node_id == controller.node_id and local is not None)
+        if not self.owns_channel:
+            self.channel = local  # its own broker: straight to the handlers, no socket (the broker's)
+        else:
+            self.channel = BrokerChannel(b.node_id, b.host, b.port, client_id=f"controller-{controller.node_id}",
+                                         connect_timeout=controller.config["controller.socket.timeout.ms"] / 1000)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.task = controller.loop.create_task(self._run())
         self.closed = False
@@ -1100,7 +1124,8 @@ class _BrokerSender:
     def close(self):
         self.closed = True
         self.task.cancel()
-        self.channel.close()
+        if self.owns_channel:
+            self.channel.close()
 
     async def _run(self):
         timeout = self.controller.config["controller.socket.timeout.ms"] / 1000

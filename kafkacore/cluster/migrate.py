@@ -2,8 +2,9 @@
 
 A single node keeps its metadata in its data directory: the topics are its partition
 directories (each ``partition.metadata`` holds the topic id), their configs are in
-``kafkacore-topic-configs.json`` and the node and cluster ids in ``meta.properties``. A broker of
-a cluster reads the same from ZooKeeper instead. This command writes what the data directory
+``kafkacore-topic-configs.json`` and the node and cluster ids in ``meta.properties`` (its own
+metadata store, ``znodes/``, holds the same as znodes; it is set aside once the move is done).
+A broker of a cluster reads the same from ZooKeeper instead. This command writes what the data directory
 knows into ZooKeeper as Kafka lays it out (``/cluster/id``, ``/brokers/topics/<topic>`` with
 every partition assigned to this node, ``/config/topics/<topic>``), so that the data directory
 then starts as that broker of a cluster (``--set zookeeper.connect=... --set broker.id=N``) with
@@ -21,6 +22,7 @@ node id, the cluster its cluster id, each topic its id.
 from __future__ import annotations
 
 import os
+import shutil
 
 from ..errors import KafkaStorageError
 from ..storage.checkpoints import META_PROPERTIES, read_meta_properties
@@ -66,6 +68,7 @@ def describe_data_dir(data_dir):
 
 def migrate(data_dir, zookeeper_connect, say=print):
     """Moves the metadata; returns the node id the data directory must start as."""
+    from .local_metadata import METADATA_DIR
     from .zk_client import KafkaZkClient
 
     data_dir = os.path.abspath(data_dir)
@@ -100,6 +103,15 @@ def migrate(data_dir, zookeeper_connect, say=print):
                 + (f", configs {configs}" if configs else ""))
     finally:
         zk.close()
+    # the single node's own metadata store is replaced by ZooKeeper: set aside, so that it is
+    # neither read nor mistaken for the truth later (started again as a single node, the data
+    # directory imports its topics afresh)
+    local = os.path.join(data_dir, METADATA_DIR)
+    if os.path.isdir(local):
+        aside = local + ".migrated"
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(local, aside)
+        say(f"  the single node's metadata store is set aside as {aside}")
     return node_id
 
 

@@ -172,9 +172,10 @@ class KafkaZkClient:
     write fails with ControllerMovedError (Kafka's wrapRequestWithControllerEpochCheck)."""
 
     def __init__(self, connect: str | None, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 *, znodes: ZnodeTree | None = None):
+                 *, znodes: ZnodeTree | None = None, close_znodes: bool = False):
         """``znodes``: the cluster's metadata in this process (cluster/local_znodes.py) instead of
-        a ZooKeeper at ``connect``: the same operations, errors and watches."""
+        a ZooKeeper at ``connect``: the same operations, errors and watches; ``close_znodes``:
+        close() closes that store too (a single node's own)."""
         self.connect = connect if znodes is None else f"local:{znodes.directory or 'memory'}"
         self.hosts, self.chroot = (parse_connect_string(connect) if znodes is None else (self.connect, None))
         self.session_timeout_ms = int(session_timeout_ms)
@@ -183,6 +184,7 @@ class KafkaZkClient:
         if self.session_timeout_ms <= 0 or self.connection_timeout_ms <= 0:
             raise ValueError("zookeeper session and connection timeouts must be positive")
         self._local = znodes is not None
+        self._znodes = znodes if close_znodes else None
         self._zk = znodes.session() if self._local else self._kazoo(connect)
         self._connected = threading.Event()
         self._lock = threading.RLock()
@@ -248,6 +250,8 @@ class KafkaZkClient:
             self._events.put(None)
             if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
                 self._dispatcher.join(5)
+            if self._znodes is not None:
+                self._znodes.close()
 
     def __enter__(self):
         self.start()
@@ -282,6 +286,18 @@ class KafkaZkClient:
     def session_id(self) -> int | None:
         cid = self._zk.client_id
         return cid[0] if cid else None
+
+    @property
+    def local(self) -> bool:
+        """Whether the store is in this process (a single node's own, an in-process cluster's)."""
+        return self._local
+
+    @property
+    def routine_level(self) -> int:
+        """The log level of routine membership news (registered, elected, controlled shutdown):
+        INFO on a ZooKeeper cluster, where operators follow them; DEBUG for a store in this
+        process, where they only repeat what "listening on" says."""
+        return logging.DEBUG if self._local else logging.INFO
 
     @property
     def connected(self) -> bool:
@@ -587,6 +603,18 @@ class KafkaZkClient:
             self.broker_epoch = stat.czxid
             return stat.czxid
 
+    def update_broker_registration(self, host: str, port: int) -> None:
+        """Kafka's updateBrokerInfo: this broker's registration rewritten with a new PLAINTEXT
+        endpoint, the same znode (so the same broker epoch). The embedded broker's serve()."""
+        with self._lock:
+            reg = self._registration
+            if reg is None:
+                raise ZkError("this broker is not registered")
+            info = dataclasses.replace(reg, endpoints=(EndPoint("PLAINTEXT", host, int(port)),))
+            path = BrokerIdZNode.path(info.broker_id)
+            self._call(f"set {path}", lambda: self._zk.set_async(path, BrokerIdZNode.encode(info), -1))
+            self._registration = info
+
     def _checked_ephemeral_create(self, path: str, data_fn, conflict):
         for _ in range(10):
             sid = self.session_id
@@ -683,7 +711,7 @@ class KafkaZkClient:
                 ("create", ControllerZNode.path, ControllerZNode.encode(broker_id, timestamp_ms), True),
                 ("set", ControllerEpochZNode.path, ControllerEpochZNode.encode(new_epoch), zk_version)])
             if not any(isinstance(r, Exception) for r in results):
-                log.info("broker %d elected controller with epoch %d", broker_id, new_epoch)
+                log.log(self.routine_level, "broker %d elected controller with epoch %d", broker_id, new_epoch)
                 return ControllerElection(True, broker_id, new_epoch, results[1].version)
             err = next(r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError))
             if not isinstance(err, (NodeExistsError, BadVersionError)):

@@ -224,7 +224,8 @@ class GroupCoordinator:
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_offsets)
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
-        log.info("loaded %d groups and %d committed offsets from %d records of %s%s", len(self.groups),
+        log.log(logging.INFO if records else logging.DEBUG,
+                "loaded %d groups and %d committed offsets from %d records of %s%s", len(self.groups),
                  sum(len(gr.offsets) for gr in self.groups.values()), records, TOPIC,
                  "" if partitions is None else f" partitions {sorted(partitions)}")
 

@@ -211,10 +211,15 @@ class BrokerChannels:
         self.node_id = node_id
         self.metadata_cache = metadata_cache
         self._channels: dict[int, BrokerChannel] = {}
+        # this broker's requests to itself, without a socket (broker/local_channel.py): set by
+        # the broker, which owns the handlers
+        self.local = None
 
     def channel(self, node_id) -> BrokerChannel | None:
         """None when the metadata does not list ``node_id`` as live. Follows a broker that
-        re-registered at another address."""
+        re-registered at another address; this broker itself is reached through ``local``."""
+        if node_id == self.node_id and self.local is not None:
+            return self.local
         ep = self.metadata_cache.brokers.get(node_id)
         if ep is None:
             return None
@@ -230,3 +235,5 @@ class BrokerChannels:
         for ch in self._channels.values():
             ch.close()
         self._channels.clear()
+        if self.local is not None:
+            self.local.close()

@@ -5,8 +5,9 @@ controller gives them, and the one write path of a leader.
   internal topics, transaction markers): each partition checked as leader, appended by
   ``Partition.append_records_to_leader`` (min.insync.replicas checked before the write for
   acks=-1), and ``wait_for_replication`` is Kafka's DelayedProduce for acks=-1.
-- A single node runs the same ReplicaManager: each of its partitions is led alone
-  (``lead_alone``: leader from the start, ISR = itself), so every append commits as written.
+- A single node runs the same ReplicaManager, with its own controller (a cluster of one:
+  kafkacore/cluster/local_metadata.py); each partition's ISR is that node alone, so every
+  append commits as written.
 
 - LeaderAndIsr (from the controller, fenced by the controller epoch and this broker's epoch)
   makes each listed replica leader or follower: the log is opened (created with the topic's
@@ -83,6 +84,7 @@ class ReplicaManager:
         self.partitions: dict[tuple, Partition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_epoch = -1
+        self.roles_received = False  # a first LeaderAndIsr came (a starting broker waits for it)
         self.broker_epoch = -1  # the czxid of our registration znode (set by the cluster node)
         self._isr_changes: set = set()
         self._tasks = []
@@ -163,6 +165,7 @@ class ReplicaManager:
             except KafkaError as e:
                 log.error("%s-%d: LeaderAndIsr failed: %s", topic, p, e)
                 errors[key] = e.code
+        self.roles_received = True
         return errors
 
     def _open_partition(self, topic, p, topic_id, topic_configs):
@@ -184,8 +187,10 @@ class ReplicaManager:
             fetcher.remove_partition((partition.topic, partition.partition))
         new = partition.make_leader(st)
         if new:
-            log.info("%s: leader with epoch %d, ISR %s, log end %d, high watermark %d", partition.name,
-                     st.leader_epoch, st.isr, partition.log.log_end_offset, partition.log.high_watermark)
+            # a partition with one replica has no one else to lead: its leadership is no news
+            log.log(logging.INFO if len(st.replicas) > 1 else logging.DEBUG,
+                    "%s: leader with epoch %d, ISR %s, log end %d, high watermark %d", partition.name,
+                    st.leader_epoch, st.isr, partition.log.log_end_offset, partition.log.high_watermark)
             self._leadership_changed(partition, True)
 
     def _make_follower(self, partition, st, live_leaders):
@@ -265,30 +270,11 @@ class ReplicaManager:
         self.stop_replicas([(topic, p, True) for topic, p in strays])
         return strays
 
-    def lead_alone(self, lg, topic_id=None):
-        """A partition whose only replica is this broker (a single node's): leader from the
-        start, with the log's latest leader epoch (0 for a new log) and the ISR this replica
-        alone, so every append is committed as it is written."""
-        key = (lg.topic, lg.partition)
-        partition = self.partitions.get(key)
-        if partition is None:
-            partition = self.partitions[key] = Partition(lg.topic, lg.partition, lg, self.node_id, topic_id)
-        epoch = max(lg.latest_epoch, 0)
-        if partition.make_leader(LeaderAndIsrState(self.node_id, epoch, [self.node_id], [self.node_id], 0, -1)):
-            self._leadership_changed(partition, True)
-        return partition
-
     def led_partitions(self, topic):
         """The partitions of ``topic`` this broker leads now (a coordinator starting late asks,
         then follows on_leadership_change)."""
         return [(p.partition, p.leader_epoch) for p in list(self.partitions.values())
                 if p.topic == topic and p.is_leader]
-
-    def forget(self, topic, p):
-        """A partition removed with its topic (a single node's DeleteTopics)."""
-        partition = self.partitions.pop((topic, p), None)
-        if partition is not None:
-            partition.fail_waiters(NotLeaderOrFollowerError(f"{partition.name}: the topic was deleted"))
 
     # -- the data path -----------------------------------------------------------------------------
     def append_records(self, entries, required_acks, origin):

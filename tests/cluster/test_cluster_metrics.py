@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from _cluster import CLUSTER_SETTINGS, create_topic, topic_metadata, wait_for
+from _cluster import CLUSTER_SETTINGS, admin, create_topic, topic_metadata, wait_for
 from _zookeeper import skip_or_fail_without_zookeeper
 from _exposition import parse_exposition, value
 from _kcutil import SOURCE_ROOT
@@ -102,8 +102,16 @@ def test_controller_and_under_replicated_partitions(metrics_cluster):
     wait_for(lambda: total(c, "kafka_server_brokertopicmetrics_replicationbytesin_total") - rep_in == 2 * taken
              == total(c, "kafka_server_brokertopicmetrics_replicationbytesout_total") - rep_out,
              "replication bytes in = out = twice the bytes produced")
-    # every replica of this module's topics ("quiet" exists when the test above ran first)
-    hosted = [m for t in ("quiet", "metered") for m in topic_metadata(c, t).values()]
+    # every replica of this module's topics ("quiet" exists when the test above ran first), once
+    # the metadata names each partition's leader (an answer may say LEADER_NOT_AVAILABLE for a
+    # moment under load, and the topic then looks empty)
+    def module_partitions():
+        md = admin(c).list_topics(timeout=10)
+        topics = [t for name, t in md.topics.items() if name in ("quiet", "metered")]
+        if any(t.error is not None or any(p.leader < 0 for p in t.partitions.values()) for t in topics):
+            return None
+        return [p for t in topics for p in t.partitions.values()]
+    hosted = wait_for(module_partitions, "the metadata of this module's topics")
     assert total(c, "kafka_server_replicamanager_partitioncount") == sum(len(m.replicas) for m in hosted)
     assert total(c, "kafka_server_replicamanager_leadercount") == len(hosted)
     assert total(c, "kafka_server_replicamanager_underreplicatedpartitions") == 0

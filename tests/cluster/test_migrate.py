@@ -3,6 +3,7 @@ single node's topics into ZooKeeper, and its data directory then starts as broke
 three-broker cluster with every topic, record and committed group offset kept; a partition can
 then be reassigned onto the new brokers. Real processes throughout: a single node, Debian's
 ZooKeeper, three brokers, confluent-kafka and kafkacore's admin client."""
+import os
 import subprocess
 import sys
 
@@ -68,6 +69,8 @@ def test_a_single_node_moves_into_zookeeper_and_starts_as_broker_1_of_three(tmp_
         assert moved.returncode == 0, moved.stderr
         assert "broker.id=1" in moved.stdout and "orders: 3 partition(s) on broker 1" in moved.stdout
         assert "__consumer_offsets: 4 partition(s)" in moved.stdout
+        # the single node's own metadata store is set aside: ZooKeeper is the truth from now on
+        assert not os.path.exists(os.path.join(data_dir, "znodes")) and os.path.isdir(os.path.join(data_dir, "znodes.migrated"))
         assert _migrate(data_dir, cluster.zookeeper.connect_string).stdout.count("already in ZooKeeper") >= 2
         for b in cluster.brokers.values():
             b.start()

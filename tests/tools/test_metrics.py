@@ -293,8 +293,7 @@ def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
     is shut down."""
     import asyncio
 
-    from kafkacore.broker.kafka_server import KafkaServer
-    from kafkacore.broker.config import BrokerConfig
+    from broker_client import start_single_node
     from kafkacore.broker.metrics import BrokerMetrics
     from kafkacore.broker.metrics_http import MetricsServer, health
     from kafkacore.broker.server import SocketServer, bind_listener
@@ -308,8 +307,7 @@ def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
         return int(head.split(" ")[1]), body
 
     async def main():
-        broker = KafkaServer(BrokerConfig({"log.dirs": str(tmp_path / "d")}))
-        broker.attach_loop(asyncio.get_running_loop())
+        broker = await start_single_node(tmp_path / "d")
         server = SocketServer(broker)
         metrics = MetricsServer(BrokerMetrics(broker), lambda: health(broker, server))
         _host, port = await metrics.start(bind_listener("127.0.0.1", 0))

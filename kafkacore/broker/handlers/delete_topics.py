@@ -5,9 +5,10 @@ topic id (not both: INVALID_REQUEST "You may not specify both topic name and top
 neither: INVALID_REQUEST "Neither topic name nor id were specified."). A name or an id given
 twice: INVALID_REQUEST "Duplicate topic name." / "Duplicate topic id."; a topic named both by
 name and by id: neither is deleted, one INVALID_REQUEST answer (as Kafka). An unknown name is
-UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. Deletion is synchronous: the logs
-are gone (renamed ``-delete`` and removed) when the response is sent, so ``timeout_ms`` is not
-needed. With ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (v3+) or
+UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. A topic is marked for deletion in
+the cluster's metadata and the controller deletes it; as Kafka's, the response waits up to
+``timeout_ms`` for each topic to be gone from this broker's metadata (its logs deleted), and
+says REQUEST_TIMED_OUT for one still there then (its deletion goes on). With ``delete.topic.enable=false`` every topic gets TOPIC_DELETION_DISABLED (v3+) or
 INVALID_REQUEST (v0-2), as Kafka.
 
 Deviation: internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
@@ -17,9 +18,10 @@ the client side); here the group coordinator keeps its state in them while it ru
 Version notes: throttle_time_ms from v1; error_message from v5; v6 results carry the topic id,
 and the name is null for an unknown id.
 """
+import asyncio
 
-from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, TopicDeletionDisabledError, \
-    UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, RequestTimedOutError, \
+    TopicDeletionDisabledError, UnknownTopicIdError, UnknownTopicOrPartitionError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
@@ -38,9 +40,22 @@ def _requested(req, v):
 
 
 def handle(ctx, req):
+    return _delete_and_wait(ctx, req)
+
+
+async def _delete_and_wait(ctx, req):
     # through the topic store: from a worker thread when its writes are ZooKeeper round trips,
     # so that a round trip (or an outage) does not stall this broker's other clients
-    return ctx.broker.topic_store_call(_respond, ctx, req)
+    resp = await ctx.broker.topic_store_call(_respond, ctx, req)
+    deleted = [r for r in resp.responses if r.error_code == 0]
+    if deleted and req.timeout_ms > 0:  # Kafka's DelayedDeleteTopics
+        gone = await asyncio.gather(*(ctx.broker.wait_for_topic_gone(r.name, req.timeout_ms / 1000)
+                                      for r in deleted))
+        for r, ok in zip(deleted, gone):
+            if not ok:
+                r.error_code = RequestTimedOutError.code
+                r.error_message = f"the topic is marked for deletion, but was still there after {req.timeout_ms} ms"
+    return resp
 
 
 def _respond(ctx, req):

@@ -1,19 +1,21 @@
 """FindCoordinator (API key 10), versions 0-6.
 
-- Key type 0 (group): on a single node this node coordinates every group; on a cluster the
-  leader of the group's ``__consumer_offsets`` partition does (loading groups when leadership
-  moves is not done yet: docs/cluster.md). The first such request creates
-  ``__consumer_offsets`` (``offsets.topic.num.partitions`` partitions, compacted) and the
-  answer names this node at once (Kafka answers COORDINATOR_NOT_AVAILABLE until its
-  asynchronous creation is done; here creation is synchronous).
-- Key type 1 (transaction): this node on a single node, the leader of the id's
-  ``__transaction_state`` partition on a cluster (the first such request creates the topic);
-  an empty transactional id is INVALID_REQUEST.
+- Key type 0 (group): the leader of the group's ``__consumer_offsets`` partition coordinates
+  the group (on a single node: this node). The first such request creates
+  ``__consumer_offsets`` (``offsets.topic.num.partitions`` partitions, compacted).
+- Key type 1 (transaction): the leader of the id's ``__transaction_state`` partition (the
+  first such request creates the topic); an empty transactional id is INVALID_REQUEST.
+- Kafka answers COORDINATOR_NOT_AVAILABLE while the topic it just created has no leaders, and
+  the client asks again after its backoff (librdkafka: up to a second). Here the answer waits
+  for those leaders instead, up to ``COORDINATOR_WAIT_S``: a new single node's first group or
+  transaction does not stall for a retry.
 - Key type 2 (share group, v6+) and any other type: INVALID_REQUEST.
 - v0-3 carry one key (v0 has no key type: group); v4+ carry a batch (``coordinator_keys``),
   answered one ``Coordinator`` entry per key, in request order.
 - Error messages (v1+) are null on success.
 """
+from ...coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
+from ...coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ...errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
@@ -23,6 +25,7 @@ from ._txn_common import transaction_coordinator
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
+COORDINATOR_WAIT_S = 5.0  # for the leaders of an internal topic this request created
 
 
 def _lookup(ctx, key_type, key):
@@ -56,6 +59,31 @@ def _endpoint(broker, node):
 
 
 def handle(ctx, req):
+    resp = _answer(ctx, req)
+    codes = [resp.error_code] if ctx.api_version < 4 else [c.error_code for c in resp.coordinators]
+    if CoordinatorNotAvailableError.code in codes:
+        topic = _internal_topic(ctx, req.key_type if ctx.api_version >= 1 else GROUP)
+        if topic is not None:
+            return _after_leaders(ctx, req, *topic)
+    return resp
+
+
+def _internal_topic(ctx, key_type):
+    """(name, partitions) of the internal topic behind the key type, or None."""
+    cfg = ctx.broker.config
+    if key_type == GROUP:
+        return CONSUMER_OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"]
+    if key_type == TRANSACTION:
+        return TRANSACTION_STATE_TOPIC, cfg["transaction.state.log.num.partitions"]
+    return None
+
+
+async def _after_leaders(ctx, req, topic, partitions):
+    await ctx.broker.wait_for_topic(topic, COORDINATOR_WAIT_S, partitions)
+    return _answer(ctx, req)
+
+
+def _answer(ctx, req):
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else GROUP
     if v < 4:
