@@ -57,16 +57,6 @@ def _did_you_mean(message: str) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
-def _port(text):
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535; 0 picks a free one)")
-    return port
-
-
 def _racks(text):
     racks = [r.strip() for r in text.split(",")]
     if not all(racks):
@@ -122,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree (``kafkacore completion`` walks it to write shell completion)."""
     from .tools import NOUNS
     from .tools.cluster_info import register_verbs as register_cluster_verbs
-    from .tools.common import add_global_options, common_parent
+    from .tools.common import add_global_options, common_parent, port_number as _port
 
     parser = _Parser(prog="kafkacore", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -169,12 +159,16 @@ def build_parser() -> argparse.ArgumentParser:
     register_cluster_verbs(cluster_sub, common)
     for noun in NOUNS:
         importlib.import_module(f"kafkacore.tools.{noun}").register(sub, common)
+    # the web console's command lives with the console (kafkacore/console/command.py)
+    from .console.command import register as register_console
+    register_console(sub, common)
     return parser
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.root_parser = parser  # `kafkacore completion` walks the whole tree
     if getattr(args, "run", None) is not None:
         return _run_tool(args)
     if args.version:

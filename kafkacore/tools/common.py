@@ -226,3 +226,14 @@ def config_changes(pairs, deletes, set_option: str, delete_option: str) -> dict:
     if both:
         raise ToolError(f"config {both[0]} is both set and deleted", EXIT_USAGE)
     return settings
+
+
+def port_number(text):
+    """argparse type: a TCP port, 0-65535 (0 picks a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535; 0 picks a free one)")
+    return port

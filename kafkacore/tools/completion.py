@@ -27,9 +27,7 @@ def register(subparsers, common):
 
 
 def run(args):
-    from ..cli import build_parser
-
-    print(script(build_parser(), args.verb), end="")
+    print(script(args.root_parser, args.verb), end="")  # the command tree cli.py built
     return EXIT_OK
 
 

@@ -1,7 +1,8 @@
-"""``kafkacore console``: the web console (kafkacore/console/) for the cluster at -b."""
+"""``kafkacore console``: the web console (this package) for the cluster at -b. The command
+is registered by cli.py beside the operator nouns (kafkacore/tools/), whose helpers it uses."""
 from __future__ import annotations
 
-from .common import EXIT_OK, EXIT_UNREACHABLE, ToolError, admin_client, bootstrap_servers
+from ..tools.common import EXIT_OK, EXIT_UNREACHABLE, ToolError, admin_client, bootstrap_servers, port_number
 
 DEFAULT_PORT = 9000
 DEFAULT_HOST = "127.0.0.1"
@@ -12,17 +13,11 @@ def register(subparsers, common):
                                                                 "consumer groups, live charts",
                               description="Serves a web console for the cluster until Ctrl-C: open the address it "
                                           "prints. docs/tools.md (Console) describes the pages and the JSON API.")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    p.add_argument("--port", type=port_number, default=DEFAULT_PORT,
                    help=f"the port to serve on (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"the address to serve on (default {DEFAULT_HOST}: this machine only)")
     p.set_defaults(run=run)
-
-
-def _port(text):
-    from ..cli import _port as port_number
-
-    return port_number(text)
 
 
 def run(args) -> int:
@@ -30,7 +25,7 @@ def run(args) -> int:
     import signal
 
     from ..client.connection import ConnectionClosed
-    from ..console.app import Console
+    from .app import Console
 
     bootstrap = bootstrap_servers(args)
     admin_client(args).close()  # a bad -b or --command-config is reported before anything starts
