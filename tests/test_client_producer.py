@@ -4,6 +4,7 @@ Kafka's Java client places keys, checked against librdkafka's murmur2 partitione
 custom), send_many inputs, errors through handles, buffer.memory backpressure, flush
 timeouts, config validation, and idempotent delivery across broker restarts.
 """
+import logging
 import os
 import signal
 import struct
@@ -352,7 +353,8 @@ def own_broker(tmp_path):
             os.kill(b.proc.pid, signal.SIGCONT)
 
 
-def test_flush_never_waits_past_its_timeout_and_delivery_timeout_fails_records(own_broker):
+def test_flush_never_waits_past_its_timeout_and_delivery_timeout_fails_records(own_broker, caplog):
+    caplog.set_level(logging.INFO, logger="kafkacore.producer")
     t = _create(own_broker, "paused", 1)
     conf = {"request.timeout.ms": 1000, "delivery.timeout.ms": 2500, "linger.ms": 0}
     with _producer(own_broker, **conf) as p:
@@ -368,8 +370,12 @@ def test_flush_never_waits_past_its_timeout_and_delivery_timeout_fails_records(o
             assert p.flush(10) == 0  # every record has its answer (a failure)
         finally:
             os.kill(own_broker.proc.pid, signal.SIGCONT)
-        # the producer recovers: new records go through
+        # the producer recovers: new records go through. The expired records were sent and never
+        # answered, so whether the broker wrote them is unknown: the idempotent producer bumps its
+        # epoch (KIP-360) and starts the sequences over, which the broker takes either way (it
+        # once sent the next sequence and got OUT_OF_ORDER_SEQUENCE_NUMBER when they were lost)
         assert p.send(t, b"after").result(20).offset >= 1
+        assert "epoch bumped to 1 after a batch of unknown outcome" in caplog.text
 
 
 def test_buffer_memory_backpressure_blocks_for_max_block_ms(own_broker):

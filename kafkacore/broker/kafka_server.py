@@ -67,6 +67,7 @@ class KafkaServer:
         self.cluster_id = self.log_manager.cluster_id
         self.data_dir = self.log_manager.data_dir
         self.loop = None
+        self._started = None  # an asyncio.Event once the loop runs (attach_loop)
         self._auto_creating: set[str] = set()  # topics a Metadata request is creating on a cluster
         self.loop_thread = None
         self._lock = threading.RLock()
@@ -107,9 +108,21 @@ class KafkaServer:
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
 
+    @property
+    def started(self) -> bool:
+        """In its cluster: the start (ClusterNode.start) is done; clients' requests are served."""
+        return self._started is not None and self._started.is_set()
+
+    def mark_started(self):
+        self._started.set()
+
+    async def wait_started(self):
+        await self._started.wait()
+
     def attach_loop(self, loop):
         """Called by the server once the event loop runs: timers and wake-ups use it."""
         self.loop = loop
+        self._started = asyncio.Event()
         self.loop_thread = threading.get_ident()
         self.group_coordinator.start(loop)
         self.transaction_coordinator.start(loop)  # after the groups: its markers may complete their offsets

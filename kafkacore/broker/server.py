@@ -44,6 +44,10 @@ from .request import RequestContext
 
 log = logging.getLogger("kafkacore.broker")
 
+# what a starting broker serves at once: its controller's requests (its start waits for them)
+STARTUP_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA,
+                          ApiKey.CONTROLLED_SHUTDOWN})
+
 READ_BUFFER_BYTES = 256 * 1024
 EXPIRY_CHECK_S = 1.0  # how often connections are checked for a stalled request or idleness
 IDLE = "idle"  # Connection.expiry's answer for a connection with nothing going on
@@ -211,7 +215,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(self.broker, header, self.peer, self.id)
         try:
-            response = entry.handle(ctx, request)
+            if self.broker.started or api_key in STARTUP_APIS:
+                response = entry.handle(ctx, request)
+            else:
+                response = self._once_started(entry, ctx, request, version)
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
             response = self._error_response(entry, request, version, e)
             if response is None:
@@ -233,6 +240,21 @@ class Connection(asyncio.BufferedProtocol):
         if len(self.pending) > MAX_PENDING and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
+
+    async def _once_started(self, entry, ctx, request, version):
+        """A client's request that came while the broker was starting: handled once it is in
+        its cluster (Kafka's broker only starts processing requests then); the controller's
+        requests are not held (the start waits for them)."""
+        await self.broker.wait_started()
+        try:
+            response = entry.handle(ctx, request)
+            if asyncio.isfuture(response) or asyncio.iscoroutine(response):
+                response = await response
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - answered as any handler's failure
+            response = self._error_response(entry, request, version, e)
+        return response
 
     def _error_response(self, entry, request, version, exc):
         code = exc.code if isinstance(exc, KafkaError) else -1

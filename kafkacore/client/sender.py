@@ -32,7 +32,8 @@ from ..errors import (STALE_METADATA_ERRORS, ClientClosedError, CoordinatorLoadI
                       error_for_code)
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
-from ..record.layout import ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CRC_OFFSET
+from ..record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CRC_OFFSET, PRODUCER_EPOCH_OFFSET,
+                             PRODUCER_ID_OFFSET)
 from .batch_split import SPLIT_ERRORS, split_batch
 from .connection import ConnectionClosed
 
@@ -54,10 +55,14 @@ _RETRIABLE = STALE_METADATA_ERRORS | {
 _FENCING = {InvalidProducerEpochError.code, UnknownProducerIdError.code, ProducerFencedError.code}
 
 
-def _with_sequence(data, sequence: int) -> bytes:
-    """A built batch with another base sequence (and the CRC that goes with it)."""
+def _with_sequence(data, sequence: int, producer_id=None, producer_epoch=None) -> bytes:
+    """A built batch with another base sequence, and producer id and epoch when given (and the
+    CRC that goes with them)."""
     buf = bytearray(data)
     struct.pack_into(">i", buf, BASE_SEQUENCE_OFFSET, sequence)
+    if producer_id is not None:
+        struct.pack_into(">q", buf, PRODUCER_ID_OFFSET, producer_id)
+        struct.pack_into(">h", buf, PRODUCER_EPOCH_OFFSET, producer_epoch)
     struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))  # CRC: attributes onward
     return bytes(buf)
 
@@ -90,6 +95,9 @@ class Sender(threading.Thread):
         # IncompleteBatches. The queues and in_flight_batches alone leave gaps between them.
         self.unfinished: set = set()
         self.resequenced: set = set()  # batches in flight whose sequence moved down (_close_gap)
+        # an idempotent batch failed without an answer: whether the broker has it is unknown, so
+        # the epoch is bumped once nothing is in flight (_bump_epoch, KIP-360)
+        self.epoch_bump_needed = False
         # Idempotence, one batch in flight at a time for a partition (a) until the broker has
         # acknowledged one of its batches under this producer id and epoch, since a broker takes
         # any first sequence from a producer it does not know (Kafka's rule), so a second batch
@@ -172,6 +180,10 @@ class Sender(threading.Thread):
             if not self._init_producer_id():
                 self._sleep(self.retry_backoff_ms / 1000.0)
                 return
+        elif self.epoch_bump_needed and not self.in_flight_batches:
+            if not self._bump_epoch():
+                self._sleep(self.retry_backoff_ms / 1000.0)
+                return
         if self.need_metadata or self.wanted_topics or self.cluster.stale():
             self._refresh_metadata()
         force = self.force_flush > 0
@@ -207,6 +219,39 @@ class Sender(threading.Thread):
                 self.running = False
             return False
         self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+        return True
+
+    def _outcome_unknown(self, batch):
+        """``batch`` failed without an answer (timed out, its connection lost): the broker may
+        or may not have written it, so no later sequence of its partition can be trusted."""
+        if self.idempotent and self.txn is None and batch.base_sequence >= 0:
+            self.epoch_bump_needed = True
+
+    def _bump_epoch(self) -> bool:
+        """KIP-360, as Java's idempotent producer does after a batch of unknown outcome: the
+        epoch goes up by one locally (a broker takes a new epoch that starts at sequence 0),
+        every partition's sequences start over and the batches waiting for a retry are numbered
+        again under it; at the last epoch a new producer id is asked for instead."""
+        if self.producer_epoch >= 32766:
+            if not self._init_producer_id():
+                return False
+        else:
+            self.producer_epoch += 1
+        self.epoch_bump_needed = False
+        self.sequences.clear()
+        self.acked.clear()
+        self.resequenced.clear()
+        with self.lock:
+            for tp, q in self.queues.items():
+                for b in q:
+                    if b.base_sequence < 0:
+                        continue
+                    seq = self.sequences.get(tp, 0)
+                    b.base_sequence = seq
+                    self.sequences[tp] = (seq + b.count) & 0x7FFFFFFF
+                    b.data = _with_sequence(b.data, seq, self.producer_id, self.producer_epoch)
+        log.info("producer id %d: epoch bumped to %d after a batch of unknown outcome; sequences start over",
+                 self.producer_id, self.producer_epoch)
         return True
 
     def _refresh_metadata(self):
@@ -264,11 +309,14 @@ class Sender(threading.Thread):
         return True
 
     def _expire(self, now):
-        """Fails batches that waited longer than delivery.timeout.ms without being sent."""
+        """Fails batches that waited longer than delivery.timeout.ms in their queue (a retry
+        among them was sent before: its outcome is unknown)."""
         for tp, q in list(self.queues.items()):
             while q and now - q[0].created_ms >= self.delivery_timeout_ms:
                 with self.lock:
                     batch = q.popleft()
+                if batch.attempts:
+                    self._outcome_unknown(batch)
                 self._complete(batch, -1, -1, KafkaTimeoutError(
                     f"expiring {batch.count} record(s) for {tp[0]}-{tp[1]}: {now - batch.created_ms} ms "
                     f"has passed since batch creation (delivery.timeout.ms={self.delivery_timeout_ms})"))
@@ -456,6 +504,7 @@ class Sender(threading.Thread):
             with self.lock:
                 self.in_flight_batches.discard(b)
             if not self._requeue(b, now, refresh=True):
+                self._outcome_unknown(b)
                 self._complete(b, -1, -1, KafkaTimeoutError(
                     f"{b.topic}-{b.partition}: connection to broker {node} lost and retries/delivery.timeout.ms "
                     f"exhausted"))
@@ -507,6 +556,7 @@ class Sender(threading.Thread):
         retry.sort(key=lambda x: x[0].base_sequence)
         for b, code in retry:
             if not self._requeue(b, now, refresh=code in STALE_METADATA_ERRORS):
+                self._outcome_unknown(b)  # its earlier attempts' outcomes are not all known
                 self._complete(b, -1, -1, error_for_code(code, f"{b.topic}-{b.partition}: retries exhausted"))
 
     def _close_gap(self, failed):

@@ -134,6 +134,7 @@ class ClusterNode:
                             "serving meanwhile", self.node_id, KNOWN_WAIT_S)
                 break
             await asyncio.sleep(0.005)
+        self.broker.mark_started()  # clients' requests held meanwhile are served now
 
     async def _register(self):
         """A broker restarted right after a crash finds its previous session's ephemeral

@@ -502,9 +502,11 @@ class KafkaController:
                     break  # no ISR member is live: _elect_offline_partitions decides
                 new = await self._write_state(key, leader, isr, li)
                 if new is not None:
-                    log.info("%s-%d: brokers %s restarted unseen (epochs newer than the state); leader %d -> %d, "
-                             "epoch %d, ISR %s", key[0], key[1], sorted(bounced), li.leader, leader,
-                             new.leader_epoch, isr)
+                    # with one replica (a single node's partitions) this is every restart: no news
+                    log.log(logging.INFO if len(self._replicas(key)) > 1 else logging.DEBUG,
+                            "%s-%d: brokers %s restarted unseen (epochs newer than the state); leader %d -> %d, "
+                            "epoch %d, ISR %s", key[0], key[1], sorted(bounced), li.leader, leader,
+                            new.leader_epoch, isr)
                     changed.add(key)
                     break
                 li = self.states.get(key)

@@ -10,7 +10,8 @@ import logging
 from typing import NamedTuple
 
 from ..clock import wall_ms
-from ..errors import KafkaError, NotLeaderOrFollowerError, TopicAlreadyExistsError, UnknownServerError
+from ..errors import (CoordinatorNotAvailableError, KafkaError, NotLeaderOrFollowerError, TopicAlreadyExistsError,
+                      UnknownServerError)
 from ..record import CorruptRecordError, RecordBatchBuilder, iter_batches
 from ..record.control import COMMIT, parse_control_key
 from ..storage.producer_state import AppendOrigin
@@ -76,6 +77,9 @@ class InternalTopicLog:
         return self.broker.topic(self.topic) is not None
 
     def ensure_topic(self):
+        """Creates the topic if this broker does not know it. A creation that fails (no live
+        broker known yet: a broker still starting) is COORDINATOR_NOT_AVAILABLE, which clients
+        retry, as Kafka answers when it cannot create an internal topic."""
         if self.broker.topic(self.topic) is not None:
             return
         try:
@@ -84,6 +88,10 @@ class InternalTopicLog:
             log.info("created %s with %d partitions", self.topic, self.configured_partitions)
         except TopicAlreadyExistsError:
             pass
+        except KafkaError as e:
+            if e.retriable:
+                raise
+            raise CoordinatorNotAvailableError(f"{self.topic} cannot be created now: {e.message}") from None
 
     def created_on_first_use(self) -> bool:
         """A coordinator's first request for a key creates the topic, as FindCoordinator does
