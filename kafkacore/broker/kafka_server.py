@@ -352,8 +352,7 @@ class KafkaServer:
         if self.producer_ids is not None:
             self.producer_ids.close()
         self.channels.close()
-        if self.cluster is not None:
-            self.cluster.shutdown()
+        self.cluster.shutdown()  # attached before any start (a start that failed earlier abandons)
         self.log_manager.shutdown()
         log.info("broker stopped; data in %s", self.data_dir)
 
