@@ -35,6 +35,14 @@ def client(tree):
     return c
 
 
+def write_topic(tree, name):
+    """A client on ``tree`` writes Kafka's top-level paths and a one-partition topic, then closes."""
+    zk = client(tree)
+    zk.create_top_level_paths()
+    zk.create_topic(name, {0: [1]})
+    zk.close()
+
+
 def test_persistent_znodes_survive_a_restart_and_ephemeral_ones_do_not(tmp_path, trees):
     tree = trees(tmp_path)
     zk = client(tree)
@@ -68,10 +76,7 @@ def test_persistent_znodes_survive_a_restart_and_ephemeral_ones_do_not(tmp_path,
 
 def test_the_files_hold_kafkas_znode_json(tmp_path, trees):
     tree = trees(tmp_path)
-    zk = client(tree)
-    zk.create_top_level_paths()
-    zk.create_topic("t", {0: [1]})
-    zk.close()
+    write_topic(tree, "t")
     tree.close()
     snap = json.loads((tmp_path / SNAPSHOT_FILE).read_text())
     topic = json.loads(snap["znodes"]["/brokers/topics/t"]["data"])
@@ -81,10 +86,7 @@ def test_the_files_hold_kafkas_znode_json(tmp_path, trees):
 
 def test_a_torn_last_line_is_dropped_and_the_rest_loads(tmp_path, trees):
     tree = trees(tmp_path)
-    zk = client(tree)
-    zk.create_top_level_paths()
-    zk.create_topic("kept", {0: [1]})
-    zk.close()
+    write_topic(tree, "kept")
     # the process dies (the tree is never closed) while writing its next line
     with open(tmp_path / LOG_FILE, "ab") as f:
         f.write(b'{"zxid": 99, "znodes": {"/brokers/topics/torn": {"da')
@@ -97,10 +99,7 @@ def test_a_torn_last_line_is_dropped_and_the_rest_loads(tmp_path, trees):
 @pytest.mark.parametrize("damage", ["middle line", "snapshot", "format version"])
 def test_damage_elsewhere_is_a_one_line_storage_error(tmp_path, trees, damage):
     tree = trees(tmp_path)
-    zk = client(tree)
-    zk.create_top_level_paths()
-    zk.create_topic("t", {0: [1]})
-    zk.close()
+    write_topic(tree, "t")
     tree.close()
     if damage == "middle line":
         good = b'{"zxid": 50, "znodes": {"/a": null}}\n'
