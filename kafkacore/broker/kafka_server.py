@@ -243,10 +243,15 @@ class KafkaServer:
         return fn(*args)
 
     async def wait_for_topic_gone(self, name, timeout_s):
-        """Until the controller's metadata no longer has the topic (its deletion done here)."""
+        """Until the controller's metadata no longer has the topic (its deletion done here) and
+        the metadata store has neither its znode nor its deletion request. Kafka answers once its metadata cache is
+        clear, when the controller may not yet have removed the znode, and a CreateTopics of
+        the same name then fails with TOPIC_ALREADY_EXISTS; waiting for both lets a client
+        delete and re-create a name at once."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while name in self.metadata_cache.partition_counts or name in self.topics:
+        while (name in self.metadata_cache.partition_counts or name in self.topics
+               or await self.topic_store_call(self.topic_store.topic_name_in_use, name)):
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.02)

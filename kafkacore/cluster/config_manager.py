@@ -111,6 +111,14 @@ class ZkConfigManager:
         except ZkError as e:
             raise _zk_failure(f"looking up topic '{topic}'", e) from None
 
+    def topic_name_in_use(self, topic) -> bool:
+        """The topic's znode or its deletion request is still there: a CreateTopics of the name
+        would fail (the controller removes the deletion request last)."""
+        try:
+            return self.zk.topic_exists(topic) or self.zk.is_topic_marked_for_deletion(topic)
+        except ZkError as e:
+            raise _zk_failure(f"looking up topic '{topic}'", e) from None
+
     def set_topic_overrides(self, topic, overrides):
         """Replaces the topic's overrides in ZooKeeper and notifies every broker. This broker
         applies them to its own replicas before it answers (read your writes: a produce right

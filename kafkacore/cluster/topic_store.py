@@ -69,6 +69,10 @@ class ZkTopicStore:
         topic)."""
         return self.config_manager.topic_exists(name)
 
+    def topic_name_in_use(self, name) -> bool:
+        """Its znode or its deletion request is still in ZooKeeper (its deletion not finished)."""
+        return self.config_manager.topic_name_in_use(name)
+
     def set_topic_overrides(self, name, overrides):
         """With a change notification, which every broker (this one too) applies to its
         replicas."""
