@@ -505,7 +505,7 @@ def test_rolled_segment_is_flushed_after_the_delay_and_at_a_clean_shutdown(new_l
     """Under a background scheduler a rolled segment's fsync waits ROLLED_SEGMENT_FLUSH_DELAY_MS
     (the kernel writes the pages back meanwhile); the recovery point moves only once it ran,
     and a clean shutdown (run_pending) runs the flushes still waiting."""
-    import kafkacore.storage.log as log_module
+    import kafkacore.storage.local_log as log_module
     monkeypatch.setattr(log_module, "ROLLED_SEGMENT_FLUSH_DELAY_MS", 400)
     scheduler = Scheduler()
     try:

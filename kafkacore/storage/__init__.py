@@ -8,8 +8,8 @@ entry, as ``Log.read_committed`` returns them."""
 from ._hot import IS_NATIVE
 from .config import LogConfig
 from .file_slice import FileSlice
-from .log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogAppendInfo,
-                  parse_partition_dir)
+from .local_log import parse_partition_dir
+from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log, LogAppendInfo
 from .log_cleaner import LogCleaner
 from .log_manager import LogManager, validate_topic_name
 from .log_segment import LogSegment, segment_file_name

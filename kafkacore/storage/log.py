@@ -1,5 +1,8 @@
-"""Kafka's (Unified)Log for one partition: a directory ``<topic>-<partition>`` of segments, the
-last one active.
+"""Kafka's UnifiedLog for one partition: the replicated log over its segments. The segments and
+their files (rolling, flushing, the recovery point, reading slices, removing, replacing and
+cutting segments) are the LocalLog's (local_log.py), as in Kafka; this module holds what gives
+the offsets their meaning: the log start offset, high watermark and last stable offset, the
+producers' state, the leader epochs, and the checks of every append.
 
 - ``append(records)``: validate natively (no decompression), stamp base offsets and the leader
   epoch in place (LogAppendTime also stamps maxTimestamp and the CRC), roll when needed, write
@@ -30,13 +33,12 @@ Replication (Kafka's UnifiedLog, ZooKeeper-mode broker):
   ``truncate_fully_and_start_at(offset)`` (a follower behind the leader's log start).
 
 Readers take a snapshot of the segment list without a lock; appends, rolls, retention and the
-cleaner's swaps take the log's lock briefly. The cleaner does its work outside the lock."""
+cleaner's swaps take the log's lock (shared with its LocalLog) briefly. The cleaner does its
+work outside the lock."""
 import bisect
 import os
-import shutil
 import struct
 import threading
-import uuid
 
 from ..clock import wall_ms
 from ..checksum import crc32c
@@ -51,8 +53,8 @@ from .batch_rewrite import records_section, recompress
 from .checkpoints import LEADER_EPOCH_CHECKPOINT, PartitionMetadataFile, fsync_dir
 from .file_slice import FileSlice
 from .leader_epoch_cache import LeaderEpochFileCache
+from .local_log import LocalLog
 from .log_loader import load_segments
-from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment
 from .producer_state import (AppendOrigin, MarkerBatch, BatchProducerFields, ProducerStateManager, list_snapshots,
                              parse_marker, producer_batches)
 from .scheduler import InlineScheduler
@@ -64,14 +66,6 @@ _LAST_DELTA = struct.Struct(">i")
 _BASE_LEN_EPOCH = struct.Struct(">qii")
 # a v2 batch header from baseOffset to recordsCount (Kafka's DefaultRecordBatch)
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-# A rolled segment is fsynced this long after the roll, not at once as Kafka does. By then the
-# kernel has written its pages back on its own (vm.dirty_expire_centisecs defaults to 30 s), so
-# the fsync only confirms it. At once, it forced the whole segment out while appends to the new
-# one ran, and on ext4 those waited for the journal commit behind it: a follower catching up
-# 1 GiB in 256 MiB segments ran 20 % slower (bench/RESULTS.md, 2026-11-26 evening). The
-# recovery point is persisted only every log.flush.offset.checkpoint.interval.ms (60 s), so a
-# crash costs at most a longer rescan, never data: recovery starts from an older point.
-ROLLED_SEGMENT_FLUSH_DELAY_MS = 30_000
 _HEADER_WALK_CHUNK = 1 << 16
 
 _CLIENT, _COORDINATOR = AppendOrigin.CLIENT, AppendOrigin.COORDINATOR
@@ -107,14 +101,6 @@ class OffsetsOutOfOrderError(CorruptMessageError):
     OffsetsOutOfOrderException)."""
 
 
-def parse_partition_dir(name):
-    """(topic, partition) from ``<topic>-<partition>``; None when the name is not one."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
-
-
 class LogAppendInfo:
     __slots__ = ("first_offset", "last_offset", "log_append_time", "max_timestamp",
                  "offset_of_max_timestamp", "records", "bytes", "log_start_offset", "duplicate")
@@ -139,17 +125,7 @@ class LogAppendInfo:
 class Log:
     def __init__(self, directory, config, *, recovery_point=0, log_start_offset=0, clean_shutdown=True,
                  scheduler=None, topic_id=None, checkpointed_high_watermark=None, replicated=False):
-        self.dir = directory
-        self.name = os.path.basename(directory)
-        parsed = parse_partition_dir(self.name)
-        self.topic, self.partition = parsed if parsed else (self.name, 0)
-        self.config = config
-        self.scheduler = scheduler or InlineScheduler()
         self.lock = threading.RLock()
-        self.closed = False
-        # bumped by every truncation: a flush that began before one must not move the recovery
-        # point past the new end
-        self._truncations = 0
         os.makedirs(directory, exist_ok=True)
         self._metadata = PartitionMetadataFile(directory)
         self.topic_id = self._metadata.read()
@@ -158,15 +134,13 @@ class Log:
             self.topic_id = topic_id
         loaded = load_segments(directory, config, recovery_point, log_start_offset, clean_shutdown)
         self.load_result = loaded
-        self._set_segments(loaded.segments)
+        self.local = LocalLog(directory, config, loaded.segments, recovery_point,
+                              scheduler or InlineScheduler(), self.lock)
         self.log_start_offset = max(log_start_offset, loaded.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = min(recovery_point, self.log_end_offset)
         self.high_watermark = self.log_end_offset
         self.replicated = False  # until make_replicated(): appends move the high watermark
         self.checkpointed_high_watermark = checkpointed_high_watermark  # replication-offset-checkpoint
-        self._unflushed = 0
-        self.last_flush_ms = wall_ms()
         self.append_listeners = []  # fn(log) after every append (the broker's fetch wake-up)
         # fn(log) after truncate_to / truncate_fully_and_start_at, under the log's lock (the
         # LogManager writes its checkpoints, so a stale recovery point cannot outlive the cut)
@@ -187,11 +161,11 @@ class Log:
             # there on, as the appends did
             self.producer_state.load(recovered, self._replay_producers, index_from=recovered,
                                      index=self._rebuild_txn_entry,
-                                     snapshot_at=[b for b in self._view[1][1:] if b > recovered])
+                                     snapshot_at=[b for b in self.local._view[1][1:] if b > recovered])
         if loaded.recovered_segments or loaded.rebuilt_indexes or loaded.truncated_bytes:
             # fsync what recovery checked and rebuilt (from the first segment it touched, the
             # rebuilt .txnindex files too); only then is the recovery point the end of the log
-            self.recovery_point = min(self.recovery_point, loaded.first_repaired_offset)
+            self.local.recovery_point = min(self.local.recovery_point, loaded.first_repaired_offset)
             self.flush()
         if replicated:
             self.make_replicated()
@@ -199,40 +173,37 @@ class Log:
             self.producer_state.on_high_watermark_updated(self.high_watermark)
         self._update_first_unstable()
 
+    # -- the segments and their files: the LocalLog's ---------------------------------------------
+    dir = property(lambda self: self.local.dir)
+    name = property(lambda self: self.local.name)
+    topic = property(lambda self: self.local.topic)
+    partition = property(lambda self: self.local.partition)
+    scheduler = property(lambda self: self.local.scheduler)
+    segments = property(lambda self: self.local.segments)
+    active_segment = property(lambda self: self.local._view[0][-1])
+    log_end_offset = property(lambda self: self.local._view[0][-1].next_offset)
+    size_in_bytes = property(lambda self: self.local.size_in_bytes)
+    last_flush_ms = property(lambda self: self.local.last_flush_ms)
+
     @property
     def config(self):
-        return self._config
+        return self.local.config
 
     @config.setter
     def config(self, config):
-        """A new topic config applies at once, to the active segment too (a lower
-        segment.bytes rolls at the next append, as in Kafka)."""
-        self._config = config
-        view = getattr(self, "_view", None)
-        if view is not None:
-            for segment in view[0]:
-                segment.config = config
-
-    # -- segments ---------------------------------------------------------------------------
-    def _set_segments(self, segments):
-        # one tuple assignment: a reader sees the old list or the new one, never a mix
-        self._view = (tuple(segments), tuple(s.base_offset for s in segments))
+        self.local.config = config
 
     @property
-    def segments(self):
-        return list(self._view[0])
+    def recovery_point(self):
+        return self.local.recovery_point
 
     @property
-    def active_segment(self):
-        return self._view[0][-1]
+    def closed(self):
+        return self.local.closed
 
-    @property
-    def log_end_offset(self):
-        return self._view[0][-1].next_offset
-
-    @property
-    def size_in_bytes(self):
-        return sum(s.size for s in self._view[0])
+    @closed.setter
+    def closed(self, closed):
+        self.local.closed = closed
 
     # -- leader epochs --------------------------------------------------------------------------
     def _load_leader_epoch_cache(self):
@@ -242,7 +213,7 @@ class Log:
         Kafka's loader does: a crash may leave entries past the end (they are written before
         the records) or below the log start."""
         cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT))
-        if not cache.file_existed and any(seg.size for seg in self._view[0]):
+        if not cache.file_existed and any(seg.size for seg in self.local._view[0]):
             cache.assign_all(self._epoch_starts())
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
@@ -252,7 +223,7 @@ class Log:
         """(epoch, base offset) of every batch that starts a higher epoch (negative epochs,
         from clients that never had one, are skipped as Kafka's recovery skips them)."""
         latest = -1
-        for segment in self._view[0]:
+        for segment in self.local._view[0]:
             for base, epoch in _batch_epochs(segment):
                 if epoch > latest:
                     latest = epoch
@@ -403,7 +374,7 @@ class Log:
             hot.assign_offsets(buf, first, leader_epoch, log_append_time)
             segment = self.active_segment
             message_ts = log_append_time if log_append_time >= 0 else info.max_timestamp
-            if self._should_roll(segment, len(buf), last, info.batches, message_ts, now):
+            if self.local.should_roll(segment, len(buf), last, info.batches, message_ts, now):
                 segment = self._roll(now)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 # before the records, as Kafka does: a crash then leaves an entry past the end,
@@ -418,8 +389,7 @@ class Log:
                 self.high_watermark = segment.next_offset
                 if txn and self.producer_state.on_high_watermark_updated(self.high_watermark):
                     self._update_first_unstable()  # a single node's markers are replicated at once
-            self._unflushed += info.records
-            flush_now = self._unflushed >= config.flush_messages
+            flush_now = self.local.appended(info.records)
         if flush_now:
             self.flush()
         for listener in self.append_listeners:
@@ -495,8 +465,7 @@ class Log:
                     cache.truncate_from_end(self.log_end_offset)
                 raise
             records_count = sum(max(b.count, 0) for b in batches)
-            self._unflushed += records_count
-            flush_now = self._unflushed >= config.flush_messages
+            flush_now = self.local.appended(records_count)
         if flush_now:
             self.flush()
         for listener in self.append_listeners:
@@ -527,10 +496,10 @@ class Log:
             nbytes = batches[-1].pos + batches[-1].size - start
             j = n
             if (nbytes > config.segment_bytes or n - i > index_slots
-                    or self._should_roll(segment, nbytes, batches[-1].last, n - i, suffix_max_ts[i], now)):
+                    or self.local.should_roll(segment, nbytes, batches[-1].last, n - i, suffix_max_ts[i], now)):
                 j = i + 1
                 one = batches[i]
-                if self._should_roll(segment, one.size, one.last, 1, one.max_ts, now):
+                if self.local.should_roll(segment, one.size, one.last, 1, one.max_ts, now):
                     segment = self._roll(now)
             stop = batches[j - 1].pos + batches[j - 1].size
             segment.append(mv[start:stop], batches[i].max_ts)
@@ -611,7 +580,7 @@ class Log:
         except (KafkaStorageError, ValueError) as e:
             state.complete_txn(completed)
             self._update_first_unstable()
-            self._close_on_failure()
+            self.local.close_on_failure()
             raise KafkaStorageError(f"{self.name}: the .txnindex entry of {completed} was not written ({e}); "
                                     "the log is closed") from e
         state.complete_txn(completed)
@@ -619,9 +588,7 @@ class Log:
     def _rebuild_txn_entry(self, completed, last_stable_offset):
         """The .txnindex entry of an ABORT met by the recovery replay, in the segment holding
         its marker (what _complete_txn wrote when the marker was appended)."""
-        segments, bases = self._view
-        segment = segments[max(0, bisect.bisect_right(bases, completed.last_offset) - 1)]
-        segment.update_txn_index(completed, last_stable_offset)
+        self.local.segment_holding(completed.last_offset).update_txn_index(completed, last_stable_offset)
 
     def _replay_producers(self, from_offset):
         """(BatchProducerFields, first offset, last offset) of every batch from from_offset on (log
@@ -673,83 +640,24 @@ class Log:
                                f"{self.topic}-{self.partition}")
                     raise _record_validation_error([(i, message) for i, r in enumerate(spans) if r[2] is None])
 
-    def _should_roll(self, segment, nbytes, last_offset, batches, message_ts, now):
-        """Kafka's LogSegment.shouldRoll: size, time (segment.ms from the first batch's
-        timestamp, or the segment's creation when there is none), full indexes, or offsets that
-        no longer fit the 32-bit relative offsets."""
-        if segment.size == 0:
-            return last_offset - segment.base_offset > 0x7FFFFFFF
-        if segment.would_overflow(nbytes, last_offset) or segment.offset_index.is_full(batches) \
-                or segment.time_index.is_full(batches):
-            return True
-        first_ts = segment.first_batch_timestamp
-        waited = (message_ts - first_ts) if first_ts is not None and first_ts >= 0 else now - segment.created_ms
-        return waited > self.config.segment_ms - self.config.segment_jitter_ms
-
+    # -- rolling and flushing: the LocalLog's, with the producers' snapshot at each roll ----------
     def roll(self):
         with self.lock:
             return self._roll(wall_ms())
 
     def _roll(self, now):
-        old = self.active_segment
-        new_base = self.log_end_offset
-        if old.size == 0:
-            return old  # an empty active segment is already the roll's result
-        # The new segment first: if its files cannot be made (disk full), the old one stays
-        # active and untouched, and the append fails with KAFKA_STORAGE_ERROR.
-        new = LogSegment.create(self.dir, new_base, self.config, now)
-        try:
-            old.become_inactive(flush=False)
-            # Kafka snapshots producer state at every roll, named by the new segment's base,
-            # empty or not: recovery of a later segment then starts its replay there instead
-            # of at the log start (which costs a pass over every batch of the log)
-            self.producer_state.take_snapshot(new_base)
-        except OSError as e:  # the final time index entry could not be written (disk full)
-            new.delete_files()
-            raise KafkaStorageError(f"rolling {self.name} failed: {e}") from e
-        self._set_segments(self._view[0] + (new,))
-        # Flushed in the background, later than Kafka does (ROLLED_SEGMENT_FLUSH_DELAY_MS); the
-        # recovery point moves past it once that is done.
-        truncations = self._truncations
-        self.scheduler.schedule(ROLLED_SEGMENT_FLUSH_DELAY_MS,
-                                lambda: self._flush_rolled(old, new_base, truncations))
-        return new
-
-    def _flush_rolled(self, segment, new_base, truncations):
-        if segment.deleted or self.closed:
-            return
-        segment.flush()
-        with self.lock:
-            # a truncation since the roll may have cut below new_base
-            if new_base > self.recovery_point and truncations == self._truncations:
-                self.recovery_point = new_base
+        # Kafka snapshots producer state at every roll, named by the new segment's base, empty or
+        # not: recovery of a later segment then starts its replay there instead of at the log
+        # start (which costs a pass over every batch of the log)
+        return self.local.roll(now, self.producer_state.take_snapshot)
 
     def flush(self):
         """fsync every segment holding unflushed data; the recovery point becomes the end."""
-        with self.lock:
-            if self.closed:
-                return
-            end = self.log_end_offset
-            truncations = self._truncations
-            segments = [s for s in self._view[0] if s.next_offset > self.recovery_point or s.mutable]
-            self._unflushed = 0
-        self._fsync(segments)
-        with self.lock:
-            if truncations == self._truncations:  # else end may be past the truncated log's end
-                self.recovery_point = max(self.recovery_point, end)
-            self.last_flush_ms = wall_ms()
-
-    @staticmethod
-    def _fsync(segments):
-        for segment in segments:
-            if not segment.deleted:
-                segment.flush()
+        self.local.flush()
 
     def maybe_flush(self, now=None):
         """flush.ms: flush when that long has passed since the last flush."""
-        now = wall_ms() if now is None else now
-        if self.config.flush_ms < (1 << 62) and now - self.last_flush_ms >= self.config.flush_ms:
-            self.flush()
+        self.local.maybe_flush(now)
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, offset, max_bytes, max_offset=None, min_one_batch=True):
@@ -770,36 +678,23 @@ class Log:
         sl, segments, i, read_index = self._read(offset, max_bytes, lso, min_one_batch)
         if sl.length == 0:
             return sl, []
-        segment = segments[read_index]
-        upper = segment.fetch_upper_bound_offset(sl.position, sl.length)
-        if upper is None:
-            upper = segments[read_index + 1].base_offset if read_index + 1 < len(segments) \
-                else segments[-1].next_offset
-        return sl, self._collect_aborted(segments, i, offset, upper)
+        upper = LocalLog.fetch_upper_bound_offset(segments, read_index, sl)
+        return sl, LocalLog.collect_aborted(segments, i, offset, upper)
 
     def collect_aborted_transactions(self, start_offset, upper_bound_offset):
         """The AbortedTxn entries overlapping [start_offset, upper_bound_offset), from the
         segment holding start_offset on (Kafka's LocalLog.collectAbortedTransactions)."""
-        segments, bases = self._view
+        segments, bases = self.local._view
         i = max(0, bisect.bisect_right(bases, start_offset) - 1)
-        return self._collect_aborted(segments, i, start_offset, upper_bound_offset)
-
-    @staticmethod
-    def _collect_aborted(segments, i, start_offset, upper_bound_offset):
-        out = []
-        for segment in segments[i:]:
-            found, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
-            out += found
-            if complete:
-                break
-        return out
+        return LocalLog.collect_aborted(segments, i, start_offset, upper_bound_offset)
 
     def _read(self, offset, max_bytes, max_offset, min_one_batch):
         """(slice, segments, index of the segment holding offset, index of the segment read)."""
+        local = self.local
         for _attempt in range(3):
-            if self.closed:
+            if local.closed:
                 raise KafkaStorageError(f"log {self.name} is closed")
-            segments, bases = self._view
+            segments, bases = local._view
             end = segments[-1].next_offset
             start = self.log_start_offset
             if offset < start or offset > end:
@@ -810,10 +705,10 @@ class Log:
                     len(segments) - 1
             i = max(0, bisect.bisect_right(bases, offset) - 1)
             try:
-                sl, read_index = self._read_from(segments, i, offset, max_bytes, max_offset, end, min_one_batch)
+                sl, read_index = local.read_from(segments, i, offset, max_bytes, max_offset, end, min_one_batch)
                 return sl, segments, i, read_index
             except (OSError, ValueError, KafkaStorageError) as e:
-                if self.closed:
+                if local.closed:
                     raise KafkaStorageError(f"log {self.name} was closed during the read") from None
                 if not any(s.deleted for s in segments):
                     if isinstance(e, KafkaStorageError):
@@ -821,23 +716,6 @@ class Log:
                     raise KafkaStorageError(f"reading {self.name} at {offset} failed: {e}") from e
                 # a segment went (retention, cleaner) under this snapshot: read again
         raise KafkaStorageError(f"read of {self.name} at {offset} kept racing segment deletion")
-
-    def _read_from(self, segments, i, offset, max_bytes, max_offset, end, min_one_batch):
-        while i < len(segments):
-            segment = segments[i]
-            max_position = None
-            if max_offset is not None and max_offset < end:
-                if max_offset <= segment.base_offset:
-                    break
-                if max_offset < segment.next_offset:
-                    found = segment.translate_offset(max_offset)
-                    max_position = found[0] if found else None
-            result = segment.read(offset, max_bytes, max_position, min_one_batch)
-            if result is not None:
-                return result, i
-            i += 1  # nothing at or after offset here (the cleaner left a gap): the next segment
-        last = segments[-1]
-        return FileSlice(last.file, last.size, 0, offset), len(segments) - 1
 
     def read_batches_bytes(self, offset=None, max_bytes=1 << 62):
         """All bytes from offset (default: the log start) to the end, for tests and tools."""
@@ -865,7 +743,7 @@ class Log:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return self.high_watermark, -1
-        segments = self._view[0]
+        segments = self.local._view[0]
         start = self.log_start_offset
         if timestamp == MAX_TIMESTAMP:
             best = None
@@ -950,10 +828,11 @@ class Log:
         return deleted
 
     def _delete_segments(self, predicate):
+        local = self.local
         with self.lock:
-            if self.closed:
+            if local.closed:
                 return 0
-            segments = list(self._view[0])
+            segments = list(local._view[0])
             doomed = []
             for i, seg in enumerate(segments):
                 next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -967,13 +846,11 @@ class Log:
                 return 0
             if doomed[-1] is segments[-1]:
                 self._roll(wall_ms())  # keep an (empty) active segment
-                segments = list(self._view[0])
-            remaining = segments[len(doomed):]
-            self._set_segments(remaining)
+            remaining = local.remove_segments(doomed)
             lso = self.last_stable_offset
             self.log_start_offset = max(self.log_start_offset, remaining[0].base_offset)
             for seg in doomed:
-                self._retire(seg)
+                local.retire(seg)
             self.producer_state.truncate_head(self.log_start_offset)
             self._update_first_unstable()
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -991,16 +868,6 @@ class Log:
             if self.closed:
                 return 0
             return self.producer_state.remove_expired_producers(now, expiration_ms)
-
-    def _retire(self, segment):
-        """Rename to .deleted now; unlink after file.delete.delay.ms (readers of an older
-        snapshot of the segment list may still be using it)."""
-        segment.deleted = True
-        try:
-            segment.change_suffix("", DELETED_SUFFIX)
-        except OSError as e:
-            raise KafkaStorageError(f"renaming {segment.log_path} for deletion failed: {e}") from e
-        self.scheduler.schedule(self.config.file_delete_delay_ms, segment.delete_files)
 
     # -- truncation (replication) --------------------------------------------------------------
     def truncate_to(self, offset):
@@ -1031,7 +898,7 @@ class Log:
             if offset >= end:
                 self.leader_epoch_cache.truncate_from_end(end)
                 return False
-            if offset < self._view[0][0].base_offset:
+            if offset < self.local._view[0][0].base_offset:
                 self._guarded(self._truncate_fully, offset)
             else:
                 self._guarded(self._truncate, offset)
@@ -1059,63 +926,18 @@ class Log:
         try:
             fn(offset)
         except BaseException as e:
-            self._close_on_failure()
+            self.local.close_on_failure()
             if isinstance(e, KafkaStorageError):
                 raise
             if isinstance(e, OSError):
                 raise KafkaStorageError(f"truncating {self.name} to {offset} failed: {e}") from e
             raise
 
-    def _close_on_failure(self):
-        """The files and this object may disagree now: refuse everything until a reopen, whose
-        load reconciles whatever state the files are in."""
-        self.closed = True
-        for seg in self._view[0]:  # close() will not run on a closed log
-            seg.offset_index.close()
-            seg.time_index.close()
-            seg.txn_index.close()
-
     def _truncate(self, offset):
-        segments = list(self._view[0])
-        k = max(bisect.bisect_left(self._view[1], offset) - 1, 0)  # the last segment with base < offset
-        if k > 0:
-            found = segments[k].translate_offset(offset)
-            if found is not None and found[0] == 0:
-                # nothing of segment k stays: it goes, and the one before ends the log, as in a
-                # log that never rolled there
-                k -= 1
-        keep, doomed = segments[k], segments[k + 1:]
-        self._truncations += 1
         # until the producer state is rebuilt below, nothing is stable past the log start: a
         # transaction whose marker is cut is open again
         self._first_unstable = self.log_start_offset
-        for i in range(len(segments) - 1, k, -1):
-            self._retire(segments[i])
-            self._set_segments(segments[:i])  # the view keeps every segment not retired
-            fsync_dir(self.dir)
-        if keep is segments[-1]:
-            active = keep
-        else:
-            # A new object for the files: the cleaner may be copying this segment as it was, and
-            # its swap must find the old object gone (replace_segment then drops the copy).
-            active = LogSegment(self.dir, keep.base_offset, self.config, created_ms=keep.created_ms)
-            active.first_batch_timestamp = keep.first_batch_timestamp
-        try:
-            self._cut(active, offset)
-        except BaseException:
-            if active is not keep:
-                active.offset_index.close()
-                active.time_index.close()
-                active.txn_index.close()
-            raise
-        self._set_segments(segments[:k] + [active])
-        if active is not keep:
-            keep.deleted = True  # readers holding the old list read again
-            keep.offset_index.close()
-            keep.time_index.close()
-            keep.txn_index.close()
-        new_end = active.next_offset
-        doomed_bases = {seg.base_offset for seg in doomed}
+        new_end, doomed_bases = self.local.truncate_to(offset)
         for snap_offset, path in list_snapshots(self.dir):
             if snap_offset > new_end or snap_offset in doomed_bases:
                 os.unlink(path)
@@ -1123,156 +945,53 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(new_end)
         self.log_start_offset = min(self.log_start_offset, new_end)
         self.high_watermark = min(self.high_watermark, new_end)
-        self.recovery_point = min(self.recovery_point, new_end)
+        self.local.recovery_point = min(self.local.recovery_point, new_end)
         self.producer_state.last_snapshot_offset = -1
         self.producer_state.load(new_end, self._replay_producers)
         self.producer_state.on_high_watermark_updated(self.high_watermark)
         self._update_first_unstable()
 
-    def _cut(self, seg, offset):
-        """Cuts seg (made the active segment) before the first batch whose last offset is >=
-        offset. The indexes keep their entries for the batches before the cut, except a final
-        time entry the segment got when it became inactive; the scan state resumes from the
-        last offset entry kept. So the segment, its indexes and the appends that follow are
-        byte for byte those of a segment only ever written up to the cut."""
-        found = seg.translate_offset(offset)
-        pos = seg.size if found is None else found[0]
-        oi, ti = seg.offset_index, seg.time_index
-        for index in (oi, ti):
-            if not index.mutable:
-                if index.entries <= index.max_entries:
-                    index.make_mutable()
-                else:  # segment.index.bytes shrank since: full, so the next append rolls first
-                    index.mutable = True
-        kept = 0
-        if oi.entries and pos > 0:
-            kept = hot.offset_index_lookup_position(oi.buffer(oi.entries), oi.entries, pos - 1) + 1
-        oi.truncate_to_entries(kept)
-        if kept:
-            # the time entries written along with the offset entries kept; a final entry of an
-            # inactive segment is for a batch after its last offset entry, so it goes
-            last_indexed, resume = oi.entry(kept - 1)
-            ti.truncate_to_offset(last_indexed + 1)
-        else:
-            resume = 0
-            ti.truncate_to_entries(0)
-        ts, ts_offset = ti.last_entry()
-        scanner = hot.SegmentScanner(seg.base_offset, self.config.index_interval_bytes, False)
-        scanner.position = resume
-        scanner.last_index_position = resume
-        scanner.max_timestamp = ts
-        scanner.offset_of_max_timestamp = ts_offset if ts != NO_TIMESTAMP else -1
-        scanner.last_time_index_timestamp = ts
-        self._scan_to(seg, scanner, pos)
-        try:
-            os.ftruncate(seg.file.fd, pos)
-        except OSError as e:
-            raise KafkaStorageError(f"truncating {seg.log_path} failed: {e}") from e
-        seg.size = pos
-        seg.next_offset = max(scanner.next_offset, seg.base_offset)
-        # entries of markers cut go (Kafka's TransactionIndex.truncateTo); later segments'
-        # files went with their segments
-        seg.txn_index.truncate_to(seg.next_offset)
-        seg.max_timestamp_so_far = scanner.max_timestamp
-        seg.offset_of_max_timestamp_so_far = scanner.offset_of_max_timestamp
-        seg.scanner = scanner
-        if pos == 0:  # as Kafka resets an emptied segment's roll clock
-            seg.first_batch_timestamp = None
-            seg.created_ms = wall_ms()
-        seg.flush()  # the cut is durable before the epoch cache forgets what was cut
-
-    @staticmethod
-    def _scan_to(seg, scanner, end):
-        """Feeds seg's batches from scanner.position to end through scanner (no CRC check: they
-        were checked when written or recovered)."""
-        fd = seg.file.fd
-        while scanner.position < end:
-            pos = scanner.position
-            data = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
-            status, _consumed, offsets, times = scanner.scan(data)
-            if status == hot.SCAN_TRUNCATED and scanner.position == pos:
-                head = os.pread(fd, 12, pos)  # one batch longer than the read: read it whole
-                need = int.from_bytes(head[8:12], "big", signed=True) + 12 if len(head) == 12 else 0
-                if need < RECORD_BATCH_OVERHEAD or pos + need > end:
-                    raise KafkaStorageError(f"{seg.log_path}: no whole batch at byte {pos}")
-                status, _consumed, offsets, times = scanner.scan(os.pread(fd, need, pos))
-            if status not in (hot.SCAN_OK, hot.SCAN_TRUNCATED) or scanner.position == pos:
-                raise KafkaStorageError(f"{seg.log_path}: cannot rescan at byte {pos}: {scanner.error}")
-            # entries only when index.interval.bytes changed since the segment was written
-            seg.offset_index.append_entries(offsets)
-            seg.time_index.append_entries(times)
-
     def _truncate_fully(self, offset):
-        self._truncations += 1
         for _snap_offset, path in list_snapshots(self.dir):
             os.unlink(path)
         fsync_dir(self.dir)
         self.leader_epoch_cache.checkpoint.delete()
-        for seg in reversed(self._view[0]):
-            self._retire(seg)
-            fsync_dir(self.dir)
-        new = LogSegment.create(self.dir, offset, self.config, wall_ms())
-        self._set_segments([new])
-        fsync_dir(self.dir)
+        self.local.truncate_fully_and_start_at(offset)
         self.leader_epoch_cache.clear()
         self.producer_state.truncate()
         self.producer_state.last_snapshot_offset = -1
         self.log_start_offset = offset
         self.high_watermark = offset
         self._first_unstable = None
-        self.recovery_point = offset
-        self._unflushed = 0
 
     # -- the cleaner's swap ------------------------------------------------------------------
     def replace_segment(self, old, cleaned):
-        """Puts cleaned (files with suffix .cleaned, fsynced) in place of old with Kafka's
-        crash-safe order: .cleaned -> .swap, old -> .deleted, .swap -> live. False (and the
-        cleaned files removed) when old is no longer in the log."""
-        with self.lock:
-            segments = list(self._view[0])
-            if self.closed or old not in segments or old.deleted or old is segments[-1]:
-                cleaned.delete_files()
-                return False
-            cleaned.change_suffix(".cleaned", ".swap")
-            old.deleted = True
-            old.change_suffix("", DELETED_SUFFIX)
-            cleaned.change_suffix(".swap", "")
-            segments[segments.index(old)] = cleaned
-            self._set_segments(segments)
-        self.scheduler.schedule(self.config.file_delete_delay_ms, old.delete_files)
-        return True
+        """Puts cleaned in place of old (LocalLog.replace_segment); False when old is gone."""
+        return self.local.replace_segment(old, cleaned)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def close(self):
-        """Flushes, trims the active segment's indexes and closes the indexes."""
+        """Snapshots the producers' state, flushes, trims the active segment's indexes and
+        closes the indexes."""
         with self.lock:
-            if self.closed:
+            if self.local.closed:
                 return
-            segments = self._view[0]
-            segments[-1].become_inactive(flush=False)
+            self.active_segment.become_inactive(flush=False)
             try:
                 self.producer_state.take_snapshot(self.log_end_offset)
             except OSError:
                 pass  # a restart replays the batches after the previous snapshot instead
-            # every segment past the recovery point (a rolled one whose background flush has
-            # not run yet, too) is on disk before the recovery point may say so
-            self._fsync([s for s in segments if s.next_offset > self.recovery_point or s is segments[-1]])
-            self.closed = True
-            for segment in segments:
-                segment.close()
-            self.recovery_point = self.log_end_offset
+            self.local.close()
 
     def delete(self):
         """Deletes the partition (topic deletion): closed, renamed to
         ``<dir>.<id>-delete`` (as Kafka does), and removed in the background."""
         self.close()
-        target = f"{self.dir}.{uuid.uuid4().hex}-delete"
-        os.rename(self.dir, target)
-        self.scheduler.schedule(self.config.file_delete_delay_ms, lambda: shutil.rmtree(target, ignore_errors=True))
+        self.local.delete_directory()
 
     def __repr__(self):
         return (f"Log({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
-                f"segments={len(self._view[0])})")
+                f"segments={len(self.local._view[0])})")
 
 
 class _FollowerBatch:

@@ -26,7 +26,8 @@ from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
                           write_atomically, write_clean_shutdown)
 from .config import LogConfig
 from .dir_lock import DataDirLock
-from .log import Log, parse_partition_dir
+from .local_log import parse_partition_dir
+from .log import Log
 from .log_cleaner import LogCleaner
 from .scheduler import InlineScheduler, Scheduler
 
