@@ -1063,7 +1063,7 @@ def test_offset_retention_rules(tmp_path):
     import asyncio
 
     from broker_client import create_topic_and_wait, internal_topic_ready, start_single_node
-    from kafkacore.coordinator.group_coordinator import make_offset
+    from kafkacore.coordinator.offset_store import make_offset
 
     def new_broker():
         return start_single_node(tmp_path / "data", {"group.initial.rebalance.delay.ms": "0",
@@ -1081,7 +1081,7 @@ def test_offset_retention_rules(tmp_path):
         for t in ("t1", "t2"):
             await create_topic_and_wait(broker, t, 1)
         await internal_topic_ready(broker, gc.store)
-        retention = gc.offsets_retention_ms
+        retention = gc.group_manager.offsets_retention_ms
         now = int(time.time() * 1000)
         old = now - retention - 1000
         r = await gc.join_group("ret", "", None, "c", "/h", 10000, 5000, "consumer", [("range", subscription("t1"))],
@@ -1096,14 +1096,14 @@ def test_offset_retention_rules(tmp_path):
         assert gc.commit_offsets("simple-new", "", None, -1, {("t1", 0): make_offset(4)}) == {("t1", 0): NONE}
         # a Stable consumer group loses old offsets of topics it no longer subscribes to; a group
         # that only stores offsets loses old ones (and goes once it has none)
-        assert gc.expire_offsets(now) == 2
+        assert gc.group_manager.expire_offsets(now) == 2
         assert set(gc.groups["ret"].offsets) == {("t1", 0)}
         assert "simple" not in gc.groups and "simple-new" in gc.groups
         # an Empty group's offsets expire a retention period after it became Empty
         assert gc.leave_group("ret", [(r.member_id, None)]) == (NONE, [NONE])
         assert gc.groups["ret"].state == "Empty"
-        assert gc.expire_offsets(now) == 0
-        assert gc.expire_offsets(now + retention + 60000) == 2  # ret's t1 and simple-new's
+        assert gc.group_manager.expire_offsets(now) == 0
+        assert gc.group_manager.expire_offsets(now + retention + 60000) == 2  # ret's t1 and simple-new's
         assert gc.groups == {}
 
     asyncio.run(scenario())

@@ -1,2 +1,3 @@
-"""Coordinators: consumer groups and committed offsets (group_coordinator), producer ids
-(producer_id_manager)."""
+"""Coordinators: consumer groups (group_coordinator; their metadata and committed offsets in
+__consumer_offsets: group_metadata_manager), transactions (transaction_coordinator), producer
+ids (producer_id_manager)."""

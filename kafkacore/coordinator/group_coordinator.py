@@ -1,8 +1,12 @@
-"""The classic group coordinator: consumer group membership, rebalances and committed offsets.
+"""The classic group coordinator: consumer group membership and rebalances (Kafka's
+GroupCoordinator). What is kept in __consumer_offsets (group metadata, committed offsets) and
+loaded back from it is its GroupMetadataManager's (``group_metadata_manager``): requests about
+offsets are checked here and stored there.
 
-This node coordinates every group. Everything runs on the broker's event loop (handlers call
-in from there; timers are ``loop.call_later``), so there are no locks. The rules follow Kafka's
-GroupCoordinator (the pre-KIP-848 "classic" protocol):
+This node coordinates the groups whose __consumer_offsets partition it leads. Everything runs
+on the broker's event loop (handlers call in from there; timers are ``loop.call_later``), so
+there are no locks. The rules follow Kafka's GroupCoordinator (the pre-KIP-848 "classic"
+protocol):
 
 - States Empty -> PreparingRebalance -> CompletingRebalance -> Stable (and Dead when a group is
   deleted or expires). A rebalance ends when every member has rejoined (and no
@@ -22,21 +26,21 @@ GroupCoordinator (the pre-KIP-848 "classic" protocol):
 - Static members (group.instance.id) keep their place across restarts: a rejoin with an unknown
   member id replaces the member id, without a rebalance while Stable when the selected protocol
   would not change; the old member id is then FENCED_INSTANCE_ID.
-- Offsets: commits are checked against the generation and member (free consumers commit with
-  generation -1 and no member id to groups without members), written to the log before the
-  answer, expired after ``offsets.retention.minutes`` (from the time the group became Empty,
-  or from the commit for simple groups and for topics a stable consumer group no longer
-  subscribes to), checked every ``offsets.retention.check.interval.ms``.
-- On start every partition of __consumer_offsets is read back (last record per key wins,
-  tombstones delete): groups come back with their generation, protocol, leader and members
-  (Stable; the members expire by session timeout unless they carry on heartbeating, as in
-  Kafka), and every committed offset.
+- Offsets: commits are checked here against the generation and member (free consumers commit
+  with generation -1 and no member id to groups without members); the manager writes them to
+  the log before the answer and expires them after ``offsets.retention.minutes`` (from the
+  time the group became Empty, or from the commit for simple groups and for topics a stable
+  consumer group no longer subscribes to), checked every
+  ``offsets.retention.check.interval.ms``.
+- The manager reads back each partition of __consumer_offsets this broker comes to lead (last
+  record per key wins, tombstones delete): groups come back with their generation, protocol,
+  leader and members (Stable; the members expire by session timeout unless they carry on
+  heartbeating, as in Kafka), and every committed offset.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import uuid
 
 from ..clock import wall_ms
@@ -47,8 +51,8 @@ from ..errors import (CoordinatorNotAvailableError, NotCoordinatorError, FencedI
                       RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from . import group as g
 from .group import Group, Member
-from .offset_store import (TOPIC, OffsetAndMetadata, OffsetStore, StoreError, decode_group_value, decode_key,
-                           decode_offset_value, group_key, group_value, offset_key, offset_value)
+from .group_metadata_manager import GroupMetadataManager
+from .offset_store import TOPIC, OffsetStore, StoreError
 
 log = logging.getLogger("kafkacore.coordinator")
 
@@ -110,35 +114,34 @@ class GroupCoordinator:
         self.max_session_timeout_ms = cfg["group.max.session.timeout.ms"]
         self.initial_rebalance_delay_ms = cfg["group.initial.rebalance.delay.ms"]
         self.max_group_size = cfg["group.max.size"]
-        self.offsets_retention_ms = cfg["offsets.retention.minutes"] * 60 * 1000
-        self.retention_check_interval_ms = cfg["offsets.retention.check.interval.ms"]
-        self.metadata_max_bytes = cfg["offset.metadata.max.bytes"]
-        self.store = OffsetStore(broker)
-        self.groups: dict[str, Group] = {}
+        self.group_manager = GroupMetadataManager(
+            OffsetStore(broker), cfg["offsets.retention.minutes"] * 60 * 1000,
+            cfg["offsets.retention.check.interval.ms"], cfg["offset.metadata.max.bytes"],
+            on_members_loaded=self._on_members_loaded, on_group_unloaded=self._on_group_unloaded,
+            on_group_removed=self._cancel_group_timers)
         self.loop = None
-        self.loop_thread = None
-        self._expiry_timer = None
         self._started = False
         self._closed = False
-        # the __consumer_offsets partitions this broker leads and has loaded: it coordinates
-        # exactly their groups (a single node leads them all)
-        self.owned_partitions = set()
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        """The groups this broker coordinates: the manager's, changed here in place."""
+        return self.group_manager.groups
+
+    @property
+    def store(self):
+        """__consumer_offsets (its topic name and a group's partition, for the handlers)."""
+        return self.group_manager.store
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self, loop):
-        """Loads the __consumer_offsets partitions this broker leads already, follows the
-        leaderships that come and go from here on, and starts the timers (on the event loop
-        thread)."""
+        """The manager loads the groups of the __consumer_offsets partitions this broker leads,
+        and follows the leaderships from here on (on the event loop thread)."""
         if self._started:
             return
         self.loop = loop
-        self.loop_thread = threading.get_ident()
         self._started = True
-        rm = self.broker.replica_manager
-        rm.on_leadership_change.append(self.on_leadership_change)
-        for partition, leader_epoch in rm.led_partitions(TOPIC):
-            self.on_leadership_change(TOPIC, partition, True, leader_epoch)
-        self._expiry_timer = loop.call_later(self.retention_check_interval_ms / 1000, self._expire_offsets_tick)
+        self.group_manager.start(loop, self.broker.replica_manager)
 
     def _ensure_started(self):
         if not self._started:
@@ -147,8 +150,7 @@ class GroupCoordinator:
     def shutdown(self):
         """Everything is already in the log; only the timers are stopped."""
         self._closed = True
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
+        self.group_manager.shutdown()
         for group in self.groups.values():
             self._cancel_group_timers(group)
         log.info("group coordinator stopped (%d groups)", len(self.groups))
@@ -168,128 +170,18 @@ class GroupCoordinator:
     def _now(self):
         return self.loop.time()
 
-    # -- loading --------------------------------------------------------------------------------
-    def _load(self, partitions=None):
-        if not self.store.exists():
-            return
-        metadata: dict[str, object] = {}
-        offsets: dict[str, dict] = {}
-        records = 0
-        pending: dict[int, dict] = {}  # producer id -> {group id: {(topic, partition): offset}}
-        for partition in (range(self.store.partitions) if partitions is None else partitions):
-            for kind_, *item in self.store.read_partition_with_markers(partition):
-                if kind_ == "marker":
-                    producer_id, committed = item
-                    for group_id, txn_offsets in pending.pop(producer_id, {}).items():
-                        if committed:
-                            offsets.setdefault(group_id, {}).update(txn_offsets)
-                    continue
-                key, value, txn_producer = item
-                records += 1
-                kind = decode_key(key)
-                if kind is None:
-                    continue
-                try:
-                    if kind[0] == "offset" and txn_producer is not None:
-                        _k, group_id, topic, p = kind
-                        if value is not None:
-                            pending.setdefault(txn_producer, {}).setdefault(group_id, {})[(topic, p)] = \
-                                decode_offset_value(value)
-                    elif kind[0] == "offset":
-                        _k, group_id, topic, p = kind
-                        if value is None:
-                            offsets.get(group_id, {}).pop((topic, p), None)
-                        else:
-                            offsets.setdefault(group_id, {})[(topic, p)] = decode_offset_value(value)
-                    else:
-                        group_id = kind[1]
-                        if value is None:
-                            metadata.pop(group_id, None)
-                        else:
-                            metadata[group_id] = decode_group_value(value)
-                except Exception as e:  # noqa: BLE001 - one bad record must not stop the load
-                    log.error("%s-%d: skipping a record that does not decode: %s", TOPIC, partition, e)
-        for group_id in sorted(set(metadata) | {gid for gid, o in offsets.items() if o}):
-            group = Group(group_id, -1)
-            value = metadata.get(group_id)
-            if value is not None:
-                self._restore_metadata(group, value)
-            group.offsets = offsets.get(group_id, {})
-            self.groups[group_id] = group
-        for producer_id, by_group in pending.items():  # transactions still open: their offsets wait
-            for group_id, txn_offsets in by_group.items():
-                group = self.groups.get(group_id)
-                if group is None:
-                    group = self.groups[group_id] = Group(group_id, -1)
-                group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_offsets)
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member)
-        log.log(logging.INFO if records else logging.DEBUG,
-                "loaded %d groups and %d committed offsets from %d records of %s%s", len(self.groups),
-                 sum(len(gr.offsets) for gr in self.groups.values()), records, TOPIC,
-                 "" if partitions is None else f" partitions {sorted(partitions)}")
+    # -- the manager's hooks ------------------------------------------------------------------------
+    def _on_members_loaded(self, group):
+        """Members read back from the log: their sessions start now."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
 
-    # -- coordinator failover (a cluster) ------------------------------------------------------------
-    def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
-        """The ReplicaManager's word: this broker now leads (load the partition's groups) or no
-        longer leads (unload them) a partition of __consumer_offsets (Kafka's
-        onElection/onResignation)."""
-        if topic != TOPIC:
-            return
-        if is_leader:
-            if partition not in self.owned_partitions:
-                self._load([partition])
-                self.owned_partitions.add(partition)
-            return
-        if partition in self.owned_partitions:
-            self.owned_partitions.discard(partition)
-            gone = [gid for gid in self.groups if self.store.partition_for(gid) == partition]
-            for gid in gone:
-                group = self.groups.pop(gid)
-                self._cancel_group_timers(group)
-                for member in group.members.values():
-                    self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
-                    self._complete_sync(member, SyncResult(NotCoordinatorError.code))
-            log.info("unloaded %d groups of %s-%d: another broker coordinates them now", len(gone), TOPIC, partition)
-
-    def _not_coordinator(self, group_id):
-        """NOT_COORDINATOR for a group whose partition this broker does not lead, else None."""
-        if not group_id:
-            return None
-        if self.store.created_on_first_use() and self.store.partition_for(group_id) in self.owned_partitions:
-            return None
-        return NotCoordinatorError.code
-
-    @staticmethod
-    def _restore_metadata(group, value):
-        group.generation = value.generation
-        group.protocol_type = value.protocol_type or None
-        group.protocol_name = value.protocol
-        group.current_state_timestamp = value.current_state_timestamp
-        for mm in value.members:
-            member = Member(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
-                            mm.rebalance_timeout if mm.rebalance_timeout >= 0 else mm.session_timeout,
-                            mm.session_timeout, group.protocol_type, [(value.protocol or "", mm.subscription)],
-                            mm.assignment)
-            group.members[member.member_id] = member
-            if member.instance_id is not None:
-                group.static_members[member.instance_id] = member.member_id
-        if group.members:
-            group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
-            group.state = g.STABLE
-            group.subscribed_topics = group.compute_subscribed_topics()
-        else:
-            group.state = g.EMPTY
-
-    # -- persistence ------------------------------------------------------------------------------
-    def _store_group(self, group, assignments):
-        """Writes the group's metadata; returns an error code (NONE on success)."""
-        try:
-            self.store.append(group.group_id, [(group_key(group.group_id), group_value(group, assignments))],
-                              for_offsets=False)
-        except StoreError as e:
-            return e.code
-        return NONE
+    def _on_group_unloaded(self, group):
+        """Another broker coordinates the group now: members waiting here are told so."""
+        self._cancel_group_timers(group)
+        for member in group.members.values():
+            self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
+            self._complete_sync(member, SyncResult(NotCoordinatorError.code))
 
     # -- timers: sessions -------------------------------------------------------------------------
     def _schedule_heartbeat(self, group, member, timeout_ms=None):
@@ -428,7 +320,7 @@ class GroupCoordinator:
         group.pending_sync.clear()
         if group.state == g.EMPTY:
             log.info("group %s with generation %d is now empty", group.group_id, group.generation)
-            error = self._store_group(group, {})
+            error = self.group_manager.store_group(group, {})
             if error != NONE:
                 log.warning("failed to write the empty metadata of group %s: error %d", group.group_id, error)
             return
@@ -497,7 +389,7 @@ class GroupCoordinator:
         self._ensure_started()
         fut = self.loop.create_future()
         protocols = [(name, bytes(md)) for name, md in protocols]
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             fut.set_result(JoinResult(not_coordinator, member_id))
             return fut
@@ -641,7 +533,8 @@ class GroupCoordinator:
                  new_member_id, old_member_id)
         if group.state == g.STABLE:
             if group.select_protocol() == group.protocol_name:
-                error = self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+                error = self.group_manager.store_group(group, {m.member_id: m.assignment
+                                                               for m in group.members.values()})
                 if error != NONE:
                     group.replace_static_member(instance_id, new_member_id, old_member_id)
                     member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = saved
@@ -671,7 +564,7 @@ class GroupCoordinator:
         """Returns a future of a SyncResult. ``assignments``: {member id: bytes} (the leader's)."""
         self._ensure_started()
         fut = self.loop.create_future()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             fut.set_result(SyncResult(not_coordinator))
             return fut
@@ -717,7 +610,7 @@ class GroupCoordinator:
             if missing:
                 log.warning("group %s generation %d: no assignment for members %s, giving them an empty one",
                             group.group_id, group.generation, missing)
-            error = self._store_group(group, full)
+            error = self.group_manager.store_group(group, full)
             if group.state == g.COMPLETING_REBALANCE and generation == group.generation:
                 if error != NONE:
                     self._reset_and_propagate_assignment_error(group, error)
@@ -736,7 +629,7 @@ class GroupCoordinator:
     # -- Heartbeat / LeaveGroup ------------------------------------------------------------------------
     def heartbeat(self, group_id, member_id, instance_id, generation):
         self._ensure_started()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return not_coordinator
         if not group_id:
@@ -761,7 +654,7 @@ class GroupCoordinator:
     def leave_group(self, group_id, leaving):
         """``leaving``: [(member id, instance id)]. Returns (top-level error, [error per member])."""
         self._ensure_started()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return not_coordinator, []
         if not group_id:
@@ -801,7 +694,7 @@ class GroupCoordinator:
     def commit_offsets(self, group_id, member_id, instance_id, generation, offsets, api_version=8):
         """``offsets``: {(topic, partition): OffsetAndMetadata}. Returns {(topic, partition): error}."""
         self._ensure_started()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return dict.fromkeys(offsets, not_coordinator)
         results = {}
@@ -815,25 +708,7 @@ class GroupCoordinator:
         if error is not None:
             results.update(dict.fromkeys(valid, error))
             return results
-        group = self.groups[group_id]
-        store = {}
-        for tp, om in valid.items():
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.metadata_max_bytes:
-                results[tp] = OffsetMetadataTooLargeError.code
-            else:
-                store[tp] = om
-        if store:
-            try:
-                written = self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
-                                                       for (t, p), om in store.items()])
-            except StoreError as e:
-                results.update(dict.fromkeys(store, e.code))
-                return results
-            if written.replicated is not None:
-                return self._after_replication(written.replicated, group, store, results)
-            group.offsets.update(store)
-        results.update(dict.fromkeys(store, NONE))
-        return results
+        return self.group_manager.store_offsets(self.groups[group_id], valid, results)
 
     def commit_txn_offsets(self, group_id, producer_id, producer_epoch, member_id, instance_id, generation, offsets):
         """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): ``offsets`` {(topic, partition):
@@ -842,14 +717,14 @@ class GroupCoordinator:
         member id or generation, when given (v3+), must match. Returns {(topic, partition):
         error} or a future of it (a cluster)."""
         self._ensure_started()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return dict.fromkeys(offsets, not_coordinator)
         results, valid = {}, {}
         for tp, om in offsets.items():
             if not self._partition_exists(*tp):
                 results[tp] = UnknownTopicOrPartitionError.code
-            elif om.metadata is not None and len(om.metadata.encode("utf-8")) > self.metadata_max_bytes:
+            elif self.group_manager.metadata_too_large(om):
                 results[tp] = OffsetMetadataTooLargeError.code
             else:
                 valid[tp] = om
@@ -870,71 +745,15 @@ class GroupCoordinator:
             return results
         if not valid:
             return results
-        try:
-            written = self.store.append(group_id, [(offset_key(group_id, t, p), offset_value(om))
-                                                   for (t, p), om in valid.items()],
-                                        producer=(producer_id, producer_epoch))
-        except StoreError as e:
-            results.update(dict.fromkeys(valid, e.code))
-            return results
-
-        def hold():
-            group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
-            results.update(dict.fromkeys(valid, NONE))
-            return results
-        if written.replicated is None:
-            return hold()
-        out = self.loop.create_future()
-
-        def done(f):
-            # the pending offsets are held once replicated even when nobody awaits the answer
-            # any more (the client went away): the transaction's marker decides them
-            if f.exception() is None:
-                hold()
-            else:
-                results.update(dict.fromkeys(valid, f.exception().code))
-            if not out.done():
-                out.set_result(results)
-        written.replicated.add_done_callback(done)
-        return out
+        return self.group_manager.store_txn_offsets(group, producer_id, producer_epoch, valid, results)
 
     def on_transaction_completed(self, partition, producer_id, committed):
-        """A transaction marker was written to __consumer_offsets-``partition``: the producer's
-        pending offsets of the groups there count (COMMIT) or are dropped (ABORT)."""
-        for group in self.groups.values():
-            if producer_id not in group.pending_txn_offsets or self.store.partition_for(group.group_id) != partition:
-                continue
-            pending = group.pending_txn_offsets.pop(producer_id)
-            if committed:
-                group.offsets.update(pending)
+        """A transaction marker landed in __consumer_offsets-``partition`` (txn_markers)."""
+        self.group_manager.on_transaction_completed(partition, producer_id, committed)
 
     def has_pending_txn_offsets(self, group_id, partitions=None) -> bool:
-        """OffsetFetch's require_stable (KIP-447): a transaction of the group still holds offsets
-        for these partitions (all when None)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            return False
-        for txn_offsets in group.pending_txn_offsets.values():
-            if partitions is None or any(tp in txn_offsets for tp in partitions):
-                return True
-        return False
-
-    def _after_replication(self, replicated, group, store, results):
-        """A future of the commit's results: the offsets count once the ISR has them."""
-        out = self.loop.create_future()
-
-        def done(f):
-            # the offsets count once replicated even when nobody awaits the answer any more (the
-            # request was cancelled: its client went away); only the answer is dropped
-            if f.exception() is None:
-                group.offsets.update(store)
-                results.update(dict.fromkeys(store, NONE))
-            else:
-                results.update(dict.fromkeys(store, f.exception().code))
-            if not out.done():
-                out.set_result(results)
-        replicated.add_done_callback(done)
-        return out
+        """OffsetFetch's require_stable (KIP-447)."""
+        return self.group_manager.has_pending_txn_offsets(group_id, partitions)
 
     def _check_commit(self, group_id, member_id, instance_id, generation, api_version):
         """None when the commit may be stored, else the error for every partition."""
@@ -965,19 +784,15 @@ class GroupCoordinator:
         """``partitions``: [(topic, partition)] or None for all. Returns (error, [(topic,
         partition, OffsetAndMetadata or None)])."""
         self._ensure_started()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return not_coordinator, []
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None and group.state != g.DEAD else {}
-        if partitions is None:
-            return NONE, [(t, p, om) for (t, p), om in sorted(offsets.items())]
-        return NONE, [(t, p, offsets.get((t, p))) for t, p in partitions]
+        return NONE, self.group_manager.get_offsets(group_id, partitions)
 
     def delete_offsets(self, group_id, partitions):
         """OffsetDelete. Returns (group error, {(topic, partition): error})."""
         self._ensure_started()
-        not_coordinator = self._not_coordinator(group_id)
+        not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return not_coordinator, {}
         if not group_id:
@@ -1000,31 +815,11 @@ class GroupCoordinator:
             else:
                 return NonEmptyGroupError.code, {}
         try:
-            self._remove_offsets(group, [tp for tp in eligible if tp in group.offsets])
+            self.group_manager.remove_offsets(group, [tp for tp in eligible if tp in group.offsets])
         except StoreError as e:
             return e.code, {}
         results.update(dict.fromkeys(eligible, NONE))
         return NONE, results
-
-    def _remove_offsets(self, group, partitions, remove_group=False):
-        """Tombstones for the offsets (and for the group when it is Empty without offsets
-        left, or when asked): written first, then forgotten. Raises StoreError."""
-        remaining = len(group.offsets) - len(partitions)
-        # a member that got its id (MEMBER_ID_REQUIRED) and is about to join keeps its group: the
-        # retention check must not pull the group from under its JoinGroup
-        dead = remove_group or (group.state == g.EMPTY and remaining == 0 and not group.pending_members)
-        records = [(offset_key(group.group_id, t, p), None) for t, p in partitions]
-        if dead:
-            records.append((group_key(group.group_id), None))
-        if records:
-            self.store.append(group.group_id, records)
-        for tp in partitions:
-            group.offsets.pop(tp, None)
-        if dead:
-            group.transition(g.DEAD, wall_ms())
-            self._cancel_group_timers(group)
-            if self.groups.get(group.group_id) is group:
-                del self.groups[group.group_id]
 
     # -- groups -----------------------------------------------------------------------------------------
     def list_groups(self, states=None, types=None):
@@ -1063,7 +858,7 @@ class GroupCoordinator:
         results = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            not_coordinator = self._not_coordinator(group_id)
+            not_coordinator = self.group_manager.not_coordinator(group_id)
             if not_coordinator is not None:
                 results[group_id] = not_coordinator
             elif group is None or group.state == g.DEAD:
@@ -1073,82 +868,16 @@ class GroupCoordinator:
             else:
                 try:
                     n = len(group.offsets)
-                    self._remove_offsets(group, list(group.offsets), remove_group=True)
+                    self.group_manager.remove_offsets(group, list(group.offsets), remove_group=True)
                     log.info("deleted group %s and its %d committed offsets", group_id, n)
                     results[group_id] = NONE
                 except StoreError as e:
                     results[group_id] = e.code
         return results
 
-    # -- expiry and topic deletion ----------------------------------------------------------------------
-    def _expire_offsets_tick(self):
-        self._expiry_timer = None
-        if self._closed:
-            return
-        try:
-            self.expire_offsets()
-        except Exception:  # noqa: BLE001 - the check must keep running
-            log.exception("offset expiration failed")
-        self._expiry_timer = self.loop.call_later(self.retention_check_interval_ms / 1000, self._expire_offsets_tick)
-
-    def expire_offsets(self, now=None):
-        """Kafka's cleanupGroupMetadata with removeExpiredOffsets. Returns the number removed."""
-        now = wall_ms() if now is None else now
-        removed = 0
-        for group in list(self.groups.values()):
-            expired = self._expired_offsets(group, now)
-            if not expired and not (group.state == g.EMPTY and not group.offsets and not group.pending_members):
-                continue
-            try:
-                self._remove_offsets(group, expired)
-                removed += len(expired)
-            except StoreError as e:
-                log.warning("could not expire the offsets of group %s: error %d", group.group_id, e.code)
-        if removed:
-            log.info("removed %d expired offsets", removed)
-        return removed
-
-    def _expired_offsets(self, group, now):
-        retention = self.offsets_retention_ms
-
-        def expired(base_of, skip_topics=()):
-            out = []
-            for tp, om in group.offsets.items():
-                if tp[0] in skip_topics:
-                    continue
-                if om.expire_timestamp is not None:
-                    if now >= om.expire_timestamp:
-                        out.append(tp)
-                elif now - base_of(om) >= retention:
-                    out.append(tp)
-            return out
-
-        if group.protocol_type is not None and group.state == g.EMPTY:
-            # retention counts from the time the group became empty (the commit when not known)
-            state_ts = group.current_state_timestamp
-            return expired(lambda om: state_ts if state_ts >= 0 else om.commit_timestamp)
-        if group.protocol_type == g.CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None \
-                and group.state == g.STABLE:
-            return expired(lambda om: om.commit_timestamp, group.subscribed_topics)
-        if group.protocol_type is None:
-            return expired(lambda om: om.commit_timestamp)
-        return []
-
     def on_topic_deleted(self, topic, partitions):
-        """The committed offsets of a deleted topic's partitions go too (tombstones)."""
-        if self.loop is not None and threading.get_ident() != self.loop_thread:
-            self.loop.call_soon_threadsafe(self.on_topic_deleted, topic, partitions)
-            return
-        if topic == TOPIC:
-            return
-        for group in list(self.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] == topic and tp[1] < partitions]
-            if gone:
-                try:
-                    self._remove_offsets(group, gone)
-                except StoreError as e:
-                    log.warning("could not remove the offsets of deleted topic %s from group %s: error %d", topic,
-                                group.group_id, e.code)
+        """A topic went (from any thread): its committed offsets go too."""
+        self.group_manager.on_topic_deleted(topic, partitions)
 
     # -- FindCoordinator ------------------------------------------------------------------------------------
     def coordinator_for_group(self, group_id):
@@ -1161,7 +890,3 @@ class GroupCoordinator:
             raise CoordinatorNotAvailableError(f"the partition of group {group_id} in {TOPIC} has no leader yet")
         return leader
 
-
-def make_offset(offset, leader_epoch=-1, metadata="", commit_timestamp=None, expire_timestamp=None):
-    return OffsetAndMetadata(offset, leader_epoch, metadata, wall_ms() if commit_timestamp is None else commit_timestamp,
-                             expire_timestamp)

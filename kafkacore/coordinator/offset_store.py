@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import struct
 
+from ..clock import wall_ms
 from ..errors import (CoordinatorNotAvailableError, KafkaStorageError, MessageTooLargeError, NotCoordinatorError,
                       NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, NotLeaderOrFollowerError,
                       RecordListTooLargeError, UnknownServerError, UnknownTopicOrPartitionError)
@@ -66,6 +67,12 @@ class OffsetAndMetadata:
         return (f"OffsetAndMetadata(offset={self.offset}, leader_epoch={self.leader_epoch}, "
                 f"metadata={self.metadata!r}, commit_timestamp={self.commit_timestamp}, "
                 f"expire_timestamp={self.expire_timestamp})")
+
+
+def make_offset(offset, leader_epoch=-1, metadata="", commit_timestamp=None, expire_timestamp=None):
+    """A commit as the handlers build it: committed now unless the request says when."""
+    return OffsetAndMetadata(offset, leader_epoch, metadata,
+                             wall_ms() if commit_timestamp is None else commit_timestamp, expire_timestamp)
 
 
 def _encode(version, obj) -> bytes:

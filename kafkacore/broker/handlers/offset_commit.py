@@ -18,7 +18,7 @@
 import asyncio
 
 from ...clock import wall_ms
-from ...coordinator.group_coordinator import make_offset
+from ...coordinator.offset_store import make_offset
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_commit_response import (OffsetCommitResponse, OffsetCommitResponsePartition,
                                                           OffsetCommitResponseTopic)

@@ -13,7 +13,7 @@ OFFSET_METADATA_TOO_LARGE.
 import asyncio
 
 from ...clock import wall_ms
-from ...coordinator.group_coordinator import make_offset
+from ...coordinator.offset_store import make_offset
 from ...coordinator.txn_verification import verify_partitions
 from ...errors import InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError
 from ...protocol.api_table import ApiKey
