@@ -967,6 +967,30 @@ def test_restart_keeps_offsets_groups_and_generations(tmp_path):
         n.close()
 
 
+
+def test_a_member_read_back_after_a_restart_expires_when_it_stays_silent(tmp_path):
+    """Kafka's onGroupLoaded: every member restored from __consumer_offsets gets its session
+    timer at load. A member that died with the old coordinator is then dropped after its
+    session timeout, so a newcomer's join completes then, not after the dead member's (much
+    longer) rebalance timeout: a consumer resuming after a coordinator failover is not stuck."""
+    with BrokerProcess(tmp_path / "data", settings=SETTINGS) as b:
+        with b.client() as c:
+            auto_create(c, "t1")
+            find_coordinators(c)
+        dead = Member(b, "loaded", "dead", session=6000, rebalance=120_000)
+        stabilize(dead)
+        dead.conn.close()  # gone without a LeaveGroup, with the coordinator killed under it
+        b.kill()
+        b.start()
+        with b.client() as c:
+            [g] = describe(c, "loaded")
+            assert (g.group_state, [x.member_id for x in g.members]) == ("Stable", [dead.member_id])
+        n = Member(b, "loaded", "n", session=30_000, rebalance=120_000)
+        r = n.join()  # waits for the rebalance: it completes once the silent member expired
+        assert r.error_code == NONE
+        assert (r.generation_id, [x.member_id for x in r.members]) == (dead.generation + 1, [n.member_id])
+        n.close()
+
 # -- timers of a broker with non-default settings -----------------------------------------------------------
 def test_initial_rebalance_delay_and_offset_expiry(tmp_path):
     settings = {**SETTINGS, "group.initial.rebalance.delay.ms": "500", "offsets.retention.check.interval.ms": "200"}

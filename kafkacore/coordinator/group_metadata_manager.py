@@ -108,8 +108,9 @@ class GroupMetadataManager:
                             metadata[group_id] = decode_group_value(value)
                 except Exception as e:  # noqa: BLE001 - one bad record must not stop the load
                     log.error("%s-%d: skipping a record that does not decode: %s", TOPIC, partition, e)
+        loaded = {}
         for group_id in sorted(set(metadata) | {gid for gid, o in offsets.items() if o}):
-            group = Group(group_id, -1)
+            group = loaded[group_id] = Group(group_id, -1)
             value = metadata.get(group_id)
             if value is not None:
                 self._restore_metadata(group, value)
@@ -119,11 +120,9 @@ class GroupMetadataManager:
             for group_id, txn_offsets in by_group.items():
                 group = self.groups.get(group_id)
                 if group is None:
-                    group = self.groups[group_id] = Group(group_id, -1)
+                    group = self.groups[group_id] = loaded[group_id] = Group(group_id, -1)
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_offsets)
-            # NB: meant for every loaded group (Kafka's onGroupLoaded; so it was until the loop of
-            # open transactions was put in between), it runs only for the last group of each
-            # open transaction: kept as it is by the split, which changes no behaviour
+        for group in loaded.values():  # Kafka's onGroupLoaded: every loaded member's session starts now
             self._on_members_loaded(group)
         log.log(logging.INFO if records else logging.DEBUG,
                 "loaded %d groups and %d committed offsets from %d records of %s%s", len(self.groups),
