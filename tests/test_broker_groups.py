@@ -985,7 +985,9 @@ def test_initial_rebalance_delay_and_offset_expiry(tmp_path):
         time.sleep(0.5)
         start = time.monotonic()
         a.send_join()
-        time.sleep(0.25)
+        with b.client() as c:  # a's join started the delay
+            wait_for(lambda: describe(c, "delayed")[0].group_state == "PreparingRebalance",
+                     "a's join to start the initial rebalance delay", 10, 0.01)
         bb.send_join()  # arrives during the delay: both are in the first generation
         ra, rb = a.recv_join(), bb.recv_join()
         elapsed = time.monotonic() - start
