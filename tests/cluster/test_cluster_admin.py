@@ -28,6 +28,7 @@ from kafkacore.protocol.messages.incremental_alter_configs_request import (Alter
                                                                            IncrementalAlterConfigsRequest)
 from kafkacore.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from _cluster import admin, create_topic, ensure_all_running, topic_metadata, wait_for
+from _kcutil import peer_has_read
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -366,18 +367,19 @@ def test_a_create_topics_waiting_on_zookeeper_does_not_stall_the_brokers_other_c
     broker_id = min(cluster.brokers)
     created = {}
 
-    def create():
-        with conn(cluster, broker_id) as c:
-            created["response"] = c.call(19, 5, CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
-                CreatableTopic(name="zk-paused", num_partitions=1, replication_factor=3, assignments=[], configs=[])]))
+    def answer(c, cid):
+        created["response"] = c.receive(cid)
 
-    with conn(cluster, broker_id) as other:
+    with conn(cluster, broker_id) as other, conn(cluster, broker_id) as creator:
         cluster.zookeeper.signal(signal.SIGSTOP)
         started = time.monotonic()
         try:
-            writer = threading.Thread(target=create)
+            cid = creator.send(19, 5, CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
+                CreatableTopic(name="zk-paused", num_partitions=1, replication_factor=3, assignments=[], configs=[])]))
+            writer = threading.Thread(target=answer, args=(creator, cid))
             writer.start()
-            time.sleep(0.3)  # the CreateTopics is waiting on ZooKeeper now
+            # the broker has taken the CreateTopics: its ZooKeeper writes are under way
+            wait_for(lambda: peer_has_read(creator.sock), "the broker to take the CreateTopics", 2.0, 0.005)
             started = time.monotonic()
             other.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
             other.call(3, 9, MetadataRequest(topics=None, allow_auto_topic_creation=False))
@@ -386,7 +388,7 @@ def test_a_create_topics_waiting_on_zookeeper_does_not_stall_the_brokers_other_c
         finally:
             time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))
             cluster.zookeeper.signal(signal.SIGCONT)
-    writer.join(60)
+        writer.join(60)  # (before its connection closes)
     assert still_waiting  # the creation really was held up by ZooKeeper...
     assert answered_in < 1.0, answered_in  # ...and the other client was answered meanwhile
     result = created["response"].topics[0]
