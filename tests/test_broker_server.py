@@ -158,7 +158,7 @@ def test_a_large_frame_arrives_in_pieces(broker):
         c.inflight[1] = (PRODUCE, 9)
         for i in range(0, len(frame), 65521):
             c.send_raw(frame[i:i + 65521])
-            time.sleep(0.002)
+            time.sleep(0.002)  # not ordering: the broker reads the frame in several pieces
         resp = c.receive(1)
         assert resp.responses[0].partition_responses[0].error_code == 0
         assert values_of(fetch(c, "large-frame", 0, 0).records) == values

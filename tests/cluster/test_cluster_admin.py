@@ -214,7 +214,7 @@ def test_unclean_leader_election_enabled_at_run_time_elects_an_offline_partition
         assert cluster.brokers[1].stop() == 0
         cluster.brokers[2].start()
         wait_for(lambda: sorted(admin(cluster).list_topics(timeout=10).brokers) == [2, 3], "broker 2 back", 30)
-        time.sleep(1)
+        time.sleep(1)  # a negative check: the controller elects nobody meanwhile
         assert topic_metadata(cluster, "dirty")[0].leader == -1  # broker 2 is not in the ISR: offline
         assert incremental(cluster, 3, "dirty", [("unclean.leader.election.enable", SET, "true")]).error_code == 0
         wait_for(lambda: topic_metadata(cluster, "dirty")[0].leader == 2, "broker 2 elected uncleanly", 30)
@@ -386,7 +386,7 @@ def test_a_create_topics_waiting_on_zookeeper_does_not_stall_the_brokers_other_c
             answered_in = time.monotonic() - started
             still_waiting = writer.is_alive()
         finally:
-            time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))
+            time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))  # ZooKeeper held 2 s in all
             cluster.zookeeper.signal(signal.SIGCONT)
         writer.join(60)  # (before its connection closes)
     assert still_waiting  # the creation really was held up by ZooKeeper...
