@@ -7,6 +7,7 @@ Python twins), and tests that exercise the "selected" implementation cover both.
 import importlib
 import os
 import random
+import socket
 import struct
 import time
 
@@ -238,6 +239,39 @@ def wait_for(predicate, what=None, timeout=30.0, interval=0.05, tolerate=()):
             raise AssertionError(f"timed out after {timeout:g} s waiting for {described or predicate} "
                                  f"(last: {last!r})")
         time.sleep(interval)
+
+
+def _tcp_queues(local, remote):
+    """(tx_queue, rx_queue) of the IPv4 TCP socket from ``local`` to ``remote`` ((ip, port)
+    pairs) in /proc/net/tcp, or None when this network namespace has no such socket."""
+    def hexaddr(addr):
+        # the kernel prints the address as the u32 it stores (network order read natively)
+        return "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(addr[0]))[0], addr[1])
+    want = (hexaddr(local), hexaddr(remote))
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if (fields[1], fields[2]) == want:
+                tx, rx = fields[4].split(":")
+                return int(tx, 16), int(rx, 16)
+    return None
+
+
+def peer_has_read(sock):
+    """True once the process at the other end of the loopback TCP connection ``sock`` has read
+    every byte sent on it: nothing sent is unacknowledged at this end, and nothing received is
+    unread at the other (the two checks in that order, in two passes over /proc/net/tcp, so
+    that bytes arriving between the passes cannot be missed). A broker dispatches a request's
+    frame as it reads it, so this is the moment a request sent on ``sock`` has reached the
+    broker (a long poll parked, a SyncGroup waiting for its leader): a predicate for wait_for
+    where a test must make its next move only after that, on another connection."""
+    local, remote = sock.getsockname()[:2], sock.getpeername()[:2]
+    ours = _tcp_queues(local, remote)
+    if ours is None or ours[0] != 0:
+        return False
+    theirs = _tcp_queues(remote, local)
+    return theirs is not None and theirs[1] == 0
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from _kcutil import peer_has_read, wait_for
 from broker_client import BrokerProcess, auto_create, request
 from kafkacore.broker.fetch_session import CachedPartition, FetchSessionCache
 from kafkacore.errors import FetchSessionIdNotFoundError, FetchSessionTopicIdError, InvalidFetchSessionEpochError, \
@@ -167,7 +168,11 @@ def test_incremental_fetch_returns_only_changed_partitions(conn, topic):
 def test_incremental_long_poll_wakes_on_a_partition_the_request_does_not_name(conn, broker, topic):
     name, _ = topic
     sid = open_session(conn, name).session_id
-    t = threading.Timer(0.3, lambda: _produce_on_new_connection(broker, name, 1, [b"late"]))
+
+    def produce_once_parked():  # once the broker has taken the long poll (sent below)
+        wait_for(lambda: conn.inflight and peer_has_read(conn.sock), "the broker to take the long poll", 10, 0.005)
+        _produce_on_new_connection(broker, name, 1, [b"late"])
+    t = threading.Thread(target=produce_once_parked)
     t.start()
     start = time.monotonic()
     resp = call(conn, session_id=sid, epoch=1, max_wait_ms=10_000, min_bytes=1)

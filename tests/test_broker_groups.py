@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from _kcutil import wait_for
+from _kcutil import peer_has_read, wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, request
 from kafkacore.coordinator.offset_store import java_string_hash, partition_for
 from kafkacore.protocol.coordinator.group_metadata_key import GroupMetadataKey
@@ -375,7 +375,9 @@ def test_three_members_followers_wait_for_the_leader(broker):
     assert leader.is_leader
     # the leader may leave some member out: it gets an empty assignment
     cids = [m.send_sync() for m in followers]
-    time.sleep(0.2)  # followers are parked until the leader syncs
+    # the broker has taken both followers' SyncGroups: they are parked until the leader syncs
+    wait_for(lambda: all(peer_has_read(m.conn.sock) for m in followers), "the broker to take the followers' SyncGroups",
+             10, 0.005)
     assert leader.sync({leader.member_id: b"L", followers[0].member_id: b"F0"}).assignment == b"L"
     assert followers[0].conn.receive(cids[0]).assignment == b"F0"
     r = followers[1].conn.receive(cids[1])
@@ -1007,7 +1009,9 @@ def test_initial_rebalance_delay_and_offset_expiry(tmp_path):
         time.sleep(0.5)
         start = time.monotonic()
         a.send_join()
-        time.sleep(0.25)
+        with b.client() as c:  # a's join started the delay
+            wait_for(lambda: describe(c, "delayed")[0].group_state == "PreparingRebalance",
+                     "a's join to start the initial rebalance delay", 10, 0.01)
         bb.send_join()  # arrives during the delay: both are in the first generation
         ra, rb = a.recv_join(), bb.recv_join()
         elapsed = time.monotonic() - start

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _kcutil import wait_for
+from _kcutil import peer_has_read, wait_for
 from broker_client import ROOT, BrokerProcess, KafkaConnection, auto_create, free_port, request
 from kafkacore.protocol.frames import RequestHeader, encode_request
 from kafkacore.protocol.messages.api_versions_response import ApiVersionsResponse
@@ -158,7 +158,7 @@ def test_a_large_frame_arrives_in_pieces(broker):
         c.inflight[1] = (PRODUCE, 9)
         for i in range(0, len(frame), 65521):
             c.send_raw(frame[i:i + 65521])
-            time.sleep(0.002)
+            time.sleep(0.002)  # not ordering: the broker reads the frame in several pieces
         resp = c.receive(1)
         assert resp.responses[0].partition_responses[0].error_code == 0
         assert values_of(fetch(c, "large-frame", 0, 0).records) == values
@@ -218,7 +218,8 @@ def test_long_poll_is_woken_by_an_append(broker):
             result["took"] = time.monotonic() - t
         th = threading.Thread(target=poll)
         th.start()
-        time.sleep(0.3)
+        # the Fetch is sent and the broker has taken it: the long poll is parked
+        wait_for(lambda: c.inflight and peer_has_read(c.sock), "the broker to take the long poll", 10, 0.005)
         produce(p, "wakeup", 0, batch([b"hello"]))
         th.join(15)
         assert values_of(result["part"].records) == [b"hello"]

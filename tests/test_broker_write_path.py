@@ -170,13 +170,17 @@ def test_a_commit_whose_client_went_away_still_counts_once_replicated_and_raises
             answer = coordinator.commit_offsets("g", "", None, -1, {("t", 0): OffsetAndMetadata(5, -1, "", 0)})
             assert asyncio.isfuture(answer)
             waiter = loop.create_task(_await(answer))
+            # one turn of the loop, not a wait: the task runs up to its await of the answer (a
+            # task cancelled before it ever ran would not cancel the answer)
             await asyncio.sleep(0)
             waiter.cancel()  # what the server does when the client's connection closes
             await asyncio.gather(waiter, return_exceptions=True)
             assert answer.cancelled()
             broker.replica_manager.follower_fetched(partition, 99, partition.log.log_end_offset)
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
+            # the offsets count in the replicated write's callback, a turn or two of the loop later
+            deadline = loop.time() + 10
+            while ("t", 0) not in coordinator.groups["g"].offsets and loop.time() < deadline:
+                await asyncio.sleep(0.001)
             assert partition.log.high_watermark == partition.log.log_end_offset
             assert coordinator.groups["g"].offsets[("t", 0)].offset == 5
             assert failures == []

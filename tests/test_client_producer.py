@@ -417,6 +417,7 @@ def test_buffer_memory_counts_the_bytes_batches_hold_not_batch_size_per_partitio
     t = _create(broker, "wide-batches", 16)
     conf = {"batch.size": 1000000, "buffer.memory": 256 * 1024, "linger.ms": 1000, "max.block.ms": 500}
     with _producer(broker, **conf) as p:
+        assert p.partitions_for(t) == list(range(16))  # the metadata first: the clock times the appends only
         t0 = time.monotonic()
         handles = [p.send(t, b"v%d" % i, partition=i) for i in range(16)]
         assert time.monotonic() - t0 < 0.4, "send() waited for buffer.memory"

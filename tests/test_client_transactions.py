@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from _kcutil import wait_for
 from broker_client import BrokerProcess
 from kafkacore import Producer
 from kafkacore.client.transaction_manager import ConsumerGroupMetadata
@@ -225,7 +226,7 @@ def test_an_abortable_error_that_needs_a_new_epoch_recovers_with_abort(tmp_path)
             p.begin_transaction()
             p.send(topic, b"first")
             p.commit_transaction(WAIT)
-            time.sleep(1.5)  # the id expires at the coordinator
+            wait_for(lambda: "transactional id 'idle-1' expired" in b.output(), "the coordinator to expire the id", 30)
             p.begin_transaction()
             h = p.send(topic, b"lost")
             with pytest.raises(KafkaError) as e:

@@ -69,7 +69,7 @@ def test_consume_transform_produce_is_exactly_once_under_sigkill(tmp_path):
                 plain.produce("eos-a", b"%d:%d" % (i % PARTITIONS, i), partition=i % PARTITIONS)
                 plain.poll(0)
                 if not feeder_stop.is_set():
-                    time.sleep(seconds / RECORDS)
+                    time.sleep(seconds / RECORDS)  # pacing: the input is spread over the loop
             plain.flush(30)
         feeder = threading.Thread(target=feed)
         feeder.start()
@@ -77,7 +77,7 @@ def test_consume_transform_produce_is_exactly_once_under_sigkill(tmp_path):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             proc = _spawn(b)
-            time.sleep(rnd.uniform(0.3, 2.5))
+            time.sleep(rnd.uniform(0.3, 2.5))  # pacing: the instance runs a random while, then dies
             if proc.poll() is not None:
                 pytest.fail(f"the processor exited by itself ({proc.returncode}): {proc.stderr.read().decode()}")
             proc.send_signal(signal.SIGKILL)

@@ -601,5 +601,7 @@ def test_huge_claimed_count_fails_fast_without_allocating(name):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 0.5, elapsed  # (decoding 2**31 elements would take minutes)
+    # refused on the count: (decoding 2**31 elements would take minutes); generous for a slow
+    # build (AddressSanitizer) or a busy machine, the allocation bound below is the sharp check
+    assert elapsed < 10, elapsed
     assert peak < 64 * 1024, peak

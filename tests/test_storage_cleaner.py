@@ -654,7 +654,7 @@ def test_reads_and_appends_during_cleaning(tmp_path):
                 nxt = info.last_offset + 1
                 appended.extend(recs)
                 if i % 50 == 0:
-                    time.sleep(0.001)
+                    time.sleep(0.001)  # pacing: the cleaner and readers get the GIL
         except Exception as e:  # pragma: no cover - the failure being tested for
             errors.append(("append", repr(e), traceback.format_exc(limit=-4)))
         finally:
@@ -690,7 +690,7 @@ def test_reads_and_appends_during_cleaning(tmp_path):
             if mgr.cleaner.clean_log(lg, now=2000) is not None:
                 passes += 1
             else:
-                time.sleep(0.001)
+                time.sleep(0.001)  # pacing: nothing to clean yet
     finally:
         for t in threads:
             t.join(120)
@@ -879,7 +879,7 @@ def test_background_cleaner_thread_compacts_and_shuts_down_cleanly(tmp_path):
                     m.append(random_records(rnd, rnd.randint(1, 8), keys, 3000 + i, 0.0), CODECS[i % 5])
                     if i % 20 == 19:
                         lg.roll()
-                        time.sleep(0.01)
+                        time.sleep(0.01)  # pacing: the cleaner runs while the log grows
             except Exception as e:  # pragma: no cover - the failure being tested for
                 errors.append((repr(e), traceback.format_exc(limit=-4)))
         t = threading.Thread(target=appender)

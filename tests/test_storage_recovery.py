@@ -318,7 +318,7 @@ def test_sigkill_loop(tmp_path, capsys):
                                     stdout=out, stderr=err, env=env, close_fds=True)
         try:
             _wait_first_ack(proc, ack_path, err_path, time.monotonic() + 60)
-            time.sleep(rng.uniform(0.010, 0.300))
+            time.sleep(rng.uniform(0.010, 0.300))  # pacing: the kill lands at a random point of the writes
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
@@ -1203,7 +1203,7 @@ def test_recovery_from_the_recovery_point_keeps_earlier_txnindex_files(tmp_path)
     assert kept and len(kept) < len(written)
     mtimes = {n: os.stat(os.path.join(d, n)).st_mtime_ns for n in kept}
     abandon(lg)
-    time.sleep(0.01)
+    time.sleep(0.01)  # not ordering: a rewrite after this would show in st_mtime_ns
     again = Log(d, config, recovery_point=rp, clean_shutdown=False)
     try:
         assert again.load_result.first_recovered_offset == bases[len(bases) // 2]
@@ -1274,7 +1274,7 @@ def test_sigkill_loop_with_transactions(tmp_path):
                                     stdout=out, stderr=err, close_fds=True)
         try:
             _wait_first_ack(proc, ack_path, err_path, time.monotonic() + 60)
-            time.sleep(rng.uniform(0.02, 0.25))
+            time.sleep(rng.uniform(0.02, 0.25))  # pacing: the kill lands at a random point of the writes
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)

@@ -1179,7 +1179,7 @@ def test_sigkill_loop_appends_and_truncations(tmp_path):
                                 stderr=subprocess.PIPE, env=os.environ.copy())
         ready = proc.stdout.readline()
         assert ready == b"R\n", (ready, proc.stderr.read().decode(errors="replace") if not ready else "")
-        time.sleep(0.15 + rng.random() * 0.35)
+        time.sleep(0.15 + rng.random() * 0.35)  # pacing: the kill lands at a random point of the work
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()
         assert proc.returncode == -signal.SIGKILL, err.decode(errors="replace")

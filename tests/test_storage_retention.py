@@ -498,7 +498,7 @@ def test_background_retention_thread_deletes_expired_segments(tmp_path):
         bases = build_segments(lg, [[old + i] for i in range(n_old)] + [[young], [young]])
         build_segments(keep, [[old], [old]])
         young_base = bases[n_old]
-        time.sleep(0.15)
+        time.sleep(0.15)  # a negative check: a few passes of the thread (every 50 ms) delete nothing
         assert lg.log_start_offset == 0
         mgr.set_topic_config("bg", {"retention.ms": 60_000, "segment.ms": NEVER, "file.delete.delay.ms": 30})
 
@@ -512,7 +512,7 @@ def test_background_retention_thread_deletes_expired_segments(tmp_path):
         wait_for(files_gone, lambda: f"the deleted segments' files to go (files: {files(lg.dir)})")
         assert offsets_of(check_readable(lg)) == list(range(young_base, young_base + 6))
         # the young segments stay, the other topic is untouched
-        time.sleep(0.2)
+        time.sleep(0.2)  # a negative check: further passes of the thread delete nothing more
         assert lg.log_start_offset == young_base and len(lg.segments) == 2
         assert keep.log_start_offset == 0 and len(keep.segments) == 2
         # appends keep going while the thread runs
@@ -634,7 +634,7 @@ def test_retention_racing_appends_and_reads(tmp_path):
         while not done.is_set():
             lg.delete_old_segments(now=1 << 50)
             passes += 1
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # pacing: the appender and readers run between the passes
         for t in threads:
             t.join(60)
     finally:

@@ -694,7 +694,8 @@ def test_watches_fire_on_join_leave_and_data_changes(clients, connect):
     watch.cancel()
     n = len(ids)
     brokers[2].close()
-    time.sleep(0.5)
+    wait_for(lambda: controller.get_all_broker_ids() == [], "broker 2's znode gone")
+    time.sleep(0.5)  # a negative check: a watch not cancelled would fire within this
     assert len(ids) == n  # cancelled
     with pytest.raises(ZkNoNodeError, match="no such znode"):
         controller.watch_children("/no/such/path", ids.append)
@@ -745,7 +746,7 @@ def test_operations_wait_through_a_short_pause(own_zookeeper, clients):
     result = []
     t = threading.Thread(target=lambda: result.append(zk.get_or_create_cluster_id("paused")))
     t.start()
-    time.sleep(1.5)
+    time.sleep(1.5)  # a negative check: the call does not return while the server is frozen
     assert not result  # waiting: the server is frozen
     own_zookeeper.resume()
     t.join(WAIT)

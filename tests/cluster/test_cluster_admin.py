@@ -28,6 +28,7 @@ from kafkacore.protocol.messages.incremental_alter_configs_request import (Alter
                                                                            IncrementalAlterConfigsRequest)
 from kafkacore.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from _cluster import admin, create_topic, ensure_all_running, topic_metadata, wait_for
+from _kcutil import peer_has_read
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -213,7 +214,7 @@ def test_unclean_leader_election_enabled_at_run_time_elects_an_offline_partition
         assert cluster.brokers[1].stop() == 0
         cluster.brokers[2].start()
         wait_for(lambda: sorted(admin(cluster).list_topics(timeout=10).brokers) == [2, 3], "broker 2 back", 30)
-        time.sleep(1)
+        time.sleep(1)  # a negative check: the controller elects nobody meanwhile
         assert topic_metadata(cluster, "dirty")[0].leader == -1  # broker 2 is not in the ISR: offline
         assert incremental(cluster, 3, "dirty", [("unclean.leader.election.enable", SET, "true")]).error_code == 0
         wait_for(lambda: topic_metadata(cluster, "dirty")[0].leader == 2, "broker 2 elected uncleanly", 30)
@@ -366,27 +367,28 @@ def test_a_create_topics_waiting_on_zookeeper_does_not_stall_the_brokers_other_c
     broker_id = min(cluster.brokers)
     created = {}
 
-    def create():
-        with conn(cluster, broker_id) as c:
-            created["response"] = c.call(19, 5, CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
-                CreatableTopic(name="zk-paused", num_partitions=1, replication_factor=3, assignments=[], configs=[])]))
+    def answer(c, cid):
+        created["response"] = c.receive(cid)
 
-    with conn(cluster, broker_id) as other:
+    with conn(cluster, broker_id) as other, conn(cluster, broker_id) as creator:
         cluster.zookeeper.signal(signal.SIGSTOP)
         started = time.monotonic()
         try:
-            writer = threading.Thread(target=create)
+            cid = creator.send(19, 5, CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
+                CreatableTopic(name="zk-paused", num_partitions=1, replication_factor=3, assignments=[], configs=[])]))
+            writer = threading.Thread(target=answer, args=(creator, cid))
             writer.start()
-            time.sleep(0.3)  # the CreateTopics is waiting on ZooKeeper now
+            # the broker has taken the CreateTopics: its ZooKeeper writes are under way
+            wait_for(lambda: peer_has_read(creator.sock), "the broker to take the CreateTopics", 2.0, 0.005)
             started = time.monotonic()
             other.call(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
             other.call(3, 9, MetadataRequest(topics=None, allow_auto_topic_creation=False))
             answered_in = time.monotonic() - started
             still_waiting = writer.is_alive()
         finally:
-            time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))
+            time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))  # ZooKeeper held 2 s in all
             cluster.zookeeper.signal(signal.SIGCONT)
-    writer.join(60)
+        writer.join(60)  # (before its connection closes)
     assert still_waiting  # the creation really was held up by ZooKeeper...
     assert answered_in < 1.0, answered_in  # ...and the other client was answered meanwhile
     result = created["response"].topics[0]

@@ -66,7 +66,7 @@ def test_controller_bounces_leave_every_partition_writable(cluster):
             victim = controller_id(zk)
             killed = time.monotonic()
             cluster.brokers[victim].kill()
-            time.sleep(rng.uniform(4.0, 7.0))
+            time.sleep(rng.uniform(4.0, 7.0))  # the controller stays down a random while
             cluster.brokers[victim].start()  # registers once its old session has expired
             restarted = time.monotonic()
             before = acked_ends(p)

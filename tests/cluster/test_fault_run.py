@@ -85,7 +85,7 @@ class TransactionalWriter:
                 self.outcomes[n] = self._recover(e.args[0], abort)
             if self.outcomes[n] == "committed":
                 self.commit_times.append(time.monotonic())
-            time.sleep(0.02)
+            time.sleep(0.02)  # pacing between transactions
 
     def _end(self, abort):
         if abort:
@@ -230,7 +230,7 @@ def test_randomized_faults_lose_nothing_and_heal(fault_cluster):
             faults.append((kind, what, took))
             print(f"  {kind:10s} {what}: every partition writable {took:.1f} s after the fault ended, "
                   f"{time.monotonic() - began:.1f} s after it began")
-            time.sleep(rng.uniform(0.5, 3))
+            time.sleep(rng.uniform(0.5, 3))  # pacing: a random while between faults
     finally:
         stop.set()
         for t in threads:

@@ -66,7 +66,7 @@ def test_kill_loop_loses_and_duplicates_nothing(cluster):
     thread = produce_in_background(p, stop, producer_errors)
     kills = []
     try:
-        time.sleep(2)
+        time.sleep(2)  # pacing: traffic before the first kill (the producer's first ack is in already)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not producer_errors:
             states = partition_states(zk, TOPIC, PARTITIONS)
@@ -78,7 +78,7 @@ def test_kill_loop_loses_and_duplicates_nothing(cluster):
             registration = zk.exists(f"/brokers/ids/{victim}")
             killed_at = time.monotonic()
             cluster.brokers[victim].kill()
-            time.sleep(rng.uniform(0.5, 4.0))
+            time.sleep(rng.uniform(0.5, 4.0))  # pacing: the broker stays down a random while
             # a restart while its old session still holds /brokers/ids/N would be refused
             # (BrokerIdInUseError, as Kafka's): the operator's restart waits the session out
             wait_for(lambda v=victim, r=registration: registration_replaced(zk, v, r),

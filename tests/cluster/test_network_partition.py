@@ -101,7 +101,7 @@ def test_a_leader_cut_off_from_zookeeper_and_followers_acknowledges_nothing_that
             # a fatal producer error (e.g. OUT_OF_ORDER_SEQUENCE_NUMBER after an acknowledged
             # write vanished) stops the sending; the history below then says what was lost
             if fatal:
-                time.sleep(seconds)
+                time.sleep(seconds)  # the scenario keeps its timing without a producer
                 return
             try:
                 p.run_for(seconds, rate=300)

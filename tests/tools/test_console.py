@@ -467,7 +467,7 @@ def test_group_total_lag_tile_agrees_with_its_chart_while_the_lag_moves(page, co
                 " document.querySelector('#lag-now').textContent]")
             assert tile == legend, (tile, legend)
             seen.append(tile)
-            time.sleep(0.25)
+            time.sleep(0.25)  # pacing: the page is sampled four times a second
     finally:
         stop.set()
         producer.join(30)
