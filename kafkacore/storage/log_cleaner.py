@@ -44,8 +44,9 @@ from ..record.layout import (COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, LENGTH_O
                              RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
 from .batch_rewrite import build_batch, empty_batch, records_section
 from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from .log_segment import CLEANED_SUFFIX, LogSegment
+from .log_segment import LogSegment
 from .producer_state import parse_marker
+from .segment_files import CLEANED_SUFFIX, FILE_SUFFIXES, segment_file_name
 
 log = logging.getLogger("kafkacore.storage")
 
@@ -333,8 +334,8 @@ class LogCleaner:
         return stats
 
     def _clean_segment(self, lg, seg, offset_map, retain_deletes, stats, txns, producers):
-        stale = os.path.join(lg.dir, f"{seg.base_offset:020d}")
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        stale = os.path.join(lg.dir, segment_file_name(seg.base_offset))
+        for suffix in FILE_SUFFIXES:
             try:
                 os.unlink(stale + suffix + CLEANED_SUFFIX)
             except FileNotFoundError:

@@ -32,6 +32,7 @@ from ..record.errors import CorruptRecordError
 from ..record.layout import (ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
                              TRANSACTIONAL_FLAG_MASK)
 from .producer_state import CorruptSnapshotError, decode_snapshot, list_snapshots, parse_marker
+from .segment_files import LOG_SUFFIX, TXN_INDEX_SUFFIX, segment_file_name
 from .txn_index import CURRENT_VERSION, ENTRY, ENTRY_SIZE, AbortedTxn, CorruptIndexError
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class TxnView:
             self._replay_segment(base, size, start, end, last=next_base is None)
 
     def _replay_segment(self, base, size, start, end, last):
-        path = os.path.join(self.log_dir, f"{base:020d}.log")
+        path = os.path.join(self.log_dir, segment_file_name(base) + LOG_SUFFIX)
         with open(path, "rb") as f:  # FileNotFoundError: deleted since the caller listed it
             pos = 0
             expect = base  # the lowest base offset the next batch may have
@@ -208,7 +209,7 @@ class TxnView:
             return entries
         entries = []
         if base < self.snapshot_offset:
-            path = os.path.join(self.log_dir, f"{base:020d}.txnindex")
+            path = os.path.join(self.log_dir, segment_file_name(base) + TXN_INDEX_SUFFIX)
             try:
                 with open(path, "rb") as f:
                     data = f.read()
