@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 pytest.importorskip("pyspark")
 
 from kafkacore.record import CorruptRecordError, RecordBatchBuilder  # noqa: E402
-from kafkacore_spark.segments import PartitionFiles, Segment, read_range, walk_batches  # noqa: E402
+from kafkacore.storage.segment_files import SegmentFiles, walk_batch_headers  # noqa: E402
+from kafkacore_spark.segments import PartitionFiles, read_range  # noqa: E402
 
 CODECS = ["none", "gzip", "lz4", "zstd", "snappy"]
 
@@ -129,7 +130,7 @@ def test_partition_files_offsets_splits_and_timestamps(tmp_path):
     (d / "00000000000000000042.log").write_bytes(bytes(second))
     # an index entry for every batch but the first (position 0 is never indexed), then zeros
     fd = os.open(d / "00000000000000000000.log", os.O_RDONLY)
-    entries = b"".join(struct.pack(">ii", h.last_offset, h.position) for h in walk_batches(fd, 0, len(RAW))
+    entries = b"".join(struct.pack(">ii", h.last_offset, h.position) for h in walk_batch_headers(fd, 0, len(RAW))
                        if h.position > 0)
     os.close(fd)
     (d / "00000000000000000000.index").write_bytes(entries + bytes(800))
@@ -150,7 +151,7 @@ def test_partition_files_offsets_splits_and_timestamps(tmp_path):
                 for o, r in zip(batch.column("offset").to_pylist(), zip(batch.column("key").to_pylist(),
                                                                           batch.column("value").to_pylist()))})
         assert set(got) == set(range(57))
-    assert isinstance(segs[0], Segment)
+    assert isinstance(segs[0], SegmentFiles)
 
 
 @pytest.mark.parametrize("counts, want", [

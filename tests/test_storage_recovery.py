@@ -26,7 +26,7 @@ import pytest
 
 from kafkacore.storage import Log, LogManager
 from kafkacore.storage.checkpoints import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
-from kafkacore.storage.log_segment import segment_file_name
+from kafkacore.storage.segment_files import segment_file_name
 
 import storage_writer as W
 from _kcutil import NATIVE

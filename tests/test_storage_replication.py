@@ -718,7 +718,8 @@ def test_a_cleaned_copy_of_a_truncated_segment_is_not_swapped_in(tmp_path):
     """The cleaner copies an inactive segment outside the log's lock. If a truncation cuts that
     segment meanwhile (it becomes active, takes new records, rolls again), the copy is of
     records that are gone: the swap must refuse it."""
-    from kafkacore.storage.log_segment import CLEANED_SUFFIX, LogSegment
+    from kafkacore.storage.log_segment import LogSegment
+    from kafkacore.storage.segment_files import CLEANED_SUFFIX
     from kafkacore.storage.log_cleaner import iter_segment_batches
     lg = leader_log(str(tmp_path / "t-0"), n=30, producer=False)
     old = lg.segments[1]

@@ -20,8 +20,8 @@ from ..record.layout import LENGTH_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from ._hot import hot
 from .checkpoints import fsync_dir
 from .file_slice import FileSlice
-from .log_segment import DELETED_SUFFIX, SCAN_CHUNK, LogSegment
-from .time_index import NO_TIMESTAMP
+from .log_segment import SCAN_CHUNK, LogSegment
+from .segment_files import DELETED_SUFFIX, NO_TIMESTAMP, parse_partition_dir
 
 # A rolled segment is fsynced this long after the roll, not at once as Kafka does. By then the
 # kernel has written its pages back on its own (vm.dirty_expire_centisecs defaults to 30 s), so
@@ -31,14 +31,6 @@ from .time_index import NO_TIMESTAMP
 # recovery point is persisted only every log.flush.offset.checkpoint.interval.ms (60 s), so a
 # crash costs at most a longer rescan, never data: recovery starts from an older point.
 ROLLED_SEGMENT_FLUSH_DELAY_MS = 30_000
-
-
-def parse_partition_dir(name):
-    """(topic, partition) from ``<topic>-<partition>``; None when the name is not one."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
 
 
 class LocalLog:

@@ -58,12 +58,12 @@ from .log_loader import load_segments
 from .producer_state import (AppendOrigin, MarkerBatch, BatchProducerFields, ProducerStateManager, list_snapshots,
                              parse_marker, producer_batches)
 from .scheduler import InlineScheduler
+from .segment_files import HeaderWalk
 from .time_index import NO_TIMESTAMP
 
 _PID = struct.Struct(">q")
 _BASE_LEN = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
-_BASE_LEN_EPOCH = struct.Struct(">qii")
 # a v2 batch header from baseOffset to recordsCount (Kafka's DefaultRecordBatch)
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEADER_WALK_CHUNK = 1 << 16
@@ -1071,24 +1071,16 @@ def _follower_batches(records):
 
 def _batch_epochs(segment):
     """(base offset, partitionLeaderEpoch) of each batch of a segment: a header walk in reads of
-    64 KiB (a batch larger than that costs one read of its header)."""
-    fd = segment.file.fd
+    64 KiB (a batch larger than that costs one read of its header). The segment was checked by
+    the load, so anything but whole batches is a storage error."""
     size = segment.size
-    pos = 0
-    buf = b""
-    buf_at = 0
-    while pos < size:
-        rel = pos - buf_at
-        if rel + 16 > len(buf):
-            try:
-                buf = os.pread(fd, min(_HEADER_WALK_CHUNK, size - pos), pos)
-            except OSError as e:
-                raise KafkaStorageError(f"reading {segment.log_path} failed: {e}") from e
-            buf_at, rel = pos, 0
-            if len(buf) < 16:
-                raise KafkaStorageError(f"{segment.log_path}: a batch header is cut short at byte {pos}")
-        base, blen, epoch = _BASE_LEN_EPOCH.unpack_from(buf, rel)
-        if blen < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-            raise KafkaStorageError(f"{segment.log_path}: bad batch length at byte {pos}")
-        yield base, epoch
-        pos += blen + LOG_OVERHEAD
+    walk = HeaderWalk(segment.file.fd, 0, size, read_size=_HEADER_WALK_CHUNK, name=segment.log_path)
+    try:
+        for header in walk:
+            yield header.base_offset, header.partition_leader_epoch
+    except CorruptRecordError as e:
+        raise KafkaStorageError(str(e)) from None
+    except OSError as e:
+        raise KafkaStorageError(f"reading {segment.log_path} failed: {e}") from e
+    if walk.position < size:
+        raise KafkaStorageError(f"{segment.log_path}: a batch header is cut short at byte {walk.position}")

@@ -40,12 +40,14 @@ from ..clock import wall_ms
 from ..errors import KafkaStorageError
 from ._hot import hot
 from ..record.control import ABORT
-from ..record.layout import (COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, LENGTH_OFFSET, LOG_OVERHEAD, MAX_TIMESTAMP_OFFSET,
-                             RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
+from ..record.errors import CorruptRecordError
+from ..record.layout import (COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, MAX_TIMESTAMP_OFFSET, RECORD_BATCH_OVERHEAD,
+                             TRANSACTIONAL_FLAG_MASK)
 from .batch_rewrite import build_batch, empty_batch, records_section
 from .checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from .log_segment import CLEANED_SUFFIX, LogSegment
+from .log_segment import LogSegment
 from .producer_state import parse_marker
+from .segment_files import CLEANED_SUFFIX, FILE_SUFFIXES, HeaderWalk, segment_file_name
 
 log = logging.getLogger("kafkacore.storage")
 
@@ -71,30 +73,17 @@ class CleanerStats:
 
 
 def iter_segment_batches(segment, end=None):
-    """(position, batch memoryview) for the batches of an inactive segment, read in chunks."""
-    fd = segment.file.fd
+    """(position, batch memoryview) for the batches of an inactive segment, read in chunks; a
+    batch that is not whole within end is a KafkaStorageError."""
     end = segment.size if end is None else end
-    pos = 0
-    while pos < end:
-        chunk = os.pread(fd, min(_READ_CHUNK, end - pos), pos)
-        mv = memoryview(chunk)
-        at = 0
-        while at + LOG_OVERHEAD <= len(mv):
-            total = struct.unpack_from(">i", mv, at + LENGTH_OFFSET)[0] + LOG_OVERHEAD
-            if total < RECORD_BATCH_OVERHEAD:
-                raise KafkaStorageError(f"{segment.log_path}: bad batch length at {pos + at}")
-            if at + total > len(mv):
-                break
-            yield pos + at, mv[at:at + total]
-            at += total
-        if at == 0:  # a batch larger than the chunk
-            head = os.pread(fd, LOG_OVERHEAD, pos)
-            total = struct.unpack_from(">i", head, LENGTH_OFFSET)[0] + LOG_OVERHEAD
-            if total < RECORD_BATCH_OVERHEAD or pos + total > end:
-                raise KafkaStorageError(f"{segment.log_path}: bad batch length at {pos}")
-            yield pos, memoryview(os.pread(fd, total, pos))
-            at = total
-        pos += at
+    walk = HeaderWalk(segment.file.fd, 0, end, read_size=_READ_CHUNK)
+    try:
+        for header in walk:
+            yield header.position, walk.batch_bytes(header)
+    except CorruptRecordError as e:
+        raise KafkaStorageError(f"{segment.log_path}: bad batch length at {e.position}") from e
+    if walk.position < end:
+        raise KafkaStorageError(f"{segment.log_path}: bad batch length at {walk.position}")
 
 
 def _key_hash(key):
@@ -333,8 +322,8 @@ class LogCleaner:
         return stats
 
     def _clean_segment(self, lg, seg, offset_map, retain_deletes, stats, txns, producers):
-        stale = os.path.join(lg.dir, f"{seg.base_offset:020d}")
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        stale = os.path.join(lg.dir, segment_file_name(seg.base_offset))
+        for suffix in FILE_SUFFIXES:
             try:
                 os.unlink(stale + suffix + CLEANED_SUFFIX)
             except FileNotFoundError:

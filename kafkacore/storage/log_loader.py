@@ -21,8 +21,9 @@ import os
 from ..clock import wall_ms
 from ..errors import CorruptMessageError
 from .txn_index import CorruptIndexError
-from .log_segment import (CLEANED_SUFFIX, DELETED_SUFFIX, FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX,
-                          SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment)
+from .log_segment import LogSegment
+from .segment_files import (CLEANED_SUFFIX, DELETED_SUFFIX, FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+                            TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, parse_segment_file_name)
 
 
 NOTHING_REPAIRED = 1 << 62
@@ -50,8 +51,8 @@ class LoadResult:
 
 
 def _base_of(name):
-    stem = name.split(".", 1)[0]
-    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+    parsed = parse_segment_file_name(name)
+    return None if parsed is None else parsed.base_offset
 
 
 def load_segments(directory, config, recovery_point, log_start_offset, clean_shutdown) -> LoadResult:

@@ -26,10 +26,10 @@ from .checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
                           write_atomically, write_clean_shutdown)
 from .config import LogConfig
 from .dir_lock import DataDirLock
-from .local_log import parse_partition_dir
 from .log import Log
 from .log_cleaner import LogCleaner
 from .scheduler import InlineScheduler, Scheduler
+from .segment_files import parse_partition_dir
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 # Kafka keeps topic configs in its metadata log, not in log.dirs; a single-node kafkacore keeps

@@ -14,25 +14,14 @@ from ..record.layout import MAX_TIMESTAMP_OFFSET, PRODUCER_ID_OFFSET, RECORD_BAT
 from ._hot import hot
 from .file_slice import FileSlice, SegmentFile
 from .offset_index import OffsetIndex
-from .time_index import NO_TIMESTAMP, TimeIndex
+from .segment_files import (FILE_SUFFIXES, INDEX_SUFFIX, LOG_SUFFIX, NO_TIMESTAMP, TIME_INDEX_SUFFIX,
+                            TXN_INDEX_SUFFIX, segment_file_name, timestamp_search_start)
+from .time_index import TimeIndex
 from .txn_index import AbortedTxn, TransactionIndex
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
-FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+__all__ = ["LogSegment", "SCAN_CHUNK", "segment_file_name"]
 
 SCAN_CHUNK = 8 << 20  # recovery reads the log in pieces of this size
-
-
-def segment_file_name(base_offset: int) -> str:
-    """Kafka's file name stem: the base offset in 20 digits."""
-    return f"{base_offset:020d}"
-
 
 
 class LogSegment:
@@ -317,10 +306,8 @@ class LogSegment:
 
     def timestamp_search_start(self, timestamp, starting_offset):
         """Where the search for the first record at or after timestamp (and starting_offset)
-        begins: the offset index position for the later of the time index's answer and
-        starting_offset (Kafka's findOffsetByTimestamp)."""
-        _ts, ts_offset = self.time_index.lookup(timestamp)
-        return self.offset_index.lookup(max(ts_offset, starting_offset))[1]
+        begins in this segment (segment_files.timestamp_search_start)."""
+        return timestamp_search_start(self.offset_index, self.time_index, timestamp, starting_offset)
 
     def next_batch_by_timestamp(self, timestamp, position):
         """(position, base, last, max timestamp, size) of the first batch at or after position

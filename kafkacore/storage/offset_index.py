@@ -1,39 +1,28 @@
 """Kafka's OffsetIndex: sparse map from offset to the file position of the batch holding it.
 Entries: relative offset int32 + position int32, big-endian, 8 bytes. An entry's offset is the
-last offset of the batch that starts at its position."""
-import struct
-
+last offset of the batch that starts at its position. The entry format and the lookups are
+segment_files', which read-only readers share."""
 from ._hot import hot
 from .index_file import IndexFile
-
-
-ENTRY = struct.Struct(">ii")  # relative offset, position
+from .segment_files import OFFSET_INDEX_ENTRY, lookup_offset, lookup_position
 
 
 class OffsetIndex(IndexFile):
-    ENTRY_SIZE = ENTRY.size
+    ENTRY_SIZE = OFFSET_INDEX_ENTRY.size
 
     def entry(self, slot):
-        rel, pos = ENTRY.unpack(self.entry_bytes(slot))
+        rel, pos = OFFSET_INDEX_ENTRY.unpack(self.entry_bytes(slot))
         return self.base_offset + rel, pos
 
     def lookup(self, offset):
         """(offset, position) of the last entry at or below offset; (base offset, 0) if none."""
         entries = self.entries
-        if entries == 0:
-            return self.base_offset, 0
-        slot = hot.offset_index_lookup(self.buffer(entries), entries, min(offset - self.base_offset, 0x7FFFFFFF))
-        if slot < 0:
-            return self.base_offset, 0
-        return self.entry(slot)
+        return lookup_offset(self.buffer(entries), entries, self.base_offset, offset)
 
     def lookup_position(self, position):
         """Position of the last entry at or below position; 0 if none."""
         entries = self.entries
-        if entries == 0:
-            return 0
-        slot = hot.offset_index_lookup_position(self.buffer(entries), entries, position)
-        return 0 if slot < 0 else self.entry(slot)[1]
+        return lookup_position(self.buffer(entries), entries, position)
 
     def upper_bound_for_position(self, position):
         """(offset, position) of the first entry whose position is >= position, None when no

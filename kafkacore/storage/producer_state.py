@@ -56,10 +56,10 @@ from ..record.control import ABORT, COMMIT, parse_control_key, parse_end_txn_mar
 from ..record.layout import CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from ..record.varint import read_varint, read_varlong
 from .batch_rewrite import records_section
+from .segment_files import SNAPSHOT_SUFFIX, segment_file_name
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 BATCHES_KEPT = 5  # Kafka's NUM_BATCHES_TO_RETAIN (max.in.flight.requests.per.connection <= 5)
 INT_MAX = (1 << 31) - 1
@@ -263,7 +263,7 @@ def producer_batches(buf):
 
 
 def snapshot_path(log_dir, offset):
-    return os.path.join(log_dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+    return os.path.join(log_dir, segment_file_name(offset) + SNAPSHOT_SUFFIX)
 
 
 def list_snapshots(log_dir):
@@ -276,7 +276,7 @@ def list_snapshots(log_dir):
     for name in names:
         if name.endswith(SNAPSHOT_SUFFIX):
             stem = name[: -len(SNAPSHOT_SUFFIX)]
-            if stem.isdigit():
+            if stem.isdigit():  # any number of digits, as Kafka's offsetFromFile reads them
                 out.append((int(stem), os.path.join(log_dir, name)))
     out.sort()
     return out

@@ -1,20 +1,17 @@
 """Kafka's TimeIndex: sparse map from timestamp to offset. Entries: timestamp int64 + relative
 offset int32, big-endian, 12 bytes, timestamps strictly increasing. An entry says: records up to
-this offset carry timestamps up to this one."""
-import struct
-
+this offset carry timestamps up to this one. The entry format and the lookup are segment_files',
+which read-only readers share."""
 from ._hot import hot
 from .index_file import IndexFile
-
-NO_TIMESTAMP = -1
-ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+from .segment_files import NO_TIMESTAMP, TIME_INDEX_ENTRY, lookup_timestamp
 
 
 class TimeIndex(IndexFile):
-    ENTRY_SIZE = ENTRY.size
+    ENTRY_SIZE = TIME_INDEX_ENTRY.size
 
     def entry(self, slot):
-        ts, rel = ENTRY.unpack(self.entry_bytes(slot))
+        ts, rel = TIME_INDEX_ENTRY.unpack(self.entry_bytes(slot))
         return ts, self.base_offset + rel
 
     def last_entry(self):
@@ -25,10 +22,7 @@ class TimeIndex(IndexFile):
         """(timestamp, offset) of the last entry with a timestamp <= timestamp, or
         (NO_TIMESTAMP, base offset): the search for an offset by time starts there."""
         entries = self.entries
-        if entries == 0:
-            return NO_TIMESTAMP, self.base_offset
-        slot = hot.time_index_lookup(self.buffer(entries), entries, timestamp)
-        return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
+        return lookup_timestamp(self.buffer(entries), entries, self.base_offset, timestamp)
 
     def is_full(self, more=1):
         # one slot stays free for the entry written when the segment becomes inactive
@@ -39,7 +33,7 @@ class TimeIndex(IndexFile):
         maybeAppend with skipFullCheck: used once as a segment becomes inactive)."""
         if timestamp <= self.last_entry()[0] or self.entries >= self.max_entries:
             return
-        self.append_entries(ENTRY.pack(timestamp, offset - self.base_offset))
+        self.append_entries(TIME_INDEX_ENTRY.pack(timestamp, offset - self.base_offset))
 
     def sane(self):
         if self.corrupt_size:

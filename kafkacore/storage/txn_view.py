@@ -24,30 +24,22 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import struct
 
 from ..checksum import crc32c
-from ..record.control import ABORT
+from ..record.control import ABORT, MAGIC_V2
 from ..record.errors import CorruptRecordError
-from ..record.layout import (ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
-                             TRANSACTIONAL_FLAG_MASK)
+from ..record.layout import ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK, LOG_OVERHEAD, TRANSACTIONAL_FLAG_MASK
 from .producer_state import CorruptSnapshotError, decode_snapshot, list_snapshots, parse_marker
+from .segment_files import LOG_SUFFIX, TXN_INDEX_SUFFIX, HeaderWalk, segment_file_name
 from .txn_index import CURRENT_VERSION, ENTRY, ENTRY_SIZE, AbortedTxn, CorruptIndexError
 
 log = logging.getLogger(__name__)
 
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp, producerId (the v2 header up to the producer id)
-_HEAD = struct.Struct(">qiibIhiqqq")
 _CHUNK = 8 << 20
 
 
 def _last_offset(entry):
     return entry.last_offset
-
-
-def _pread(f, pos, n):
-    return os.pread(f.fileno(), n, pos)
 
 
 class TxnView:
@@ -138,44 +130,29 @@ class TxnView:
             self._replay_segment(base, size, start, end, last=next_base is None)
 
     def _replay_segment(self, base, size, start, end, last):
-        path = os.path.join(self.log_dir, f"{base:020d}.log")
+        path = os.path.join(self.log_dir, segment_file_name(base) + LOG_SUFFIX)
         with open(path, "rb") as f:  # FileNotFoundError: deleted since the caller listed it
-            pos = 0
+            walk = HeaderWalk(f.fileno(), 0, size, read_size=_CHUNK, name=path)
             expect = base  # the lowest base offset the next batch may have
-            buf, at = b"", 0  # buf holds the file's bytes from position at
-            while pos + LOG_OVERHEAD <= size:
-                if pos + RECORD_BATCH_OVERHEAD > at + len(buf):
-                    buf, at = _pread(f, pos, min(_CHUNK, size - pos)), pos
-                off = pos - at
-                if len(buf) - off < RECORD_BATCH_OVERHEAD:
-                    if last:
-                        return  # the start of a batch still being written
-                    raise CorruptRecordError(f"{path}: a truncated batch header at file position {pos}", pos)
-                base_offset, length, _ple, magic, crc, attrs, delta, _bts, _mts, pid = _HEAD.unpack_from(buf, off)
-                total = LOG_OVERHEAD + length
-                if magic != 2 or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or delta < 0 or base_offset < expect:
+            for h in walk:
+                if h.magic != MAGIC_V2 or h.last_offset < h.base_offset or h.base_offset < expect:
                     raise CorruptRecordError(
-                        f"{path}: corrupt batch at file position {pos} (base offset {base_offset}, length {length}, "
-                        f"magic {magic}, last offset delta {delta}; the base offset must be at least {expect})", pos)
-                if base_offset >= end:
+                        f"{path}: corrupt batch at file position {h.position} (base offset {h.base_offset}, length "
+                        f"{h.size - LOG_OVERHEAD}, magic {h.magic}, last offset delta {h.last_offset - h.base_offset}; "
+                        f"the base offset must be at least {expect})", h.position)
+                if h.base_offset >= end:
                     return
-                if pos + total > size:
-                    if last:
-                        return  # being written (the caller's log end is below it anyway)
-                    raise CorruptRecordError(f"{path}: the batch at file position {pos} claims {total} bytes, past "
-                                             f"the end of the file ({size})", pos)
-                if pos + total > at + len(buf):
-                    buf, at = _pread(f, pos, max(total, min(_CHUNK, size - pos))), pos
-                    off = 0
-                last_offset = base_offset + delta
-                if pid >= 0 and last_offset >= start:
-                    batch = memoryview(buf)[off:off + total]
-                    if crc32c(batch[ATTRIBUTES_OFFSET:]) != crc:
-                        raise CorruptRecordError(f"{path}: the CRC of the batch at file position {pos} (offset "
-                                                 f"{base_offset}) does not match its data", pos)
-                    self._apply(batch, pid, attrs, base_offset, path)
-                expect = last_offset + 1
-                pos += total
+                if h.producer_id >= 0 and h.last_offset >= start:
+                    batch = walk.batch_bytes(h)
+                    if crc32c(batch[ATTRIBUTES_OFFSET:]) != h.crc:
+                        raise CorruptRecordError(f"{path}: the CRC of the batch at file position {h.position} "
+                                                 f"(offset {h.base_offset}) does not match its data", h.position)
+                    self._apply(batch, h.producer_id, h.attributes, h.base_offset, path)
+                expect = h.last_offset + 1
+            if not last and walk.position + LOG_OVERHEAD <= size:
+                # only the last segment may end in a batch still being written
+                raise CorruptRecordError(f"{path}: the batch at file position {walk.position} is cut short: it does "
+                                         f"not end within the segment's {size} bytes", walk.position)
 
     def _apply(self, batch, pid, attrs, base_offset, path):
         """One batch with a producer id, as the broker's producer state applies it."""
@@ -208,7 +185,7 @@ class TxnView:
             return entries
         entries = []
         if base < self.snapshot_offset:
-            path = os.path.join(self.log_dir, f"{base:020d}.txnindex")
+            path = os.path.join(self.log_dir, segment_file_name(base) + TXN_INDEX_SUFFIX)
             try:
                 with open(path, "rb") as f:
                     data = f.read()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import re
 import sys
 
 from .clients import TIMESTAMP_TYPES
@@ -39,10 +38,8 @@ SEGMENT, OFFSET_INDEX, TIME_INDEX, TXN_INDEX, SNAPSHOT = "segment", "offset-inde
 OFFSET_CHECKPOINT, EPOCH_CHECKPOINT = "offset-checkpoint", "leader-epoch-checkpoint"
 META_PROPERTIES, PARTITION_METADATA, CLEAN_SHUTDOWN = "meta-properties", "partition-metadata", "clean-shutdown"
 TOPIC_CONFIGS, PRODUCER_IDS, LOCK = "topic-configs", "producer-ids", "lock"
-MAGIC_OFFSET = 16  # baseOffset (8), batchLength (4), partitionLeaderEpoch (4), then magic
 PROGRESS_MIN_BYTES = 16 << 20  # segments smaller than this are decoded too quickly to need a bar
 PROGRESS_DELAY = 0.5  # seconds before the bar appears: a segment decoded by then never shows one
-_STEM = re.compile(r"^(\d{20})(\.[a-z]+)$")
 
 
 def register(sub, common):
@@ -73,8 +70,7 @@ def _storage_names():
 
 
 def _suffix_kinds():
-    from ..storage.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-    from ..storage.producer_state import SNAPSHOT_SUFFIX
+    from ..storage.segment_files import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
     return {LOG_SUFFIX: SEGMENT, INDEX_SUFFIX: OFFSET_INDEX, TIME_INDEX_SUFFIX: TIME_INDEX,
             TXN_INDEX_SUFFIX: TXN_INDEX, SNAPSHOT_SUFFIX: SNAPSHOT}
@@ -83,29 +79,25 @@ def _suffix_kinds():
 def classify(path: str):
     """(kind, base offset or None, state) by the file's name; kind None when it is not a name
     Kafka gives. ``state``: 'deleted', 'cleaned' or 'swap' for a file in one of those steps."""
-    from ..storage.log_segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+    from ..storage.segment_files import parse_segment_file_name, split_state_suffix
 
-    name = os.path.basename(path)
-    state = None
-    for suffix in (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX):
-        if name.endswith(suffix):
-            name, state = name[: -len(suffix)], suffix[1:]
+    name, state = split_state_suffix(os.path.basename(path))
     kind = _storage_names().get(name)
     if kind is not None:
         return kind, None, state
-    m = _STEM.match(name)
-    if m and m.group(2) in _suffix_kinds():
-        return _suffix_kinds()[m.group(2)], int(m.group(1)), state
+    parsed = parse_segment_file_name(name)
+    if parsed is not None and parsed.suffix in _suffix_kinds():
+        return _suffix_kinds()[parsed.suffix], parsed.base_offset, state
     return None, None, state
 
 
-def _segment_of(path, state):
+def _segment_of(dump):
     """The .log beside an index file (in the same state: a .index.deleted goes with the
     .log.deleted), or None."""
-    from ..storage.log_segment import LOG_SUFFIX
+    from ..storage.segment_files import LOG_SUFFIX, segment_file_name
 
-    stem = os.path.basename(path).split(".", 1)[0]
-    candidate = os.path.join(os.path.dirname(path), stem + LOG_SUFFIX + (f".{state}" if state else ""))
+    name = segment_file_name(dump.base_offset) + LOG_SUFFIX + (f".{dump.state}" if dump.state else "")
+    candidate = os.path.join(os.path.dirname(dump.path), name)
     return candidate if os.path.isfile(candidate) else None
 
 
@@ -157,7 +149,7 @@ class SegmentDump(FileDump):
 
     def precheck(self):
         """The first batch header must be one: a length, magic 2, and the whole batch there."""
-        from ..record.layout import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+        from ..record.layout import LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
         from ..record.control import MAGIC_V2
 
         with open(self.path, "rb") as f:
@@ -167,7 +159,7 @@ class SegmentDump(FileDump):
             return
         if len(head) <= MAGIC_OFFSET:
             raise NotKafkaFile(f"not a Kafka log segment: {self.path} ({size} bytes, less than a batch header)")
-        total = LOG_OVERHEAD + int.from_bytes(head[8:12], "big", signed=True)
+        total = LOG_OVERHEAD + int.from_bytes(head[LENGTH_OFFSET:LOG_OVERHEAD], "big", signed=True)
         if head[MAGIC_OFFSET] != MAGIC_V2 or total < RECORD_BATCH_OVERHEAD:
             raise NotKafkaFile(f"not a Kafka log segment: {self.path} (no record batch v2 at byte 0: "
                                f"magic {head[MAGIC_OFFSET]}, batch size {total})")
@@ -219,10 +211,10 @@ class SegmentDump(FileDump):
         left = size - end
         if self.summary["batches"] == 0:
             raise NotKafkaFile(f"not a Kafka log segment: {self.path} ({left} bytes, no whole record batch)")
-        from ..record.layout import LOG_OVERHEAD
+        from ..record.layout import LENGTH_OFFSET, LOG_OVERHEAD
 
         if left >= LOG_OVERHEAD:
-            declared = int.from_bytes(mm[end + 8:end + LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
+            declared = int.from_bytes(mm[end + LENGTH_OFFSET:end + LOG_OVERHEAD], "big", signed=True) + LOG_OVERHEAD
             self.problem(f"truncated batch: {left} bytes left at the end, the batch header says {declared}", end)
         else:
             self.problem(f"truncated batch: {left} bytes at the end, less than a batch header", end)
@@ -320,27 +312,31 @@ def _record(r, control):
 
 class _LogHeaders:
     """The batch boundaries of segments, by a header walk (no CRC, no records), cached per
-    file: what the index checks compare with."""
+    file: what the index checks compare with. The walk stops where the segment's own dump
+    stops reading: at a batch that is not v2 or not whole."""
 
     def __init__(self):
         self._cache = {}
 
     def get(self, path):
         if path not in self._cache:
-            from ..record import CorruptRecordError, iter_batches
+            from ..record import CorruptRecordError
+            from ..record.control import MAGIC_V2
+            from ..storage.segment_files import walk_batch_headers
 
             batches = []
             try:
                 with open(path, "rb") as f:
-                    if os.fstat(f.fileno()).st_size:
+                    size = os.fstat(f.fileno()).st_size
+                    if size:
                         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                         try:
-                            for b in iter_batches(mm):
-                                batches.append((b.position, b.base_offset, b.last_offset, b.max_timestamp,
-                                                b.is_control, b.producer_id))
-                            b = None
+                            for h in walk_batch_headers(mm, 0, size):
+                                if h.magic != MAGIC_V2:
+                                    break
+                                batches.append((h.position, h.base_offset, h.last_offset, h.max_timestamp,
+                                                h.is_control, h.producer_id))
                         finally:
-                            b = None
                             mm.close()
             except (OSError, CorruptRecordError):
                 pass  # the segment's own dump reports it; the index is checked against what reads
@@ -353,14 +349,15 @@ class _IndexDump(FileDump):
 
     def _slots(self):
         """(entries as bytes, preallocated empty slots): an active segment's index is
-        preallocated with zeros past its last entry."""
+        preallocated with zeros past its last entry. Every slot up to the last non-zero byte is
+        an entry here, so damage after a zero slot is shown, not taken for free slots."""
+        from ..storage.segment_files import index_entries
+
         data = _read(self.path)
         if len(data) % self.entry_size:
             self.problem(f"{len(data)} bytes is not a whole number of {self.entry_size}-byte entries")
-            data = data[: len(data) - len(data) % self.entry_size]
-        used = len(data.rstrip(b"\0"))
-        used += -used % self.entry_size
-        return data[:used], (len(data) - used) // self.entry_size
+        used = index_entries(data, self.entry_size, exhaustive=True) * self.entry_size
+        return data[:used], len(data) // self.entry_size - used // self.entry_size
 
     def summary_text(self):
         s = self.summary
@@ -375,13 +372,13 @@ class OffsetIndexDump(_IndexDump):
     columns = [("slot", "SLOT"), ("offset", "OFFSET"), ("position", "POSITION")]
 
     def entries(self):
-        from ..storage.offset_index import ENTRY
+        from ..storage.segment_files import OFFSET_INDEX_ENTRY as ENTRY
 
         self.entry_size = ENTRY.size
         data, empty = self._slots()
         base = self.base_offset or 0
         self.summary = {"base_offset": self.base_offset, "entries": len(data) // ENTRY.size, "empty_slots": empty}
-        log = _segment_of(self.path, self.state) if self.opts.verify else None
+        log = _segment_of(self) if self.opts.verify else None
         batches = {p: (first, last) for p, first, last, *_ in self.logs.get(log)} if log else None
         prev = None
         for slot, (rel, pos) in enumerate(ENTRY.iter_unpack(data)):
@@ -409,13 +406,13 @@ class TimeIndexDump(_IndexDump):
     columns = [("slot", "SLOT"), ("timestamp", "TIMESTAMP"), ("time", "TIME"), ("offset", "OFFSET")]
 
     def entries(self):
-        from ..storage.time_index import ENTRY
+        from ..storage.segment_files import TIME_INDEX_ENTRY as ENTRY
 
         self.entry_size = ENTRY.size
         data, empty = self._slots()
         base = self.base_offset or 0
         self.summary = {"base_offset": self.base_offset, "entries": len(data) // ENTRY.size, "empty_slots": empty}
-        log = _segment_of(self.path, self.state) if self.opts.verify else None
+        log = _segment_of(self) if self.opts.verify else None
         batches = {last: max_ts for _p, _f, last, max_ts, *_ in self.logs.get(log)} if log else None
         prev = None
         for slot, (ts, rel) in enumerate(ENTRY.iter_unpack(data)):
@@ -453,7 +450,7 @@ class TxnIndexDump(FileDump):
             self.problem(f"not a transaction index: {e.message}")
             entries = []
         self.summary = {"base_offset": self.base_offset, "entries": len(entries)}
-        log = _segment_of(self.path, self.state) if self.opts.verify else None
+        log = _segment_of(self) if self.opts.verify else None
         aborts = None
         if log:
             aborts = {}

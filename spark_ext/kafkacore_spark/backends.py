@@ -3,7 +3,6 @@
 earliest / latest / by-timestamp offsets, how to split a range into tasks) and read one split
 in a task as Arrow record batches."""
 import math
-import os
 import time
 
 from pyspark.sql.datasource import InputPartition
@@ -11,7 +10,7 @@ from pyspark.sql.datasource import InputPartition
 from kafkacore.storage.txn_view import TxnView
 
 from .options import EARLIEST, LATEST, OptionError, SourceOptions
-from .segments import DataLossError, PartitionFiles, list_partitions, read_range
+from .segments import DataLossError, PartitionFiles, list_partitions, read_range, segment_base_offset
 
 
 class SegmentSplit(InputPartition):
@@ -127,7 +126,7 @@ class PathBackend:
                 mine = None
                 if aborted is not None:
                     # an entry whose marker is before this segment cannot concern its records
-                    base = int(os.path.basename(path)[:20])
+                    base = segment_base_offset(path)
                     mine = [a for a in aborted if a[2] >= base]
                 out.append(SegmentSplit(tp[0], tp[1], path, first, stop, start, end, mine))
         return out

@@ -3,82 +3,42 @@
 Nothing here writes, locks or recovers: a broker may be running on the same directory, and a
 reader sees a consistent prefix of every partition (its complete batches). The layout is
 Kafka's: ``<topic>-<partition>/`` holding 20-digit ``.log`` and ``.index`` files, the log start
-offsets in ``log-start-offset-checkpoint``.
-
-The OffsetIndex of the active segment is preallocated (zeros past its entries), so the
-entries in use are counted here: a real entry's position is never 0, because Kafka (and
-kafkacore) only index a batch after more than ``index.interval.bytes`` of earlier data."""
-import mmap
+offsets in ``log-start-offset-checkpoint``. The files are read through
+kafkacore.storage.segment_files (names, segments, batch headers, index lookups), as the broker
+and ``kafkacore log dump`` read them."""
 import os
-import re
 import struct
-from dataclasses import dataclass
 
 from kafkacore.record import decode_to_arrow
 from kafkacore.record.errors import CorruptRecordError
+from kafkacore.record.layout import (BASE_OFFSET_OFFSET, BASE_TIMESTAMP_OFFSET, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET,
+                                     LOG_OVERHEAD, RECORD_BATCH_OVERHEAD)
 from kafkacore.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from kafkacore.storage.segment_files import (SegmentFiles, list_partition_dirs, list_segments, parse_segment_file_name,
+                                             walk_batch_headers)
 
-_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
-_SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
-_LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
-_HEADER = 61  # a whole record batch v2 header
 READ_CHUNK = 16 << 20  # bytes read and decoded at a time by a task
+# a batch's base offset, length and last offset delta: the header up to the base timestamp
+_FRAMING = BASE_TIMESTAMP_OFFSET
+_BASE_LEN = struct.Struct(">qi")  # baseOffset, then batchLength at LENGTH_OFFSET
+_INT32 = struct.Struct(">i")
 
 
 class DataLossError(RuntimeError):
     """Offsets the query needs are gone (deleted by retention), and failOnDataLoss is true."""
 
 
-@dataclass(frozen=True)
-class Segment:
-    base_offset: int
-    log_path: str
-    index_path: str
-    size: int  # bytes at planning time: a task reads no further, so its output is fixed
-
-
-@dataclass(frozen=True)
-class BatchHeader:
-    position: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    size: int
-
-
 def list_partitions(data_dir: str) -> list[tuple[str, int]]:
     """Every (topic, partition) with a directory under data_dir."""
-    out = []
     try:
-        names = os.listdir(data_dir)
+        return list_partition_dirs(data_dir)
     except FileNotFoundError:
         raise FileNotFoundError(f"data directory {data_dir!r} does not exist") from None
-    for name in names:
-        m = _PARTITION_DIR.match(name)
-        if m and os.path.isdir(os.path.join(data_dir, name)):
-            out.append((m.group(1), int(m.group(2))))
-    return sorted(out)
 
 
-def walk_batches(fd: int, start: int, end: int):
-    """BatchHeader of every complete batch from start to end (pread of each header)."""
-    pos = start
-    while pos + _LOG_OVERHEAD <= end:
-        head = os.pread(fd, 43, pos)
-        if len(head) < _LOG_OVERHEAD:
-            return
-        base, length = struct.unpack_from(">qi", head, 0)
-        if length < _HEADER - _LOG_OVERHEAD or len(head) < 43:
-            if pos + _LOG_OVERHEAD + max(length, 0) > end:
-                return  # a partial batch at the end: a writer is still appending it
-            raise CorruptRecordError(f"batch length {length} is below the v2 header size", pos)
-        total = length + _LOG_OVERHEAD
-        if pos + total > end:
-            return
-        delta = struct.unpack_from(">i", head, 23)[0]
-        max_ts = struct.unpack_from(">q", head, 35)[0]
-        yield BatchHeader(pos, base, base + delta, max_ts, total)
-        pos += total
+def segment_base_offset(log_path: str) -> int:
+    """The base offset a segment file is named by."""
+    return parse_segment_file_name(os.path.basename(log_path)).base_offset
 
 
 class PartitionFiles:
@@ -90,23 +50,8 @@ class PartitionFiles:
         self.partition = partition
         self.dir = os.path.join(data_dir, f"{topic}-{partition}")
 
-    def segments(self) -> list[Segment]:
-        out = []
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
-        for name in names:
-            m = _SEGMENT_LOG.match(name)
-            if not m:
-                continue  # .deleted / .cleaned / .swap files are on their way in or out
-            path = os.path.join(self.dir, name)
-            try:
-                size = os.stat(path).st_size
-            except FileNotFoundError:
-                continue  # deleted by retention since the listing
-            out.append(Segment(int(m.group(1)), path, path[:-4] + ".index", size))
-        return sorted(out, key=lambda s: s.base_offset)
+    def segments(self) -> list[SegmentFiles]:
+        return list_segments(self.dir)
 
     # -- offsets ----------------------------------------------------------------------------
     def log_start_offset(self, segments=None) -> int:
@@ -135,8 +80,9 @@ class PartitionFiles:
             except FileNotFoundError:
                 continue
             try:
-                start = index_position_at_or_below(seg, seg.size)
-                for h in walk_batches(fd, start, seg.size):
+                with seg.offset_index() as index:
+                    start = index.lookup_position(seg.size)
+                for h in walk_batch_headers(fd, start, seg.size):
                     last = h.last_offset
             finally:
                 os.close(fd)
@@ -156,7 +102,7 @@ class PartitionFiles:
             except FileNotFoundError:
                 continue
             try:
-                for h in walk_batches(fd, 0, seg.size):
+                for h in walk_batch_headers(fd, 0, seg.size):
                     if h.max_timestamp < timestamp:
                         continue
                     batch = decode_to_arrow(os.pread(fd, h.size, h.position))
@@ -181,75 +127,34 @@ class PartitionFiles:
                 continue  # every offset of this segment is below start
             if seg.base_offset >= end:
                 break
-            first = index_position_for_offset(seg, start) if start > seg.base_offset else 0
-            stop = seg.size
-            if first >= stop:
-                continue
-            cuts = [first]
-            target = first + max_bytes
-            while target < stop:
-                cut = index_position_at_or_below(seg, target)
-                if cut > cuts[-1]:
-                    cuts.append(cut)
-                target = max(target, cut) + max_bytes
+            with seg.offset_index() as index:
+                # an entry's offset is the last of the batch at its position: the entry must be
+                # below start for its batch to end before the one holding start
+                first = index.lookup(start - 1)[1] if start > seg.base_offset else 0
+                stop = seg.size
+                if first >= stop:
+                    continue
+                cuts = [first]
+                target = first + max_bytes
+                while target < stop:
+                    cut = index.lookup_position(target)
+                    if cut > cuts[-1]:
+                        cuts.append(cut)
+                    target = max(target, cut) + max_bytes
             cuts.append(stop)
             out.extend((seg.log_path, a, b) for a, b in zip(cuts, cuts[1:]))
         return out
-
-
-# -- the offset index, read-only ------------------------------------------------------------
-def _index_entries(m) -> int:
-    """Entries in use: a binary search for the first slot whose position is 0."""
-    n = len(m) // 8
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if struct.unpack_from(">i", m, mid * 8 + 4)[0] > 0:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def _search_index(seg: Segment, key_of, target) -> int:
-    """Position of the last index entry whose key is <= target; 0 when none."""
-    try:
-        with open(seg.index_path, "rb") as f:
-            if os.fstat(f.fileno()).st_size < 8:
-                return 0
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                n = _index_entries(m)
-                lo, hi = 0, n
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    rel, pos = struct.unpack_from(">ii", m, mid * 8)
-                    if key_of(rel, pos) <= target:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo == 0:
-                    return 0
-                pos = struct.unpack_from(">i", m, (lo - 1) * 8 + 4)[0]
-                return pos if pos <= seg.size else 0
-    except FileNotFoundError:
-        return 0  # no index (or deleted): walk from the start
-
-
-def index_position_for_offset(seg: Segment, offset: int) -> int:
-    """A batch boundary at or before the batch holding offset. An entry's offset is the last
-    offset of the batch that starts at its position, so the entry must be below offset."""
-    return _search_index(seg, lambda rel, pos: seg.base_offset + rel, offset - 1)
-
-
-def index_position_at_or_below(seg: Segment, position: int) -> int:
-    return _search_index(seg, lambda rel, pos: pos, position)
 
 
 # -- reading (in the tasks) -----------------------------------------------------------------
 class _BatchWalk:
     """Frames the batches at the start of a buffer and checks their base offsets, which the CRC
     does not cover: each at or above the segment's base offset and past the previous batch's
-    last offset (compaction leaves gaps, never steps back)."""
+    last offset (compaction leaves gaps, never steps back).
+
+    A task's own framing, not segment_files' header walk: it frames whole batches inside a
+    chunk already read, so that the chunk is decoded in one native call, and a bad base offset
+    anywhere in the chunk fails it before any of its records is served."""
 
     def __init__(self, min_base: int, end_offset: int, where: str):
         self.min_base = min_base
@@ -261,11 +166,11 @@ class _BatchWalk:
         whose base offset is at or past end_offset (stopped=True then). ``at`` is buf's file
         position, for errors."""
         pos, n = 0, len(buf)
-        while pos + 27 <= n:
-            base, length = struct.unpack_from(">qi", buf, pos)
-            if length < _HEADER - _LOG_OVERHEAD:
+        while pos + _FRAMING <= n:
+            base, length = _BASE_LEN.unpack_from(buf, pos + BASE_OFFSET_OFFSET)
+            if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
                 return n, False  # a corrupt length: the decoder's error names the position
-            delta = struct.unpack_from(">i", buf, pos + 23)[0]
+            delta = _INT32.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)[0]
             if base < self.min_base or delta < 0:
                 raise CorruptRecordError(
                     f"corrupt data in {self.where}, file position {at + pos}): batch base offset {base} "
@@ -273,10 +178,10 @@ class _BatchWalk:
                     at + pos)
             if base >= self.end_offset:
                 return pos, True
-            if pos + _LOG_OVERHEAD + length > n:
+            if pos + LOG_OVERHEAD + length > n:
                 break
             self.min_base = base + delta + 1
-            pos += _LOG_OVERHEAD + length
+            pos += LOG_OVERHEAD + length
         return pos, False
 
 
@@ -288,7 +193,7 @@ def read_range(topic, partition, log_path, first, stop, start_offset, end_offset
     import pyarrow.compute as pc
 
     fd = os.open(log_path, os.O_RDONLY)  # FileNotFoundError: retention deleted it
-    walk = _BatchWalk(int(os.path.basename(log_path)[:20]), end_offset, f"{topic}-{partition} ({log_path}")
+    walk = _BatchWalk(segment_base_offset(log_path), end_offset, f"{topic}-{partition} ({log_path}")
     try:
         pos = first
         while pos < stop:
@@ -301,14 +206,14 @@ def read_range(topic, partition, log_path, first, stop, start_offset, end_offset
                 # The batch at pos does not fit in buf. Planning saw every batch below the end
                 # offset complete before stop, so one reaching past stop is corrupt: its
                 # records would otherwise be skipped without a word.
-                if len(buf) < 27:
+                if len(buf) < _FRAMING:
                     break  # the start of a batch still being written when the query was planned
-                length = struct.unpack_from(">i", buf, 8)[0]
-                if pos + _LOG_OVERHEAD + length > stop:
+                length = _INT32.unpack_from(buf, LENGTH_OFFSET)[0]
+                if pos + LOG_OVERHEAD + length > stop:
                     raise CorruptRecordError(
                         f"corrupt data in {topic}-{partition} ({log_path}, file position {pos}): the batch "
                         f"claims {length} bytes, past the end of the data ({stop})", pos)
-                buf = os.pread(fd, _LOG_OVERHEAD + length, pos)  # one batch bigger than the chunk
+                buf = os.pread(fd, LOG_OVERHEAD + length, pos)  # one batch bigger than the chunk
                 used, stopped = walk.prefix(buf, pos)
             if used:
                 chunk_aborted = None
@@ -317,7 +222,7 @@ def read_range(topic, partition, log_path, first, stop, start_offset, end_offset
                     # chunk's first offset: it gets the transactions whose ABORT marker is at or
                     # after that offset (Kafka's lastOffset >= fetch offset). An earlier one
                     # would mark a later transaction of the same producer aborted.
-                    chunk_base = struct.unpack_from(">q", buf, 0)[0]
+                    chunk_base = _BASE_LEN.unpack_from(buf, BASE_OFFSET_OFFSET)[0]
                     chunk_aborted = [(pid, first_offset) for pid, first_offset, last_offset in aborted
                                      if last_offset >= chunk_base]
                 try:
