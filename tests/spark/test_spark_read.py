@@ -75,18 +75,27 @@ def _count_batches(log_path):
     return n
 
 
+def _count_index_entries(index_path):
+    """Entries of an offset index in use (a preallocated active index ends in zero slots; no
+    entry is ever at position 0)."""
+    raw = open(index_path, "rb").read()
+    return sum(1 for i in range(0, len(raw) - 7, 8) if struct.unpack_from(">i", raw, i + 4)[0] > 0)
+
+
 def test_path_read_min_partitions(spark, broker, data):
-    """minPartitions shrinks the byte ranges so there are at least that many tasks (cuts fall on
-    index entries, so a partition of a few big batches cannot be cut finer than its batches)."""
-    segs = sum(1 for p in range(3) for f in os.listdir(os.path.join(broker.data_dir, f"read-none-{p}"))
-               if f.endswith(".log"))
+    """minPartitions shrinks the byte ranges so there are at least that many tasks. Cuts fall on
+    index entries, so the finest plan is a task per segment start and per index entry: a batch
+    that follows one smaller than log.index.interval.bytes has no entry (the producer's batching
+    decides how many there are) and cannot start a task of its own."""
+    logs = [os.path.join(broker.data_dir, f"read-none-{p}", f) for p in range(3)
+            for f in os.listdir(os.path.join(broker.data_dir, f"read-none-{p}")) if f.endswith(".log")]
+    segs = len(logs)
     assert _path_read(spark, broker, subscribe="read-none").rdd.getNumPartitions() == segs  # a task per segment
-    batches = sum(_count_batches(os.path.join(broker.data_dir, f"read-none-{p}", f))
-                  for p in range(3) for f in os.listdir(os.path.join(broker.data_dir, f"read-none-{p}"))
-                  if f.endswith(".log"))
-    assert batches > segs
+    batches = sum(_count_batches(path) for path in logs)
+    finest = sum(1 + _count_index_entries(path[:-len(".log")] + ".index") for path in logs)
+    assert batches >= finest > segs
     df = _path_read(spark, broker, subscribe="read-none", minPartitions=str(batches))
-    assert df.rdd.getNumPartitions() == batches  # as fine as it gets: a task per batch
+    assert df.rdd.getNumPartitions() == finest  # as fine as it gets: a task per indexed batch
     assert collect(df, with_headers=False) == without_headers(_only(data, {"read-none"}))
 
 
