@@ -6,6 +6,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import _kcutil
+from kafkacore.storage.segment_files import walk_batch_headers
 
 CLUSTER_SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -57,6 +58,32 @@ def partition_logs(cluster, topic, partition):
     return out
 
 
+def batch_headers(log_bytes):
+    """(base offset, last offset, leader epoch, producer id, size) of each batch in ``log_bytes``."""
+    return [(h.base_offset, h.last_offset, h.partition_leader_epoch, h.producer_id, h.size)
+            for h in walk_batch_headers(log_bytes, 0, len(log_bytes))]
+
+
+def describe_replica_difference(cluster, topic, partitions):
+    """Where the replicas' logs part: for each partition whose replicas differ, each replica's
+    size and the batches from the first one that differs."""
+    lines = []
+    for p in range(partitions):
+        logs = partition_logs(cluster, topic, p)
+        if len(set(logs.values())) <= 1 and len(logs) == len(cluster.brokers):
+            continue
+        headers = {bid: batch_headers(data) for bid, data in logs.items()}
+        first = min((next((i for i, (a, b) in enumerate(zip(h, other)) if a != b), min(len(h), len(other)))
+                     for h in headers.values() for other in headers.values()), default=0)
+        for bid in sorted(headers):
+            lines.append(f"{topic}-{p} broker {bid}: {len(logs[bid])} bytes, {len(headers[bid])} batches, "
+                         f"from batch {first}: {headers[bid][first:first + 6]}")
+        missing = sorted(set(cluster.brokers) - set(logs))
+        if missing:
+            lines.append(f"{topic}-{p}: no directory on brokers {missing}")
+    return "; ".join(lines) or "(identical by now)"
+
+
 def wait_replicas_identical(cluster, topic, partitions, timeout=60):
     def same():
         for p in range(partitions):
@@ -64,7 +91,8 @@ def wait_replicas_identical(cluster, topic, partitions, timeout=60):
             if len(logs) != len(cluster.brokers) or len(set(logs.values())) != 1:
                 return False
         return True
-    wait_for(same, f"every replica's .log of {topic} byte-identical", timeout)
+    wait_for(same, lambda: f"every replica's .log of {topic} byte-identical: "
+             f"{describe_replica_difference(cluster, topic, partitions)}", timeout)
 
 
 def ensure_all_running(cluster):
