@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import _kcutil
 from broker_client import BrokerProcess
 from kafkacore import Consumer, Producer
 from kafkacore.errors import KafkaConfigError, KafkaTimeoutError, RecordTooLargeError
@@ -376,6 +377,34 @@ def test_flush_never_waits_past_its_timeout_and_delivery_timeout_fails_records(o
         # once sent the next sequence and got OUT_OF_ORDER_SEQUENCE_NUMBER when they were lost)
         assert p.send(t, b"after").result(20).offset >= 1
         assert "epoch bumped to 1 after a batch of unknown outcome" in caplog.text
+
+
+def test_metadata_retries_against_a_stopped_broker_back_off_and_warn_once(own_broker, caplog):
+    """KIP-580: refreshes that fail in a row wait retry.backoff.ms, doubling up to
+    retry.backoff.max.ms; the same failure is one warning, then debug lines, and its end is
+    said once."""
+    caplog.set_level(logging.DEBUG, logger="kafkacore.producer")
+    t = _create(own_broker, "stopped", 1)
+    with _producer(own_broker, **{"retry.backoff.ms": 100, "retry.backoff.max.ms": 800}) as p:
+        assert p.send(t, b"first").result(10).offset == 0
+        own_broker.stop()
+        caplog.clear()
+        held = p.send(t, b"held")  # its leader gone: the sender refreshes metadata until one answers
+        _kcutil.wait_for(lambda: _failures(caplog) >= 6, "six failed refreshes", 30)
+        failures = [r for r in caplog.records if "metadata refresh failed" in r.getMessage()]
+        warnings = [r for r in failures if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        # the sixth attempt comes after about 0.1 + 0.2 + 0.4 + 0.8 + 0.8 s (+-20%), not 0.5 s
+        spent = failures[5].created - failures[0].created
+        assert 2.2 * 0.8 <= spent, spent
+        own_broker.start()
+        assert held.result(30).offset == 1 and p.send(t, b"again").result(30).offset == 2
+        _kcutil.wait_for(lambda: any("metadata refresh succeeded after" in r.getMessage() for r in caplog.records),
+                         "the recovery said once", 10)
+
+
+def _failures(caplog):
+    return sum("metadata refresh failed" in r.getMessage() for r in caplog.records)
 
 
 def test_buffer_memory_backpressure_blocks_for_max_block_ms(own_broker):

@@ -19,6 +19,7 @@ from collections import deque
 from ..errors import STALE_METADATA_ERRORS, CorruptRecordBatchError, KafkaError, OffsetOutOfRangeError
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
+from .backoff import FailureBackoff
 from .connection import ConnectionClosed
 
 log = logging.getLogger("kafkacore.consumer")
@@ -90,6 +91,8 @@ class Fetcher(threading.Thread):
         self.partition_max_bytes = config["max.partition.fetch.bytes"]
         self.isolation = 1 if config["isolation.level"] == "read_committed" else 0
         self.retry_backoff = config["retry.backoff.ms"] / 1000.0
+        self.metadata_backoff = FailureBackoff(config["retry.backoff.ms"], config["retry.backoff.max.ms"], log,
+                                               "metadata refresh")
         self.client_rack = config["client.rack"]
         self.read_replica_ttl = config["metadata.max.age.ms"] / 1000.0
         self.connections = {}
@@ -129,9 +132,9 @@ class Fetcher(threading.Thread):
                 self.need_metadata = False
                 refreshed = True
             except (ConnectionClosed, KafkaError, OSError) as e:
-                log.warning("metadata refresh failed: %s", e)
-                self._wait(self.retry_backoff)
+                self._wait(self.metadata_backoff.failed(e))
                 return
+            self.metadata_backoff.succeeded()
         by_node: dict[int, list] = {}
         waiting_for_app: set = set()
         now = time.monotonic()

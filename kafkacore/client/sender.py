@@ -34,6 +34,7 @@ from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CRC_OFFSET, PRODUCER_EPOCH_OFFSET,
                              PRODUCER_ID_OFFSET)
+from .backoff import FailureBackoff
 from .batch_split import SPLIT_ERRORS, split_batch
 from .connection import ConnectionClosed
 
@@ -78,6 +79,7 @@ class Sender(threading.Thread):
         self.retries = config["retries"]
         self.retry_backoff_ms = config["retry.backoff.ms"]
         self.retry_backoff_max_ms = config["retry.backoff.max.ms"]
+        self.metadata_backoff = FailureBackoff(self.retry_backoff_ms, self.retry_backoff_max_ms, log, "metadata refresh")
         self.delivery_timeout_ms = config["delivery.timeout.ms"]
         self.request_timeout_ms = config["request.timeout.ms"]
         self.max_in_flight = config["max.in.flight.requests.per.connection"]
@@ -259,9 +261,9 @@ class Sender(threading.Thread):
         try:
             self.cluster.refresh(sorted(topics) if topics else [], allow_auto_create=False)
         except (ConnectionClosed, KafkaError, OSError) as e:
-            log.warning("metadata refresh failed: %s", e)
-            self._sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.metadata_backoff.failed(e))
             return
+        self.metadata_backoff.succeeded()
         for t in topics:
             n = self.cluster.partition_counts.get(t)
             if n:
