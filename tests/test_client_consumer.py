@@ -352,7 +352,7 @@ def test_fetched_aborted_transactions_reach_the_decoders(isolation):
     buf, aborted, kept = interleaved_txns("lz4")
     everything = [o for o in range(19) if o not in (6, 11, 12, 17)]
     config = {"fetch.max.wait.ms": 500, "fetch.min.bytes": 1, "fetch.max.bytes": 1 << 20,
-              "max.partition.fetch.bytes": 1 << 20, "isolation.level": isolation, "retry.backoff.ms": 100,
+              "max.partition.fetch.bytes": 1 << 20, "isolation.level": isolation, "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
               "client.rack": "", "metadata.max.age.ms": 300000}
     for arrow in (False, True):
         lock = threading.Lock()
