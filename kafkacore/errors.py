@@ -196,6 +196,9 @@ UnknownTopicIdError = _error("UNKNOWN_TOPIC_ID", 100, True)
 InconsistentTopicIdError = _error("INCONSISTENT_TOPIC_ID", 103, True)
 TransactionalIdNotFoundError = _error("TRANSACTIONAL_ID_NOT_FOUND", 105)
 TransactionAbortableError = _error("TRANSACTION_ABORTABLE", 120)
+UnsupportedSaslMechanismError = _error("UNSUPPORTED_SASL_MECHANISM", 33)
+IllegalSaslStateError = _error("ILLEGAL_SASL_STATE", 34)
+SaslAuthenticationFailedError = _error("SASL_AUTHENTICATION_FAILED", 58)
 
 
 class FetchSessionTopicIdError(KafkaError):  # a class statement: _error would name it ...ErrorError

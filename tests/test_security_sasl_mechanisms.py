@@ -1,0 +1,218 @@
+"""The SASL mechanisms' exchanges (kafkacore/security): SCRAM against RFC 7677's test vector and
+its own client, PLAIN, OAUTHBEARER with unsecured tokens, the JAAS syntax they are configured
+with, and fuzzed tokens that must fail cleanly. The network side (SaslHandshake and
+SaslAuthenticate through real clients) is tested with the listeners."""
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kafkacore.errors import IllegalSaslStateError, InvalidConfigurationError, KafkaError, SaslAuthenticationFailedError
+from kafkacore.security import oauthbearer, plain, scram
+from kafkacore.security.jaas import parse_jaas_config, single_login_module
+
+# RFC 7677 section 3: SCRAM-SHA-256, user "user", password "pencil"
+RFC7677 = {
+    "client_nonce": "rOprNGfwEbeRWgbNEkqO",
+    "client_first": b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
+    "server_first": b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+    "client_final": b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+    "server_final": b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
+}
+
+
+def test_the_scram_client_speaks_rfc7677s_exchange_byte_for_byte():
+    client = scram.ScramClient(scram.SCRAM_SHA_256, "user", "pencil", nonce=RFC7677["client_nonce"])
+    assert client.first() == RFC7677["client_first"]
+    assert client.final(RFC7677["server_first"]) == RFC7677["client_final"]
+    client.verify(RFC7677["server_final"])
+    with pytest.raises(SaslAuthenticationFailedError, match="signature does not match"):
+        client.verify(b"v=" + base64.b64encode(b"x" * 32))
+
+
+def _exchange(mechanism, credentials, user, password, **server_kw):
+    server = scram.ScramServer(mechanism, credentials.get, **server_kw)
+    client = scram.ScramClient(mechanism, user, password)
+    server_first = server.evaluate(client.first())
+    server_final = server.evaluate(client.final(server_first))
+    client.verify(server_final)
+    return server
+
+
+@pytest.mark.parametrize("mechanism", [scram.SCRAM_SHA_256, scram.SCRAM_SHA_512], ids=lambda m: m.name)
+def test_scram_server_authenticates_its_users_and_proves_it_holds_their_keys(mechanism):
+    creds = {"alice": scram.make_credential(mechanism, "alice-secret"),
+             "a,b=c": scram.make_credential(mechanism, "odd", iterations=8192)}
+    server = _exchange(mechanism, creds, "alice", "alice-secret")
+    assert server.complete and server.authorization_id == "alice"
+    assert _exchange(mechanism, creds, "a,b=c", "odd").authorization_id == "a,b=c"  # saslname escaping
+    with pytest.raises(IllegalSaslStateError):
+        server.evaluate(b"n,,n=alice,r=again")
+
+
+def test_the_server_accepts_the_rfc_credential_and_answers_the_rfc_signature_for_the_rfc_nonce():
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    cred = scram.make_credential(scram.SCRAM_SHA_256, "pencil", salt=salt)
+    client = scram.ScramClient(scram.SCRAM_SHA_256, "user", "pencil", nonce=RFC7677["client_nonce"])
+    server = scram.ScramServer(scram.SCRAM_SHA_256, {"user": cred}.get)
+    server_first = server.evaluate(client.first())
+    assert server_first.startswith(b"r=rOprNGfwEbeRWgbNEkqO") and server_first.endswith(b",s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    client.verify(server.evaluate(client.final(server_first)))
+
+
+def test_wrong_passwords_and_unknown_users_fail_alike_and_no_secret_is_in_the_message():
+    m = scram.SCRAM_SHA_512
+    creds = {"bob": scram.make_credential(m, "right-password")}
+    messages = []
+    for user, password in (("bob", "wrong-password"), ("nobody", "wrong-password")):
+        with pytest.raises(SaslAuthenticationFailedError) as e:
+            _exchange(m, creds, user, password)
+        assert e.value.code == 58 and password not in str(e.value) and "right-password" not in str(e.value)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]  # nothing tells a missing user from a wrong password
+    # and an unknown user's salt is stable, as a real user's is
+    s1 = scram.ScramServer(m, creds.get, secret=b"k").evaluate(b"n,,n=nobody,r=abc")
+    s2 = scram.ScramServer(m, creds.get, secret=b"k").evaluate(b"n,,n=nobody,r=abc")
+    assert s1.split(b",")[1:] == s2.split(b",")[1:]
+
+
+def test_scram_refuses_a_replayed_final_message_an_authzid_of_another_user_and_delegation_tokens():
+    m = scram.SCRAM_SHA_256
+    creds = {"carol": scram.make_credential(m, "pw")}
+    client = scram.ScramClient(m, "carol", "pw")
+    first = client.first()
+    server = scram.ScramServer(m, creds.get)
+    final = client.final(server.evaluate(first))
+    server.evaluate(final)
+    other = scram.ScramServer(m, creds.get)
+    other.evaluate(first)
+    with pytest.raises(SaslAuthenticationFailedError, match="nonce"):
+        other.evaluate(final)  # another exchange's server nonce
+    with pytest.raises(SaslAuthenticationFailedError, match="authorization id"):
+        scram.ScramServer(m, creds.get).evaluate(b"n,a=admin,n=carol,r=abc")
+    with pytest.raises(SaslAuthenticationFailedError, match="delegation tokens"):
+        scram.ScramServer(m, creds.get).evaluate(b"n,,n=carol,r=abc,tokenauth=true")
+    with pytest.raises(SaslAuthenticationFailedError, match="channel binding"):
+        scram.ScramServer(m, creds.get).evaluate(b"p=tls-unique,,n=carol,r=abc")
+
+
+def test_scram_credentials_in_kafkas_stored_form():
+    cred = scram.make_credential(scram.SCRAM_SHA_256, "pw", iterations=4096, salt=b"\x01" * 16)
+    text = cred.to_config_value()
+    assert text.startswith("salt=AQEBAQEBAQEBAQEBAQEBAQ==,stored_key=") and text.endswith(",iterations=4096")
+    assert scram.ScramCredential.from_config_value(text) == cred
+    for bad, why in (("salt=AA==", "no stored_key"), ("salt=!!,stored_key=AA==,server_key=AA==,iterations=1",
+                                                      "not valid base64"), ("garbage", "not name=value")):
+        with pytest.raises(ValueError, match=why):
+            scram.ScramCredential.from_config_value(bad)
+    with pytest.raises(ValueError, match="4096-16384"):
+        scram.make_credential(scram.SCRAM_SHA_512, "pw", iterations=1000)
+
+
+def test_plain_checks_the_listeners_users():
+    users = plain.users_from_jaas_options({"username": "admin", "password": "admin-secret",
+                                           "user_admin": "admin-secret", "user_alice": "alice-secret"})
+    assert users == {"admin": "admin-secret", "alice": "alice-secret"}
+    server = plain.PlainServer(users)
+    assert server.evaluate(plain.plain_client_token("alice", "alice-secret")) == b""
+    assert server.complete and server.authorization_id == "alice"
+    with pytest.raises(IllegalSaslStateError):
+        server.evaluate(plain.plain_client_token("alice", "alice-secret"))
+    for token, why in ((plain.plain_client_token("alice", "nope"), "invalid username or password"),
+                       (plain.plain_client_token("mallory", "alice-secret"), "invalid username or password"),
+                       (plain.plain_client_token("alice", "alice-secret", authzid="admin"), "authorization id"),
+                       (b"alice\0alice-secret", "got 2 fields"), (plain.plain_client_token("", "x"), "no username"),
+                       (plain.plain_client_token("alice", ""), "no password"), (b"\0\xff\0x", "not UTF-8")):
+        with pytest.raises(SaslAuthenticationFailedError, match=why) as e:
+            plain.PlainServer(users).evaluate(token)
+        assert "secret" not in str(e.value) and "nope" not in str(e.value)
+
+
+def test_jaas_config_as_kafka_writes_it():
+    text = ('org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+            '  username="admin" /* the broker itself */ password="admin-secret"\n'
+            '  user_admin="admin-secret" // comment\n'
+            '  user_alice="a \\"quoted\\" secret" flag=true;')
+    module = single_login_module(text)
+    assert module.name == "org.apache.kafka.common.security.plain.PlainLoginModule"
+    assert module.control_flag == "required"
+    assert module.options == {"username": "admin", "password": "admin-secret", "user_admin": "admin-secret",
+                              "user_alice": 'a "quoted" secret', "flag": "true"}
+    two = text + " org.apache.kafka.common.security.scram.ScramLoginModule optional;"
+    assert [m.control_flag for m in parse_jaas_config(two)] == ["required", "optional"]
+    for bad, why in (('X required password="hunter2"', "';' closing"), ('X mandatory;', "control flag"),
+                     ('X required password;', "no '=value'"), ('X required password="hunter2', "unterminated"),
+                     ('', "no login module")):
+        with pytest.raises(InvalidConfigurationError, match=why) as e:
+            single_login_module(bad, key="listener.name.sasl_ssl.plain.sasl.jaas.config")
+        assert "hunter2" not in str(e.value) and "listener.name.sasl_ssl.plain.sasl.jaas.config" in str(e.value)
+    with pytest.raises(InvalidConfigurationError, match="exactly one"):
+        single_login_module(two)
+
+
+NOW_S = 1_800_000_000
+
+
+def _validator(**options):
+    return oauthbearer.UnsecuredJwsValidator(options, clock_ms=lambda: NOW_S * 1000)
+
+
+def test_oauthbearer_takes_a_valid_unsecured_token_and_its_principal():
+    token = oauthbearer.unsecured_token("svc-orders", scope=("kafka", "write"), now_s=NOW_S)
+    server = oauthbearer.OAuthBearerServer(_validator(unsecuredValidatorRequiredScope="kafka"))
+    assert server.evaluate(oauthbearer.client_token(token, extensions={"traceId": "42"})) == b""
+    assert server.complete and server.authorization_id == "svc-orders"
+    assert server.token.scope == {"kafka", "write"} and server.extensions == {"traceId": "42"}
+    other = oauthbearer.unsecured_token("u", principal_claim="client_id", now_s=NOW_S)
+    server = oauthbearer.OAuthBearerServer(_validator(unsecuredValidatorPrincipalClaimName="client_id"))
+    server.evaluate(oauthbearer.client_token(other, authzid="u"))
+    assert server.authorization_id == "u"
+
+
+@pytest.mark.parametrize("token,why", [
+    (oauthbearer.unsecured_token("u", lifetime_s=-1, now_s=NOW_S), "expired"),
+    (oauthbearer.unsecured_token("u", now_s=NOW_S + 600), "issued in the future"),
+    (oauthbearer.unsecured_token("u", scope=("read",), now_s=NOW_S), "scope lacks kafka"),
+    (oauthbearer.unsecured_token("u", now_s=NOW_S) + "c2lnbmVk", "only unsecured"),
+    ("a.b", "three dot-separated"),
+    ("bm90anNvbg.e30.", "not base64url-encoded JSON"),
+])
+def test_oauthbearer_refuses_a_bad_token_with_the_error_challenge_then_fails(token, why):
+    server = oauthbearer.OAuthBearerServer(_validator(unsecuredValidatorRequiredScope="kafka")
+                                           if "scope" in why else _validator())
+    challenge = server.evaluate(oauthbearer.client_token(token))
+    assert json.loads(challenge) == {"status": "invalid_token"} and not server.complete
+    with pytest.raises(SaslAuthenticationFailedError, match=why) as e:
+        server.evaluate(b"\x01")  # the client's acknowledgement
+    assert token not in str(e.value)
+
+
+def test_oauthbearer_refuses_malformed_messages_and_a_foreign_authzid():
+    token = oauthbearer.unsecured_token("u", now_s=NOW_S)
+    for message, why in ((b"y,,\x01auth=Bearer x\x01\x01", "GS2 header"), (b"n,,auth=Bearer x", "enclosed"),
+                         (b"n,,\x01token=x\x01\x01", "no auth=Bearer"), (b"n,,\x01a-b=1\x01\x01", "alphabetic key"),
+                         (oauthbearer.client_token(token, authzid="admin"), "authorization id")):
+        with pytest.raises(SaslAuthenticationFailedError, match=why):
+            oauthbearer.OAuthBearerServer(_validator()).evaluate(message)
+    with pytest.raises(InvalidConfigurationError, match="ClockSkewMs"):
+        oauthbearer.UnsecuredJwsValidator({"unsecuredValidatorAllowableClockSkewMs": "-5"})
+
+
+def _servers():
+    creds = {"u": scram.make_credential(scram.SCRAM_SHA_256, "pw")}
+    return [plain.PlainServer({"u": "pw"}), scram.ScramServer(scram.SCRAM_SHA_256, creds.get),
+            oauthbearer.OAuthBearerServer(_validator())]
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.one_of(st.binary(max_size=200), st.sampled_from([b"n,,n=u,r=abc", b"n,,\x01auth=Bearer a.b.\x01\x01"])),
+       second=st.binary(max_size=200))
+def test_fuzzed_tokens_fail_with_a_kafka_error_and_never_anything_else(first, second):
+    for server in _servers():
+        try:
+            server.evaluate(first)
+            server.evaluate(second)
+        except KafkaError:
+            pass
