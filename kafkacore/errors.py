@@ -199,6 +199,9 @@ TransactionAbortableError = _error("TRANSACTION_ABORTABLE", 120)
 UnsupportedSaslMechanismError = _error("UNSUPPORTED_SASL_MECHANISM", 33)
 IllegalSaslStateError = _error("ILLEGAL_SASL_STATE", 34)
 SaslAuthenticationFailedError = _error("SASL_AUTHENTICATION_FAILED", 58)
+ResourceNotFoundError = _error("RESOURCE_NOT_FOUND", 91)
+DuplicateResourceError = _error("DUPLICATE_RESOURCE", 92)
+UnacceptableCredentialError = _error("UNACCEPTABLE_CREDENTIAL", 93)
 
 
 class FetchSessionTopicIdError(KafkaError):  # a class statement: _error would name it ...ErrorError

@@ -20,8 +20,13 @@ how a topic's config change reaches every broker of a ZooKeeper cluster.
 - Purge: after processing, notifications older than 15 minutes are deleted (Kafka's
   changeExpirationMs; every broker does it, a notification already gone is fine).
 
-Other entity types (clients, users, brokers, ips: quotas and dynamic broker configs) are
-logged and skipped: kafkacore has none of them.
+Users (/config/users/<sanitized name>) hold SCRAM credentials: AlterUserScramCredentials writes
+the user's entity with a notification ("users/<sanitized name>"), and every broker reloads that
+user into its CredentialCache (kafkacore/security/credential_cache.py); at start-up every user is
+read. Their quotas are not acted on yet.
+
+Other entity types (clients, brokers, ips: quotas and dynamic broker configs) are logged and
+skipped: kafkacore has none of them.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import logging
 import time
 
 from ..errors import KafkaError, UnknownServerError
+from ..security.credential_cache import desanitize, sanitize
 from ..storage.config import TOPIC_CONFIGS
 from .zk_client import ZkError
 from .zk_data import (ConfigEntityChangeNotificationSequenceZNode, ConfigEntityChangeNotificationZNode, ConfigType,
@@ -133,6 +139,30 @@ class ZkConfigManager:
             raise _zk_failure(f"writing the configs of topic '{topic}'", e) from None
         self._apply_topic(topic, supported_overrides(topic, {**kept, **overrides}))
 
+    # -- users' configs (SCRAM credentials) ----------------------------------------------------------
+    def user_configs(self, user) -> dict:
+        try:
+            return self.zk.get_entity_configs(ConfigType.USER, sanitize(user))
+        except (ZkError, ZkDataError) as e:
+            raise _zk_failure(f"reading the configs of user '{user}'", e) from None
+
+    def users_with_configs(self) -> list[str]:
+        try:
+            return [desanitize(u) for u in self.zk.get_children(f"/config/{ConfigType.USER}")]
+        except ZkError as e:
+            raise _zk_failure("listing users", e) from None
+
+    def set_user_configs(self, user, configs):
+        """Replaces the user's config entity and notifies every broker; this one reloads the user
+        before it answers (an authentication right after the change sees it here)."""
+        entity = sanitize(user)
+        try:
+            self.zk.set_or_create_entity_configs(ConfigType.USER, entity, configs)
+            self.zk.create_config_change_notification(f"{ConfigType.USER}/{entity}")
+        except ZkError as e:
+            raise _zk_failure(f"writing the configs of user '{user}'", e) from None
+        self.broker.credential_cache.update_user(user, dict(configs))
+
     # -- the listener ----------------------------------------------------------------------------------
     async def start(self, loop):
         self._loop = loop
@@ -175,9 +205,10 @@ class ZkConfigManager:
         children = await self._zk(self.zk.get_children, ConfigEntityChangeNotificationZNode.path)
         pending = sorted((int(c[len(PREFIX):]), c) for c in children
                          if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
-        topics = set()
+        topics, users = set(), set()
         if self._bootstrap:
             topics.update(t for t, _p in list(self.broker.log_manager.logs))
+            users.update(await self._zk(self.users_with_configs))
         last = self.last_executed
         for seq, name in pending:
             if seq <= last:
@@ -195,6 +226,8 @@ class ZkConfigManager:
                 continue
             if entity_type == ConfigType.TOPIC:
                 topics.add(entity)
+            elif entity_type == ConfigType.USER:
+                users.add(desanitize(entity))
             else:
                 log.info("broker %d: config change of %s/%s ignored (no %s configs here)", self.node_id,
                          entity_type, entity, entity_type)
@@ -202,6 +235,8 @@ class ZkConfigManager:
         for topic in sorted(topics):
             overrides = supported_overrides(topic, await self._zk(self.zk.get_topic_configs, topic))
             self._apply_topic(topic, overrides)
+        for user in sorted(users):
+            self.broker.credential_cache.update_user(user, await self._zk(self.user_configs, user))
         self.last_executed = last
         self._bootstrap = False
         await self._purge()

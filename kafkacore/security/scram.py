@@ -31,12 +31,14 @@ class ScramMechanism(NamedTuple):
     name: str
     hash_name: str
     min_iterations: int
+    type_id: int  # its number in Describe/AlterUserScramCredentials
 
 
 # Kafka's ScramMechanism: both need at least 4096 iterations
-SCRAM_SHA_256 = ScramMechanism("SCRAM-SHA-256", "sha256", 4096)
-SCRAM_SHA_512 = ScramMechanism("SCRAM-SHA-512", "sha512", 4096)
+SCRAM_SHA_256 = ScramMechanism("SCRAM-SHA-256", "sha256", 4096, 1)
+SCRAM_SHA_512 = ScramMechanism("SCRAM-SHA-512", "sha512", 4096, 2)
 MECHANISMS = {m.name: m for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
+MECHANISMS_BY_TYPE = {m.type_id: m for m in MECHANISMS.values()}
 MAX_ITERATIONS = 16384  # the most AlterUserScramCredentials accepts (Kafka's limit)
 DEFAULT_ITERATIONS = 4096
 SALT_BYTES = 32
@@ -92,11 +94,22 @@ def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, itera
 
 def make_credential(mechanism: ScramMechanism, password: str, iterations: int = DEFAULT_ITERATIONS,
                     salt: bytes | None = None) -> ScramCredential:
+    salt = os.urandom(SALT_BYTES) if salt is None else salt
+    check_iterations(mechanism, iterations)
+    return credential_from_salted_password(mechanism, salted_password(mechanism, password, salt, iterations),
+                                           salt, iterations)
+
+
+def check_iterations(mechanism: ScramMechanism, iterations: int) -> None:
     if not mechanism.min_iterations <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"{mechanism.name}: iterations must be {mechanism.min_iterations}-{MAX_ITERATIONS}, "
                          f"not {iterations}")
-    salt = os.urandom(SALT_BYTES) if salt is None else salt
-    salted = salted_password(mechanism, password, salt, iterations)
+
+
+def credential_from_salted_password(mechanism: ScramMechanism, salted: bytes, salt: bytes,
+                                    iterations: int) -> ScramCredential:
+    """What AlterUserScramCredentials stores: the client sends the salted password, never the
+    password."""
     client_key = _hmac(mechanism.hash_name, salted, b"Client Key")
     return ScramCredential(salt, _h(mechanism.hash_name, client_key),
                            _hmac(mechanism.hash_name, salted, b"Server Key"), iterations)
