@@ -150,7 +150,7 @@ class AdminClient:
     ``connect_timeout_ms`` each connection set-up (socket.connection.setup.timeout.ms)."""
 
     def __init__(self, bootstrap, client_id: str = "kafkacore-admin", request_timeout_ms: int = 30000,
-                 connect_timeout_ms: int = 10000):
+                 connect_timeout_ms: int = 10000, security=None):
         if isinstance(bootstrap, str):
             bootstrap = [_parse_address(a) for a in bootstrap.split(",") if a.strip()]
         if not bootstrap:
@@ -159,6 +159,7 @@ class AdminClient:
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
+        self.security = security  # a ClientSecurity (client/security.py), None for PLAINTEXT
         self._conns: dict[int, BrokerConnection] = {}
         self._any: BrokerConnection | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
@@ -184,7 +185,7 @@ class AdminClient:
         for host, port in list(self._brokers.values()) + self.bootstrap:
             try:
                 self._any = BrokerConnection(host, port, self.client_id, timeout=self.timeout,
-                                             connect_timeout=self.connect_timeout)
+                                             connect_timeout=self.connect_timeout, security=self.security)
                 return self._any
             except (ConnectionClosed, OSError, KafkaTimeoutError) as e:  # the next address may answer
                 errors.append(str(e))
@@ -201,7 +202,8 @@ class AdminClient:
             raise BrokerNotAvailableError(f"broker {node_id} is not in the cluster (brokers: "
                                           f"{', '.join(map(str, sorted(self._brokers))) or 'none'})")
         conn = self._conns[node_id] = BrokerConnection(addr[0], addr[1], self.client_id, node_id=node_id,
-                                                       timeout=self.timeout, connect_timeout=self.connect_timeout)
+                                                       timeout=self.timeout, connect_timeout=self.connect_timeout,
+                                                       security=self.security)
         return conn
 
     def call_any(self, api_key, body):

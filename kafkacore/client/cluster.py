@@ -25,9 +25,11 @@ class Cluster:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str = "kafkacore",
                  request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000,
                  connection_setup_timeout_ms: int = 10000, send_buffer_bytes: int = -1,
-                 receive_buffer_bytes: int = -1):
+                 receive_buffer_bytes: int = -1, security=None):
         self.bootstrap = list(bootstrap)
-        self.buffer_sizes = {"send_buffer_bytes": send_buffer_bytes, "receive_buffer_bytes": receive_buffer_bytes}
+        # what every connection is made with: buffer sizes and security (TLS, SASL)
+        self.buffer_sizes = {"send_buffer_bytes": send_buffer_bytes, "receive_buffer_bytes": receive_buffer_bytes,
+                             "security": security}
         self.client_id = client_id
         self.timeout = request_timeout_ms / 1000.0
         # socket.connection.setup.timeout.ms: a broker that is down costs this, not the request

@@ -2,13 +2,14 @@
 
 A config is a dict of Kafka property names (``"linger.ms"``, ``"group.id"``...). Every value is
 checked when the client is made; a bad one raises KafkaConfigError naming the key and the value.
-Names the Java client has that kafkacore does not act on (SASL, SSL, metrics...) are accepted
+Names the Java client has that kafkacore does not act on (metrics, serializers...) are accepted
 and listed in ``IGNORED``; names nobody knows are refused, as a typo should be. Defaults are the
 Java client's (Kafka 4.x documentation), so that a config written for it means the same here.
 """
 from __future__ import annotations
 
 from ..errors import KafkaConfigError
+from .security import SECURITY_CONFIGS
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -126,7 +127,7 @@ COMMON = {
     # receive buffer caps a fetch at one window per round trip (docs/client.md)
     "send.buffer.bytes": (_int(-1, INT_MAX), -1),
     "receive.buffer.bytes": (_int(-1, INT_MAX), -1),
-    "security.protocol": (_choice("plaintext"), "plaintext"),
+    **SECURITY_CONFIGS,
 }
 
 PRODUCER = dict(COMMON, **{
@@ -174,7 +175,7 @@ CONSUMER = dict(COMMON, **{
 
 # Java-client names with no effect here: accepted so that an existing config loads.
 IGNORED = {
-    "sasl.mechanism", "sasl.jaas.config", "ssl.endpoint.identification.algorithm", "metrics.sample.window.ms",
+    "metrics.sample.window.ms",
     "metrics.num.samples", "metrics.recording.level", "metric.reporters", "interceptor.classes",
     "client.dns.lookup", "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
     "enable.metrics.push", "auto.include.jmx.reporter", "socket.connection.setup.timeout.max.ms",
@@ -244,3 +245,9 @@ def consumer_config(config: dict | None, bootstrap_required: bool = True) -> dic
     if c["group.instance.id"] is not None and c["group.id"] is None:
         raise KafkaConfigError("group.instance.id needs a group.id")
     return c
+
+
+def security_config(props: dict) -> dict:
+    """The security settings (client/security.py) among ``props``, checked, defaults filled in;
+    the other keys are left alone (the admin client takes its other settings one by one)."""
+    return parse({k: v for k, v in (props or {}).items() if k in SECURITY_CONFIGS}, SECURITY_CONFIGS, "client")

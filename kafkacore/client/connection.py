@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -118,12 +119,13 @@ class ConnectionClosed(ConnectionError):
 class BrokerConnection:
     def __init__(self, host: str, port: int, client_id: str = "kafkacore", node_id: int = -1,
                  timeout: float = 10.0, software_version: str = "0.1.0", connect_timeout: float | None = None,
-                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1):
+                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1, security=None):
         """``connect_timeout`` bounds the TCP connect and the ApiVersions exchange (the Java
         client's socket.connection.setup.timeout.ms); None: ``timeout``, which bounds the rest.
         ``send_buffer_bytes`` / ``receive_buffer_bytes``: SO_SNDBUF / SO_RCVBUF, set before the
         connect as the Java client sets them (the receive window's scale is agreed in the
-        handshake); -1 leaves the kernel's sizes and its autotuning."""
+        handshake); -1 leaves the kernel's sizes and its autotuning. ``security``: a
+        ClientSecurity (client/security.py) for TLS and SASL, None for plaintext."""
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.lock = threading.Lock()  # held by ``call``; the owner of send/read holds it too
@@ -140,10 +142,24 @@ class BrokerConnection:
             raise ConnectionClosed(f"cannot connect to {host}:{port}: no answer in {setup:g} s") from None
         except OSError as e:
             raise ConnectionClosed(f"cannot connect to {host}:{port}: {e.strerror or e}") from e
-        self.sock.settimeout(timeout)
+        self.timeout = timeout
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.tls = security is not None and security.tls
         try:
+            if self.tls:
+                try:
+                    self.sock = security.wrap(self.sock, host)
+                except (ssl.SSLError, ssl.CertificateError) as e:
+                    why = getattr(e, "verify_message", None) or getattr(e, "reason", None) or e
+                    raise ConnectionClosed(f"TLS handshake with {host}:{port} failed: {why}") from None
+                except socket.timeout:
+                    raise ConnectionClosed(f"TLS handshake with {host}:{port}: no answer in {setup:g} s") from None
+                except OSError as e:
+                    raise ConnectionClosed(f"TLS handshake with {host}:{port} failed: {e.strerror or e}") from None
+            self.sock.settimeout(timeout)
             self._negotiate(software_version, setup)
+            if security is not None and security.sasl:
+                security.authenticate(self)
         except BaseException:
             self.close()
             raise
@@ -186,6 +202,9 @@ class BrokerConnection:
         try:
             if len(parts) == 1:
                 self.sock.sendall(parts[0])
+            elif self.tls:  # an SSLSocket has no sendmsg: each part through TLS in turn
+                for part in parts:
+                    self.sock.sendall(part)
             else:
                 _send_all_parts(self.sock, parts)
         except OSError as e:
@@ -207,13 +226,21 @@ class BrokerConnection:
             raise ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
         # The socket stays blocking (with a timeout) for sends; reads wait with select and
         # then take what is there without blocking.
-        if timeout is None or timeout > 0:
+        # (TLS: bytes already decrypted wait in the SSL object, where select cannot see them)
+        if (timeout is None or timeout > 0) and not (self.tls and self.sock.pending()):
             readable, _, _ = select.select([self.sock], [], [], timeout)
             if not readable:
                 return []
         try:
-            n = self.sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
+            if self.tls:  # an SSLSocket takes no recv flags: non-blocking for this one read
+                self.sock.setblocking(False)
+                try:
+                    n = self.sock.recv_into(self._chunk)
+                finally:
+                    self.sock.settimeout(self.timeout)
+            else:
+                n = self.sock.recv_into(self._chunk, 0, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return []
         except OSError as e:
             self.close()

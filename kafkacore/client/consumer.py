@@ -29,6 +29,7 @@ from ..protocol.frames import request_class
 from ..record import CorruptRecordError
 from . import records_py
 from .cluster import Cluster
+from .security import client_security
 from .config import consumer_config
 from .connection import ConnectionClosed
 from .fetcher import Fetcher, TopicPartitionState
@@ -80,7 +81,7 @@ class Consumer:
             self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-consumer",
                                     c["request.timeout.ms"], c["metadata.max.age.ms"],
                                     c["socket.connection.setup.timeout.ms"], c["send.buffer.bytes"],
-                                    c["receive.buffer.bytes"])
+                                    c["receive.buffer.bytes"], security=client_security(c))
         self._fetcher = Fetcher(c, self._cluster, self._states, self._lock, self._data_ready)
         self._fetcher.start()
         self._group = None

@@ -22,6 +22,7 @@ from .._loader import load_native
 from ..errors import ClientClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from . import accumulator_py
 from .cluster import Cluster
+from .security import client_security
 from .config import STICKY_PARTITION_BYTES, producer_config
 from .sender import Sender
 from .transaction_manager import IN_TRANSACTION, TransactionManager
@@ -63,7 +64,7 @@ class Producer:
             self._cluster = Cluster(c["bootstrap.servers"], c["client.id"] or "kafkacore-producer",
                                     c["request.timeout.ms"], c["metadata.max.age.ms"],
                                     c["socket.connection.setup.timeout.ms"], c["send.buffer.bytes"],
-                                    c["receive.buffer.bytes"])
+                                    c["receive.buffer.bytes"], security=client_security(c))
         self._sender = Sender(c, self._cluster, self._acc)
         self._acc.wakeup = self._sender.wakeup
         self._acc.on_release = self._memory_released

@@ -162,12 +162,50 @@ def client_token(token: str, authzid: str = "", extensions: Mapping[str, str] | 
     return (header + SEPARATOR + SEPARATOR.join(pairs) + SEPARATOR * 2).encode()
 
 
+def encode_unsecured_jwt(claims: Mapping) -> str:
+    """An unsecured JWS in compact form: header {"alg":"none"}, the claims, an empty signature."""
+    enc = lambda obj: base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()  # noqa: E731
+    return f"{enc({'alg': 'none'})}.{enc(dict(claims))}."
+
+
 def unsecured_token(principal: str, lifetime_s: float = 3600, scope=(), now_s: float | None = None,
                     principal_claim: str = "sub") -> str:
-    """An unsecured JWT, as Kafka's unsecured login module makes for development."""
+    """An unsecured JWT for ``principal``, valid ``lifetime_s`` from ``now_s``."""
     now_s = time.time() if now_s is None else now_s
-    enc = lambda obj: base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()  # noqa: E731
     claims = {principal_claim: principal, "iat": int(now_s), "exp": int(now_s + lifetime_s)}
     if scope:
         claims["scope"] = " ".join(scope)
-    return f"{enc({'alg': 'none'})}.{enc(claims)}."
+    return encode_unsecured_jwt(claims)
+
+
+def unsecured_login_token(options: Mapping[str, str], now_s: float | None = None) -> str:
+    """The token Kafka's unsecured login callback handler makes from an OAuthBearerLoginModule's
+    options: ``unsecuredLoginStringClaim_<name>``, ``unsecuredLoginNumberClaim_<name>``,
+    ``unsecuredLoginListClaim_<name>`` (its first character separates the items),
+    ``unsecuredLoginPrincipalClaimName`` (default sub), ``unsecuredLoginLifetimeSeconds``
+    (default 3600). InvalidConfigurationError naming the option when one is unusable."""
+    now_s = time.time() if now_s is None else now_s
+    claims = {}
+    for key, value in options.items():
+        kind, _, name = key.partition("_")
+        if kind == "unsecuredLoginStringClaim":
+            claims[name] = value
+        elif kind == "unsecuredLoginNumberClaim":
+            try:
+                claims[name] = float(value) if "." in value else int(value)
+            except ValueError:
+                raise InvalidConfigurationError(f"{key}={value!r}: expected a number") from None
+        elif kind == "unsecuredLoginListClaim":
+            claims[name] = [item for item in value[1:].split(value[0]) if item] if value else []
+    principal_claim = options.get("unsecuredLoginPrincipalClaimName", "sub")
+    if not isinstance(claims.get(principal_claim), str) or not claims[principal_claim]:
+        raise InvalidConfigurationError(f"OAUTHBEARER login: no unsecuredLoginStringClaim_{principal_claim} "
+                                        "naming the principal")
+    lifetime = options.get("unsecuredLoginLifetimeSeconds", "3600")
+    try:
+        lifetime_s = int(lifetime)
+    except ValueError:
+        raise InvalidConfigurationError(f"unsecuredLoginLifetimeSeconds={lifetime!r}: expected seconds") from None
+    claims.setdefault("iat", int(now_s))
+    claims.setdefault("exp", int(now_s + lifetime_s))
+    return encode_unsecured_jwt(claims)

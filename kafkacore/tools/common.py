@@ -136,13 +136,20 @@ REQUEST_TIMEOUT_MS, CONNECT_TIMEOUT_MS = 30000, 10000
 def admin_client(args):
     """An AdminClient for the command's cluster (closed by the caller, or by ``with``)."""
     from ..client.admin import AdminClient
+    from ..client.config import security_config
+    from ..client.security import client_security
+    from ..errors import KafkaConfigError
 
     props = client_settings(args)
     timeout = _millis(props, "request.timeout.ms", _millis(props, "default.api.timeout.ms", REQUEST_TIMEOUT_MS))
     connect = _millis(props, "socket.connection.setup.timeout.ms", CONNECT_TIMEOUT_MS)
     try:
+        security = client_security(security_config(props))
+    except KafkaConfigError as e:  # a bad security setting in --command-config
+        raise ToolError(f"--command-config: {e.message}", EXIT_USAGE) from None
+    try:
         return AdminClient(props["bootstrap.servers"], client_id=props.get("client.id", "kafkacore-cli"),
-                           request_timeout_ms=timeout, connect_timeout_ms=connect)
+                           request_timeout_ms=timeout, connect_timeout_ms=connect, security=security)
     except ValueError as e:
         raise ToolError(f"bad --bootstrap-server: {e}", EXIT_USAGE) from None
 
