@@ -216,3 +216,97 @@ def test_fuzzed_tokens_fail_with_a_kafka_error_and_never_anything_else(first, se
             server.evaluate(second)
         except KafkaError:
             pass
+
+
+# -- one connection's SASL state (broker/sasl_authenticator.py), without a network --------------
+from kafkacore.broker.sasl_authenticator import ListenerSasl, SaslAuthenticator  # noqa: E402
+from kafkacore.protocol.api_table import ApiKey  # noqa: E402
+from kafkacore.security.credential_cache import CredentialCache  # noqa: E402
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'user_alice="alice-secret" user_bob="bob-secret";')
+
+
+def _listener(mechanisms=("PLAIN", "SCRAM-SHA-256"), reauth_ms=0, cache=None):
+    return ListenerSasl("SASL_PLAINTEXT", mechanisms, {"PLAIN": PLAIN_JAAS}, cache or CredentialCache(), reauth_ms)
+
+
+class _Clock:
+    now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_connection_logs_in_once_then_serves_everything():
+    auth = SaslAuthenticator(_listener(), "127.0.0.1:1")
+    assert auth.permits(ApiKey.API_VERSIONS) and not auth.permits(ApiKey.PRODUCE)
+    assert "before the SASL login" in auth.why_refused(ApiKey.PRODUCE)
+    refused = auth.handshake("GSSAPI", 1)
+    assert refused.error_code == 33 and refused.mechanisms == ["PLAIN", "SCRAM-SHA-256"]
+    assert auth.handshake("PLAIN", 1).error_code == 0
+    resp = auth.authenticate(plain.plain_client_token("alice", "alice-secret"), 2)
+    assert resp.error_code == 0 and resp.session_lifetime_ms == 0
+    assert auth.principal == "User:alice" and auth.permits(ApiKey.PRODUCE)
+    assert auth.handshake("PLAIN", 1).error_code == 34  # no re-authentication unless enabled
+
+
+def test_a_failed_login_is_answered_with_the_reason_then_the_connection_closes():
+    auth = SaslAuthenticator(_listener(), "127.0.0.1:1")
+    auth.handshake("PLAIN", 1)
+    resp = auth.authenticate(plain.plain_client_token("alice", "wrong"), 1)
+    assert resp.error_code == 58 and "invalid username or password" in resp.error_message
+    assert auth.failed and not auth.authenticated
+    fresh = SaslAuthenticator(_listener(), "127.0.0.1:2")
+    assert fresh.authenticate(b"\0alice\0alice-secret", 1).error_code == 34 and fresh.failed  # no handshake first
+
+
+def test_scram_logs_in_with_the_credential_cache_of_the_broker():
+    cache = CredentialCache()
+    cache.update_user("carol", {"SCRAM-SHA-256": scram.make_credential(scram.SCRAM_SHA_256, "pw").to_config_value()})
+    auth = SaslAuthenticator(_listener(cache=cache), "127.0.0.1:1")
+    client = scram.ScramClient(scram.SCRAM_SHA_256, "carol", "pw")
+    auth.handshake("SCRAM-SHA-256", 1)
+    first = auth.authenticate(client.first(), 1)
+    final = auth.authenticate(client.final(bytes(first.auth_bytes)), 1)
+    client.verify(bytes(final.auth_bytes))
+    assert auth.principal == "User:carol"
+
+
+def test_sessions_end_after_connections_max_reauth_ms_unless_renewed_as_the_same_principal():
+    clock = _Clock()
+    auth = SaslAuthenticator(_listener(reauth_ms=60000), "127.0.0.1:1", clock=clock)
+    auth.handshake("PLAIN", 1)
+    assert auth.authenticate(plain.plain_client_token("alice", "alice-secret"), 1).session_lifetime_ms == 60000
+    clock.now += 61
+    assert not auth.permits(ApiKey.FETCH) and auth.permits(ApiKey.SASL_HANDSHAKE)
+    assert "session expired" in auth.why_refused(ApiKey.FETCH)
+    assert auth.handshake("PLAIN", 1).error_code == 0
+    auth.authenticate(plain.plain_client_token("alice", "alice-secret"), 1)
+    assert auth.permits(ApiKey.FETCH)
+    clock.now += 61
+    auth.handshake("PLAIN", 1)
+    resp = auth.authenticate(plain.plain_client_token("bob", "bob-secret"), 1)
+    assert resp.error_code == 58 and "keeps its principal" in resp.error_message and auth.failed
+
+
+def test_v0_handshakes_take_raw_tokens():
+    auth = SaslAuthenticator(_listener(), "127.0.0.1:1")
+    auth.handshake("PLAIN", 0)
+    assert auth.raw_tokens
+    assert auth.raw_token(plain.plain_client_token("bob", "bob-secret")) == b""
+    assert auth.principal == "User:bob" and not auth.raw_tokens
+
+
+@pytest.mark.parametrize("mechanisms,jaas,why", [
+    (["GSSAPI"], {}, "GSSAPI, Kafka's default, needs Kerberos"),
+    ([], {}, "no SASL mechanism"),
+    (["PLAIN"], {}, "PLAIN needs the users' passwords"),
+    (["PLAIN"], {"PLAIN": "x.PlainLoginModule required user_a=\"hunter2\""}, "';' closing"),
+    (["OAUTHBEARER"], {"OAUTHBEARER": "x.OAuthBearerLoginModule required "
+                                      "unsecuredValidatorAllowableClockSkewMs=\"soon\";"}, "ClockSkewMs"),
+])
+def test_listener_sasl_settings_that_cannot_work_are_refused_at_start_up(mechanisms, jaas, why):
+    with pytest.raises(InvalidConfigurationError, match=why) as e:
+        ListenerSasl("SASL_SSL", mechanisms, jaas, CredentialCache())
+    assert "hunter2" not in str(e.value)
