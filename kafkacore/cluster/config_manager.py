@@ -22,10 +22,13 @@ how a topic's config change reaches every broker of a ZooKeeper cluster.
 
 Users (/config/users/<sanitized name>) hold SCRAM credentials: AlterUserScramCredentials writes
 the user's entity with a notification ("users/<sanitized name>"), and every broker reloads that
-user into its CredentialCache (kafkacore/security/credential_cache.py); at start-up every user is
-read. Their quotas are not acted on yet.
+user into its CredentialCache (kafkacore/security/credential_cache.py). Users, clients and
+users' clients (/config/users/<u>/clients/<c>, /config/clients/<c>, <default> for defaults)
+hold client quotas: AlterClientQuotas writes them the same way and every broker reloads the
+entity into its QuotaConfigs (kafkacore/security/client_quotas.py). At start-up every user and
+client entity is read.
 
-Other entity types (clients, brokers, ips: quotas and dynamic broker configs) are logged and
+Other entity types (brokers, ips: dynamic broker configs, connection quotas) are logged and
 skipped: kafkacore has none of them.
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ import logging
 import time
 
 from ..errors import KafkaError, UnknownServerError
+from ..security.client_quotas import entity_config_path, entity_from_path
 from ..security.credential_cache import desanitize, sanitize
 from ..storage.config import TOPIC_CONFIGS
 from .zk_client import ZkError
@@ -163,6 +167,47 @@ class ZkConfigManager:
             raise _zk_failure(f"writing the configs of user '{user}'", e) from None
         self.broker.credential_cache.update_user(user, dict(configs))
 
+    # -- client quota entities ---------------------------------------------------------------------------
+    def quota_entity_configs(self, entity) -> dict:
+        entity_type, name = entity_config_path(entity)
+        try:
+            return self.zk.get_entity_configs(entity_type, name)
+        except (ZkError, ZkDataError) as e:
+            raise _zk_failure(f"reading the configs of {entity_type}/{name}", e) from None
+
+    def set_quota_entity_configs(self, entity, configs):
+        """Replaces the entity's config (other keys, e.g. a user's SCRAM credentials, are the
+        caller's to keep) and notifies every broker; this one applies it before answering."""
+        entity_type, name = entity_config_path(entity)
+        try:
+            self.zk.set_or_create_entity_configs(entity_type, name, configs)
+            self.zk.create_config_change_notification(f"{entity_type}/{name}")
+        except ZkError as e:
+            raise _zk_failure(f"writing the configs of {entity_type}/{name}", e) from None
+        self.broker.quota_configs.update(entity, dict(configs))
+
+    def quota_entity_paths(self) -> list[tuple[str, str]]:
+        """(entity type, sanitized name) of every stored user, user's client and client entity."""
+        try:
+            out = []
+            for user in self.zk.get_children(f"/config/{ConfigType.USER}"):
+                out.append((ConfigType.USER, user))
+                for client in self.zk.get_children(f"/config/{ConfigType.USER}/{user}/clients"):
+                    out.append((ConfigType.USER, f"{user}/clients/{client}"))
+            out.extend((ConfigType.CLIENT, c) for c in self.zk.get_children(f"/config/{ConfigType.CLIENT}"))
+            return out
+        except ZkError as e:
+            raise _zk_failure("listing users and clients", e) from None
+
+    def _reload_entity(self, entity_type, name):
+        """A user or client entity from the store into the credential cache and quota configs."""
+        configs = self.zk.get_entity_configs(entity_type, name)
+        if entity_type == ConfigType.USER and "/" not in name:
+            self.broker.credential_cache.update_user(desanitize(name), configs)
+        entity = entity_from_path(entity_type, name)
+        if entity is not None:
+            self.broker.quota_configs.update(entity, configs)
+
     # -- the listener ----------------------------------------------------------------------------------
     async def start(self, loop):
         self._loop = loop
@@ -205,10 +250,10 @@ class ZkConfigManager:
         children = await self._zk(self.zk.get_children, ConfigEntityChangeNotificationZNode.path)
         pending = sorted((int(c[len(PREFIX):]), c) for c in children
                          if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
-        topics, users = set(), set()
+        topics, entities = set(), set()
         if self._bootstrap:
             topics.update(t for t, _p in list(self.broker.log_manager.logs))
-            users.update(await self._zk(self.users_with_configs))
+            entities.update(await self._zk(self.quota_entity_paths))
         last = self.last_executed
         for seq, name in pending:
             if seq <= last:
@@ -226,8 +271,8 @@ class ZkConfigManager:
                 continue
             if entity_type == ConfigType.TOPIC:
                 topics.add(entity)
-            elif entity_type == ConfigType.USER:
-                users.add(desanitize(entity))
+            elif entity_type in (ConfigType.USER, ConfigType.CLIENT):
+                entities.add((entity_type, entity))
             else:
                 log.info("broker %d: config change of %s/%s ignored (no %s configs here)", self.node_id,
                          entity_type, entity, entity_type)
@@ -235,8 +280,8 @@ class ZkConfigManager:
         for topic in sorted(topics):
             overrides = supported_overrides(topic, await self._zk(self.zk.get_topic_configs, topic))
             self._apply_topic(topic, overrides)
-        for user in sorted(users):
-            self.broker.credential_cache.update_user(user, await self._zk(self.user_configs, user))
+        for entity_type, name in sorted(entities):
+            await self._zk(self._reload_entity, entity_type, name)
         self.last_executed = last
         self._bootstrap = False
         await self._purge()

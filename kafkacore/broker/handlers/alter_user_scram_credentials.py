@@ -70,7 +70,7 @@ def _respond(config_manager, req):
             config_manager.set_user_configs(user, configs)
             log.info("user %s: SCRAM credentials %s", user,
                      ", ".join(f"{kind}d {m.name}" for (kind, _a), m in zip(alterations, mechanisms)))
-            results.append(AlterUserScramCredentialsResult(user=user))
+            results.append(AlterUserScramCredentialsResult(user=user, error_message=None))  # null, as Kafka
         except KafkaError as e:
             results.append(AlterUserScramCredentialsResult(user=user, error_code=e.code, error_message=e.message))
     return AlterUserScramCredentialsResponse(results=results)
