@@ -40,6 +40,7 @@ CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CO
 SET, DELETE = 0, 1
 # ElectLeaders election types
 PREFERRED, UNCLEAN = 0, 1
+ANY_NAME = object()  # describe_client_quotas: any name of an entity type, the default included
 COORDINATOR_RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
@@ -665,6 +666,74 @@ class AdminClient:
         _raise(resp.error_code, "ListPartitionReassignments", resp.error_message)
         return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
                 for t in resp.topics for p in t.partitions}
+
+    # -- users' SCRAM credentials (KIP-554) ---------------------------------------------------
+    def describe_user_scram_credentials(self, users=None) -> dict:
+        """{user: [(mechanism name, iterations)]}; ``users`` None: every user with a credential.
+        A named user without one raises RESOURCE_NOT_FOUND."""
+        from ..security.scram import MECHANISMS_BY_TYPE
+
+        names = None if users is None else [_req(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "UserName")(name=u)
+                                             for u in users]
+        resp = self.call_any(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                             _req(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)(users=names))
+        _raise(resp.error_code, "DescribeUserScramCredentials", resp.error_message)
+        out = {}
+        for r in resp.results:
+            _raise(r.error_code, f"user {r.user!r}", r.error_message)
+            out[r.user] = [(MECHANISMS_BY_TYPE[c.mechanism].name if c.mechanism in MECHANISMS_BY_TYPE
+                            else f"mechanism {c.mechanism}", c.iterations) for c in r.credential_infos]
+        return out
+
+    def alter_user_scram_credentials(self, upsertions=(), deletions=()):
+        """``upsertions``: [(user, mechanism name, password, iterations)], salted here (the
+        password never leaves this process); ``deletions``: [(user, mechanism name)]. Raises the
+        first user's error."""
+        import os
+
+        from ..security import scram
+
+        up_cls = _req(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "ScramCredentialUpsertion")
+        del_cls = _req(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "ScramCredentialDeletion")
+        ups = []
+        for user, mechanism, password, iterations in upsertions:
+            m = scram.MECHANISMS[mechanism]
+            salt = os.urandom(scram.SALT_BYTES)
+            ups.append(up_cls(name=user, mechanism=m.type_id, iterations=iterations, salt=salt,
+                              salted_password=scram.salted_password(m, password, salt, iterations)))
+        dels = [del_cls(name=user, mechanism=scram.MECHANISMS[mechanism].type_id) for user, mechanism in deletions]
+        resp = self.call_any(ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                             _req(ApiKey.ALTER_USER_SCRAM_CREDENTIALS)(deletions=dels, upsertions=ups))
+        for r in resp.results:
+            _raise(r.error_code, f"user {r.user!r}", r.error_message)
+
+    # -- client quotas (KIP-546) ------------------------------------------------------------------
+    def describe_client_quotas(self, components=(), strict=False) -> list:
+        """[(entity, {quota key: value})] where an entity is [(entity type, name or None for the
+        default)]; ``components``: [(entity type, match)] with match a name, None (the default)
+        or ANY_NAME."""
+        comp_cls = _req(ApiKey.DESCRIBE_CLIENT_QUOTAS, "ComponentData")
+        comps = [comp_cls(entity_type=t, match_type=2 if m is ANY_NAME else 1 if m is None else 0,
+                          match=None if m is ANY_NAME or m is None else m) for t, m in components]
+        resp = self.call_any(ApiKey.DESCRIBE_CLIENT_QUOTAS, _req(ApiKey.DESCRIBE_CLIENT_QUOTAS)(
+            components=comps, strict=strict))
+        _raise(resp.error_code, "DescribeClientQuotas", resp.error_message)
+        return [([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: v.value for v in entry.values})
+                for entry in resp.entries or []]
+
+    def alter_client_quotas(self, entity, set_quotas=None, remove=(), validate_only=False):
+        """Sets ``set_quotas`` ({key: value}) and removes the keys in ``remove`` for ``entity``
+        ([(entity type, name or None for the default)])."""
+        ent_cls = _req(ApiKey.ALTER_CLIENT_QUOTAS, "EntityData")
+        op_cls = _req(ApiKey.ALTER_CLIENT_QUOTAS, "OpData")
+        ops = [op_cls(key=k, value=float(v), remove=False) for k, v in (set_quotas or {}).items()]
+        ops += [op_cls(key=k, value=0.0, remove=True) for k in remove]
+        entry = _req(ApiKey.ALTER_CLIENT_QUOTAS, "EntryData")(
+            entity=[ent_cls(entity_type=t, entity_name=n) for t, n in entity], ops=ops)
+        resp = self.call_any(ApiKey.ALTER_CLIENT_QUOTAS, _req(ApiKey.ALTER_CLIENT_QUOTAS)(
+            entries=[entry], validate_only=validate_only))
+        for e in resp.entries:
+            _raise(e.error_code, "AlterClientQuotas", e.error_message)
 
     # -- helpers ----------------------------------------------------------------------------
     def _wait(self, done, what):

@@ -58,6 +58,13 @@ CLIENT_VERSIONS = {
     46: (0, 0),   # ListPartitionReassignments
     47: (0, 0),   # OffsetDelete
     60: (0, 1),   # DescribeCluster
+    # security (client/security.py, the admin client)
+    17: (1, 1),   # SaslHandshake (v0 would send the tokens unframed)
+    36: (0, 2),   # SaslAuthenticate
+    48: (0, 1),   # DescribeClientQuotas
+    49: (0, 1),   # AlterClientQuotas
+    50: (0, 0),   # DescribeUserScramCredentials
+    51: (0, 0),   # AlterUserScramCredentials
 }
 _size = struct.Struct(">i")
 _cid = struct.Struct(">i")
