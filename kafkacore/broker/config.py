@@ -457,9 +457,10 @@ def _reachable(host):
 
 
 def shown(key, value) -> str:
-    """A value as an error message may show it: passwords and keys hidden (Kafka's [hidden])."""
-    name = key.rsplit(".", 2)
-    if key in PASSWORD_CONFIGS or "password" in key or key.endswith(".key") or name[-1] == "key":
+    """A value as an error message may show it: passwords and keys hidden (Kafka's [hidden]),
+    also under a misspelt name that looks like one."""
+    lowered = key.lower()
+    if key in PASSWORD_CONFIGS or lowered.endswith("key") or any(w in lowered for w in ("pass", "secret", "sasl.jaas")):
         return "[hidden]"
     return repr(value)
 
