@@ -460,7 +460,8 @@ def shown(key, value) -> str:
     """A value as an error message may show it: passwords and keys hidden (Kafka's [hidden]),
     also under a misspelt name that looks like one."""
     lowered = key.lower()
-    if key in PASSWORD_CONFIGS or lowered.endswith("key") or any(w in lowered for w in ("pass", "secret", "sasl.jaas")):
+    if (key in PASSWORD_CONFIGS or lowered.startswith(("ssl.", "sasl.", LISTENER_PREFIX))
+            or any(w in lowered for w in ("pas", "secret", "key"))):
         return "[hidden]"
     return repr(value)
 
