@@ -105,6 +105,9 @@ class Connection(asyncio.BufferedProtocol):
         self.listener = listener
         self.principal = ANONYMOUS
         self.handshake_task = None
+        # bytes the TLS layer decrypts in the same turn as the handshake's end arrive before
+        # start_tls hands over the TLS transport: they are kept, and parsed once it has
+        self.handshaking = listener.tls is not None
         self.broker = server.broker
         self.metrics = server.broker.metrics  # None unless metrics.port is set
         self.max_request = server.broker.config["socket.request.max.bytes"]
@@ -164,6 +167,9 @@ class Connection(asyncio.BufferedProtocol):
         self.last_read = monotonic()
         log.debug("connection %d from %s on listener %s: TLS %s, principal %s", self.id, self.peer,
                   self.listener.name, tls_transport.get_extra_info("ssl_object").version(), self.principal)
+        self.handshaking = False
+        if self.end > self.start:
+            self._parse_frames()
 
     def connection_lost(self, exc):
         self.closed = True
@@ -215,6 +221,10 @@ class Connection(asyncio.BufferedProtocol):
             self._on_frame(frame)
             return
         self.end += nbytes
+        if not self.handshaking:
+            self._parse_frames()
+
+    def _parse_frames(self):
         buf = self.buf
         while not self.closed:
             avail = self.end - self.start
