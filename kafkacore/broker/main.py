@@ -281,7 +281,7 @@ def serve(args) -> int:
         if config["zookeeper.connect"] and not ({"broker.id", "node.id"} & set(config.props)):
             raise InvalidConfigurationError("zookeeper.connect is set: every broker of a cluster needs its own broker.id")
         if config["metrics.port"] and config["metrics.port"] in {ep.port for ep in config.listeners}:
-            raise InvalidConfigurationError(f"metrics.port={config['metrics.port']}: a Kafka listener's port; "
+            raise InvalidConfigurationError(f"metrics.port={config['metrics.port']}: the Kafka listener's port; "
                                             "metrics need a port of their own")
         if config["zookeeper.connect"]:
             config.check_inter_broker()
