@@ -11,9 +11,18 @@ One ``Connection`` per client socket:
   or an awaitable (a long-poll fetch, a JoinGroup waiting for the rebalance). Responses leave
   in request order: a ready response behind a pending one waits for it, and a slow request
   blocks only its own connection;
+- one asyncio server per listener (``listeners``: PLAINTEXT or SSL, any names); each connection
+  knows its ``Listener`` and, once authenticated, its principal (broker/security.py), and hands
+  both to the handlers in the RequestContext;
+- an SSL listener's connection starts with the TLS handshake (``loop.start_tls``, bounded by
+  ``request.timeout.ms``); one that fails or stalls is closed with one log line and costs the
+  others nothing; the client certificate's name, through ``ssl.principal.mapping.rules``, is
+  the principal (User:ANONYMOUS without a certificate, and on plaintext);
 - record data held in segment files goes out with ``os.sendfile`` straight from the page cache
   (slices below SENDFILE_MIN_BYTES are read and written instead: one pread is cheaper than the
-  sendfile set-up for a few kilobytes);
+  sendfile set-up for a few kilobytes); under TLS the bytes must be encrypted in this process,
+  so they are read in TLS_READ_BYTES pieces and written through the TLS transport (the kernel
+  has no TLS offload here: see docs/security.md on kTLS);
 - when more than MAX_PENDING responses are waiting, reading pauses until they drain, and while
   the socket's send buffer is full the writer waits (flow control both ways);
 - a request begun and not finished (a size announced, its bytes stalled) for
@@ -31,6 +40,7 @@ import collections
 import errno
 import itertools
 import logging
+import os
 import socket
 import struct
 from time import monotonic, perf_counter
@@ -41,6 +51,7 @@ from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
 from .request import RequestContext
+from .security import ANONYMOUS, NoMatchingRule
 
 log = logging.getLogger("kafkacore.broker")
 
@@ -52,6 +63,7 @@ READ_BUFFER_BYTES = 256 * 1024
 EXPIRY_CHECK_S = 1.0  # how often connections are checked for a stalled request or idleness
 IDLE = "idle"  # Connection.expiry's answer for a connection with nothing going on
 SENDFILE_MIN_BYTES = 64 * 1024
+TLS_READ_BYTES = 256 * 1024  # a slice read for the TLS transport: big enough to keep pread calls few
 MAX_PENDING = 256
 _size = struct.Struct(">i")
 _ids = itertools.count(1)
@@ -72,9 +84,30 @@ class _SliceFile:
         return 0
 
 
+class Listener:
+    """What a connection knows of the listener it came in on (Kafka's ListenerName and
+    SecurityProtocol); ``tls`` is its broker/tls.ListenerTls, None on PLAINTEXT."""
+
+    __slots__ = ("name", "security_protocol", "tls")
+
+    def __init__(self, name, security_protocol="PLAINTEXT", tls=None):
+        self.name = name
+        self.security_protocol = security_protocol
+        self.tls = tls
+
+    def __repr__(self):
+        return f"Listener({self.name}, {self.security_protocol})"
+
+
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server):
+    def __init__(self, server, listener):
         self.server = server
+        self.listener = listener
+        self.principal = ANONYMOUS
+        self.handshake_task = None
+        # bytes the TLS layer decrypts in the same turn as the handshake's end arrive before
+        # start_tls hands over the TLS transport: they are kept, and parsed once it has
+        self.handshaking = listener.tls is not None
         self.broker = server.broker
         self.metrics = server.broker.metrics  # None unless metrics.port is set
         self.max_request = server.broker.config["socket.request.max.bytes"]
@@ -101,6 +134,42 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.listener.tls is not None:
+            transport.pause_reading()  # the ClientHello is for the TLS layer, not for the framing
+            self.handshake_task = asyncio.ensure_future(self._handshake(transport))
+
+    async def _handshake(self, transport):
+        loop = asyncio.get_running_loop()
+        timeout_s = self.broker.config["request.timeout.ms"] / 1000
+        try:
+            tls_transport = await loop.start_tls(transport, self, self.listener.tls.context, server_side=True,
+                                                 ssl_handshake_timeout=timeout_s)
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        except (OSError, ConnectionError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
+            if not self.closed:
+                log.info("connection %d from %s on listener %s: TLS handshake failed: %s", self.id, self.peer,
+                         self.listener.name, _one_line(e))
+            self.closed = True
+            self.server.connections.discard(self)
+            transport.abort()
+            return
+        if self.closed:
+            tls_transport.abort()
+            return
+        self.transport = tls_transport
+        try:
+            self.principal = self.listener.tls.principal_mapper.principal(tls_transport.get_extra_info("peercert"))
+        except NoMatchingRule as e:  # Kafka fails the authentication
+            self.close(f"authentication failed: {e}")
+            return
+        self.last_read = monotonic()
+        log.debug("connection %d from %s on listener %s: TLS %s, principal %s", self.id, self.peer,
+                  self.listener.name, tls_transport.get_extra_info("ssl_object").version(), self.principal)
+        self.handshaking = False
+        if self.end > self.start:
+            self._parse_frames()
 
     def connection_lost(self, exc):
         self.closed = True
@@ -152,6 +221,10 @@ class Connection(asyncio.BufferedProtocol):
             self._on_frame(frame)
             return
         self.end += nbytes
+        if not self.handshaking:
+            self._parse_frames()
+
+    def _parse_frames(self):
         buf = self.buf
         while not self.closed:
             avail = self.end - self.start
@@ -213,7 +286,8 @@ class Connection(asyncio.BufferedProtocol):
         except (ProtocolDecodeError, KeyError) as e:
             self.close(f"malformed request (api key {api_key}, version {version}): {e}")
             return
-        ctx = RequestContext(self.broker, header, self.peer, self.id)
+        ctx = RequestContext(self.broker, header, self.peer, self.id, self.listener.name,
+                             self.listener.security_protocol, self.principal)
         try:
             if self.broker.started or api_key in STARTUP_APIS:
                 response = entry.handle(ctx, request)
@@ -401,6 +475,9 @@ class Connection(asyncio.BufferedProtocol):
         if length < SENDFILE_MIN_BYTES:
             self.transport.write(sl.read())
             return
+        if self.listener.tls is not None:
+            await self._send_slice_through_tls(sl)
+            return
         sent = 0
         if self.transport.get_write_buffer_size() == 0:
             # fast path: nothing buffered ahead, so the kernel can take the slice now
@@ -422,6 +499,29 @@ class Connection(asyncio.BufferedProtocol):
                                 fallback=True)
 
 
+    async def _send_slice_through_tls(self, sl):
+        """A slice read in pieces and written through the TLS transport, which encrypts it
+        (sendfile would send the file's bytes in clear past the TLS layer); the transport's
+        flow control paces the reads."""
+        pos, end = sl.position, sl.position + len(sl)
+        fd = sl.fileno()
+        while pos < end:
+            if not self.can_write.is_set():
+                await self.can_write.wait()
+            if self.closed:
+                return
+            chunk = os.pread(fd, min(end - pos, TLS_READ_BYTES), pos)
+            if not chunk:  # the response's size is already sent: a short slice cannot be answered
+                raise ConnectionError(f"segment file ended {end - pos} bytes before the fetched slice")
+            self.transport.write(chunk)
+            pos += len(chunk)
+
+
+def _one_line(exc) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
 def bind_listener(host, port):
     """A socket bound to host:port (SO_REUSEADDR, as create_server sets it), not yet listening:
     `kafkacore serve` binds before it opens the data directory, so a port in use touches no
@@ -439,26 +539,30 @@ def bind_listener(host, port):
 
 
 class SocketServer:
-    """Listens on host:port and serves the broker's handlers (Kafka's SocketServer)."""
+    """Listens on every listener and serves the broker's handlers (Kafka's SocketServer)."""
 
     def __init__(self, broker):
         self.broker = broker
         self.connections = set()
-        self.server = None
+        self.servers = {}  # listener name -> asyncio.Server
         self._expiry_task = None
 
-    async def start(self, host=None, port=None, sock=None):
-        """Serves on host:port, or on ``sock`` already bound by bind_listener."""
+    async def start(self, host=None, port=None, sock=None, listener=None):
+        """Serves one listener on host:port, or on ``sock`` already bound by bind_listener;
+        returns the bound (host, port). ``listener``: a Listener; by default the broker's primary
+        listener's name over PLAINTEXT (the embedded broker's socket)."""
+        if listener is None:
+            listener = Listener(self.broker.config.primary_listener_name)
         loop = asyncio.get_running_loop()
         if sock is not None:
-            self.server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
+            server = await loop.create_server(lambda: Connection(self, listener), sock=sock, backlog=1024)
         else:
-            self.server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True,
-                                                   backlog=1024)
-        sock = self.server.sockets[0]
+            server = await loop.create_server(lambda: Connection(self, listener), host, port, reuse_address=True,
+                                              backlog=1024)
+        self.servers[listener.name] = server
         if self._expiry_task is None:
             self._expiry_task = loop.create_task(self._expire_connections())
-        return sock.getsockname()[:2]
+        return server.sockets[0].getsockname()[:2]
 
     async def _expire_connections(self):
         idle_ms = self.broker.config["connections.max.idle.ms"]
@@ -478,9 +582,12 @@ class SocketServer:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             self._expiry_task = None
-        if self.server is not None:
-            self.server.close()
-            for conn in list(self.connections):
-                if conn.transport is not None:
-                    conn.transport.abort()
-            await self.server.wait_closed()
+        for server in self.servers.values():
+            server.close()
+        for conn in list(self.connections):
+            if conn.handshake_task is not None:
+                conn.handshake_task.cancel()
+            if conn.transport is not None:
+                conn.transport.abort()
+        for server in self.servers.values():
+            await server.wait_closed()

@@ -116,9 +116,10 @@ class ClusterNode:
         self._session_lost = False
         self._closed = False
 
-    async def start(self, loop, host, port):
+    async def start(self, loop, endpoints):
+        """``endpoints``: the advertised listeners (zk_data.EndPoint), all registered."""
         self.loop = loop
-        self.advertised = (host, port)
+        self.advertised = tuple(endpoints)
         self.zk.add_state_listener(self._on_zk_state)
         await self._register()
         self.replica_manager.start(loop)
@@ -141,14 +142,14 @@ class ClusterNode:
         /brokers/ids/N still there until that session expires: it waits for it (up to the session
         timeout and a margin) instead of failing; a registration that outlives that belongs to
         another live broker with the same id, and BrokerIdInUseError stops this one."""
-        host, port = self.advertised
+        endpoints = self.advertised
         wait_s = self.broker.config["zookeeper.session.timeout.ms"] / 1000 * 1.5 + 2
         deadline = self.loop.time() + wait_s
         warned = False
         while True:
             try:
                 self.broker_epoch = await self.loop.run_in_executor(
-                    None, lambda: self.zk.register_broker(self.node_id, host, port,
+                    None, lambda: self.zk.register_broker(self.node_id, None, -1, listeners=endpoints,
                                                           rack=self.broker.config["broker.rack"]))
                 break
             except BrokerIdInUseError as e:
@@ -160,8 +161,8 @@ class ClusterNode:
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
         # (cluster up's launcher waits for this line: its words stay)
-        log.log(self.zk.routine_level, "broker %d registered in ZooKeeper as %s:%d (broker epoch %d)", self.node_id,
-                host, port, self.broker_epoch)
+        log.log(self.zk.routine_level, "broker %d registered in ZooKeeper as %s (broker epoch %d)", self.node_id,
+                ",".join(ep.connection_string for ep in endpoints), self.broker_epoch)
 
     def _on_zk_state(self, state):
         """Kazoo's thread: hand over to the loop."""
@@ -291,11 +292,11 @@ class ClusterNode:
                 return False
         return True
 
-    async def update_advertised(self, host, port):
-        """A new address for this broker (the embedded broker serving a socket after it
+    async def update_advertised(self, endpoints):
+        """New addresses for this broker (the embedded broker serving a socket after it
         started): the registration is rewritten and the controller tells every broker."""
-        self.advertised = (host, port)
-        await self.loop.run_in_executor(None, self.zk.update_broker_registration, host, port)
+        self.advertised = tuple(endpoints)
+        await self.loop.run_in_executor(None, self.zk.update_broker_registration, self.advertised)
         if self.controller.active:
             self.controller.broker_registration_changed()
 

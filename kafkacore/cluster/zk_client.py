@@ -603,14 +603,14 @@ class KafkaZkClient:
             self.broker_epoch = stat.czxid
             return stat.czxid
 
-    def update_broker_registration(self, host: str, port: int) -> None:
-        """Kafka's updateBrokerInfo: this broker's registration rewritten with a new PLAINTEXT
-        endpoint, the same znode (so the same broker epoch). The embedded broker's serve()."""
+    def update_broker_registration(self, endpoints: Iterable[EndPoint | str]) -> None:
+        """Kafka's updateBrokerInfo: this broker's registration rewritten with new endpoints, the
+        same znode (so the same broker epoch). The embedded broker's serve()."""
         with self._lock:
             reg = self._registration
             if reg is None:
                 raise ZkError("this broker is not registered")
-            info = dataclasses.replace(reg, endpoints=(EndPoint("PLAINTEXT", host, int(port)),))
+            info = dataclasses.replace(reg, endpoints=tuple(endpoints))
             path = BrokerIdZNode.path(info.broker_id)
             self._call(f"set {path}", lambda: self._zk.set_async(path, BrokerIdZNode.encode(info), -1))
             self._registration = info

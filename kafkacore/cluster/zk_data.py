@@ -19,7 +19,7 @@ from ..protocol.kafka_uuid import uuid_from_text, uuid_to_text
 
 __all__ = [
     "ZkDataError", "ZkVersion", "ZkData",
-    "validate_topic_name", "EndPoint", "BrokerInfo", "ReplicaAssignment", "TopicAssignment",
+    "validate_topic_name", "SECURITY_PROTOCOLS", "EndPoint", "BrokerInfo", "ReplicaAssignment", "TopicAssignment",
     "LeaderIsrAndControllerEpoch", "ControllerRegistration", "ProducerIdsBlock", "FeatureZNodeData",
     "ControllerZNode", "ControllerEpochZNode", "BrokersZNode", "BrokerIdsZNode", "BrokerIdZNode",
     "TopicsZNode", "TopicZNode", "TopicPartitionsZNode", "TopicPartitionZNode",
@@ -183,7 +183,8 @@ class BrokerIdsZNode:
     path = "/brokers/ids"
 
 
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's SecurityProtocol names; the index is its id (UpdateMetadata's security_protocol)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's EndPoint.uriParseExp: listener://host:port, host may be empty or a [bracketed] IPv6 address
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
 
@@ -196,9 +197,9 @@ class EndPoint:
     security_protocol: str = "PLAINTEXT"
 
     def __post_init__(self):
-        if self.security_protocol not in _SECURITY_PROTOCOLS:
+        if self.security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"unknown security protocol {self.security_protocol!r} for listener "
-                             f"{self.listener_name} (one of {', '.join(_SECURITY_PROTOCOLS)})")
+                             f"{self.listener_name} (one of {', '.join(SECURITY_PROTOCOLS)})")
 
     @property
     def connection_string(self) -> str:
@@ -220,7 +221,7 @@ class EndPoint:
             raise ValueError(f"Unable to parse {connection_string} to a broker endpoint")
         listener = m.group(1).upper()  # ListenerName.normalised
         if security_protocol_map is None:
-            if listener not in _SECURITY_PROTOCOLS:
+            if listener not in SECURITY_PROTOCOLS:
                 raise ValueError(f"No security protocol defined for listener {listener}")
             protocol = listener
         else:
