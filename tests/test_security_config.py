@@ -51,8 +51,7 @@ def test_inter_broker_listener_defaults_to_the_protocols_listener():
     ({"listeners": "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"}, "each listener must have a different name"),
     ({"listeners": "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:1"}, "each listener must have a different port"),
     ({"listeners": "INTERNAL://127.0.0.1:1"}, "No security protocol defined for listener INTERNAL"),
-    ({"listeners": "SASL_SSL://127.0.0.1:1"}, "SASL is not supported yet"),
-    ({"listeners": "X://127.0.0.1:1", "listener.security.protocol.map": "X:SASL_PLAINTEXT"}, "SASL is not supported yet"),
+    ({"security.inter.broker.protocol": "SASL_SSL"}, "brokers talk to each other over PLAINTEXT only"),
     ({"listeners": "nonsense"}, "Unable to parse nonsense to a broker endpoint"),
     ({"listener.security.protocol.map": "A:TLS"}, "unknown security protocol 'TLS'"),
     ({"advertised.listeners": "SSL://h:1"}, "listener SSL is not in listeners"),
@@ -121,3 +120,31 @@ def test_no_matching_rule_fails_and_no_certificate_is_anonymous():
         mapper.name("CN=someone")
     assert mapper.principal(None) == ANONYMOUS and str(ANONYMOUS) == "User:ANONYMOUS"
     assert str(SslPrincipalMapper().principal({"subject": SUBJECT})) == "User:CN=client,OU=test,O=kafkacore,C=DE"
+
+
+@pytest.mark.parametrize("props, needle", [
+    ({"listeners": "SASL_SSL://127.0.0.1:1"}, "GSSAPI, Kafka's default, needs Kerberos"),
+    ({"listeners": "X://127.0.0.1:1", "listener.security.protocol.map": "X:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "PLAIN"}, "listener.name.x.plain.sasl.jaas.config: PLAIN needs the users' passwords"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "MD5"},
+     "MD5 on listener SASL_PLAINTEXT is not supported"),
+])
+def test_a_sasl_listener_that_cannot_log_anyone_in_is_refused(props, needle):
+    from kafkacore.broker.sasl_authenticator import server_sasl
+    with pytest.raises(InvalidConfigurationError) as e:
+        server_sasl(BrokerConfig(props))
+    assert needle in e.value.message and "\n" not in e.value.message
+
+
+def test_sasl_listener_settings_are_read_per_listener():
+    from kafkacore.broker.sasl_authenticator import server_sasl
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="secret-a";'
+    c = BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2",
+                      "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT",
+                      "inter.broker.listener.name": "INTERNAL", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                      "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                      "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                      "connections.max.reauth.ms": "60000"})
+    assert c.sasl_settings("SASL_PLAINTEXT") == (["PLAIN", "SCRAM-SHA-256"], {"PLAIN": jaas})
+    listeners = server_sasl(c)
+    assert list(listeners) == ["SASL_PLAINTEXT"] and listeners["SASL_PLAINTEXT"].reauth_ms == 60000

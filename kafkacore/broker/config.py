@@ -203,8 +203,24 @@ BROKER_CONFIGS.update(SSL_CONFIGS)
 # shown as Kafka shows a PASSWORD config (DescribeConfigs: no value, sensitive) and never logged
 PASSWORD_CONFIGS = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
                               "ssl.keystore.key"})
+# SASL listeners (docs/security.md, broker/sasl_authenticator.py), Kafka's names and defaults
+SASL_CONFIGS = {
+    # Kafka's default is GSSAPI (Kerberos), which kafkacore does not offer: a SASL listener
+    # must name its mechanisms, and the error says so
+    "sasl.enabled.mechanisms": (_list, ["GSSAPI"]),
+    "sasl.mechanism.inter.broker.protocol": (_string, "GSSAPI"),
+    "connections.max.reauth.ms": (_int(0), 0),  # KIP-368; 0: sessions never end
+    "sasl.server.max.receive.size": (_int(1, INT_MAX), 524288),  # KIP-541: the largest frame before login
+}
+BROKER_CONFIGS.update(SASL_CONFIGS)
+# client quotas' measurement (security/client_quotas.py): Kafka's names and defaults
+BROKER_CONFIGS.update({
+    "quota.window.num": (_int(1, INT_MAX), 11),
+    "quota.window.size.seconds": (_int(1, INT_MAX), 1),
+})
 LISTENER_PREFIX = "listener.name."
-SASL_NOT_YET = "SASL is not supported yet (listeners: PLAINTEXT or SSL)"
+JAAS_SUFFIX = ".sasl.jaas.config"  # listener.name.<listener>.<mechanism>.sasl.jaas.config
+SASL_NOT_YET = "brokers talk to each other over PLAINTEXT only for now (SASL between brokers comes next)"
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real
 # server.properties has them) and reported at start-up.
@@ -233,14 +249,19 @@ class BrokerConfig:
         self.ignored_keys = sorted(k for k in props if k in IGNORED)
         for key, (parse, default) in BROKER_CONFIGS.items():
             self.values[key] = parse(key, props[key]) if key in props else default
-        # listener.name.<name>.ssl.*: {LISTENER NAME: {ssl key: value}}
+        # listener.name.<name>.ssl.* and .sasl.enabled.mechanisms: {LISTENER NAME: {key: value}};
+        # listener.name.<name>.<mechanism>.sasl.jaas.config: {LISTENER NAME: {MECHANISM: text}}
         self.listener_overrides = {}
+        self.listener_jaas = {}
         for key in props:
             if key.startswith(LISTENER_PREFIX):
                 name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
-                if setting in SSL_CONFIGS and name:
-                    self.listener_overrides.setdefault(name.upper(), {})[setting] = SSL_CONFIGS[setting][0](
-                        key, props[key])
+                if (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms") and name:
+                    parse = SSL_CONFIGS[setting][0] if setting in SSL_CONFIGS else _list
+                    self.listener_overrides.setdefault(name.upper(), {})[setting] = parse(key, props[key])
+                elif name and setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count("."):
+                    mechanism = setting[:-len(JAAS_SUFFIX)].upper()
+                    self.listener_jaas.setdefault(name.upper(), {})[mechanism] = str(props[key])
         topic_keys = set(BROKER_DEFAULTS) | {"log.retention.ms", "log.retention.minutes", "log.retention.hours"}
         unknown = [k for k in props if k not in BROKER_CONFIGS and k not in IGNORED and k not in topic_keys
                    and not self._is_listener_override(k)]
@@ -272,7 +293,8 @@ class BrokerConfig:
         if not key.startswith(LISTENER_PREFIX):
             return False
         name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
-        return bool(name) and setting in SSL_CONFIGS
+        return bool(name) and (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms"
+                               or (setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count(".")))
 
     # -- listeners (Kafka's KafkaConfig.listeners/advertisedListeners and their checks) --------
     def _endpoints(self, key) -> list:
@@ -286,9 +308,6 @@ class BrokerConfig:
                 raise InvalidConfigurationError(f"{key}={text!r}: {e}") from None
             if not 0 <= ep.port <= 65535:
                 raise InvalidConfigurationError(f"{key}={text!r}: port {ep.port} of {ep.listener_name} is outside 0-65535")
-            if ep.security_protocol.startswith("SASL"):
-                raise InvalidConfigurationError(f"{key}={text!r}: listener {ep.listener_name} is "
-                                                f"{ep.security_protocol}: {SASL_NOT_YET}")
             out.append(ep)
         if not out:
             raise InvalidConfigurationError(f"{key}={text!r}: no listener")
@@ -417,6 +436,12 @@ class BrokerConfig:
             self.host = host
         if port is not None:
             self.port = port
+
+    def sasl_settings(self, listener_name) -> tuple[list, dict]:
+        """(enabled mechanisms, {mechanism: sasl.jaas.config text}) of one SASL listener."""
+        mechanisms = self.listener_overrides.get(listener_name, {}).get("sasl.enabled.mechanisms",
+                                                                        self.values["sasl.enabled.mechanisms"])
+        return [m.upper() for m in mechanisms], dict(self.listener_jaas.get(listener_name, {}))
 
     def ssl_settings(self, listener_name) -> dict:
         """The ssl.* settings of one listener: listener.name.<name>.ssl.* over ssl.*."""

@@ -123,6 +123,7 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     ``crash`` (a threading.Event) set before ``stop`` makes the stop abrupt, as a killed
     process's: no controlled shutdown, the session simply ends. ``tls``: the SSL listeners'
     contexts (tls.server_tls), built here unless given."""
+    from .sasl_authenticator import server_sasl
     from .server import Listener, SocketServer, bind_listener
     from .tls import server_tls
 
@@ -130,6 +131,7 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
         config.check_inter_broker()
     if tls is None:
         tls = server_tls(config)  # key stores read (and bad ones refused) before any port or file
+    sasl = server_sasl(config)  # mechanisms and JAAS checked as early
     # The ports first: a port in use must fail before the data directory is created or locked.
     bound = _bind_all(config)
     metrics_port = config["metrics.port"]
@@ -162,6 +164,8 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
 
         broker.metrics = BrokerMetrics(broker)  # before the server: its connections count into it
         metrics_server = MetricsServer(broker.metrics, lambda: health(broker, server, stopping))
+    for listener_sasl in sasl.values():
+        listener_sasl.credential_cache = broker.credential_cache  # SCRAM's users, from the metadata store
     broker.attach_loop(loop)
     server = SocketServer(broker)
     stop = stop or asyncio.Event()
@@ -174,7 +178,8 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     for ep, sock in bound:
         try:
             addresses[ep.listener_name] = await server.start(
-                sock=sock, listener=Listener(ep.listener_name, ep.security_protocol, tls.get(ep.listener_name)))
+                sock=sock, listener=Listener(ep.listener_name, ep.security_protocol, tls.get(ep.listener_name),
+                                             sasl.get(ep.listener_name)))
         except OSError as e:
             for _ep, other in bound:
                 other.close()
@@ -285,8 +290,10 @@ def serve(args) -> int:
                                             "metrics need a port of their own")
         if config["zookeeper.connect"]:
             config.check_inter_broker()
+        from .sasl_authenticator import server_sasl
         from .tls import server_tls
         tls = server_tls(config)
+        server_sasl(config)  # checked here too, to be reported as configuration
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2

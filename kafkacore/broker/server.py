@@ -51,6 +51,7 @@ from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
 from .request import RequestContext
+from .sasl_authenticator import SaslAuthenticator
 from .security import ANONYMOUS, NoMatchingRule
 
 log = logging.getLogger("kafkacore.broker")
@@ -88,12 +89,13 @@ class Listener:
     """What a connection knows of the listener it came in on (Kafka's ListenerName and
     SecurityProtocol); ``tls`` is its broker/tls.ListenerTls, None on PLAINTEXT."""
 
-    __slots__ = ("name", "security_protocol", "tls")
+    __slots__ = ("name", "security_protocol", "tls", "sasl")
 
-    def __init__(self, name, security_protocol="PLAINTEXT", tls=None):
+    def __init__(self, name, security_protocol="PLAINTEXT", tls=None, sasl=None):
         self.name = name
         self.security_protocol = security_protocol
         self.tls = tls
+        self.sasl = sasl  # broker/sasl_authenticator.ListenerSasl on SASL_PLAINTEXT and SASL_SSL
 
     def __repr__(self):
         return f"Listener({self.name}, {self.security_protocol})"
@@ -104,6 +106,7 @@ class Connection(asyncio.BufferedProtocol):
         self.server = server
         self.listener = listener
         self.principal = ANONYMOUS
+        self.sasl = None  # a SaslAuthenticator on a SASL listener (made when the peer is known)
         self.handshake_task = None
         # bytes the TLS layer decrypts in the same turn as the handshake's end arrive before
         # start_tls hands over the TLS transport: they are kept, and parsed once it has
@@ -134,6 +137,8 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.listener.sasl is not None:
+            self.sasl = SaslAuthenticator(self.listener.sasl, self.peer)
         if self.listener.tls is not None:
             transport.pause_reading()  # the ClientHello is for the TLS layer, not for the framing
             self.handshake_task = asyncio.ensure_future(self._handshake(transport))
@@ -234,6 +239,11 @@ class Connection(asyncio.BufferedProtocol):
             if size < 0 or size > self.max_request:
                 self.close(f"request size {size} is outside 0..socket.request.max.bytes={self.max_request}")
                 return
+            if self.sasl is not None and not self.sasl.authenticated and size > self.sasl.listener.max_receive_size:
+                # before the login an unknown peer must not make the broker allocate (KIP-541)
+                self.close(f"a {size}-byte frame before the SASL login completed (sasl.server.max.receive.size="
+                           f"{self.sasl.listener.max_receive_size})")
+                return
             if avail - 4 >= size:
                 s = self.start + 4
                 frame = bytearray(self.view[s:s + size])  # writable: records are appended from it in place
@@ -270,10 +280,17 @@ class Connection(asyncio.BufferedProtocol):
     # -- dispatch ---------------------------------------------------------------------------
     def _on_frame(self, frame):
         t0 = perf_counter() if self.metrics is not None else 0.0
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens:
+            self._on_raw_sasl_token(frame)
+            return
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolDecodeError as e:
             self.close(str(e))
+            return
+        if sasl is not None and not sasl.permits(api_key):
+            self.close(f"SASL: {sasl.why_refused(api_key)}")
             return
         entry = HANDLERS.get(api_key)
         if entry is not None and entry.cluster_only and not self.broker.cluster.serves_inter_broker_apis:
@@ -287,7 +304,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"malformed request (api key {api_key}, version {version}): {e}")
             return
         ctx = RequestContext(self.broker, header, self.peer, self.id, self.listener.name,
-                             self.listener.security_protocol, self.principal)
+                             self.listener.security_protocol,
+                             sasl.principal if sasl is not None and sasl.authenticated else self.principal, sasl)
         try:
             if self.broker.started or api_key in STARTUP_APIS:
                 response = entry.handle(ctx, request)
@@ -307,6 +325,8 @@ class Connection(asyncio.BufferedProtocol):
         elif not self.pending:
             # the common case: answered at once, nothing queued ahead
             self._write_ready(api_key, version, correlation_id, request, response, entry, t0)
+            if sasl is not None and sasl.failed:
+                self._close_after_answer("the SASL login failed")
             return
         self.pending.append([api_key, version, correlation_id, request, response, entry, t0])
         if self.writer_task is None or self.writer_task.done():
@@ -314,6 +334,24 @@ class Connection(asyncio.BufferedProtocol):
         if len(self.pending) > MAX_PENDING and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
+
+    def _on_raw_sasl_token(self, frame):
+        """A SASL token after a v0 SaslHandshake: no Kafka header, answered size-prefixed; a
+        failed login closes the connection (v0 has no way to say why)."""
+        try:
+            answer = self.sasl.raw_token(bytes(frame))
+        except KafkaError as e:
+            log.info("connection %d from %s: SASL login failed: %s", self.id, self.peer, e.message)
+            self.close("the SASL login failed", logging.INFO)
+            return
+        self.transport.write(_size.pack(len(answer)) + answer)
+
+    def _close_after_answer(self, reason):
+        """Closes once what was written has gone (the client reads why it failed first)."""
+        if not self.closed:
+            log.info("closing connection %d from %s: %s", self.id, self.peer, reason)
+            self.closed = True
+            self.transport.close()
 
     async def _once_started(self, entry, ctx, request, version):
         """A client's request that came while the broker was starting: handled once it is in
@@ -453,6 +491,9 @@ class Connection(asyncio.BufferedProtocol):
                     else:
                         await self._send_slice(part)
                 self.pending.popleft()
+                if self.sasl is not None and self.sasl.failed and not self.pending:
+                    self._close_after_answer("the SASL login failed")
+                    return
                 if self.metrics is not None:
                     # a Writer here was made by _write_ready, which counted its record bytes
                     self.metrics.request_done(api_key, version, request, response if w is not response else None,

@@ -39,11 +39,11 @@ class ListenerTls:
 
 
 def server_tls(config) -> dict:
-    """{listener name: ListenerTls} for every SSL listener. Raises InvalidConfigurationError in
+    """{listener name: ListenerTls} for every SSL and SASL_SSL listener. Raises InvalidConfigurationError in
     one line naming the key at fault (a missing file, a wrong password, a key that does not fit)."""
     out = {}
     for ep in config.listeners:
-        if ep.security_protocol == "SSL":
+        if ep.security_protocol in ("SSL", "SASL_SSL"):
             out[ep.listener_name] = listener_tls(ep.listener_name, config.ssl_settings(ep.listener_name),
                                                  frozenset(config.listener_overrides.get(ep.listener_name, ())))
     return out
