@@ -23,6 +23,21 @@ def _string(key, value):
     return str(value)
 
 
+# Kafka's authorizers: its ZooKeeper-mode one and its KRaft one; kafkacore's Authorizer
+# (kafkacore/security/acl.py) follows both, over the ACLs in the metadata store
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def _authorizer_class(key, value):
+    """Empty: no authorizer (the ACL APIs answer SECURITY_DISABLED); one of Kafka's: ACLs on."""
+    text = str(value).strip()
+    if text and text not in AUTHORIZER_CLASS_NAMES:
+        raise InvalidConfigurationError(f"{key}={value!r}: the authorizers are {' or '.join(AUTHORIZER_CLASS_NAMES)} "
+                                        "(or empty for none)")
+    return text
+
+
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
@@ -174,6 +189,11 @@ BROKER_CONFIGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 3600000),
     "transaction.partition.verification.enable": (_bool, True),
+    # ACLs (docs/security.md): which authorizer, the principals it always allows, and what it
+    # decides for a resource without any ACL
+    "authorizer.class.name": (_authorizer_class, ""),
+    "super.users": (_string, ""),
+    "allow.everyone.if.no.acl.found": (_bool, False),
     # kafkacore's own (Kafka exports JMX): Prometheus' /metrics and /healthz over HTTP on this port
     # of the listener's host (broker/metrics_http.py); absent: off; 0: a free port, printed at start
     "metrics.port": (_int(0, 65535), None),

@@ -29,6 +29,7 @@ from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
 from ..protocol.api_table import ApiKey
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from ..replication.broker_channel import BrokerChannel, BrokerChannelError
+from .acl_store import ZkAclStore
 from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
 from .topic_store import ZkTopicStore
@@ -109,6 +110,8 @@ class ClusterNode:
         self.controller = KafkaController(broker, zk)
         self.config_manager = ZkConfigManager(broker, zk, self.controller)  # topic config changes
         self.topic_store = ZkTopicStore(broker, self, self.config_manager)  # the broker's, once attached
+        # the ACLs, loaded and kept current in the broker's authorizer: only with one configured
+        self.acl_store = ZkAclStore(broker, zk) if broker.authorizer is not None else None
         self.loop = None
         self.broker_epoch = -1
         # producer ids unique cluster-wide: blocks from /latest_producer_id_block
@@ -125,6 +128,8 @@ class ClusterNode:
         self.replica_manager.start(loop)
         self.controller.start(loop)
         await self.config_manager.start(loop)
+        if self.acl_store is not None:
+            await self.acl_store.start(loop)
         # started = known to the controller: its UpdateMetadata names this broker and its first
         # LeaderAndIsr gave the replicas their roles (on a single node its own controller's, a
         # moment after the election), so the first request finds leaders, here and in metadata
@@ -359,6 +364,8 @@ class ClusterNode:
     def shutdown(self):
         self._closed = True
         self.config_manager.shutdown()
+        if self.acl_store is not None:
+            self.acl_store.shutdown()
         self.controller.shutdown()
         self.replica_manager.shutdown()
         try:
