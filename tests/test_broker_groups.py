@@ -27,6 +27,10 @@ from kafkacore.protocol.messages.offset_fetch_request import (OffsetFetchRequest
 from kafkacore.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 from kafkacore.protocol.wire import Reader, Writer
 
+# Kafka 4's supported group operations (groups have configs since KIP-848): READ, DELETE, DESCRIBE,
+# DESCRIBE_CONFIGS, ALTER_CONFIGS - all of them answered without an authorizer
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = 8, 9, 10, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, METADATA, DELETE_TOPICS = 15, 16, 42, 47, 3, 20
 
@@ -345,7 +349,7 @@ def test_two_members_rebalance_on_join_and_leave(broker):
     assert sorted((x.member_id, x.member_assignment, x.member_metadata, x.client_id, x.client_host)
                   for x in g.members) == sorted([(a.member_id, b"pa", SUB, "a", "/127.0.0.1"),
                                                  (b.member_id, b"pb", SUB, "b", "/127.0.0.1")])
-    assert g.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    assert g.authorized_operations == GROUP_OPERATIONS
     # a leaves: b must rejoin and becomes the leader of generation 3
     assert a.leave().error_code == NONE
     assert b.heartbeat() == REBALANCE_IN_PROGRESS
@@ -732,7 +736,7 @@ def test_list_describe_and_delete_groups(broker):
                 ("lister-stable", NONE, "Stable"), ("lister-empty", NONE, "Empty"), ("lister-unknown", NONE, "Dead")]
             assert gs[0].members[0].member_id == a.member_id
             assert gs[0].members[0].member_assignment.startswith(b"assign-")
-            assert gs[0].authorized_operations == ((1 << 3) | (1 << 6) | (1 << 8) if v >= 3 else -2147483648)
+            assert gs[0].authorized_operations == (GROUP_OPERATIONS if v >= 3 else -2147483648)
         resp = c.call(DELETE_GROUPS, 2, request(DELETE_GROUPS, groups_names=["lister-stable", "lister-empty",
                                                                             "lister-unknown"]))
         assert [(r.group_id, r.error_code) for r in resp.results] == [

@@ -14,7 +14,9 @@ from kafkacore.cluster.local_znodes import ZnodeTree
 from kafkacore.protocol.api_table import ApiKey
 from kafkacore.protocol.messages.create_acls_request import AclCreation
 
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+# the tests' clients connect in plaintext as User:ANONYMOUS: a super user, so that the ACL APIs
+# (ALTER / DESCRIBE on the cluster) are theirs
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS"}
 
 
 @pytest.fixture(scope="module")

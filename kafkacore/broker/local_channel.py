@@ -48,7 +48,7 @@ class LocalChannel:
         if entry is None or not entry.min_version <= version <= entry.max_version:
             raise BrokerChannelError(f"broker {self.node_id} does not serve api {api_key} v{version}")
         ctx = RequestContext(self.broker, RequestHeader(api_key, version, 0, self.client_id), "local",
-                             LOCAL_CONNECTION_ID)
+                             LOCAL_CONNECTION_ID, trusted=True)
         try:
             resp = entry.handle(ctx, body)
             if asyncio.isfuture(resp) or asyncio.iscoroutine(resp):

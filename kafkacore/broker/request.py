@@ -8,10 +8,10 @@ from .security import ANONYMOUS
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_host", "connection_id", "listener_name",
-                 "security_protocol", "principal", "sasl")
+                 "security_protocol", "principal", "sasl", "trusted")
 
     def __init__(self, broker, header, client_host, connection_id, listener_name=None, security_protocol="PLAINTEXT",
-                 principal=ANONYMOUS, sasl=None):
+                 principal=ANONYMOUS, sasl=None, trusted=False):
         self.broker = broker
         self.header = header
         self.api_version = header.api_version
@@ -23,6 +23,8 @@ class RequestContext:
         self.security_protocol = security_protocol
         self.principal = principal
         self.sasl = sasl  # the connection's SaslAuthenticator on a SASL listener, else None
+        # True for the broker's requests to itself (broker/local_channel.py): never refused by ACLs
+        self.trusted = trusted
 
     @property
     def client_id(self):

@@ -31,6 +31,7 @@ CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
 WILDCARD_PRINCIPAL = "User:*"
+MAX_CACHED_DECISIONS = 100_000  # decisions kept before the cache starts over
 
 
 class _KafkaEnum(enum.IntEnum):
@@ -298,10 +299,64 @@ class Authorizer:
             return decision
         generation = self._generation
         decision = self._decide(principal, host, operation, resource_type, resource_name)
-        with self._lock:
-            if generation == self._generation:
-                self._cache[key] = decision
+        self._remember(key, decision, generation)
         return decision
+
+    def _remember(self, key, decision, generation):
+        with self._lock:
+            if generation != self._generation:
+                return  # an ACL changed while deciding: the decision may be stale
+            if len(self._cache) >= MAX_CACHED_DECISIONS:
+                # bounded: a client naming endless resources cannot grow the broker's memory
+                self._cache = {}
+            self._cache[key] = decision
+
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """Whether some resource of the type allows the operation (Kafka's
+        Authorizer.authorizeByResourceType, KIP-679): an ALLOW for the principal and host not
+        cancelled by a DENY that covers it - a DENY of the literal ``*``, of the same literal name,
+        or of a prefix of the allowed name or prefix. No ACL of the type at all: the
+        ``allow.everyone.if.no.acl.found`` answer."""
+        key = (principal, host, operation, resource_type, None)  # None: no name is a resource type
+        decision = self._cache.get(key)
+        if decision is not None:
+            return decision
+        generation = self._generation
+        decision = self._decide_by_type(principal, host, operation, resource_type)
+        self._remember(key, decision, generation)
+        return decision
+
+    def _decide_by_type(self, principal, host, operation, resource_type) -> bool:
+        if principal in self.super_users:
+            return True
+        deny_literals, deny_prefixes, allow_literals, allow_prefixes = set(), set(), set(), set()
+        any_acl = False
+        for pattern, entries in list(self._acls.items()):
+            if pattern.resource_type != resource_type:
+                continue
+            any_acl = True
+            for e in entries:
+                if e.principal not in (principal, WILDCARD_PRINCIPAL) or e.host not in (host, WILDCARD_HOST):
+                    continue
+                if e.operation not in (operation, AclOperation.ALL):
+                    continue
+                prefixed = pattern.pattern_type == PatternType.PREFIXED
+                if e.permission_type == AclPermissionType.DENY:
+                    (deny_prefixes if prefixed else deny_literals).add(pattern.name)
+                elif e.permission_type == AclPermissionType.ALLOW:
+                    (allow_prefixes if prefixed else allow_literals).add(pattern.name)
+        if not any_acl:
+            return self.allow_everyone_if_no_acl_found
+        if WILDCARD_RESOURCE in deny_literals:
+            return False
+
+        def denied_by_prefix(name):
+            return any(name.startswith(prefix) for prefix in deny_prefixes)
+
+        if any(not denied_by_prefix(p) for p in allow_prefixes):
+            return True
+        return any(n not in deny_literals and not denied_by_prefix(n) for n in allow_literals)
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType,
                               resource_name: str) -> frozenset[AclOperation]:

@@ -14,15 +14,17 @@ when the change notification reaches it.
 """
 from __future__ import annotations
 
-from ...errors import InvalidRequestError, UnknownTopicOrPartitionError
+from ...errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError, InvalidRequestError,
+                       TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
 from ...storage.config import BROKER_DEFAULTS, TOPIC_CONFIGS, LogConfig
 from ...storage.log_manager import validate_topic_name
+from ..authorization import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, authorize
 from ..config import BROKER_CONFIGS, PASSWORD_CONFIGS
 
 # ConfigResource.Type
-RESOURCE_UNKNOWN, RESOURCE_TOPIC, RESOURCE_GROUP, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 0, 2, 3, 4, 8
-RESOURCE_NAMES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "BROKER", 8: "BROKER_LOGGER",
-                  16: "CLIENT_METRICS", 32: "GROUP"}
+RESOURCE_UNKNOWN, RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_GROUP = 0, 2, 4, 8, 32
+RESOURCE_NAMES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
+                  32: "GROUP"}
 
 # DescribeConfigsResponse.ConfigSource
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
@@ -199,3 +201,19 @@ def apply_topic_overrides(broker, name, new_overrides):
     node in the data directory; on a cluster in ZooKeeper with a change notification, which
     every broker (this one too) applies to its replicas."""
     broker.topic_store.set_topic_overrides(name, {k: str(v) for k, v in new_overrides.items()})
+
+
+def authorize_resource(ctx, operation, resource_type: int, name: str) -> None:
+    """Kafka's checks of a config resource: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic
+    (TOPIC_AUTHORIZATION_FAILED), the group (GROUP_AUTHORIZATION_FAILED) or, for brokers and their
+    loggers, the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+    if resource_type == RESOURCE_TOPIC:
+        acl_resource, acl_name, error = TOPIC, name, TopicAuthorizationFailedError
+    elif resource_type == RESOURCE_GROUP:
+        acl_resource, acl_name, error = GROUP, name, GroupAuthorizationFailedError
+    elif resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+        acl_resource, acl_name, error = CLUSTER, CLUSTER_NAME, ClusterAuthorizationFailedError
+    else:
+        return  # answered by the handler's own check of the type
+    if not authorize(ctx, operation, acl_resource, acl_name):
+        raise error(f"not authorized to {operation.name} {RESOURCE_NAMES.get(resource_type)} {name!r}")

@@ -2,9 +2,10 @@
 partition joins the transaction, so its offsets (TxnOffsetCommit) commit or abort with it. The
 topic is created if missing, so the marker has a destination. PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH for v0-1."""
-from ...errors import InvalidRequestError
+from ...errors import GroupAuthorizationFailedError, InvalidRequestError, TransactionalIdAuthorizationFailedError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from ..authorization import GROUP, READ, TRANSACTIONAL_ID, WRITE, require
 from ._group_common import coordinator
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
@@ -13,6 +14,8 @@ VERSIONS = (0, 4)
 
 
 def handle(ctx, req):
+    require(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id, TransactionalIdAuthorizationFailedError)
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
     tc = transaction_coordinator(ctx)
     if tc is None:
         return AddOffsetsToTxnResponse(error_code=NOT_AVAILABLE)

@@ -10,12 +10,15 @@ below v5.
 """
 import asyncio
 
-from ...errors import (InvalidTxnStateError, OperationNotAttemptedError, TransactionAbortableError,
-                       UnknownTopicOrPartitionError)
+from ...errors import (ClusterAuthorizationFailedError, InvalidTxnStateError, OperationNotAttemptedError,
+                       TopicAuthorizationFailedError, TransactionAbortableError,
+                       TransactionalIdAuthorizationFailedError, UnknownTopicOrPartitionError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.add_partitions_to_txn_response import (AddPartitionsToTxnPartitionResult,
                                                                  AddPartitionsToTxnResponse, AddPartitionsToTxnResult,
                                                                  AddPartitionsToTxnTopicResult)
+from ..authorization import (CLUSTER_ACTION, TOPIC, TRANSACTIONAL_ID, WRITE, authorize, authorize_cluster,
+                             authorized_names)
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -36,6 +39,12 @@ def _results(codes):
 
 async def _one(ctx, tc, txn_id, pid, epoch, topics, verify_only, v):
     parts = _partitions(topics)
+    if not authorize(ctx, WRITE, TRANSACTIONAL_ID, txn_id):
+        return {tp: TransactionalIdAuthorizationFailedError.code for tp in parts}
+    writable = authorized_names(ctx, WRITE, TOPIC, {topic for topic, _p in parts})
+    if any(topic not in writable for topic, _p in parts):
+        return {tp: (TopicAuthorizationFailedError.code if tp[0] not in writable else OperationNotAttemptedError.code)
+                for tp in parts}
     missing = {tp for tp in parts if not _exists(ctx.broker, *tp)}
     if missing:
         return {tp: (UnknownTopicOrPartitionError.code if tp in missing else OperationNotAttemptedError.code)
@@ -72,6 +81,8 @@ def handle(ctx, req):
         return run_v3()
     if tc is None:
         return AddPartitionsToTxnResponse(error_code=NOT_AVAILABLE)
+    if not authorize_cluster(ctx, CLUSTER_ACTION):  # v4+ is a broker's request (KIP-890)
+        return AddPartitionsToTxnResponse(error_code=ClusterAuthorizationFailedError.code)
 
     async def run_batch():
         results = await asyncio.gather(*(

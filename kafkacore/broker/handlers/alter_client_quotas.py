@@ -14,6 +14,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse, EntityData, EntryData
 from ...security.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QUOTA_KEYS
 from ._client_quotas import entity_of_components
+from ..authorization import ALTER_CONFIGS, require_cluster
 
 API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 VERSIONS = (0, 1)
@@ -21,6 +22,7 @@ log = logging.getLogger("kafkacore.broker")
 
 
 def handle(ctx, req):
+    require_cluster(ctx, ALTER_CONFIGS)
     return ctx.broker.topic_store_call(_respond, ctx.broker.cluster.config_manager, req)
 
 

@@ -32,8 +32,9 @@ import logging
 from ...errors import InvalidRequestError, KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
-from ._configs import (RESOURCE_BROKER, RESOURCE_TOPIC, apply_topic_overrides, check_broker_resource_name,
-                       check_topic_for_alter, duplicate_resources)
+from ..authorization import ALTER_CONFIGS
+from ._configs import (RESOURCE_BROKER, RESOURCE_TOPIC, apply_topic_overrides, authorize_resource,
+                       check_broker_resource_name, check_topic_for_alter, duplicate_resources)
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
@@ -73,10 +74,11 @@ def _alter(broker, resource, validate_only):
 
 def handle(ctx, req):
     # through the topic store (from a worker thread when its writes are ZooKeeper round trips)
-    return ctx.broker.topic_store_call(_respond, ctx.broker, req)
+    return ctx.broker.topic_store_call(_respond, ctx, req)
 
 
-def _respond(broker, req):
+def _respond(ctx, req):
+    broker = ctx.broker
     dupes = duplicate_resources(req.resources)
     out = []
     for i, r in enumerate(req.resources):
@@ -85,6 +87,7 @@ def _respond(broker, req):
         try:
             if i in dupes:
                 raise InvalidRequestError("Each resource must appear at most once.")
+            authorize_resource(ctx, ALTER_CONFIGS, r.resource_type, r.resource_name)
             _alter(broker, r, req.validate_only)
         except KafkaError as e:
             resp.error_code = e.code

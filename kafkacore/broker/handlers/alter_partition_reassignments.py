@@ -13,6 +13,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_partition_reassignments_response import (AlterPartitionReassignmentsResponse,
                                                                          ReassignablePartitionResponse,
                                                                          ReassignableTopicResponse)
+from ..authorization import ALTER, require_cluster
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
@@ -20,6 +21,7 @@ CLUSTER_ONLY = True
 
 
 def handle(ctx, req):
+    require_cluster(ctx, ALTER)
     controller = ctx.broker.cluster.controller
     if not controller.active:
         return error_response(req, ctx.api_version, NotControllerError.code)

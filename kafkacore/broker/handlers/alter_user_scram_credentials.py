@@ -19,6 +19,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_user_scram_credentials_response import (AlterUserScramCredentialsResponse,
                                                                         AlterUserScramCredentialsResult)
 from ...security.scram import MECHANISMS_BY_TYPE, check_iterations, credential_from_salted_password
+from ..authorization import ALTER, require_cluster
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
@@ -26,6 +27,7 @@ log = logging.getLogger("kafkacore.broker")
 
 
 def handle(ctx, req):
+    require_cluster(ctx, ALTER)
     return ctx.broker.topic_store_call(_respond, ctx.broker.cluster.config_manager, req)
 
 

@@ -10,6 +10,7 @@ leader vanish (inter-broker; served only on a broker of a ZooKeeper cluster).
 from ...errors import NotControllerError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.controlled_shutdown_response import ControlledShutdownResponse, RemainingPartition
+from ..authorization import CLUSTER_ACTION, require_cluster
 
 API_KEY = ApiKey.CONTROLLED_SHUTDOWN
 VERSIONS = (0, 3)
@@ -27,6 +28,7 @@ async def _answer(controller, req, v):
 
 
 def handle(ctx, req):
+    require_cluster(ctx, CLUSTER_ACTION)
     controller = ctx.broker.cluster.controller
     if not controller.active:
         return ControlledShutdownResponse(error_code=NotControllerError.code, remaining_partitions=[])

@@ -7,12 +7,14 @@ authorizer follows."""
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from ._acls import NO_AUTHORIZER, acl_store, binding_of
+from ..authorization import ALTER, require_cluster
 
 API_KEY = ApiKey.CREATE_ACLS
 VERSIONS = (1, 3)
 
 
 def handle(ctx, req):
+    require_cluster(ctx, ALTER)
     store = acl_store(ctx)
     if store is None:
         return error_response(req, None, NO_AUTHORIZER.code, NO_AUTHORIZER.message)

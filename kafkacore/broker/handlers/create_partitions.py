@@ -27,10 +27,11 @@ Version notes: v2+ is the flexible encoding; error messages in every version.
 """
 import asyncio
 
-from ...errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError, InvalidTopicError, \
-    KafkaError, RequestTimedOutError, UnknownTopicOrPartitionError
+from ...errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidRequestError, InvalidTopicError,
+                       KafkaError, RequestTimedOutError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
+from ..authorization import ALTER, TOPIC, authorized_names
 from ..topic_store import INTERNAL_TOPICS
 from .create_topics import _registered_brokers, check_manual_replicas
 
@@ -67,14 +68,16 @@ def _create(broker, topic, validate_only):
 async def handle(ctx, req):
     """Written through the topic store (see create_topics); the new partitions' leaders are
     awaited on the event loop."""
-    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req)
+    alterable = authorized_names(ctx, ALTER, TOPIC, [t.name for t in req.topics])
+    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req, alterable)
     if created and not req.validate_only and req.timeout_ms > 0:
         return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response
 
 
-def _respond(broker, req):
-    """(the response, [(result, new partition count)] of the topics changed)."""
+def _respond(broker, req, alterable):
+    """(the response, [(result, new partition count)] of the topics changed). A topic needs
+    ALTER (else TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
     counts = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -84,6 +87,8 @@ def _respond(broker, req):
             continue
         result = CreatePartitionsTopicResult(name=t.name, error_message=None)
         try:
+            if t.name not in alterable:
+                raise TopicAuthorizationFailedError("Authorization failed.")
             _create(broker, t, req.validate_only)
             created.append((result, t.count))
         except KafkaError as e:

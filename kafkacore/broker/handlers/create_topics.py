@@ -36,11 +36,12 @@ import logging
 
 from ...errors import (InvalidConfigurationError, InvalidPartitionsError, InvalidReplicaAssignmentError,
                        InvalidReplicationFactorError, InvalidRequestError, InvalidTopicError, KafkaError,
-                       RequestTimedOutError, TopicAlreadyExistsError)
+                       RequestTimedOutError, TopicAlreadyExistsError, TopicAuthorizationFailedError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_topics_response import (CreatableTopicConfigs, CreatableTopicResult,
                                                          CreateTopicsResponse)
 from ...storage.log_manager import validate_topic_name
+from ..authorization import CREATE, DESCRIBE_CONFIGS, TOPIC, authorize, authorize_cluster
 from ._configs import topic_entries
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -127,9 +128,15 @@ def check_manual_replicas(registered, replicas):
         prev = b
 
 
-def _result(broker, topic, v, validate_only):
-    """(result, replication factor or None when refused)."""
+def _result(ctx, topic, v, validate_only, may_create_any):
+    """(result, replication factor or None when refused). Kafka's checks: CREATE on the cluster
+    or on the topic; the configs in the answer need DESCRIBE_CONFIGS on it."""
+    broker = ctx.broker
     result = CreatableTopicResult(name=topic.name, error_message=None)
+    if not (may_create_any or authorize(ctx, CREATE, TOPIC, topic.name)):
+        result.error_code = TopicAuthorizationFailedError.code
+        result.error_message = "Authorization failed."
+        return result, None
     try:
         partitions, rf, configs = _check(broker, topic)
         if topic.assignments:
@@ -143,7 +150,9 @@ def _result(broker, topic, v, validate_only):
         result.error_message = e.message
         return result, None
     result.topic_id = info.topic_id
-    if v >= 5:
+    if v >= 5 and not authorize(ctx, DESCRIBE_CONFIGS, TOPIC, topic.name):
+        result.topic_config_error_code = TopicAuthorizationFailedError.code
+    elif v >= 5:
         result.num_partitions = info.partitions
         result.replication_factor = rf
         result.configs = [CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
@@ -164,14 +173,14 @@ async def handle(ctx, req):
 
 def _respond(ctx, req):
     """(the response, the results of the topics written, whose leaders are to be awaited)."""
-    broker = ctx.broker
     v = ctx.api_version
     validate_only = req.validate_only if v >= 1 else False
     counts = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     dupes = [name for name, n in counts.items() if n > 1]
-    made = [_result(broker, t, v, validate_only) for t in req.topics if counts[t.name] == 1]
+    may_create_any = authorize_cluster(ctx, CREATE)
+    made = [_result(ctx, t, v, validate_only, may_create_any) for t in req.topics if counts[t.name] == 1]
     results = [r for r, _rf in made]
     results += [CreatableTopicResult(name=name, error_code=InvalidRequestError.code,
                                      error_message="Duplicate topic name.") for name in dupes]

@@ -21,10 +21,12 @@ Version notes: v2 is the flexible encoding; the fields are the same in every ver
 """
 import asyncio
 
-from ...errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError
+from ...errors import (InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError,
+                       TopicAuthorizationFailedError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_records_response import (DeleteRecordsPartitionResult, DeleteRecordsResponse,
                                                           DeleteRecordsTopicResult)
+from ..authorization import DELETE, TOPIC, authorized_names
 from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_RECORDS
@@ -55,11 +57,14 @@ def handle(ctx, req):
     broker = ctx.broker
     topics = []
     waits = []  # (result, Partition, required offset)
+    deletable = authorized_names(ctx, DELETE, TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partitions:
             result = DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1)
             try:
+                if t.name not in deletable:
+                    raise TopicAuthorizationFailedError(f"not authorized to delete records of {t.name}")
                 result.low_watermark, replica, required = _delete(broker, t.name, p.partition_index, p.offset)
                 if replica is not None:
                     waits.append((result, replica, required))

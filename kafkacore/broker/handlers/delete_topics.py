@@ -20,12 +20,14 @@ and the name is null for an unknown id.
 """
 import asyncio
 
-from ...errors import InvalidRequestError, InvalidTopicError, KafkaError, RequestTimedOutError, \
-    TopicDeletionDisabledError, UnknownTopicIdError, UnknownTopicOrPartitionError
+from ...errors import (InvalidRequestError, InvalidTopicError, KafkaError, RequestTimedOutError,
+                       TopicAuthorizationFailedError, TopicDeletionDisabledError, UnknownTopicIdError,
+                       UnknownTopicOrPartitionError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
 from ...protocol.kafka_uuid import uuid_to_text
+from ..authorization import DELETE, DESCRIBE, TOPIC, authorize
 from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -102,10 +104,15 @@ def _respond(ctx, req):
     for name, tid in targets:
         info = broker.topics.get(name)
         try:
+            # Kafka's order: a topic the principal may not describe is not said to exist or not
+            if not authorize(ctx, DESCRIBE, TOPIC, name):
+                raise TopicAuthorizationFailedError("Authorization failed.")
             if info is None:
                 raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
             if name in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"internal topic {name} cannot be deleted")
+            if not authorize(ctx, DELETE, TOPIC, name):
+                raise TopicAuthorizationFailedError("Authorization failed.")
             broker.delete_topic(name)
         except KafkaError as e:
             results.append(_error(name, tid, v, e))

@@ -7,12 +7,14 @@ from ...errors import InvalidRequestError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_acls_response import AclDescription, DescribeAclsResource, DescribeAclsResponse
 from ._acls import NO_AUTHORIZER, filter_of
+from ..authorization import DESCRIBE, require_cluster
 
 API_KEY = ApiKey.DESCRIBE_ACLS
 VERSIONS = (1, 3)
 
 
 def handle(ctx, req):
+    require_cluster(ctx, DESCRIBE)
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return error_response(req, None, NO_AUTHORIZER.code, NO_AUTHORIZER.message)

@@ -10,6 +10,7 @@ from ...protocol.messages.describe_client_quotas_response import (DescribeClient
                                                                   EntryData, ValueData)
 from ...security.client_quotas import CLIENT_ID, IP, QUOTA_KEYS, USER, entity_from_path
 from ._client_quotas import components_of_entity
+from ..authorization import DESCRIBE_CONFIGS, require_cluster
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 VERSIONS = (0, 1)
@@ -17,6 +18,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 
 def handle(ctx, req):
+    require_cluster(ctx, DESCRIBE_CONFIGS)
     return ctx.broker.topic_store_call(_respond, ctx.broker.cluster.config_manager, req)
 
 

@@ -5,8 +5,9 @@ rack), the cluster id from meta.properties, and this node as the controller. On 
 ZooKeeper cluster it answers from the metadata cache, as Kafka's brokers do: every live broker
 (host, port, rack) and the controller the last UpdateMetadata named (-1 while unknown); the
 cluster id is ZooKeeper's /cluster/id (which the data directory must agree with). With
-include_cluster_authorized_operations the operations are every cluster operation (there are no
-ACLs here; Metadata reports the same set); otherwise Kafka's "not requested" value.
+include_cluster_authorized_operations the operations the principal may do on the cluster (every
+supported one without an authorizer: CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+IDEMPOTENT_WRITE, ALTER, DESCRIBE, as Kafka); otherwise Kafka's "not requested" value.
 
 Version notes: v1 adds ``endpoint_type`` (KIP-919): 1 (brokers) is answered; 2 (controllers) is
 MISMATCHED_ENDPOINT_TYPE and any other value UNSUPPORTED_ENDPOINT_TYPE, each with Kafka's
@@ -14,7 +15,7 @@ message (this node is a broker endpoint). v0 has no endpoint type and always mea
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
-from .metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS
+from ..authorization import CLUSTER, CLUSTER_NAME, UNSET_OPERATIONS, authorized_operations
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
@@ -40,8 +41,8 @@ def handle(ctx, req):
                for node_id, host, port, rack in cache.live_brokers_on(ctx.answering_listener)]
     return DescribeClusterResponse(
         endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=controller_id, brokers=brokers,
-        cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
-        else UNSET_OPERATIONS)
+        cluster_authorized_operations=authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        if req.include_cluster_authorized_operations else UNSET_OPERATIONS)
 
 
 def error_response(req, version, code):

@@ -39,8 +39,9 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_configs_response import (DescribeConfigsResourceResult, DescribeConfigsResponse,
                                                             DescribeConfigsResult, DescribeConfigsSynonym)
 from ...storage.log_manager import validate_topic_name
-from ._configs import (RESOURCE_BROKER, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_TOPIC, broker_entries,
-                       topic_entries, topic_overrides)
+from ..authorization import DESCRIBE_CONFIGS
+from ._configs import (RESOURCE_BROKER, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_TOPIC,
+                       authorize_resource, broker_entries, topic_entries, topic_overrides)
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -67,6 +68,15 @@ def _entries(broker, rtype, name):
     if kind is None:
         raise InvalidRequestError(f"Unsupported resource type: {rtype}")
     raise InvalidRequestError(f"Unsupported resource type: {kind}")
+
+
+def _authorized_describe(ctx, resource, synonyms, documentation):
+    try:
+        authorize_resource(ctx, DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+    except KafkaError as e:
+        return DescribeConfigsResult(resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                     error_code=e.code, error_message=e.message, configs=[])
+    return _describe(ctx.broker, resource, synonyms, documentation)
 
 
 def _describe(broker, resource, synonyms, documentation):
@@ -101,7 +111,7 @@ def handle(ctx, req):
     documentation = v >= 3 and req.include_documentation
 
     def respond():
-        return DescribeConfigsResponse(results=[_describe(ctx.broker, r, synonyms, documentation)
+        return DescribeConfigsResponse(results=[_authorized_describe(ctx, r, synonyms, documentation)
                                                 for r in req.resources])
     if any(r.resource_type == RESOURCE_TOPIC for r in req.resources):
         # a topic's overrides come from the topic store (a ZooKeeper read on a cluster)

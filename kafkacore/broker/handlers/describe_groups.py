@@ -10,21 +10,25 @@ value.
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_groups_response import (DescribedGroup, DescribedGroupMember,
                                                             DescribeGroupsResponse)
+from ...errors import GroupAuthorizationFailedError
+from ..authorization import DESCRIBE, GROUP, UNSET_OPERATIONS, authorize, authorized_operations
 from ._group_common import coordinator
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 VERSIONS = (0, 5)
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
-UNSET_OPERATIONS = -2147483648
 
 
 def handle(ctx, req):
     v = ctx.api_version
     gc = coordinator(ctx)
-    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else UNSET_OPERATIONS
+    with_ops = v >= 3 and req.include_authorized_operations
     groups = []
     for group_id in req.groups:
+        if not authorize(ctx, DESCRIBE, GROUP, group_id):
+            groups.append(DescribedGroup(error_code=GroupAuthorizationFailedError.code, group_id=group_id))
+            continue
         s = gc.describe_group(group_id)
+        ops = authorized_operations(ctx, GROUP, group_id) if with_ops else UNSET_OPERATIONS
         groups.append(DescribedGroup(
             group_id=group_id, group_state=s.state, protocol_type=s.protocol_type, protocol_data=s.protocol,
             authorized_operations=ops, members=[

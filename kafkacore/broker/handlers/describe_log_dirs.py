@@ -20,12 +20,14 @@ from ...errors import KafkaStorageError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_log_dirs_response import (DescribeLogDirsPartition, DescribeLogDirsResponse,
                                                              DescribeLogDirsResult, DescribeLogDirsTopic)
+from ..authorization import DESCRIBE, require_cluster
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 VERSIONS = (0, 4)
 
 
 def handle(ctx, req):
+    require_cluster(ctx, DESCRIBE)
     broker = ctx.broker
     log_dir = os.path.abspath(broker.data_dir)
     try:

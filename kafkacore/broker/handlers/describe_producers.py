@@ -3,10 +3,11 @@ its epoch, last sequence, last timestamp, coordinator epoch and the first offset
 transaction (-1: none); what Kafka's ``kafka-transactions.sh find-hanging`` reads.
 NOT_LEADER_OR_FOLLOWER on a broker that does not lead the partition, UNKNOWN_TOPIC_OR_PARTITION
 when it does not exist."""
-from ...errors import KafkaError
+from ...errors import KafkaError, TopicAuthorizationFailedError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_producers_response import (DescribeProducersResponse, PartitionResponse,
                                                               ProducerState, TopicResponse)
+from ..authorization import READ, TOPIC, authorized_names
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 VERSIONS = (0, 0)
@@ -15,11 +16,15 @@ VERSIONS = (0, 0)
 def handle(ctx, req):
     broker = ctx.broker
     topics = []
+    readable = authorized_names(ctx, READ, TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partition_indexes:
             resp = PartitionResponse(partition_index=p, active_producers=[])
             parts.append(resp)
+            if t.name not in readable:
+                resp.error_code = TopicAuthorizationFailedError.code
+                continue
             try:
                 lg = broker.leader_log(t.name, p)
             except KafkaError as e:

@@ -8,12 +8,14 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.describe_user_scram_credentials_response import (
     CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult)
 from ...security.scram import MECHANISMS, ScramCredential
+from ..authorization import DESCRIBE, require_cluster
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
 
 
 def handle(ctx, req):
+    require_cluster(ctx, DESCRIBE)
     return ctx.broker.topic_store_call(_respond, ctx.broker.cluster.config_manager, req)
 
 

@@ -12,6 +12,7 @@ only. ``timeout_ms`` bounds nothing here: the elections are written before the a
 from ...errors import NotControllerError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.elect_leaders_response import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
+from ..authorization import ALTER, require_cluster
 
 API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = (0, 2)
@@ -19,6 +20,7 @@ CLUSTER_ONLY = True
 
 
 def handle(ctx, req):
+    require_cluster(ctx, ALTER)
     v = ctx.api_version
     controller = ctx.broker.cluster.controller
     if not controller.active:

@@ -4,6 +4,8 @@ node the markers and CompleteX are written before the answer too. v5 (KIP-890 pa
 bump per transaction) is not served. PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for v0-1."""
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.end_txn_response import EndTxnResponse
+from ...errors import TransactionalIdAuthorizationFailedError
+from ..authorization import TRANSACTIONAL_ID, WRITE, require
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
 API_KEY = ApiKey.END_TXN
@@ -11,6 +13,7 @@ VERSIONS = (0, 4)
 
 
 def handle(ctx, req):
+    require(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id, TransactionalIdAuthorizationFailedError)
     tc = transaction_coordinator(ctx)
     if tc is None:
         return EndTxnResponse(error_code=NOT_AVAILABLE)

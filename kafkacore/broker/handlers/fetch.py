@@ -43,16 +43,20 @@
   kafkacore's followers fetch) that is every partition of the session at its remembered offset,
   not only the ones the incremental request names: an idle partition stays caught up, as in
   Kafka.
+- With an authorizer: a follower's fetch needs CLUSTER_ACTION on the cluster (else every
+  partition is TOPIC_AUTHORIZATION_FAILED), a consumer's READ on each topic (else its partitions
+  are TOPIC_AUTHORIZATION_FAILED, checked at every fetch of a session too), as Kafka's KafkaApis.
 """
 import time
 
 from ...clock import monotonic_ms
 from ...errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError, FetchSessionTopicIdError,
-                       InvalidFetchSessionEpochError, KafkaError, OffsetOutOfRangeError, UnknownLeaderEpochError,
-                       UnknownTopicIdError)
+                       InvalidFetchSessionEpochError, KafkaError, OffsetOutOfRangeError, TopicAuthorizationFailedError,
+                       UnknownLeaderEpochError, UnknownTopicIdError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.fetch_response import AbortedTransaction, FetchableTopicResponse, FetchResponse, PartitionData
 from ...protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from ..authorization import CLUSTER_ACTION, READ, TOPIC, authorize_cluster, authorized_names
 from ..fetch_session import FetchSessionCache, PartitionGroup, new_partitions
 
 API_KEY = ApiKey.FETCH
@@ -71,6 +75,20 @@ def _resolve(broker, req, v):
         else:
             out.append((t.topic, t))
     return out
+
+
+class _Denied(str):
+    """A topic name the consumer may not READ: its partitions answer TOPIC_AUTHORIZATION_FAILED."""
+
+
+def _authorized(ctx, resolved, replica_id=-1):
+    """``resolved`` with the names the consumer may not read marked _Denied (a copy: a session
+    keeps the plain names, and is checked again at its next fetch). A follower's fetch was
+    checked for CLUSTER_ACTION instead."""
+    if ctx.broker.authorizer is None or ctx.trusted or replica_id >= 0:
+        return resolved
+    readable = authorized_names(ctx, READ, TOPIC, [name for name, _t in resolved if name is not None])
+    return [(name if name is None or name in readable else _Denied(name), t) for name, t in resolved]
 
 
 def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED, first_data=True,
@@ -93,6 +111,9 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
             parts.append(pd)
             if name is None:
                 pd.error_code = UnknownTopicIdError.code
+                continue
+            if type(name) is _Denied:
+                pd.error_code = TopicAuthorizationFailedError.code
                 continue
             partition = led((name, p.partition))
             if partition is None or not (partition.is_leader or (v >= 11 and replica_id < 0 and partition.leader_id >= 0)):
@@ -213,19 +234,30 @@ def handle(ctx, req):
     v = ctx.api_version
     replica_id = _replica_id(req, v)
     if replica_id >= 0:
+        if not authorize_cluster(ctx, CLUSTER_ACTION):
+            return _all_failed(broker, req, v, TopicAuthorizationFailedError.code)
         if req.session_id or req.session_epoch != FINAL_EPOCH:
-            return _session_fetch(broker, req, v, replica_id)
+            return _session_fetch(ctx, req, v, replica_id)
         return _replica_fetch(broker, req, v, replica_id)
     if req.session_id or req.session_epoch != FINAL_EPOCH:
-        return _session_fetch(broker, req, v)  # v7+ only: older versions decode as 0 / -1
+        return _session_fetch(ctx, req, v)  # v7+ only: older versions decode as 0 / -1
     # without a session (librdkafka, aiokafka, ...): _serve's body inline, this is the hot path
-    resolved = _resolve(broker, req, v)
+    resolved = _authorized(ctx, _resolve(broker, req, v))
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
     read = _consumer_reader(broker, req, v)
     topics, total, logs = read(broker, resolved, max_bytes, v)
     if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
+
+
+def _all_failed(broker, req, v, code):
+    """Every partition the request names answered ``code``, without a session."""
+    return FetchResponse(session_id=INVALID_SESSION_ID, responses=[
+        FetchableTopicResponse(topic=name or "", topic_id=t.topic_id, partitions=[
+            PartitionData(partition_index=p.partition, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                          log_start_offset=-1, aborted_transactions=None, records=_EMPTY) for p in t.partitions])
+        for name, t in _resolve(broker, req, v)])
 
 
 def _replica_fetch(broker, req, v, replica_id):
@@ -307,7 +339,8 @@ def _session_error(code):
     return FetchResponse(error_code=code, session_id=INVALID_SESSION_ID, responses=[])
 
 
-def _session_fetch(broker, req, v, replica_id=-1):
+def _session_fetch(ctx, req, v, replica_id=-1):
+    broker = ctx.broker
     cache = FetchSessionCache.for_broker(broker)
     session_id, epoch = req.session_id, req.session_epoch
     if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
@@ -315,7 +348,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
             cache.remove(session_id)  # a full fetch closes the session it names
         resolved = _resolve(broker, req, v)
         if epoch == FINAL_EPOCH:
-            return _serve(broker, resolved, req, v, _sessionless, replica_id)
+            return _serve(broker, _authorized(ctx, resolved, replica_id), req, v, _sessionless, replica_id)
         # a follower's (replica id >= 0) session is privileged in the cache, as in Kafka
         replica = _replica_id(req, v)
         uses_ids = v >= 13
@@ -324,7 +357,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
             session = cache.maybe_create(monotonic_ms(), replica >= 0, uses_ids, sum(len(t.partitions) for t in topics),
                                          lambda: new_partitions(resolved, topics, uses_ids))
             return FetchResponse(session_id=session.id if session else INVALID_SESSION_ID, responses=topics)
-        return _serve(broker, resolved, req, v, create, replica_id)
+        return _serve(broker, _authorized(ctx, resolved, replica_id), req, v, create, replica_id)
 
     session = cache.get(session_id)
     if session is None:
@@ -337,7 +370,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
     session.update(requested, req.forgotten_topics_data)
     if not session.partitions:
         cache.remove(session_id)  # as Kafka: nothing left to remember, answer without a session
-        return _serve(broker, requested, req, v, _sessionless, replica_id)
+        return _serve(broker, _authorized(ctx, requested, replica_id), req, v, _sessionless, replica_id)
     cache.touch(session, monotonic_ms())
     session.epoch = expected = next_epoch(session.epoch)
     if replica_id >= 0 and not session.uses_topic_ids:
@@ -355,7 +388,7 @@ def _session_fetch(broker, req, v, replica_id=-1):
             # while this one waited: Kafka answers so, naming the session
             return FetchResponse(error_code=InvalidFetchSessionEpochError.code, session_id=session.id, responses=[])
         return FetchResponse(session_id=session.id, responses=session.select(groups, topics))
-    return _serve(broker, resolved, req, v, incremental, replica_id)
+    return _serve(broker, _authorized(ctx, resolved, replica_id), req, v, incremental, replica_id)
 
 
 class _SessionPartition:

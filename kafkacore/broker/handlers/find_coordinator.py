@@ -16,9 +16,12 @@
 """
 from ...coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
 from ...coordinator.transaction_log import TRANSACTION_STATE_TOPIC
-from ...errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
+from ...errors import (CoordinatorNotAvailableError, GroupAuthorizationFailedError, InvalidRequestError, KafkaError,
+                       TransactionalIdAuthorizationFailedError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+from ..authorization import DESCRIBE, TRANSACTIONAL_ID, authorize
+from ..authorization import GROUP as GROUP_RESOURCE
 from ._group_common import coordinator
 from ._txn_common import transaction_coordinator
 
@@ -31,6 +34,8 @@ COORDINATOR_WAIT_S = 5.0  # for the leaders of an internal topic this request cr
 def _lookup(ctx, key_type, key):
     """(error code, message, node id, host, port)"""
     if key_type == GROUP:
+        if not authorize(ctx, DESCRIBE, GROUP_RESOURCE, key):
+            return GroupAuthorizationFailedError.code, f"not authorized to describe group {key!r}", -1, "", -1
         try:
             node = coordinator(ctx).coordinator_for_group(key)
         except KafkaError as e:
@@ -42,6 +47,9 @@ def _lookup(ctx, key_type, key):
             return CoordinatorNotAvailableError.code, "no transaction coordinator", -1, "", -1
         if not key:
             return InvalidRequestError.code, "empty transactional id", -1, "", -1
+        if not authorize(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+            return (TransactionalIdAuthorizationFailedError.code, f"not authorized to describe transactional id "
+                    f"{key!r}", -1, "", -1)
         try:
             node = tc.coordinator_for(key)
         except KafkaError as e:

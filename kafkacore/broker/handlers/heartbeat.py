@@ -7,6 +7,8 @@ FENCED_INSTANCE_ID (v3+: a static member known under another member id), INVALID
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.heartbeat_response import HeartbeatResponse
+from ...errors import GroupAuthorizationFailedError
+from ..authorization import GROUP, READ, require
 from ._group_common import coordinator
 
 API_KEY = ApiKey.HEARTBEAT
@@ -15,6 +17,7 @@ VERSIONS = (0, 4)
 
 def handle(ctx, req):
     v = ctx.api_version
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
     code = coordinator(ctx).heartbeat(req.group_id, req.member_id, req.group_instance_id if v >= 3 else None,
                                       req.generation_id)
     return HeartbeatResponse(error_code=code)

@@ -40,9 +40,10 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.incremental_alter_configs_response import (AlterConfigsResourceResponse,
                                                                      IncrementalAlterConfigsResponse)
 from ...storage.log_manager import validate_topic_name
+from ..authorization import ALTER_CONFIGS
 from ._configs import (LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_NAMES, OP_SET, OP_SUBTRACT, RESOURCE_BROKER,
-                       RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, apply_topic_overrides, check_broker_resource_name,
-                       check_topic_for_alter, duplicate_resources, topic_overrides)
+                       RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, apply_topic_overrides, authorize_resource,
+                       check_broker_resource_name, check_topic_for_alter, duplicate_resources, topic_overrides)
 from .alter_configs import check_common, refuse_dynamic_broker_configs
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -106,10 +107,11 @@ def _alter(broker, resource, validate_only):
 
 def handle(ctx, req):
     # through the topic store (from a worker thread when its writes are ZooKeeper round trips)
-    return ctx.broker.topic_store_call(_respond, ctx.broker, req)
+    return ctx.broker.topic_store_call(_respond, ctx, req)
 
 
-def _respond(broker, req):
+def _respond(ctx, req):
+    broker = ctx.broker
     dupes = duplicate_resources(req.resources)
     out = []
     for i, r in enumerate(req.resources):
@@ -118,6 +120,7 @@ def _respond(broker, req):
         try:
             if i in dupes:
                 raise InvalidRequestError("Each resource must appear at most once.")
+            authorize_resource(ctx, ALTER_CONFIGS, r.resource_type, r.resource_name)
             _alter(broker, r, req.validate_only)
         except KafkaError as e:
             resp.error_code = e.code

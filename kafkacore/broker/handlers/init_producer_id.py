@@ -11,6 +11,9 @@ import logging
 
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
+from ...errors import ClusterAuthorizationFailedError, TransactionalIdAuthorizationFailedError
+from ..authorization import (IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE, authorize_by_resource_type,
+                             authorize_cluster, require)
 from ._txn_common import NOT_AVAILABLE, fenced_for, transaction_coordinator
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
@@ -20,6 +23,12 @@ log = logging.getLogger("kafkacore.broker")
 
 
 def handle(ctx, req):
+    # Kafka's checks: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on
+    # the cluster or WRITE on some topic (KIP-679)
+    if req.transactional_id is not None:
+        require(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id, TransactionalIdAuthorizationFailedError)
+    elif not (authorize_cluster(ctx, IDEMPOTENT_WRITE) or authorize_by_resource_type(ctx, WRITE, TOPIC)):
+        raise ClusterAuthorizationFailedError("not authorized to produce idempotently")
     if req.transactional_id is not None:
         tc = transaction_coordinator(ctx)
         if tc is None:

@@ -17,6 +17,8 @@
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+from ...errors import GroupAuthorizationFailedError
+from ..authorization import GROUP, READ, require
 from ._group_common import client_host, coordinator
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -38,6 +40,7 @@ async def _wait(fut, v):
 
 def handle(ctx, req):
     v = ctx.api_version
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
     rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
     fut = coordinator(ctx).join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None, ctx.client_id, client_host(ctx),

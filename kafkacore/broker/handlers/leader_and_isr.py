@@ -20,6 +20,7 @@ from ...protocol.messages.leader_and_isr_response import (LeaderAndIsrPartitionE
                                                           LeaderAndIsrTopicError)
 from ...protocol.wire import ZERO_UUID
 from ...replication.replica_manager import LeaderAndIsrState
+from ..authorization import CLUSTER_ACTION, require_cluster
 
 API_KEY = ApiKey.LEADER_AND_ISR
 VERSIONS = (0, 7)
@@ -38,6 +39,7 @@ def _partition_states(req, v):
 
 
 def handle(ctx, req):
+    require_cluster(ctx, CLUSTER_ACTION)
     v = ctx.api_version
     cluster = ctx.broker.cluster
     rm = ctx.broker.replica_manager

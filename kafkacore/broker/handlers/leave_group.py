@@ -11,6 +11,8 @@
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
+from ...errors import GroupAuthorizationFailedError
+from ..authorization import GROUP, READ, require
 from ._group_common import coordinator
 
 API_KEY = ApiKey.LEAVE_GROUP
@@ -19,6 +21,7 @@ VERSIONS = (0, 5)
 
 def handle(ctx, req):
     v = ctx.api_version
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
     if v < 3:
         leaving = [(req.member_id, None)]
     else:

@@ -12,10 +12,11 @@ FENCED_LEADER_EPOCH. The leader epoch returned is the partition's (0 on a single
 cluster only the leader answers (another broker: NOT_LEADER_OR_FOLLOWER), and "latest" is its
 high watermark.
 """
-from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError
+from ...errors import FencedLeaderEpochError, KafkaError, TopicAuthorizationFailedError, UnknownLeaderEpochError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_offsets_response import (ListOffsetsPartitionResponse, ListOffsetsResponse,
                                                         ListOffsetsTopicResponse)
+from ..authorization import DESCRIBE, TOPIC, authorized_names
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (0, 10)
@@ -27,11 +28,15 @@ def handle(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     topics = []
+    describable = authorized_names(ctx, DESCRIBE, TOPIC, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partitions:
             resp = ListOffsetsPartitionResponse(partition_index=p.partition_index)
             parts.append(resp)
+            if t.name not in describable:
+                resp.error_code = TopicAuthorizationFailedError.code
+                continue
             try:
                 lg = broker.leader_log(t.name, p.partition_index)
                 epoch = broker.leader_epoch_of(t.name, p.partition_index)

@@ -7,6 +7,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_partition_reassignments_response import (ListPartitionReassignmentsResponse,
                                                                         OngoingPartitionReassignment,
                                                                         OngoingTopicReassignment)
+from ..authorization import DESCRIBE, require_cluster
 
 API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 VERSIONS = (0, 0)
@@ -14,6 +15,7 @@ CLUSTER_ONLY = True
 
 
 def handle(ctx, req):
+    require_cluster(ctx, DESCRIBE)
     controller = ctx.broker.cluster.controller
     if not controller.active:
         return error_response(req, ctx.api_version, NotControllerError.code)

@@ -11,25 +11,30 @@ single node the topic exists when that response leaves, so the retry finds it. O
 the topic is written to ZooKeeper from a worker thread, and until its metadata arrives every
 request for it is answered LEADER_NOT_AVAILABLE again (not TOPIC_ALREADY_EXISTS, as Kafka).
 Internal topics are never auto-created this way. Bad names: INVALID_TOPIC_EXCEPTION.
+
+With an authorizer (Kafka's rules): asked for every topic, only those the principal may
+DESCRIBE are listed; a topic asked for by name (or id) without DESCRIBE is
+TOPIC_AUTHORIZATION_FAILED (by id: no name given back); an unknown name that auto-creation would
+create needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. The
+authorized-operations fields (v8+) are computed from the ACLs; without an authorizer they hold
+every supported operation, as Kafka's.
 """
-from ...errors import (KafkaError, LeaderNotAvailableError, TopicAlreadyExistsError, UnknownTopicIdError,
-                       UnknownTopicOrPartitionError)
+from ...errors import (KafkaError, LeaderNotAvailableError, TopicAlreadyExistsError, TopicAuthorizationFailedError,
+                       UnknownTopicIdError, UnknownTopicOrPartitionError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.metadata_response import (MetadataResponse, MetadataResponseBroker,
                                                     MetadataResponsePartition, MetadataResponseTopic)
 from ...protocol.wire import ZERO_UUID
 from ...storage.log_manager import validate_topic_name
+from ..authorization import (CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC, UNSET_OPERATIONS, authorize,
+                             authorize_cluster, authorized_names, authorized_operations)
+
 from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (no ACLs here)
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
-UNSET_OPERATIONS = -2147483648
 
-
-def topic_metadata(broker, info, version, include_ops):
+def topic_metadata(broker, info, version, ops=UNSET_OPERATIONS):
     """A topic's partitions as the MetadataCache knows them: a leader that is not a live broker
     is LEADER_NOT_AVAILABLE with leader -1; replicas not live are offline."""
     cache = broker.metadata_cache
@@ -49,8 +54,7 @@ def topic_metadata(broker, info, version, include_ops):
             offline_replicas=offline))
     return MetadataResponseTopic(name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                                  partitions=partitions,
-                                 topic_authorized_operations=TOPIC_OPERATIONS if include_ops else UNSET_OPERATIONS)
-
+                                 topic_authorized_operations=ops)
 
 def _brokers(ctx):
     """The live brokers' addresses on the listener the request came in on (Kafka's rule: a
@@ -60,16 +64,19 @@ def _brokers(ctx):
                for node_id, host, port, rack in cache.live_brokers_on(ctx.answering_listener)]
     return brokers, cache.controller_id
 
-
 def handle(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
     cfg = broker.config
     include_ops = v >= 8 and req.include_topic_authorized_operations
+
+    def ops(name):
+        return authorized_operations(ctx, TOPIC, name) if include_ops else UNSET_OPERATIONS
+
     topics = []
     if req.topics is None or (v == 0 and not req.topics):
-        for name in sorted(broker.topics):
-            topics.append(topic_metadata(broker, broker.topics[name], v, include_ops))
+        for name in sorted(authorized_names(ctx, DESCRIBE, TOPIC, broker.topics)):
+            topics.append(topic_metadata(broker, broker.topics[name], v, ops(name)))
     else:
         allow_create = (req.allow_auto_topic_creation if v >= 4 else True) and cfg["auto.create.topics.enable"]
         for t in req.topics:
@@ -79,15 +86,25 @@ def handle(ctx, req):
                     topics.append(MetadataResponseTopic(error_code=UnknownTopicIdError.code, name=None,
                                                         topic_id=t.topic_id))
                     continue
-                topics.append(topic_metadata(broker, info, v, include_ops))
+                if not authorize(ctx, DESCRIBE, TOPIC, info.name):
+                    topics.append(MetadataResponseTopic(error_code=TopicAuthorizationFailedError.code, name=None,
+                                                        topic_id=t.topic_id))
+                    continue
+                topics.append(topic_metadata(broker, info, v, ops(info.name)))
                 continue
             name = t.name
+            if not authorize(ctx, DESCRIBE, TOPIC, name):
+                topics.append(MetadataResponseTopic(error_code=TopicAuthorizationFailedError.code, name=name,
+                                                    is_internal=name in INTERNAL_TOPICS))
+                continue
             info = broker.topics.get(name)
             if info is None:
                 try:
                     validate_topic_name(name)
                     if not allow_create or name in INTERNAL_TOPICS:
                         raise UnknownTopicOrPartitionError(name)
+                    if not (authorize_cluster(ctx, CREATE) or authorize(ctx, CREATE, TOPIC, name)):
+                        raise TopicAuthorizationFailedError(f"not authorized to create topic {name!r}")
                     broker.auto_create_topic(name)
                     code = LeaderNotAvailableError.code
                 except TopicAlreadyExistsError:  # being created (by this request's elder or another broker)
@@ -96,13 +113,12 @@ def handle(ctx, req):
                     code = e.code
                 topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                 continue
-            topics.append(topic_metadata(broker, info, v, include_ops))
+            topics.append(topic_metadata(broker, info, v, ops(name)))
     brokers, controller_id = _brokers(ctx)
     return MetadataResponse(
         brokers=brokers, cluster_id=broker.cluster_id, controller_id=controller_id, topics=topics,
-        cluster_authorized_operations=CLUSTER_OPERATIONS if v >= 8 and req.include_cluster_authorized_operations
-        else UNSET_OPERATIONS)
-
+        cluster_authorized_operations=authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        if v >= 8 and req.include_cluster_authorized_operations else UNSET_OPERATIONS)
 
 def error_response(req, version, code):
     return MetadataResponse(topics=[MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id)

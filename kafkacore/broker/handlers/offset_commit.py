@@ -22,6 +22,8 @@ from ...coordinator.offset_store import make_offset
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_commit_response import (OffsetCommitResponse, OffsetCommitResponsePartition,
                                                           OffsetCommitResponseTopic)
+from ...errors import TopicAuthorizationFailedError, GroupAuthorizationFailedError
+from ..authorization import GROUP, READ, TOPIC, authorized_names, require
 from ._group_common import coordinator
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -30,27 +32,34 @@ VERSIONS = (0, 9)
 
 def handle(ctx, req):
     v = ctx.api_version
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
+    readable = authorized_names(ctx, READ, TOPIC, [t.name for t in req.topics])
     now = wall_ms()
     expire = None
     if 2 <= v <= 4 and req.retention_time_ms != -1:
         expire = now + req.retention_time_ms
     offsets = {}
+    denied = {}
     for t in req.topics:
         for p in t.partitions:
+            if t.name not in readable:
+                denied[(t.name, p.partition_index)] = TopicAuthorizationFailedError.code
+                continue
             ts = p.commit_timestamp if v == 1 and p.commit_timestamp != -1 else now
             offsets[(t.name, p.partition_index)] = make_offset(
                 p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata, ts, expire)
     generation = req.generation_id_or_member_epoch if v >= 1 else -1
     member_id = req.member_id if v >= 1 else ""
     instance_id = req.group_instance_id if v >= 7 else None
-    errors = coordinator(ctx).commit_offsets(req.group_id, member_id, instance_id, generation, offsets, v)
+    errors = coordinator(ctx).commit_offsets(req.group_id, member_id, instance_id, generation, offsets, v) \
+        if offsets or not denied else {}
     if asyncio.isfuture(errors):  # a cluster: answered once the commit reached the ISR
-        return _when_replicated(errors, req)
-    return _response(errors, req)
+        return _when_replicated(errors, req, denied)
+    return _response({**errors, **denied}, req)
 
 
-async def _when_replicated(errors, req):
-    return _response(await errors, req)
+async def _when_replicated(errors, req, denied):
+    return _response({**(await errors), **denied}, req)
 
 
 def _response(errors, req):

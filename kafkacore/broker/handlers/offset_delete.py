@@ -11,6 +11,8 @@ without offsets is removed, as Kafka does.
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_delete_response import (OffsetDeleteResponse, OffsetDeleteResponsePartition,
                                                           OffsetDeleteResponseTopic)
+from ...errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+from ..authorization import DELETE, GROUP, READ, TOPIC, authorized_names, require
 from ._group_common import coordinator
 
 API_KEY = ApiKey.OFFSET_DELETE
@@ -18,8 +20,12 @@ VERSIONS = (0, 0)
 
 
 def handle(ctx, req):
-    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    require(ctx, DELETE, GROUP, req.group_id, GroupAuthorizationFailedError)
+    readable = authorized_names(ctx, READ, TOPIC, [t.name for t in req.topics])
+    partitions = [(t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name in readable]
     error, results = coordinator(ctx).delete_offsets(req.group_id, partitions)
+    results = {**results, **{(t.name, p.partition_index): TopicAuthorizationFailedError.code
+                             for t in req.topics if t.name not in readable for p in t.partitions}}
     if error:
         return OffsetDeleteResponse(error_code=error, topics=[])
     return OffsetDeleteResponse(topics=[

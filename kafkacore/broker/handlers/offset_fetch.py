@@ -9,31 +9,54 @@
   offsets of the group (TxnOffsetCommit not yet committed or aborted) answers
   UNSTABLE_OFFSET_COMMIT with offset -1, and the client retries. v8+: several groups per request, each with its own topics (null: all) and error.
   v9's member id and epoch only apply to KIP-848 consumer groups and are ignored.
+- With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on each
+  topic asked for (else the partition's TOPIC_AUTHORIZATION_FAILED); asked for every partition,
+  the topics the principal may not describe are left out.
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_fetch_response import (OffsetFetchResponse, OffsetFetchResponseGroup,
                                                          OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
                                                          OffsetFetchResponseTopic, OffsetFetchResponseTopics)
-from ...errors import UnstableOffsetCommitError
+from ...errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError, UnstableOffsetCommitError
+from ..authorization import DESCRIBE, GROUP, TOPIC, authorize, authorized_names, require
 from ._group_common import coordinator
 
 API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (0, 9)
 
 
-def _fetch(gc, group_id, topics):
-    """(error, [(topic, [(partition, offset, epoch, metadata)])]) in request order."""
+def _fetch(ctx, gc, group_id, topics):
+    """(error, [(topic, [(partition, offset, epoch, metadata)])], the partitions the principal may
+    not describe) in request order. Asked for every partition, the topics it may not describe
+    are left out instead (Kafka's rule)."""
+    if not authorize(ctx, DESCRIBE, GROUP, group_id):
+        return GroupAuthorizationFailedError.code, [], set()
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     error, rows = gc.fetch_offsets(group_id, partitions)
+    describable = authorized_names(ctx, DESCRIBE, TOPIC, {topic for topic, _p, _om in rows})
+    denied = set()
     out = []
     index = {}
     for topic, partition, om in rows:
+        if topic not in describable:
+            if partitions is None:
+                continue
+            denied.add((topic, partition))
         if topic not in index:
             index[topic] = len(out)
             out.append((topic, []))
-        entry = (partition, -1, -1, "") if om is None else (partition, om.offset, om.leader_epoch, om.metadata)
+        entry = (partition, -1, -1, "") if om is None or topic not in describable else \
+            (partition, om.offset, om.leader_epoch, om.metadata)
         out[index[topic]][1].append(entry)
-    return error, out
+    return error, out, denied
+
+
+def _partition_error(name, p, denied, unstable, default):
+    if (name, p) in denied:
+        return TopicAuthorizationFailedError.code
+    if (name, p) in unstable:
+        return UnstableOffsetCommitError.code
+    return default
 
 
 def handle(ctx, req):
@@ -43,26 +66,29 @@ def handle(ctx, req):
     if v >= 8:
         groups = []
         for grp in req.groups:
-            error, topics = _fetch(gc, grp.group_id, grp.topics)
+            error, topics, denied = _fetch(ctx, gc, grp.group_id, grp.topics)
             unstable = _unstable(gc, grp.group_id, topics) if stable else set()
             groups.append(OffsetFetchResponseGroup(group_id=grp.group_id, error_code=error, topics=[
                 OffsetFetchResponseTopics(name=name, partitions=[
                     OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                                  metadata=md, error_code=0) if (name, p) not in unstable else
-                    OffsetFetchResponsePartitions(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
-                                                  metadata="", error_code=UnstableOffsetCommitError.code)
+                                                  metadata=md, error_code=0)
+                    if (name, p) not in unstable and (name, p) not in denied else
+                    OffsetFetchResponsePartitions(
+                        partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                        error_code=_partition_error(name, p, denied, unstable, 0))
                     for p, o, e, md in parts])
                 for name, parts in topics]))
         return OffsetFetchResponse(groups=groups)
-    error, topics = _fetch(gc, req.group_id, req.topics)
+    require(ctx, DESCRIBE, GROUP, req.group_id, GroupAuthorizationFailedError)
+    error, topics, denied = _fetch(ctx, gc, req.group_id, req.topics)
     part_error = error if v < 2 else 0
     unstable = _unstable(gc, req.group_id, topics) if stable else set()
     return OffsetFetchResponse(error_code=error, topics=[
         OffsetFetchResponseTopic(name=name, partitions=[
             OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md,
-                                         error_code=part_error) if (name, p) not in unstable else
-            OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                                         error_code=UnstableOffsetCommitError.code)
+                                         error_code=part_error) if (name, p) not in unstable and (name, p) not in denied
+            else OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                              metadata="", error_code=_partition_error(name, p, denied, unstable, 0))
             for p, o, e, md in parts])
         for name, parts in topics])
 

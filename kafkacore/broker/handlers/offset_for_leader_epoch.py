@@ -21,10 +21,12 @@ offset -1. ``replica_id`` (v3+) is not checked.
 Version notes: the response carries leader_epoch from v1 (v0: end offset only);
 current_leader_epoch from v2; replica_id from v3; v4 is the flexible encoding.
 """
-from ...errors import FencedLeaderEpochError, KafkaError, UnknownLeaderEpochError
+from ...errors import (ClusterAuthorizationFailedError, FencedLeaderEpochError, KafkaError,
+                       TopicAuthorizationFailedError, UnknownLeaderEpochError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_for_leader_epoch_response import (EpochEndOffset, OffsetForLeaderEpochResponse,
                                                                    OffsetForLeaderTopicResult)
+from ..authorization import CLUSTER_ACTION, DESCRIBE, TOPIC, authorize_cluster, authorized_names
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (0, 4)
@@ -53,9 +55,17 @@ def _end_offset(broker, topic, p, v):
 
 def handle(ctx, req):
     v = ctx.api_version
+    # Kafka's checks: a follower (replica id >= 0, v3+) needs CLUSTER_ACTION, a consumer DESCRIBE
+    # on each topic
+    if v >= 3 and req.replica_id >= 0 and not authorize_cluster(ctx, CLUSTER_ACTION):
+        return error_response(req, v, ClusterAuthorizationFailedError.code)
+    describable = authorized_names(ctx, DESCRIBE, TOPIC, [t.topic for t in req.topics])
     return OffsetForLeaderEpochResponse(topics=[
-        OffsetForLeaderTopicResult(topic=t.topic, partitions=[_end_offset(ctx.broker, t.topic, p, v)
-                                                              for p in t.partitions])
+        OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+            _end_offset(ctx.broker, t.topic, p, v) if t.topic in describable else
+            EpochEndOffset(error_code=TopicAuthorizationFailedError.code, partition=p.partition, leader_epoch=NO_EPOCH,
+                           end_offset=NO_OFFSET)
+            for p in t.partitions])
         for t in req.topics])
 
 

@@ -31,6 +31,9 @@
   INVALID_TXN_STATE (the log's producer state).
 - Internal topics cannot be written by clients (INVALID_TOPIC_EXCEPTION), unknown topics are
   UNKNOWN_TOPIC_OR_PARTITION (Produce never creates topics, as in Kafka).
+- With an authorizer: a transactional id needs WRITE on it (else the whole request is
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else TOPIC_AUTHORIZATION_FAILED), as
+  Kafka's KafkaApis checks.
 - With metrics on (``metrics.port``), each batch appended counts its records and bytes (as
   received) in the broker's and its topic's MessagesIn / BytesIn; an idempotent retry answered
   from the log is not counted again.
@@ -40,7 +43,8 @@ import struct
 
 from ...errors import (InvalidProducerEpochError, InvalidProducerIdMappingError, InvalidRecordError,
                        InvalidRequestError, InvalidRequiredAcksError, InvalidTopicError, InvalidTxnStateError,
-                       KafkaError, NotEnoughReplicasError, ProducerFencedError, TransactionAbortableError)
+                       KafkaError, NotEnoughReplicasError, ProducerFencedError, TopicAuthorizationFailedError,
+                       TransactionAbortableError, TransactionalIdAuthorizationFailedError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.produce_response import (BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse,
                                                    TopicProduceResponse)
@@ -48,6 +52,7 @@ from ...record.layout import (ATTRIBUTES_FLAGS_BYTE, LENGTH_OFFSET, LOG_OVERHEAD
                               PRODUCER_ID_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK)
 from ...coordinator.txn_verification import verify_partitions
 from ...storage.producer_state import AppendOrigin
+from ..authorization import TOPIC, TRANSACTIONAL_ID, WRITE, authorize, authorized_names
 from ..topic_store import INTERNAL_TOPICS
 
 _LENGTH = struct.Struct(">i")
@@ -128,6 +133,8 @@ def _check(topic, partition, records, txn_id, v, verified):
 
 def handle(ctx, req):
     broker = ctx.broker
+    if req.transactional_id is not None and not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, ctx.api_version, TransactionalIdAuthorizationFailedError.code)
     if req.transactional_id is not None and req.acks in (0, 1, -1):
         pending, pid_epoch = _to_verify(broker, req)
         if pending:
@@ -157,6 +164,7 @@ def _handle(ctx, req, verified):
         if pd.records is not None and len(pd.records) >= RECORD_BATCH_OVERHEAD}) > 1
     responses = []
     answers = {}  # (topic, partition) -> its PartitionProduceResponse
+    writable = authorized_names(ctx, WRITE, TOPIC, [td.name for td in req.topic_data])
     entries = {}  # what passed the request's checks, for the replica manager
     for td in req.topic_data:
         parts = []
@@ -165,6 +173,8 @@ def _handle(ctx, req, verified):
             key = (td.name, pd.index)
             if bad_acks:
                 resp.error_code = InvalidRequiredAcksError.code
+            elif td.name not in writable:
+                resp.error_code = TopicAuthorizationFailedError.code
             elif mixed:
                 _fail(resp, InvalidProducerIdMappingError("a transactional request carries batches of several "
                                                           "producer ids"), v)

@@ -5,6 +5,7 @@ epochs are refused whole."""
 from ...errors import KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.stop_replica_response import StopReplicaPartitionError, StopReplicaResponse
+from ..authorization import CLUSTER_ACTION, require_cluster
 
 API_KEY = ApiKey.STOP_REPLICA
 VERSIONS = (0, 4)
@@ -21,6 +22,7 @@ def _partitions(req, v):
 
 
 def handle(ctx, req):
+    require_cluster(ctx, CLUSTER_ACTION)
     v = ctx.api_version
     rm = ctx.broker.replica_manager
     try:

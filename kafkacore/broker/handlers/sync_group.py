@@ -15,6 +15,8 @@
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.sync_group_response import SyncGroupResponse
+from ...errors import GroupAuthorizationFailedError
+from ..authorization import GROUP, READ, require
 from ._group_common import coordinator
 
 API_KEY = ApiKey.SYNC_GROUP
@@ -32,6 +34,7 @@ async def _wait(fut):
 
 def handle(ctx, req):
     v = ctx.api_version
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
     assignments = {}
     for a in req.assignments:
         assignments[a.member_id] = a.assignment

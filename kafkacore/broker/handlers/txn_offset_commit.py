@@ -15,10 +15,13 @@ import asyncio
 from ...clock import wall_ms
 from ...coordinator.offset_store import make_offset
 from ...coordinator.txn_verification import verify_partitions
-from ...errors import InvalidProducerEpochError, InvalidTxnStateError, ProducerFencedError, TransactionAbortableError
+from ...errors import (GroupAuthorizationFailedError, InvalidProducerEpochError, InvalidTxnStateError,
+                       ProducerFencedError, TopicAuthorizationFailedError, TransactionAbortableError,
+                       TransactionalIdAuthorizationFailedError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.txn_offset_commit_response import (TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition,
                                                              TxnOffsetCommitResponseTopic)
+from ..authorization import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, authorized_names, require
 from ._group_common import coordinator
 from ._txn_common import NOT_AVAILABLE, transaction_coordinator
 
@@ -36,6 +39,9 @@ def _verification_code(ctx, code):
 
 def handle(ctx, req):
     v = ctx.api_version
+    require(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id, TransactionalIdAuthorizationFailedError)
+    require(ctx, READ, GROUP, req.group_id, GroupAuthorizationFailedError)
+    readable = authorized_names(ctx, READ, TOPIC, [t.name for t in req.topics])
     tc = transaction_coordinator(ctx)
     if tc is None:
         return error_response(req, v, NOT_AVAILABLE)
@@ -51,13 +57,15 @@ def handle(ctx, req):
         offsets = {(t.name, p.partition_index): make_offset(p.committed_offset,
                                                             p.committed_leader_epoch if v >= 2 else -1,
                                                             p.committed_metadata, now, None)
-                   for t in req.topics for p in t.partitions}
+                   for t in req.topics if t.name in readable for p in t.partitions}
+        denied = {(t.name, p.partition_index): TopicAuthorizationFailedError.code
+                  for t in req.topics if t.name not in readable for p in t.partitions}
         errors = gc.commit_txn_offsets(req.group_id, req.producer_id, req.producer_epoch,
                                        req.member_id if v >= 3 else "", req.group_instance_id if v >= 3 else None,
                                        req.generation_id if v >= 3 else -1, offsets)
         if asyncio.isfuture(errors):
             errors = await errors
-        return _response(errors, req)
+        return _response({**errors, **denied}, req)
     return run()
 
 

@@ -15,6 +15,7 @@ from ...errors import KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.update_metadata_response import UpdateMetadataResponse
 from ...protocol.wire import ZERO_UUID
+from ..authorization import CLUSTER_ACTION, require_cluster
 
 API_KEY = ApiKey.UPDATE_METADATA
 VERSIONS = (0, 8)
@@ -23,6 +24,7 @@ LEADER_DURING_DELETE = -2
 
 
 def handle(ctx, req):
+    require_cluster(ctx, CLUSTER_ACTION)
     v = ctx.api_version
     cluster = ctx.broker.cluster
     try:

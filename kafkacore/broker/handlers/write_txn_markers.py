@@ -9,10 +9,12 @@ watermark passed it (REQUEST_TIMED_OUT after 30 s); a one-replica ISR passes it 
 import asyncio
 
 from ...coordinator.txn_markers import write_markers
+from ...errors import ClusterAuthorizationFailedError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.write_txn_markers_response import (WritableTxnMarkerPartitionResult,
                                                              WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
                                                              WriteTxnMarkersResponse)
+from ..authorization import CLUSTER_ACTION, authorize_cluster
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
@@ -22,6 +24,8 @@ async def handle(ctx, req):
     """Each marker's partitions appended as one write of the replica manager, answered once the
     ISR has them (the markers of a request, one per producer, wait side by side)."""
     broker = ctx.broker
+    if not authorize_cluster(ctx, CLUSTER_ACTION):  # a transaction coordinator's request
+        return error_response(req, ctx.api_version, ClusterAuthorizationFailedError.code)
     keys, jobs = [], []
     for i, m in enumerate(req.markers):
         partitions = [(t.name, p) for t in m.topics for p in t.partition_indexes]
