@@ -21,7 +21,7 @@ offset -1. ``replica_id`` (v3+) is not checked.
 Version notes: the response carries leader_epoch from v1 (v0: end offset only);
 current_leader_epoch from v2; replica_id from v3; v4 is the flexible encoding.
 """
-from ...errors import (ClusterAuthorizationFailedError, FencedLeaderEpochError, KafkaError,
+from ...errors import (FencedLeaderEpochError, KafkaError,
                        TopicAuthorizationFailedError, UnknownLeaderEpochError)
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.offset_for_leader_epoch_response import (EpochEndOffset, OffsetForLeaderEpochResponse,
@@ -55,11 +55,11 @@ def _end_offset(broker, topic, p, v):
 
 def handle(ctx, req):
     v = ctx.api_version
-    # Kafka's checks: a follower (replica id >= 0, v3+) needs CLUSTER_ACTION, a consumer DESCRIBE
+    # Kafka's checks: CLUSTER_ACTION (a follower) reads every partition, anyone else needs DESCRIBE
     # on each topic
-    if v >= 3 and req.replica_id >= 0 and not authorize_cluster(ctx, CLUSTER_ACTION):
-        return error_response(req, v, ClusterAuthorizationFailedError.code)
-    describable = authorized_names(ctx, DESCRIBE, TOPIC, [t.topic for t in req.topics])
+    names = [t.topic for t in req.topics]
+    describable = set(names) if authorize_cluster(ctx, CLUSTER_ACTION) else authorized_names(ctx, DESCRIBE, TOPIC,
+                                                                                             names)
     return OffsetForLeaderEpochResponse(topics=[
         OffsetForLeaderTopicResult(topic=t.topic, partitions=[
             _end_offset(ctx.broker, t.topic, p, v) if t.topic in describable else

@@ -46,6 +46,9 @@ def handle(ctx, req):
     if tc is None:
         return error_response(req, v, NOT_AVAILABLE)
     gc = coordinator(ctx)
+    if not readable and req.topics:  # nothing the principal may commit: no coordinator involved (Kafka's)
+        return _response({(t.name, p.partition_index): TopicAuthorizationFailedError.code
+                          for t in req.topics for p in t.partitions}, req)
 
     async def run():
         tp = (gc.store.topic, gc.store.partition_for(req.group_id))
