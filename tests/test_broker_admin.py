@@ -378,7 +378,10 @@ def test_describe_configs_broker(conn, broker):
         r = describe(conn, BROKER, str(NODE), v=v, synonyms=True)
         assert r.error_code == NONE
         cfg = {e.name: e for e in r.configs}
-        assert cfg["log.dirs"].value == broker.data_dir and all(e.read_only for e in r.configs)
+        assert cfg["log.dirs"].value == broker.data_dir and cfg["log.dirs"].read_only
+        # only what Kafka can change at run time is not read-only (tests/test_broker_dynamic_config.py)
+        assert {e.name for e in r.configs if not e.read_only} >= {"log.retention.ms", "message.max.bytes"}
+        assert not {e.name for e in r.configs if not e.read_only} & {"num.partitions", "listeners", "log.dirs"}
         assert cfg["num.partitions"].value == "1"
         assert cfg["log.segment.bytes"].value == "1073741824"
         assert cfg["log.retention.ms"].value == "86400000"
@@ -455,8 +458,9 @@ def test_incremental_alter_configs(conn, v):
                        v=v).error_code == INVALID_REQUEST
     assert incremental(conn, TOPIC, "iac-missing", [("flush.ms", SET, "1")], v=v).error_code == \
         UNKNOWN_TOPIC_OR_PARTITION
-    assert incremental(conn, BROKER, str(NODE), [("log.retention.ms", SET, "1")], v=v).error_code == INVALID_REQUEST
-    assert incremental(conn, BROKER, str(NODE), [("log.retention.ms", DELETE, None)], v=v).error_code == NONE
+    # a static broker config cannot change at run time (the dynamic ones: tests/test_broker_dynamic_config.py)
+    assert incremental(conn, BROKER, str(NODE), [("num.partitions", SET, "3")], v=v).error_code == INVALID_REQUEST
+    assert incremental(conn, BROKER, str(NODE), [("num.partitions", DELETE, None)], v=v).error_code == NONE  # no change
     assert incremental(conn, BROKER_LOGGER, str(NODE), [("kafkacore", SET, "DEBUG")], v=v).error_code == \
         INVALID_REQUEST
     cfg = topic_configs(conn, t)

@@ -30,6 +30,7 @@ from ..security.client_quotas import QuotaConfigs
 from ..security.credential_cache import CredentialCache
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
+from .dynamic_config import DynamicBrokerConfig
 from .local_channel import LocalChannel
 from .topic_store import TopicInfo
 
@@ -89,6 +90,10 @@ class KafkaServer:
         self.credential_cache = CredentialCache()
         # client quotas' settings, filled the same way (security/client_quotas.py)
         self.quota_configs = QuotaConfigs()
+        # the dynamic broker configs over the static ones (broker/dynamic_config.py), filled the
+        # same way; the TLS listeners whose key stores they may reload (set by broker/main.py)
+        self.dynamic_config = DynamicBrokerConfig(self)
+        self.listener_tls = {}
         # the ACLs and decisions on them, filled from the metadata store by the ACL store
         # (kafkacore/cluster/acl_store.py); None without authorizer.class.name
         self.authorizer = Authorizer(parse_super_users(cfg["super.users"]), cfg["allow.everyone.if.no.acl.found"]) \

@@ -150,6 +150,7 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
         if config["zookeeper.connect"] or znodes is not None:  # round trips: off the event loop
             zk = await loop.run_in_executor(None, _connect_zookeeper, config, znodes)
         broker = start_broker(config, zk)
+        broker.listener_tls = tls  # before the config manager's first round: it may reload key stores
     except BaseException:
         for _ep, sock in bound:
             sock.close()

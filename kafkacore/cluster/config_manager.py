@@ -28,8 +28,13 @@ hold client quotas: AlterClientQuotas writes them the same way and every broker 
 entity into its QuotaConfigs (kafkacore/security/client_quotas.py). At start-up every user and
 client entity is read.
 
-Other entity types (brokers, ips: dynamic broker configs, connection quotas) are logged and
-skipped: kafkacore has none of them.
+Brokers (/config/brokers/<id> and /config/brokers/<default>) hold dynamic broker configs:
+AlterConfigs on a BROKER resource writes the entity with a notification ("brokers/<id>" or
+"brokers/<default>"), and every broker reloads its own and the default entity into its dynamic
+broker config (kafkacore/broker/dynamic_config.py, through the broker object). Both are read at
+start-up.
+
+Other entity types (ips: connection quotas) are logged and skipped: kafkacore has none of them.
 """
 from __future__ import annotations
 
@@ -47,6 +52,8 @@ from .zk_data import (ConfigEntityChangeNotificationSequenceZNode, ConfigEntityC
                       ZkDataError)
 
 log = logging.getLogger("kafkacore.cluster")
+
+BROKER_DEFAULT_ENTITY = "<default>"  # Kafka's ConfigEntityName.Default
 
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's DynamicConfigManager changeExpirationMs
 RETRY_BACKOFF_S = 1.0  # after a failed round (ZooKeeper unreachable): try again
@@ -208,6 +215,29 @@ class ZkConfigManager:
         if entity is not None:
             self.broker.quota_configs.update(entity, configs)
 
+    # -- dynamic broker configs -------------------------------------------------------------------------
+    def broker_configs(self, entity) -> dict:
+        """The stored configs of a broker entity (its id, or <default>)."""
+        try:
+            return self.zk.get_entity_configs(ConfigType.BROKER, entity)
+        except (ZkError, ZkDataError) as e:
+            raise _zk_failure(f"reading the configs of brokers/{entity}", e) from None
+
+    def set_broker_configs(self, entity, configs):
+        """Replaces a broker entity's configs and notifies every broker (Kafka's
+        AdminZkClient.changeBrokerConfig); the caller applies them here."""
+        try:
+            self.zk.set_or_create_entity_configs(ConfigType.BROKER, entity, configs)
+            self.zk.create_config_change_notification(f"{ConfigType.BROKER}/{entity}")
+        except ZkError as e:
+            raise _zk_failure(f"writing the configs of brokers/{entity}", e) from None
+
+    def _reload_broker_configs(self):
+        from_store = self.zk.get_entity_configs
+        dynamic = self.broker.dynamic_config
+        dynamic.reload(from_store(ConfigType.BROKER, BROKER_DEFAULT_ENTITY), from_store(ConfigType.BROKER,
+                                                                                          str(self.node_id)))
+
     # -- the listener ----------------------------------------------------------------------------------
     async def start(self, loop):
         self._loop = loop
@@ -251,6 +281,7 @@ class ZkConfigManager:
         pending = sorted((int(c[len(PREFIX):]), c) for c in children
                          if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
         topics, entities = set(), set()
+        brokers = self._bootstrap  # this broker's dynamic configs to read again
         if self._bootstrap:
             topics.update(t for t, _p in list(self.broker.log_manager.logs))
             entities.update(await self._zk(self.quota_entity_paths))
@@ -273,6 +304,8 @@ class ZkConfigManager:
                 topics.add(entity)
             elif entity_type in (ConfigType.USER, ConfigType.CLIENT):
                 entities.add((entity_type, entity))
+            elif entity_type == ConfigType.BROKER:
+                brokers = brokers or entity in (BROKER_DEFAULT_ENTITY, str(self.node_id))
             else:
                 log.info("broker %d: config change of %s/%s ignored (no %s configs here)", self.node_id,
                          entity_type, entity, entity_type)
@@ -282,6 +315,8 @@ class ZkConfigManager:
             self._apply_topic(topic, overrides)
         for entity_type, name in sorted(entities):
             await self._zk(self._reload_entity, entity_type, name)
+        if brokers:
+            await self._zk(self._reload_broker_configs)
         self.last_executed = last
         self._bootstrap = False
         await self._purge()

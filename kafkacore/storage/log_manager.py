@@ -201,6 +201,14 @@ class LogManager:
             lg.delete()
         return True
 
+    def set_default_config(self, default_config):
+        """New topic defaults (dynamic broker configs): every open log takes them under its
+        topic's own overrides."""
+        with self._lock:
+            self.default_config = default_config
+            for (t, _p), lg in self.logs.items():
+                lg.config = default_config.with_overrides(self.topic_overrides.get(t, {}))
+
     def set_topic_config(self, topic, overrides):
         """Replaces a topic's overrides; every open partition of it takes the new config."""
         config = self.default_config.with_overrides(overrides)

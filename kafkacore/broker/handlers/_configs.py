@@ -14,12 +14,18 @@ when the change notification reaches it.
 """
 from __future__ import annotations
 
+import logging
+
 from ...errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError, InvalidRequestError,
                        TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
 from ...storage.config import BROKER_DEFAULTS, TOPIC_CONFIGS, LogConfig
 from ...storage.log_manager import validate_topic_name
 from ..authorization import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, authorize
 from ..config import BROKER_CONFIGS, PASSWORD_CONFIGS
+from ..dynamic_config import DEFAULT_ENTITY as BROKER_DEFAULT_ENTITY
+from ..dynamic_config import SOURCE_DYNAMIC_DEFAULT_BROKER, is_dynamic
+
+log = logging.getLogger("kafkacore.broker")
 
 # ConfigResource.Type
 RESOURCE_UNKNOWN, RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_GROUP = 0, 2, 4, 8, 32
@@ -121,40 +127,73 @@ def _broker_type(key, value):
 
 
 def broker_entries(broker) -> list[DescribedConfig]:
-    """This broker's configuration (per-broker resource), sorted by name. All static: read-only."""
+    """This broker's configuration (per-broker resource), sorted by name: each config's value,
+    its source (this broker's dynamic config, the cluster default, the static config, the
+    built-in default: Kafka's precedence) and synonyms; read-only unless it can change at run
+    time (broker/dynamic_config.py)."""
     cfg = broker.config
-    props = cfg.props
-    rows = {}  # name -> (value text, explicitly set, config type, doc)
+    dynamic = broker.dynamic_config
+    static = dynamic.static_props
+    rows = {}  # name -> (static value text, explicitly set, config type, doc)
     for key, (_parse, default) in BROKER_CONFIGS.items():
-        value = cfg.values[key]
-        rows[key] = (_text(value), key in props, _broker_type(key, default if value is None else value), None)
+        rows[key] = (_text(static[key]) if key in static else _text(default), key in static,
+                     _broker_type(key, default if cfg.values[key] is None else cfg.values[key]), None)
     listeners = ",".join(ep.connection_string for ep in cfg.listeners)
-    rows["listeners"] = (listeners, "listeners" in props or listeners != BROKER_CONFIGS["listeners"][1], T_STRING, None)
+    rows["listeners"] = (listeners, "listeners" in static or listeners != BROKER_CONFIGS["listeners"][1], T_STRING, None)
     rows["advertised.listeners"] = (",".join(ep.connection_string for ep in cfg.advertised_listeners),
-                                    "advertised.listeners" in props, T_STRING, None)
-    if "broker.id" not in props:
+                                    "advertised.listeners" in static, T_STRING, None)
+    if "broker.id" not in static:
         rows["broker.id"] = (str(cfg.node_id), False, T_INT, None)
     builtin = _BUILTIN.describe()
     for broker_name, topic_name in BROKER_DEFAULTS.items():
-        value = _text(props[broker_name]) if broker_name in props else builtin[topic_name]
+        value = _text(static[broker_name]) if broker_name in static else builtin[topic_name]
         doc = f"The default of the topic config {topic_name}: {TOPIC_DOCS[topic_name]}"
-        rows[broker_name] = (value, broker_name in props, TOPIC_TYPES[topic_name], doc)
-    rows["log.retention.ms"] = (_text(props.get("log.retention.ms")), "log.retention.ms" in props, T_LONG,
+        rows[broker_name] = (value, broker_name in static, TOPIC_TYPES[topic_name], doc)
+    rows["log.retention.ms"] = (_text(static.get("log.retention.ms")), "log.retention.ms" in static, T_LONG,
                                 f"The default of the topic config retention.ms: {TOPIC_DOCS['retention.ms']}")
     for key in cfg.ignored_keys:
-        rows[key] = (_text(props[key]), True, T_STRING, "Accepted for compatibility; not used by this broker.")
+        rows[key] = (_text(static[key]), True, T_STRING, "Accepted for compatibility; not used by this broker.")
+    for key in set(dynamic.per_broker) | set(dynamic.cluster_default):
+        rows.setdefault(key, (_text(static.get(key)), key in static, T_STRING, None))
     out = []
     for name in sorted(rows):
         value, explicit, ctype, doc = rows[name]
         source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+        synonyms = [(name, v, src) for v, src in dynamic.source(name)] + [(name, value, source)]
+        value, source = synonyms[0][1], synonyms[0][2]
+        read_only = not is_dynamic(name)
         if name in PASSWORD_CONFIGS:
-            out.append(DescribedConfig(name, None, source, [(name, None, source)], True, T_PASSWORD, doc, True))
+            out.append(DescribedConfig(name, None, source, [(n, None, src) for n, _v, src in synonyms], read_only,
+                                       T_PASSWORD, doc, True))
         else:
-            out.append(DescribedConfig(name, value, source, [(name, value, source)], True, ctype, doc))
+            out.append(DescribedConfig(name, value, source, synonyms, read_only, ctype, doc))
     return out
 
 
+def broker_default_entries(broker) -> list[DescribedConfig]:
+    """The cluster-wide dynamic defaults (the BROKER resource named ""), as Kafka lists them."""
+    return [DescribedConfig(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER,
+                            [(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER)], False, T_STRING, None)
+            for name, value in sorted(broker.dynamic_config.cluster_default.items())]
+
+
 # -- changes ------------------------------------------------------------------------------------
+def broker_entity(broker, name) -> str:
+    """The config entity of a BROKER resource named ``name``: <default> for "" (the cluster-wide
+    default), else this node's id (Kafka's rule: INVALID_REQUEST for another)."""
+    check_broker_resource_name(broker, name)
+    return BROKER_DEFAULT_ENTITY if name == "" else str(broker.node_id)
+
+
+def alter_broker_configs(broker, entity, configs, reload_keys, validate_only):
+    """Dynamic broker configs (broker/dynamic_config.py): checked, stored with a change
+    notification for every broker, applied here."""
+    broker.dynamic_config.alter(entity, configs, broker.cluster.config_manager.set_broker_configs,
+                                reload_keys=reload_keys, validate_only=validate_only)
+    if not validate_only:
+        log.info("broker configs of %s set to keys %s", entity, sorted(configs))
+
+
 def check_broker_resource_name(broker, name):
     """Kafka's rule for BROKER resources: '' (the cluster default) or this node's id."""
     if name == "":

@@ -34,7 +34,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
 from ..authorization import ALTER_CONFIGS
 from ._configs import (RESOURCE_BROKER, RESOURCE_TOPIC, apply_topic_overrides, authorize_resource,
-                       check_broker_resource_name, check_topic_for_alter, duplicate_resources)
+                       alter_broker_configs, broker_entity, check_topic_for_alter, duplicate_resources)
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
@@ -50,13 +50,6 @@ def check_common(resource, allow_null=lambda c: False):
         raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
 
 
-def refuse_dynamic_broker_configs(keys):
-    if keys:
-        raise InvalidRequestError(
-            f"Cannot update these configs dynamically: {', '.join(sorted(keys))} (this broker has no dynamic "
-            f"broker configs: set them in its configuration and restart it)")
-
-
 def _alter(broker, resource, validate_only):
     check_common(resource)
     if resource.resource_type == RESOURCE_TOPIC:
@@ -66,8 +59,9 @@ def _alter(broker, resource, validate_only):
             apply_topic_overrides(broker, resource.resource_name, new)
             log.info("topic %s configs set to %s", resource.resource_name, new)
     elif resource.resource_type == RESOURCE_BROKER:
-        check_broker_resource_name(broker, resource.resource_name)
-        refuse_dynamic_broker_configs([c.name for c in resource.configs])
+        # the legacy API replaces the entity's whole set, as Kafka's
+        configs = {c.name: c.value for c in resource.configs}
+        alter_broker_configs(broker, broker_entity(broker, resource.resource_name), configs, configs, validate_only)
     else:
         raise InvalidRequestError(f"Unknown resource type {resource.resource_type}")
 

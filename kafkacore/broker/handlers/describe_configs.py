@@ -41,7 +41,7 @@ from ...protocol.messages.describe_configs_response import (DescribeConfigsResou
 from ...storage.log_manager import validate_topic_name
 from ..authorization import DESCRIBE_CONFIGS
 from ._configs import (RESOURCE_BROKER, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_TOPIC,
-                       authorize_resource, broker_entries, topic_entries, topic_overrides)
+                       authorize_resource, broker_default_entries, broker_entries, topic_entries, topic_overrides)
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -55,7 +55,7 @@ def _entries(broker, rtype, name):
         return topic_entries(broker, topic_overrides(broker, name))
     if rtype == RESOURCE_BROKER:
         if name == "":
-            return []  # the cluster-wide dynamic defaults: none on this broker
+            return broker_default_entries(broker)  # the cluster-wide dynamic defaults
         try:
             node = int(name)
         except ValueError:

@@ -39,12 +39,13 @@ from ...errors import InvalidConfigurationError, InvalidRequestError, KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.incremental_alter_configs_response import (AlterConfigsResourceResponse,
                                                                      IncrementalAlterConfigsResponse)
+from ...storage.config import BROKER_DEFAULTS
 from ...storage.log_manager import validate_topic_name
 from ..authorization import ALTER_CONFIGS
 from ._configs import (LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_NAMES, OP_SET, OP_SUBTRACT, RESOURCE_BROKER,
                        RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, apply_topic_overrides, authorize_resource,
-                       check_broker_resource_name, check_topic_for_alter, duplicate_resources, topic_overrides)
-from .alter_configs import check_common, refuse_dynamic_broker_configs
+                       alter_broker_configs, broker_entity, check_topic_for_alter, duplicate_resources, topic_overrides)
+from .alter_configs import check_common
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
@@ -82,6 +83,31 @@ def _new_overrides(broker, current, configs):
     return new
 
 
+def _new_broker_configs(broker, current, configs):
+    """A broker entity's dynamic configs after the operations; APPEND / SUBTRACT work on the
+    effective value of a list config (log.cleanup.policy)."""
+    new = dict(current)
+    for c in configs:
+        op = c.config_operation
+        if op == OP_SET:
+            new[c.name] = c.value
+        elif op == OP_DELETE:
+            new.pop(c.name, None)
+        else:
+            if BROKER_DEFAULTS.get(c.name) not in LIST_CONFIGS:
+                raise InvalidConfigurationError(f"Can't {OP_NAMES[op]} to key {c.name} because its type is not LIST.")
+            base = new.get(c.name, broker.config.props.get(c.name))
+            items = _split(base) if base is not None else _split(
+                broker.log_manager.default_config.describe()[BROKER_DEFAULTS[c.name]])
+            for item in _split(c.value):
+                if op == OP_APPEND and item not in items:
+                    items.append(item)
+                elif op == OP_SUBTRACT and item in items:
+                    items.remove(item)
+            new[c.name] = ",".join(items)
+    return new
+
+
 def _alter(broker, resource, validate_only):
     check_common(resource, allow_null=lambda c: c.config_operation == OP_DELETE)
     for c in resource.configs:
@@ -97,8 +123,10 @@ def _alter(broker, resource, validate_only):
             apply_topic_overrides(broker, name, new)
             log.info("topic %s configs set to %s", name, new)
     elif rtype == RESOURCE_BROKER:
-        check_broker_resource_name(broker, name)
-        refuse_dynamic_broker_configs([c.name for c in resource.configs if c.config_operation != OP_DELETE])
+        entity = broker_entity(broker, name)
+        new = _new_broker_configs(broker, broker.dynamic_config.configs(entity), resource.configs)
+        alter_broker_configs(broker, entity, new, [c.name for c in resource.configs if c.config_operation == OP_SET],
+                             validate_only)
     elif rtype == RESOURCE_BROKER_LOGGER:
         raise InvalidRequestError("BROKER_LOGGER resources (log levels) cannot be changed on this broker")
     else:
