@@ -8,10 +8,10 @@ from .security import ANONYMOUS
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_host", "connection_id", "listener_name",
-                 "security_protocol", "principal", "sasl")
+                 "security_protocol", "principal", "sasl", "quotas", "mutation_quota")
 
     def __init__(self, broker, header, client_host, connection_id, listener_name=None, security_protocol="PLAINTEXT",
-                 principal=ANONYMOUS, sasl=None):
+                 principal=ANONYMOUS, sasl=None, quotas=None):
         self.broker = broker
         self.header = header
         self.api_version = header.api_version
@@ -23,6 +23,10 @@ class RequestContext:
         self.security_protocol = security_protocol
         self.principal = principal
         self.sasl = sasl  # the connection's SaslAuthenticator on a SASL listener, else None
+        # the connection's broker/quotas.ConnectionQuotas while any client quota is set, else None;
+        # mutation_quota: the request's controller_mutation_rate quota once a handler asked for it
+        self.quotas = quotas
+        self.mutation_quota = None
 
     @property
     def client_id(self):

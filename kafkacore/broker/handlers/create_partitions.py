@@ -31,6 +31,7 @@ from ...errors import InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
     KafkaError, RequestTimedOutError, UnknownTopicOrPartitionError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
+from ..quotas import mutation_quota
 from ..topic_store import INTERNAL_TOPICS
 from .create_topics import _registered_brokers, check_manual_replicas
 
@@ -38,7 +39,7 @@ API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 
-def _create(broker, topic, validate_only):
+def _create(broker, topic, validate_only, quota=None):
     info = broker.topics.get(topic.name)
     if info is None:
         raise UnknownTopicOrPartitionError(f"topic '{topic.name}' does not exist")
@@ -59,6 +60,8 @@ def _create(broker, topic, validate_only):
         registered = _registered_brokers(broker)
         for a in topic.assignments:
             check_manual_replicas(registered, a.broker_ids)
+    if quota is not None:  # KIP-599: the partitions added, once the checks passed
+        quota.record(additional)
     broker.create_partitions(topic.name, topic.count, validate_only=validate_only,
                              assignments=None if topic.assignments is None else
                              [list(a.broker_ids) for a in topic.assignments])
@@ -67,13 +70,14 @@ def _create(broker, topic, validate_only):
 async def handle(ctx, req):
     """Written through the topic store (see create_topics); the new partitions' leaders are
     awaited on the event loop."""
-    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req)
+    quota = None if req.validate_only else mutation_quota(ctx)
+    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req, quota)
     if created and not req.validate_only and req.timeout_ms > 0:
         return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response
 
 
-def _respond(broker, req):
+def _respond(broker, req, quota=None):
     """(the response, [(result, new partition count)] of the topics changed)."""
     counts = {}
     for t in req.topics:
@@ -84,7 +88,7 @@ def _respond(broker, req):
             continue
         result = CreatePartitionsTopicResult(name=t.name, error_message=None)
         try:
-            _create(broker, t, req.validate_only)
+            _create(broker, t, req.validate_only, quota)
             created.append((result, t.count))
         except KafkaError as e:
             result.error_code = e.code

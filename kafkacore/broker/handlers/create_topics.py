@@ -41,6 +41,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_topics_response import (CreatableTopicConfigs, CreatableTopicResult,
                                                          CreateTopicsResponse)
 from ...storage.log_manager import validate_topic_name
+from ..quotas import mutation_quota
 from ._configs import topic_entries
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -127,11 +128,14 @@ def check_manual_replicas(registered, replicas):
         prev = b
 
 
-def _result(broker, topic, v, validate_only):
-    """(result, replication factor or None when refused)."""
+def _result(broker, topic, v, validate_only, quota=None):
+    """(result, replication factor or None when refused). ``quota``: the client's
+    controller_mutation_rate (KIP-599), charged the topic's partitions once it passed the checks."""
     result = CreatableTopicResult(name=topic.name, error_message=None)
     try:
         partitions, rf, configs = _check(broker, topic)
+        if quota is not None:
+            quota.record(len(topic.assignments) if topic.assignments else partitions)
         if topic.assignments:
             assignments = [(a.partition_index, list(a.broker_ids)) for a in topic.assignments]
             info = broker.create_topic(topic.name, configs=configs, validate_only=validate_only,
@@ -171,7 +175,8 @@ def _respond(ctx, req):
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     dupes = [name for name, n in counts.items() if n > 1]
-    made = [_result(broker, t, v, validate_only) for t in req.topics if counts[t.name] == 1]
+    quota = None if validate_only else mutation_quota(ctx)
+    made = [_result(broker, t, v, validate_only, quota) for t in req.topics if counts[t.name] == 1]
     results = [r for r, _rf in made]
     results += [CreatableTopicResult(name=name, error_code=InvalidRequestError.code,
                                      error_message="Duplicate topic name.") for name in dupes]

@@ -26,6 +26,7 @@ from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
 from ...protocol.kafka_uuid import uuid_to_text
+from ..quotas import mutation_quota
 from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -99,6 +100,7 @@ def _respond(ctx, req):
         else:
             targets.append((name, ZERO_UUID))
     targets += [(name, tid) for name, tid in by_id.items()]
+    quota = mutation_quota(ctx)  # KIP-599: each topic's partitions, before it is deleted
     for name, tid in targets:
         info = broker.topics.get(name)
         try:
@@ -106,6 +108,8 @@ def _respond(ctx, req):
                 raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
             if name in INTERNAL_TOPICS:
                 raise InvalidTopicError(f"internal topic {name} cannot be deleted")
+            if quota is not None:
+                quota.record(info.partitions)
             broker.delete_topic(name)
         except KafkaError as e:
             results.append(_error(name, tid, v, e))
