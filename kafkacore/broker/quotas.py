@@ -68,6 +68,16 @@ class ConnectionQuotas:
         self.any = any(s is not None for s in (self.produce, self.fetch, self.request, self.mutation))
         self._key = key
 
+    def before(self, api_key, request, version) -> None:
+        """A consumer's fetch is bounded to what its quota allows in one window (Kafka's
+        getMaxValueInQuotaWindow: quota * (quota.window.num - 1) * window): a response larger than
+        that would be throttled, answered empty and taken back at every try."""
+        if api_key == ApiKey.FETCH and self.fetch is not None and not _follower(request, version):
+            bound = max(int(self.fetch.max_window_value()), 1)
+            if request.max_bytes > bound or request.max_bytes <= 0:
+                request.max_bytes = bound
+            request.min_bytes = min(request.min_bytes, request.max_bytes)
+
     def after(self, ctx, api_key, request, response, request_bytes, handle_s, mute):
         """Records the request; returns its response with the throttle time set (a fetch's
         answered empty when throttled; an awaitable response: one that does this once it is

@@ -321,6 +321,8 @@ class Connection(asyncio.BufferedProtocol):
         quotas = None
         if self.quota_configs.active and api_key not in EXEMPT_APIS:
             quotas = self._quotas(sasl, header)
+            if quotas.any:
+                quotas.before(api_key, request, version)
             tq = perf_counter()
         ctx = RequestContext(self.broker, header, self.peer, self.id, self.listener.name,
                              self.listener.security_protocol,

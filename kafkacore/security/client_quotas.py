@@ -236,6 +236,10 @@ class QuotaSensor:
         self.bucket = TokenBucket(self.burst, now) if manager.token_bucket else None
         self.last_used = now
 
+    def max_window_value(self) -> float:
+        """The most the quota allows over the measured window (Kafka's getMaxValueInQuotaWindow)."""
+        return self.quota * (self.manager.samples - 1) * self.manager.window_s
+
     @property
     def burst(self) -> float:
         return self.quota * self.manager.samples * self.manager.window_s
