@@ -47,26 +47,28 @@ class ConnectionQuotas:
     """A connection's sensors for its current (user, client id), re-resolved when either or the
     broker's quota configs change."""
 
-    __slots__ = ("managers", "_key", "produce", "fetch", "request", "mutation", "any")
+    __slots__ = ("managers", "_configs", "_version", "_user", "_client_id", "produce", "fetch", "request", "mutation",
+                 "any")
 
     def __init__(self, managers):
         self.managers = managers
-        self._key = None
+        self._configs = managers.configs
+        self._version = self._user = self._client_id = None
         self.produce = self.fetch = self.request = self.mutation = None
         self.any = False  # whether any quota applies to the current client
 
     def resolve(self, user: str, client_id: str) -> None:
-        managers = self.managers
-        key = (user, client_id, managers.generation())
-        if key == self._key:
+        version = self._configs.version  # bumped by every quota change and sensor expiry
+        if version == self._version and client_id == self._client_id and user == self._user:
             return
+        managers = self.managers
         now = monotonic()
         self.produce = managers.produce.sensor(user, client_id, now)
         self.fetch = managers.fetch.sensor(user, client_id, now)
         self.request = managers.request.sensor(user, client_id, now)
         self.mutation = managers.controller_mutation.sensor(user, client_id, now)
         self.any = any(s is not None for s in (self.produce, self.fetch, self.request, self.mutation))
-        self._key = key
+        self._version, self._user, self._client_id = version, user, client_id
 
     def before(self, api_key, request, version) -> None:
         """A consumer's fetch is bounded to what its quota allows in one window (Kafka's

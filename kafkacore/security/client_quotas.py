@@ -107,6 +107,11 @@ class QuotaConfigs:
             self.active = bool(self._entities)
             self.version += 1
 
+    def bump(self) -> None:
+        """Makes every cached resolution stale (a sensor was dropped)."""
+        with self._lock:
+            self.version += 1
+
     def entities(self) -> dict[QuotaEntity, dict[str, float]]:
         with self._lock:
             return {e: dict(q) for e, q in self._entities.items()}
@@ -321,7 +326,6 @@ class QuotaManager:
         self.token_bucket = token_bucket
         self._sensors: dict[QuotaEntity, QuotaSensor] = {}
         self.lock = threading.Lock()
-        self.expired = 0  # bumped when sensors are dropped: connections' cached sensors go stale
         self._next_expiry = 0.0
 
     def sensor(self, user: str, client_id: str, now: float) -> QuotaSensor | None:
@@ -350,7 +354,7 @@ class QuotaManager:
         for k in stale:
             del self._sensors[k]
         if stale:
-            self.expired += 1
+            self.configs.bump()  # connections' cached sensors may be among them
 
     def sensors(self) -> list[QuotaSensor]:
         with self.lock:
@@ -376,7 +380,3 @@ class ClientQuotaManagers:
         self.controller_mutation = QuotaManager(CONTROLLER_MUTATION_RATE, configs, window_s, samples,
                                                 token_bucket=True)
         self.all = (self.produce, self.fetch, self.request, self.controller_mutation)
-
-    def generation(self) -> tuple[int, int]:
-        """Changes whenever a cached sensor may no longer be the one to use."""
-        return self.configs.version, sum(m.expired for m in self.all)
