@@ -14,6 +14,10 @@ client id ``held``). Then, for --seconds each:
 
 Rates are value bytes acknowledged per second, from the first acknowledgement to the end of the
 period (the held producer's queue is purged at the end: what it still holds is not counted).
+Kafka's measurement lets a new client send the first ``quota.window.num - 1`` windows' worth at
+once, and a greedy client is then admitted in bursts about ``quota.window.num`` windows apart
+(the window holding a burst expires whole): over a period that is not many such cycles the held
+rate depends on where it starts and ends in one (docs/security.md).
 Printed: the held rate and its ratio to the quota (target 0.9-1.1), the neighbour's rate beside
 it and alone, their ratio, and the throttle times librdkafka reported.
 """
@@ -45,7 +49,7 @@ def produce(bootstrap, client_id, topic, seconds, out):
             errors.append(str(err))
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
-                  "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+                  "throttle_cb": lambda ev: throttles.append(round(ev.throttle_time * 1000))})  # seconds
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
