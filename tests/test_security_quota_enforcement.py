@@ -104,6 +104,7 @@ def test_a_producer_is_held_to_its_byte_rate_and_its_neighbour_is_not(broker):
     free.stop.set()
     held.thread.join(40)
     free.thread.join(40)
+    held.producer = free.producer = None  # destroyed now, not after the module's broker has stopped
     assert not held.errors and not free.errors  # a throttled producer is slowed, never failed
     rate = held.rate(start + 2, start + 8)  # after the first window's burst
     assert 0.8 * QUOTA <= rate <= 1.2 * QUOTA, rate
@@ -130,6 +131,7 @@ def test_a_consumer_is_held_to_its_byte_rate(broker):
             except BufferError:
                 p.poll(0.05)
     assert p.flush(30) == 0
+    del p
     _set_quota(broker, "held-consumer", consumer_byte_rate=QUOTA)
     throttles = []
     # fetches small next to the quota: a throttled fetch is answered empty and its bytes taken back
