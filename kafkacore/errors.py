@@ -195,6 +195,7 @@ GroupMaxSizeReachedError = _error("GROUP_MAX_SIZE_REACHED", 81)
 FencedInstanceIdError = _error("FENCED_INSTANCE_ID", 82)
 GroupSubscribedToTopicError = _error("GROUP_SUBSCRIBED_TO_TOPIC", 86)
 UnstableOffsetCommitError = _error("UNSTABLE_OFFSET_COMMIT", 88, True)
+ThrottlingQuotaExceededError = _error("THROTTLING_QUOTA_EXCEEDED", 89, True)  # KIP-599: retriable
 ProducerFencedError = _error("PRODUCER_FENCED", 90)
 UnknownTopicIdError = _error("UNKNOWN_TOPIC_ID", 100, True)
 InconsistentTopicIdError = _error("INCONSISTENT_TOPIC_ID", 103, True)

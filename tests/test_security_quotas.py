@@ -13,8 +13,9 @@ from kafkacore.cluster.local_znodes import ZnodeTree
 from kafkacore.protocol.api_table import ApiKey
 from kafkacore.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
 from kafkacore.protocol.messages.describe_client_quotas_request import ComponentData
-from kafkacore.security.client_quotas import (ABSENT, PRODUCER_BYTE_RATE, QuotaConfigs, QuotaEntity, QuotaManager,
-                                              entity_config_path, entity_from_path)
+from kafkacore.security.client_quotas import (ABSENT, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+                                              REQUEST_PERCENTAGE, ClientQuotaManagers, QuotaConfigs, QuotaEntity,
+                                              QuotaManager, entity_config_path, entity_from_path)
 
 
 def test_the_most_specific_entity_that_sets_a_quota_wins_in_kafkas_order():
@@ -54,15 +55,39 @@ def test_layout_examples():
 
 def test_throttle_time_brings_the_rate_back_to_the_quota():
     configs = QuotaConfigs()
+    assert not configs.active
     configs.update(QuotaEntity(ABSENT, None), {PRODUCER_BYTE_RATE: "1000"})  # every client: 1000 B/s
+    assert configs.active
     manager = QuotaManager(PRODUCER_BYTE_RATE, configs, window_s=1.0, samples=11)
     assert manager.record("u", "a", 5000, now=0.0) == 0  # 5000 B over the 10 s a first burst counts for
-    # 15000 B in: 1500 B/s over 10 s, 50% over: 5 s at no traffic bring it back to 1000 B/s
-    assert manager.record("u", "a", 10000, now=0.5) == 5000
+    # 15000 B in 0.5 s: Kafka's window is the 0.5 s elapsed plus the 10 full windows missing, so
+    # 1428.6 B/s, 42.86% over: 4.5 s at no traffic bring it back to 1000 B/s over 10.5 s
+    assert manager.record("u", "a", 10000, now=0.5) == 4500
     assert manager.record("u", "b", 1000, now=0.5) == 0  # a default quota is each client's own
-    assert manager.record("v", "c", 10 ** 9, now=1.0) == 11000  # capped at the measured window
+    # a byte-rate throttle is not bounded (QuotaUtils.throttleTime): 1e8 B/s over 10 s
+    assert manager.record("v", "c", 10 ** 9, now=1.0) == round((10 ** 8 - 1000) / 1000 * 10 * 1000)
+    # windows age out after quota.window.num * quota.window.size.seconds: the burst is forgotten
+    assert manager.record("u", "a", 100, now=12.0) == 0
     configs.update(QuotaEntity(ABSENT, None), {})
-    assert manager.record("u", "a", 10 ** 9, now=2.0) == 0  # no quota any more
+    assert not configs.active
+    assert manager.record("u", "a", 10 ** 9, now=13.0) == 0  # no quota any more
+
+
+def test_request_throttle_is_bounded_by_one_window_and_mutations_by_a_token_bucket():
+    configs = QuotaConfigs()
+    configs.update(QuotaEntity("u", ABSENT), {REQUEST_PERCENTAGE: "10", CONTROLLER_MUTATION_RATE: "2"})
+    managers = ClientQuotaManagers(configs, window_s=1.0, samples=11)
+    # 500% of a thread in one request: ClientRequestQuotaManager bounds the throttle at one window
+    assert managers.request.record("u", "c", 500.0, now=0.0) == 1000
+    sensor = managers.controller_mutation.sensor("u", "c", now=0.0)
+    assert sensor.burst == 2 * 11  # quota * samples * window
+    assert sensor.try_mutate(20, now=0.0) == 0 and sensor.tokens(0.0) == 2
+    assert sensor.try_mutate(10, now=0.0) == 0  # accepted while the bucket is not below zero...
+    assert sensor.tokens(0.0) == -8
+    assert sensor.try_mutate(1, now=1.0) == 3000  # ... then refused: -6 tokens refill at 2/s
+    assert sensor.tokens(4.0) == 0 and sensor.try_mutate(1, now=4.0) == 0
+    assert sensor.mutate(5, now=4.0) == 3000  # permissive: taken anyway, throttled by the debt
+    assert managers.controller_mutation.sensor("other", "c", now=0.0) is None
 
 
 @pytest.fixture(scope="module")

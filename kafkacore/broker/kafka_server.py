@@ -26,7 +26,7 @@ from ..replication.broker_channel import BrokerChannels
 from ..replication.metadata_cache import MetadataCache
 from ..replication.replica_manager import ReplicaManager
 from ..security.acl import Authorizer, parse_super_users
-from ..security.client_quotas import QuotaConfigs
+from ..security.client_quotas import ClientQuotaManagers, QuotaConfigs
 from ..security.credential_cache import CredentialCache
 from ..storage.log_manager import LogManager, validate_topic_name
 from .config import BrokerConfig
@@ -94,6 +94,8 @@ class KafkaServer:
         # same way; the TLS listeners whose key stores they may reload (set by broker/main.py)
         self.dynamic_config = DynamicBrokerConfig(self)
         self.listener_tls = {}
+        # ... and their sensors, which the connections record on (broker/quotas.py)
+        self.quotas = ClientQuotaManagers(self.quota_configs, cfg["quota.window.size.seconds"], cfg["quota.window.num"])
         # the ACLs and decisions on them, filled from the metadata store by the ACL store
         # (kafkacore/cluster/acl_store.py); None without authorizer.class.name
         self.authorizer = Authorizer(parse_super_users(cfg["super.users"]), cfg["allow.everyone.if.no.acl.found"]) \

@@ -192,6 +192,7 @@ class BrokerMetrics:
                   "3 (RUNNING) while the broker serves; Kafka's BrokerState "
                   "(kafka.server:type=KafkaServer,name=BrokerState)")
         self._render_groups(out)
+        self._render_quotas(out)
         self._render_process(out)
         return out.text()
 
@@ -365,6 +366,42 @@ class BrokerMetrics:
         out.family("kafka_consumergroup_members", "gauge", "members of the group (kafka_exporter's name)")
         for gid, grp in groups:
             out.sample("kafka_consumergroup_members", (("consumergroup", gid),), len(grp.members))
+
+    def _render_quotas(self, out):
+        """Kafka's per-entity quota metrics (kafka.server:type=Produce|Fetch|Request|ControllerMutation,
+        user=U,client-id=C), named as the JMX exporter's quota rules name them: kafka_server_quota_
+        and the attribute, with ``resource`` the type; one sample per entity with a quota, its
+        user and client id "" for a level the entity does not have."""
+        managers = self.broker.quotas
+        now = time.monotonic()
+        rows = []  # (family, kind, sensor, value)
+        for kind, manager, attr in (("Produce", managers.produce, "byte-rate"),
+                                        ("Fetch", managers.fetch, "byte-rate"),
+                                        ("Request", managers.request, "request-time"),
+                                        ("ControllerMutation", managers.controller_mutation, "mutation-rate")):
+            for sensor in manager.sensors():
+                with manager.lock:
+                    rate = sensor.rate.measure(now)[0]
+                    throttle = sensor.throttle.measure(now)
+                rows.append((attr, kind, sensor, rate))
+                rows.append(("throttle-time", kind, sensor, throttle))
+                if sensor.bucket is not None:
+                    rows.append(("tokens", kind, sensor, sensor.tokens(now)))
+        for attr, what in (("byte-rate", "bytes per second produced (Produce: request bytes) or fetched (Fetch: "
+                                         "response record bytes) over the quota window"),
+                           ("request-time", "percent of one request-handler thread used over the quota window"),
+                           ("mutation-rate", "partitions created or deleted per second over the quota window"),
+                           ("tokens", "tokens left in the controller mutation token bucket (KIP-599)"),
+                           ("throttle-time", "mean throttle time given, ms, over the quota window (NaN: none)")):
+            selected = [r for r in rows if r[0] == attr]
+            if not selected:
+                continue
+            name = "kafka_server_quota_" + attr.replace("-", "_")
+            out.family(name, "gauge", f"{what} (kafka.server:type=<resource>,user=<user>,client-id=<client id> "
+                                      f"{attr})")
+            for _attr, kind, sensor, value in selected:
+                out.sample(name, (("resource", kind), ("user", sensor.user), ("clientid", sensor.client_id)),
+                           value)
 
     def _render_process(self, out):
         """The process collector's standard names, as Prometheus' client libraries export them."""

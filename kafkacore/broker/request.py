@@ -8,10 +8,10 @@ from .security import ANONYMOUS
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_host", "connection_id", "listener_name",
-                 "security_protocol", "principal", "sasl", "trusted")
+                 "security_protocol", "principal", "sasl", "trusted", "quotas", "mutation_quota")
 
     def __init__(self, broker, header, client_host, connection_id, listener_name=None, security_protocol="PLAINTEXT",
-                 principal=ANONYMOUS, sasl=None, trusted=False):
+                 principal=ANONYMOUS, sasl=None, trusted=False, quotas=None):
         self.broker = broker
         self.header = header
         self.api_version = header.api_version
@@ -25,6 +25,10 @@ class RequestContext:
         self.sasl = sasl  # the connection's SaslAuthenticator on a SASL listener, else None
         # True for the broker's requests to itself (broker/local_channel.py): never refused by ACLs
         self.trusted = trusted
+        # the connection's broker/quotas.ConnectionQuotas while any client quota is set, else None;
+        # mutation_quota: the request's controller_mutation_rate quota once a handler asked for it
+        self.quotas = quotas
+        self.mutation_quota = None
 
     @property
     def client_id(self):

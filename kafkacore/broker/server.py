@@ -50,6 +50,7 @@ from ..protocol.api_table import API_TABLE, ApiKey
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
+from .quotas import EXEMPT_APIS, ConnectionQuotas
 from .request import RequestContext
 from .sasl_authenticator import SaslAuthenticator
 from .security import ANONYMOUS, NoMatchingRule
@@ -130,6 +131,12 @@ class Connection(asyncio.BufferedProtocol):
         self.reading_paused = False
         self.closed = False
         self.last_read = monotonic()  # when bytes last arrived (the expiry sweep reads it)
+        # client quotas (broker/quotas.py): the broker's quota configs, this connection's sensors
+        # once a quota is set anywhere, and the mute: while a throttle runs no request is read
+        self.quota_configs = server.broker.quota_configs
+        self.quotas = None
+        self.unmute_handle = None
+        self.held_frame = None  # a large frame completed while muted, handled at the unmute
 
     # -- connection events ------------------------------------------------------------------
     def connection_made(self, transport):
@@ -186,6 +193,9 @@ class Connection(asyncio.BufferedProtocol):
         self.pending.clear()
         if self.writer_task is not None:
             self.writer_task.cancel()
+        if self.unmute_handle is not None:
+            self.unmute_handle.cancel()
+            self.unmute_handle = None
 
     def pause_writing(self):
         self.can_write.clear()
@@ -223,6 +233,9 @@ class Connection(asyncio.BufferedProtocol):
                 self.big = (frame, got)
                 return
             self.big = None
+            if self.unmute_handle is not None:
+                self.held_frame = frame
+                return
             self._on_frame(frame)
             return
         self.end += nbytes
@@ -231,7 +244,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _parse_frames(self):
         buf = self.buf
-        while not self.closed:
+        while not self.closed and self.unmute_handle is None:
             avail = self.end - self.start
             if avail < 4:
                 break
@@ -267,6 +280,8 @@ class Connection(asyncio.BufferedProtocol):
         """Why this connection should be closed now, or None: a request begun and stalled for
         ``stalled_s`` (a client that stopped mid-request has given up on its answer), or no
         traffic and nothing pending for ``idle_s`` (None: no idle limit)."""
+        if self.unmute_handle is not None:
+            return None  # muted by a quota: its unread bytes are not stalled
         quiet = now - self.last_read
         if (self.big is not None or self.end > self.start) and quiet > stalled_s:
             got = self.big[1] if self.big is not None else self.end - self.start
@@ -303,9 +318,16 @@ class Connection(asyncio.BufferedProtocol):
         except (ProtocolDecodeError, KeyError) as e:
             self.close(f"malformed request (api key {api_key}, version {version}): {e}")
             return
+        quotas = None
+        if self.quota_configs.active and api_key not in EXEMPT_APIS:
+            quotas = self._quotas(sasl, header)
+            if quotas.any:
+                quotas.before(api_key, request, version)
+            tq = perf_counter()
         ctx = RequestContext(self.broker, header, self.peer, self.id, self.listener.name,
                              self.listener.security_protocol,
-                             sasl.principal if sasl is not None and sasl.authenticated else self.principal, sasl)
+                             sasl.principal if sasl is not None and sasl.authenticated else self.principal, sasl,
+                             quotas=quotas)
         try:
             if self.broker.started or api_key in STARTUP_APIS:
                 response = entry.handle(ctx, request)
@@ -316,6 +338,8 @@ class Connection(asyncio.BufferedProtocol):
             if response is None:
                 self.close(f"{entry.name} v{version} failed: {e!r}")
                 return
+        if quotas is not None:
+            response = quotas.after(ctx, api_key, request, response, len(frame), perf_counter() - tq, self.mute)
         if response is None:  # acks=0
             if self.metrics is not None:
                 self.metrics.request_done(api_key, version, request, None, t0)
@@ -333,7 +357,46 @@ class Connection(asyncio.BufferedProtocol):
             self.writer_task = asyncio.ensure_future(self._drain())
         if len(self.pending) > MAX_PENDING and not self.reading_paused:
             self.reading_paused = True
+            if self.unmute_handle is None:
+                self.transport.pause_reading()
+
+    def _quotas(self, sasl, header):
+        """This connection's ConnectionQuotas, resolved for the request's principal and client id."""
+        quotas = self.quotas
+        if quotas is None:
+            quotas = self.quotas = ConnectionQuotas(self.broker.quotas)
+        principal = sasl.principal if sasl is not None and sasl.authenticated else self.principal
+        quotas.resolve(principal.name, header.client_id or "")
+        return quotas
+
+    def mute(self, ms):
+        """Reads no request for ``ms`` (a quota's throttle, KIP-219); responses already on their
+        way still go. A longer throttle given meanwhile extends it."""
+        if self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        handle = self.unmute_handle
+        if handle is not None:
+            if handle.when() >= until:
+                return
+            handle.cancel()
+        elif not self.reading_paused:
             self.transport.pause_reading()
+        self.unmute_handle = loop.call_at(until, self._unmute)
+
+    def _unmute(self):
+        self.unmute_handle = None
+        if self.closed:
+            return
+        if not self.reading_paused:
+            self.transport.resume_reading()
+        self.last_read = monotonic()  # the time muted is not the client's silence
+        frame, self.held_frame = self.held_frame, None
+        if frame is not None:
+            self._on_frame(frame)
+        if not self.handshaking and self.big is None:
+            self._parse_frames()
 
     def _on_raw_sasl_token(self, frame):
         """A SASL token after a v0 SaslHandshake: no Kafka header, answered size-prefixed; a
@@ -500,7 +563,8 @@ class Connection(asyncio.BufferedProtocol):
                                               t0)
                 if self.reading_paused and len(self.pending) < MAX_PENDING // 2:
                     self.reading_paused = False
-                    self.transport.resume_reading()
+                    if self.unmute_handle is None:  # a quota's mute resumes reading itself
+                        self.transport.resume_reading()
         except (ConnectionError, OSError) as e:
             self.close(f"send failed: {e}")
         except asyncio.CancelledError:

@@ -32,6 +32,7 @@ from ...errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, In
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
 from ..authorization import ALTER, TOPIC, authorized_names
+from ..quotas import mutation_quota
 from ..topic_store import INTERNAL_TOPICS
 from .create_topics import _registered_brokers, check_manual_replicas
 
@@ -39,7 +40,7 @@ API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
 
 
-def _create(broker, topic, validate_only):
+def _create(broker, topic, validate_only, quota=None):
     info = broker.topics.get(topic.name)
     if info is None:
         raise UnknownTopicOrPartitionError(f"topic '{topic.name}' does not exist")
@@ -60,6 +61,8 @@ def _create(broker, topic, validate_only):
         registered = _registered_brokers(broker)
         for a in topic.assignments:
             check_manual_replicas(registered, a.broker_ids)
+    if quota is not None:  # KIP-599: the partitions added, once the checks passed
+        quota.record(additional)
     broker.create_partitions(topic.name, topic.count, validate_only=validate_only,
                              assignments=None if topic.assignments is None else
                              [list(a.broker_ids) for a in topic.assignments])
@@ -69,13 +72,14 @@ async def handle(ctx, req):
     """Written through the topic store (see create_topics); the new partitions' leaders are
     awaited on the event loop."""
     alterable = authorized_names(ctx, ALTER, TOPIC, [t.name for t in req.topics])
-    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req, alterable)
+    quota = None if req.validate_only else mutation_quota(ctx)
+    response, created = await ctx.broker.topic_store_call(_respond, ctx.broker, req, alterable, quota)
     if created and not req.validate_only and req.timeout_ms > 0:
         return await _await_leaders(ctx.broker, response, created, req.timeout_ms)
     return response
 
 
-def _respond(broker, req, alterable):
+def _respond(broker, req, alterable, quota=None):
     """(the response, [(result, new partition count)] of the topics changed). A topic needs
     ALTER (else TOPIC_AUTHORIZATION_FAILED, as Kafka)."""
     counts = {}
@@ -89,7 +93,7 @@ def _respond(broker, req, alterable):
         try:
             if t.name not in alterable:
                 raise TopicAuthorizationFailedError("Authorization failed.")
-            _create(broker, t, req.validate_only)
+            _create(broker, t, req.validate_only, quota)
             created.append((result, t.count))
         except KafkaError as e:
             result.error_code = e.code

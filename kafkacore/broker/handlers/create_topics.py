@@ -42,6 +42,7 @@ from ...protocol.messages.create_topics_response import (CreatableTopicConfigs, 
                                                          CreateTopicsResponse)
 from ...storage.log_manager import validate_topic_name
 from ..authorization import CREATE, DESCRIBE_CONFIGS, TOPIC, authorize, authorize_cluster
+from ..quotas import mutation_quota
 from ._configs import topic_entries
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -128,9 +129,11 @@ def check_manual_replicas(registered, replicas):
         prev = b
 
 
-def _result(ctx, topic, v, validate_only, may_create_any):
+def _result(ctx, topic, v, validate_only, may_create_any, quota=None):
     """(result, replication factor or None when refused). Kafka's checks: CREATE on the cluster
-    or on the topic; the configs in the answer need DESCRIBE_CONFIGS on it."""
+    or on the topic; the configs in the answer need DESCRIBE_CONFIGS on it. ``quota``: the
+    client's controller_mutation_rate (KIP-599), charged the topic's partitions once it passed
+    the checks."""
     broker = ctx.broker
     result = CreatableTopicResult(name=topic.name, error_message=None)
     if not (may_create_any or authorize(ctx, CREATE, TOPIC, topic.name)):
@@ -139,6 +142,8 @@ def _result(ctx, topic, v, validate_only, may_create_any):
         return result, None
     try:
         partitions, rf, configs = _check(broker, topic)
+        if quota is not None:
+            quota.record(len(topic.assignments) if topic.assignments else partitions)
         if topic.assignments:
             assignments = [(a.partition_index, list(a.broker_ids)) for a in topic.assignments]
             info = broker.create_topic(topic.name, configs=configs, validate_only=validate_only,
@@ -180,7 +185,8 @@ def _respond(ctx, req):
         counts[t.name] = counts.get(t.name, 0) + 1
     dupes = [name for name, n in counts.items() if n > 1]
     may_create_any = authorize_cluster(ctx, CREATE)
-    made = [_result(ctx, t, v, validate_only, may_create_any) for t in req.topics if counts[t.name] == 1]
+    quota = None if validate_only else mutation_quota(ctx)
+    made = [_result(ctx, t, v, validate_only, may_create_any, quota) for t in req.topics if counts[t.name] == 1]
     results = [r for r, _rf in made]
     results += [CreatableTopicResult(name=name, error_code=InvalidRequestError.code,
                                      error_message="Duplicate topic name.") for name in dupes]

@@ -28,6 +28,7 @@ from ...protocol.messages.delete_topics_response import DeletableTopicResult, De
 from ...protocol.wire import ZERO_UUID
 from ...protocol.kafka_uuid import uuid_to_text
 from ..authorization import DELETE, DESCRIBE, TOPIC, authorize
+from ..quotas import mutation_quota
 from ..topic_store import INTERNAL_TOPICS
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -101,6 +102,7 @@ def _respond(ctx, req):
         else:
             targets.append((name, ZERO_UUID))
     targets += [(name, tid) for name, tid in by_id.items()]
+    quota = mutation_quota(ctx)  # KIP-599: each topic's partitions, before it is deleted
     for name, tid in targets:
         info = broker.topics.get(name)
         try:
@@ -113,6 +115,8 @@ def _respond(ctx, req):
                 raise InvalidTopicError(f"internal topic {name} cannot be deleted")
             if not authorize(ctx, DELETE, TOPIC, name):
                 raise TopicAuthorizationFailedError("Authorization failed.")
+            if quota is not None:
+                quota.record(info.partitions)
             broker.delete_topic(name)
         except KafkaError as e:
             results.append(_error(name, tid, v, e))
