@@ -567,3 +567,31 @@ def test_confluent_kafka_clients_work_with_their_acls_and_are_refused_without(br
         for f in admin.delete_acls([AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
                                                      None, AclOperation.ANY, AclPermissionType.ANY)]).values():
             f.result(30)
+
+
+def test_a_client_with_a_quota_is_refused_the_same(broker, admin):
+    """Quotas and ACLs together: a connection whose requests are metered (a quota is set for
+    it) is checked exactly as one without. (confluent-kafka has no client-quota admin: the
+    quota is set raw, by User:ANONYMOUS given ALTER_CONFIGS on the cluster for it.)"""
+    from kafkacore.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
+    entry = EntryData(entity=[EntityData(entity_type="user", entity_name="ANONYMOUS")],
+                      ops=[OpData(key="producer_byte_rate", value=1e9, remove=False)])
+    _revoke_all(admin)
+    _grant(admin, CLUSTER, None, Op.ALTER_CONFIGS)
+    try:
+        with KafkaConnection("127.0.0.1", broker.port) as conn:
+            resp = conn.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request(ApiKey.ALTER_CLIENT_QUOTAS, entries=[entry],
+                                                                     validate_only=False))
+        assert [e.error_code for e in resp.entries] == [0]
+    finally:
+        _revoke_all(admin)
+    try:
+        _label, api, version, make, codes_of, _steps = ROWS[0]  # produce
+        assert TOPIC_AUTH in _call(broker, api, version, make, codes_of)
+    finally:
+        entry.ops[0].remove = True
+        _grant(admin, CLUSTER, None, Op.ALTER_CONFIGS)
+        with KafkaConnection("127.0.0.1", broker.port) as conn:
+            conn.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request(ApiKey.ALTER_CLIENT_QUOTAS, entries=[entry],
+                                                             validate_only=False))
+        _revoke_all(admin)

@@ -11,7 +11,7 @@ class RequestContext:
                  "security_protocol", "principal", "sasl", "trusted", "quotas", "mutation_quota")
 
     def __init__(self, broker, header, client_host, connection_id, listener_name=None, security_protocol="PLAINTEXT",
-                 principal=ANONYMOUS, sasl=None, trusted=False, quotas=None):
+                 principal=ANONYMOUS, sasl=None, *, trusted=False, quotas=None):
         self.broker = broker
         self.header = header
         self.api_version = header.api_version
