@@ -231,6 +231,16 @@ SASL_CONFIGS = {
     "sasl.mechanism.inter.broker.protocol": (_string, "GSSAPI"),
     "connections.max.reauth.ms": (_int(0), 0),  # KIP-368; 0: sessions never end
     "sasl.server.max.receive.size": (_int(1, INT_MAX), 524288),  # KIP-541: the largest frame before login
+    # OAUTHBEARER with signed tokens (KIP-768's broker validator, security/oauth_jwks.py)
+    "sasl.oauthbearer.jwks.endpoint.url": (_string, None),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (_int(1), 3600000),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (_int(0), 100),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (_int(0), 10000),
+    "sasl.oauthbearer.expected.audience": (_list, []),
+    "sasl.oauthbearer.expected.issuer": (_string, None),
+    "sasl.oauthbearer.scope.claim.name": (_string, "scope"),
+    "sasl.oauthbearer.sub.claim.name": (_string, "sub"),
+    "sasl.oauthbearer.clock.skew.seconds": (_int(0), 30),
 }
 BROKER_CONFIGS.update(SASL_CONFIGS)
 # client quotas' measurement (security/client_quotas.py): Kafka's names and defaults
@@ -240,6 +250,9 @@ BROKER_CONFIGS.update({
 })
 LISTENER_PREFIX = "listener.name."
 JAAS_SUFFIX = ".sasl.jaas.config"  # listener.name.<listener>.<mechanism>.sasl.jaas.config
+# listener.name.<listener>.<mechanism>.sasl.server.callback.handler.class: how a mechanism checks
+# a login (OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler checks signed tokens)
+CALLBACK_HANDLER_SUFFIX = ".sasl.server.callback.handler.class"
 SASL_NOT_YET = "brokers talk to each other over PLAINTEXT only for now (SASL between brokers comes next)"
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real
@@ -273,6 +286,7 @@ class BrokerConfig:
         # listener.name.<name>.<mechanism>.sasl.jaas.config: {LISTENER NAME: {MECHANISM: text}}
         self.listener_overrides = {}
         self.listener_jaas = {}
+        self.listener_callback_handlers = {}  # {LISTENER NAME: {MECHANISM: class name}}
         for key in props:
             if key.startswith(LISTENER_PREFIX):
                 name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
@@ -282,6 +296,10 @@ class BrokerConfig:
                 elif name and setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count("."):
                     mechanism = setting[:-len(JAAS_SUFFIX)].upper()
                     self.listener_jaas.setdefault(name.upper(), {})[mechanism] = str(props[key])
+                elif (name and setting.endswith(CALLBACK_HANDLER_SUFFIX)
+                      and setting.count(".") == CALLBACK_HANDLER_SUFFIX.count(".")):
+                    mechanism = setting[:-len(CALLBACK_HANDLER_SUFFIX)].upper()
+                    self.listener_callback_handlers.setdefault(name.upper(), {})[mechanism] = str(props[key]).strip()
         topic_keys = set(BROKER_DEFAULTS) | {"log.retention.ms", "log.retention.minutes", "log.retention.hours"}
         unknown = [k for k in props if k not in BROKER_CONFIGS and k not in IGNORED and k not in topic_keys
                    and not self._is_listener_override(k)]
@@ -314,7 +332,8 @@ class BrokerConfig:
             return False
         name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
         return bool(name) and (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms"
-                               or (setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count(".")))
+                               or any(setting.endswith(suffix) and setting.count(".") == suffix.count(".")
+                                      for suffix in (JAAS_SUFFIX, CALLBACK_HANDLER_SUFFIX)))
 
     # -- listeners (Kafka's KafkaConfig.listeners/advertisedListeners and their checks) --------
     def _endpoints(self, key) -> list:

@@ -29,7 +29,7 @@ from ..errors import (IllegalSaslStateError, InvalidConfigurationError, KafkaErr
 from ..protocol.api_table import ApiKey
 from ..protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from ..protocol.messages.sasl_handshake_response import SaslHandshakeResponse
-from ..security import oauthbearer, plain, scram
+from ..security import oauth_jwks, oauthbearer, plain, scram
 from ..security.jaas import single_login_module
 from .security import USER_TYPE, KafkaPrincipal
 
@@ -48,7 +48,7 @@ class ListenerSasl:
     """What one SASL listener accepts: its enabled mechanisms and how each checks a login."""
 
     def __init__(self, listener_name: str, mechanisms, jaas_configs: dict, credential_cache=None, reauth_ms: int = 0,
-                 max_receive_size: int = 524288):
+                 max_receive_size: int = 524288, token_validator=None):
         """``jaas_configs``: {mechanism: sasl.jaas.config text or None}. InvalidConfigurationError
         (one line, naming the setting, never a password) for what cannot work. The broker's
         CredentialCache may be given later (``credential_cache``): the settings are checked
@@ -80,8 +80,11 @@ class ListenerSasl:
             elif mechanism == "OAUTHBEARER":
                 self._oauth_options = options
                 oauthbearer.UnsecuredJwsValidator(options)  # its options are checked now
-        self._validator = oauthbearer.UnsecuredJwsValidator(self._oauth_options) if "OAUTHBEARER" in self.mechanisms \
-            else None
+        # OAUTHBEARER: the signed tokens' validator when the listener names one (security/oauth_jwks.py),
+        # else Kafka's default, the unsecured one
+        self._validator = None
+        if "OAUTHBEARER" in self.mechanisms:
+            self._validator = token_validator or oauthbearer.UnsecuredJwsValidator(self._oauth_options)
 
     def server(self, mechanism: str):
         if mechanism == "PLAIN":
@@ -90,6 +93,22 @@ class ListenerSasl:
             return oauthbearer.OAuthBearerServer(self._validator)
         m = scram.MECHANISMS[mechanism]
         return scram.ScramServer(m, lambda user: self.credential_cache.get(m.name, user))
+
+
+def _token_validator(config, listener_name, mechanisms):
+    """The listener's OAUTHBEARER validator named by
+    listener.name.<l>.oauthbearer.sasl.server.callback.handler.class: Kafka's signed-token
+    validator, or None for the default (unsecured tokens)."""
+    handlers = config.listener_callback_handlers.get(listener_name, {})
+    unknown = sorted(m for m in handlers if m != "OAUTHBEARER" or handlers[m] not in oauth_jwks.VALIDATOR_CLASSES)
+    if unknown:
+        m = unknown[0]
+        raise InvalidConfigurationError(
+            f"listener.name.{listener_name.lower()}.{m.lower()}.sasl.server.callback.handler.class={handlers[m]!r}: "
+            f"kafkacore's handlers are Kafka's {' or '.join(sorted(oauth_jwks.VALIDATOR_CLASSES))} for OAUTHBEARER")
+    if "OAUTHBEARER" not in handlers or "OAUTHBEARER" not in mechanisms:
+        return None
+    return oauth_jwks.JwksValidator.from_config(config)
 
 
 def server_sasl(config) -> dict:
@@ -101,7 +120,8 @@ def server_sasl(config) -> dict:
             mechanisms, jaas = config.sasl_settings(ep.listener_name)
             out[ep.listener_name] = ListenerSasl(ep.listener_name, mechanisms, jaas,
                                                  reauth_ms=config["connections.max.reauth.ms"],
-                                                 max_receive_size=config["sasl.server.max.receive.size"])
+                                                 max_receive_size=config["sasl.server.max.receive.size"],
+                                                 token_validator=_token_validator(config, ep.listener_name, mechanisms))
     return out
 
 
