@@ -185,6 +185,31 @@ def test_kafka_python_over_ssl(broker, tls):
     assert got == [b"kp-%d" % i for i in range(5)]
 
 
+def test_aiokafka_with_a_client_certificate(broker, tls):
+    """aiokafka over the listener that requires a client certificate (mTLS), and refused there
+    without one."""
+    aiokafka = pytest.importorskip("aiokafka")
+    import asyncio
+
+    from aiokafka.helpers import create_ssl_context
+
+    async def run(certfile):
+        ctx = create_ssl_context(cafile=tls["ca"], certfile=certfile, keyfile=tls["client_key"] if certfile else None)
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.mtls_port}",
+                                             security_protocol="SSL", ssl_context=ctx, request_timeout_ms=10000)
+        try:
+            await asyncio.wait_for(producer.start(), 30)
+            await producer.send_and_wait("aiokafka-mtls", b"with-cert")
+        finally:
+            await producer.stop()
+
+    asyncio.run(run(tls["client_cert"]))
+    with pytest.raises(Exception):  # noqa: B017 - aiokafka raises its own connection error: any refusal
+        asyncio.run(run(None))
+    assert [v for _k, v in consume(ssl_conf(broker, tls, broker.mtls_port, cert=True), "aiokafka-mtls", 1)] == \
+        [b"with-cert"]
+
+
 def test_a_large_fetch_over_tls_returns_the_same_bytes(broker, tls):
     rnd = random.Random(28)
     values = [rnd.randbytes(200_000) for _ in range(40)]  # 8 MB across segment reads far above 64 KiB
