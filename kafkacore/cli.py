@@ -146,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--set", action="append", metavar="KEY=VALUE", help="a property for every broker (repeatable)")
     up.add_argument("--racks", type=_racks, metavar="RACK,RACK,...",
                     help="broker.rack of the brokers, dealt round-robin (e.g. a,b,c: broker 1 in a, 2 in b, ...)")
+    up.add_argument("--security", choices=("plaintext", "ssl", "sasl_ssl"), default="plaintext",
+                    help="ssl: mutual TLS between brokers and TLS for clients; sasl_ssl: SCRAM-SHA-512 over TLS for "
+                         "both (a test CA is made with openssl; the client settings are printed). Brokers listen for "
+                         "each other on base-port + N + i - 1 (default: free ports)")
     migrate = cluster_sub.add_parser("migrate", help="move a stopped single node's topics into ZooKeeper, so that its "
                                                      "data directory starts as a broker of a cluster")
     migrate.add_argument("--data-dir", required=True, help="the single node's data directory (stopped)")

@@ -41,17 +41,50 @@ def test_inter_broker_listener_defaults_to_the_protocols_listener():
     ssl_only = BrokerConfig({"listeners": "SSL://127.0.0.1:1"})
     with pytest.raises(InvalidConfigurationError, match="security.inter.broker.protocol='PLAINTEXT': no listener"):
         ssl_only.check_inter_broker()
+    assert c.check_inter_broker() is None  # PLAINTEXT between brokers: nothing to secure
     tls_between = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2",
                                 "inter.broker.listener.name": "SSL"})
-    with pytest.raises(InvalidConfigurationError, match="brokers talk to each other over PLAINTEXT only"):
+    # a TLS listener between brokers: the broker's own key store is its client certificate
+    with pytest.raises(InvalidConfigurationError, match="ssl.keystore.location: a TLS listener needs a key store"):
         tls_between.check_inter_broker()
+
+
+SASL_BETWEEN = {"listeners": "PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512"}
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+              'password="broker-pw-123" user_broker="broker-pw-123";')
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({}, "sasl.mechanism.inter.broker.protocol='GSSAPI' (Kafka's default): kafkacore does not do Kerberos"),
+    ({"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
+     "'SCRAM-SHA-256': not enabled on the inter-broker listener SASL_PLAINTEXT"),
+    ({"sasl.mechanism.inter.broker.protocol": "PLAIN"},
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: missing"),
+    ({"sasl.mechanism.inter.broker.protocol": "PLAIN",
+      "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+          'org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="broker-pw-123";'},
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: PLAIN needs username and password"),
+])
+def test_sasl_between_brokers_refuses_what_cannot_log_in(extra, needle):
+    c = BrokerConfig({**SASL_BETWEEN, **extra})
+    with pytest.raises(InvalidConfigurationError) as e:
+        c.check_inter_broker()
+    assert needle in e.value.message and "broker-pw-123" not in e.value.message
+
+
+def test_sasl_between_brokers_logs_in_with_the_listeners_jaas_options():
+    c = BrokerConfig({**SASL_BETWEEN, "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                      "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    sec = c.check_inter_broker()
+    assert (sec.protocol, sec.sasl, sec.tls, sec.mechanism, sec.username) == ("sasl_plaintext", True, False, "PLAIN",
+                                                                             "broker")
 
 
 @pytest.mark.parametrize("props, needle", [
     ({"listeners": "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"}, "each listener must have a different name"),
     ({"listeners": "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:1"}, "each listener must have a different port"),
     ({"listeners": "INTERNAL://127.0.0.1:1"}, "No security protocol defined for listener INTERNAL"),
-    ({"security.inter.broker.protocol": "SASL_SSL"}, "brokers talk to each other over PLAINTEXT only"),
     ({"listeners": "nonsense"}, "Unable to parse nonsense to a broker endpoint"),
     ({"listener.security.protocol.map": "A:TLS"}, "unknown security protocol 'TLS'"),
     ({"advertised.listeners": "SSL://h:1"}, "listener SSL is not in listeners"),

@@ -253,7 +253,6 @@ JAAS_SUFFIX = ".sasl.jaas.config"  # listener.name.<listener>.<mechanism>.sasl.j
 # listener.name.<listener>.<mechanism>.sasl.server.callback.handler.class: how a mechanism checks
 # a login (OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler checks signed tokens)
 CALLBACK_HANDLER_SUFFIX = ".sasl.server.callback.handler.class"
-SASL_NOT_YET = "brokers talk to each other over PLAINTEXT only for now (SASL between brokers comes next)"
 
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real
 # server.properties has them) and reported at start-up.
@@ -390,8 +389,6 @@ class BrokerConfig:
                     f"advertised.listeners (one of {', '.join(ep.listener_name for ep in advertised)})")
         else:
             protocol = v["security.inter.broker.protocol"]
-            if protocol.startswith("SASL"):
-                raise InvalidConfigurationError(f"security.inter.broker.protocol={protocol!r}: {SASL_NOT_YET}")
             # Kafka names the listener after the protocol; failing that, the first of that protocol
             same = [ep.listener_name for ep in advertised if ep.security_protocol == protocol]
             name = protocol if protocol in same else (same[0] if same else None)
@@ -409,17 +406,15 @@ class BrokerConfig:
         return next((ep for ep in self.listeners if ep.listener_name == name), None)
 
     def check_inter_broker(self):
-        """A broker of a cluster needs a listener for brokers, and this step's brokers speak
-        only plaintext to each other (their clients have no TLS yet)."""
+        """A broker of a cluster needs a listener for brokers; returns how it dials the others
+        on it (broker/inter_broker.py: None for PLAINTEXT, else its TLS context and SASL login),
+        InvalidConfigurationError in one line for settings that cannot work."""
         if self.inter_broker_listener_name is None:
             raise InvalidConfigurationError(
                 f"security.inter.broker.protocol={self['security.inter.broker.protocol']!r}: no listener of "
                 f"advertised.listeners has that protocol; set inter.broker.listener.name")
-        ep = next(ep for ep in self.advertised_listeners if ep.listener_name == self.inter_broker_listener_name)
-        if ep.security_protocol != "PLAINTEXT":
-            raise InvalidConfigurationError(
-                f"inter.broker.listener.name={ep.listener_name!r}: its protocol is {ep.security_protocol}; brokers "
-                "talk to each other over PLAINTEXT only for now (TLS between brokers comes with SASL)")
+        from .inter_broker import inter_broker_security
+        return inter_broker_security(self)
 
     @property
     def primary_listener_name(self) -> str:

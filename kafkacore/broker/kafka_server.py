@@ -53,9 +53,11 @@ class DataWaiter:
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig | None = None, isr_store=None):
+    def __init__(self, config: BrokerConfig | None = None, isr_store=None, inter_broker_security=None):
         """isr_store: where the leaders of a cluster write ISR changes (cluster/isr_store.py
-        over the cluster's ZooKeeper); None on a single node."""
+        over the cluster's ZooKeeper); None on a single node. inter_broker_security: how this
+        broker dials the others' inter-broker listener (broker/inter_broker.py), None for
+        PLAINTEXT."""
         self.config = config or BrokerConfig()
         cfg = self.config
         self.node_id = cfg.node_id
@@ -105,7 +107,8 @@ class KafkaServer:
         # replica manager, on one node as on many
         self.metadata_cache = MetadataCache(self.node_id)
         self.replica_manager = ReplicaManager(self, isr_store)
-        self.channels = BrokerChannels(self.node_id, self.metadata_cache)  # the coordinators' requests out
+        # every connection to another broker (the coordinators', the fetchers', the controller's)
+        self.channels = BrokerChannels(self.node_id, self.metadata_cache, security=inter_broker_security)
         self.channels.local = LocalChannel(self, client_id=f"broker-{self.node_id}")  # ... and to itself
         try:
             for lg in self.log_manager.logs.values():  # their roles come from the controller

@@ -127,8 +127,9 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     from .server import Listener, SocketServer, bind_listener
     from .tls import server_tls
 
+    inter_broker = None
     if config["zookeeper.connect"] or znodes is not None:
-        config.check_inter_broker()
+        inter_broker = config.check_inter_broker()  # how this broker dials the others
     if tls is None:
         tls = server_tls(config)  # key stores read (and bad ones refused) before any port or file
     sasl = server_sasl(config)  # mechanisms and JAAS checked as early
@@ -149,7 +150,7 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
         zk = None
         if config["zookeeper.connect"] or znodes is not None:  # round trips: off the event loop
             zk = await loop.run_in_executor(None, _connect_zookeeper, config, znodes)
-        broker = start_broker(config, zk)
+        broker = start_broker(config, zk, inter_broker)
         broker.listener_tls = tls  # before the config manager's first round: it may reload key stores
     except BaseException:
         for _ep, sock in bound:
@@ -226,19 +227,20 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
         _say("kafkacore: stopped cleanly")
 
 
-def start_broker(config, zk=None):
+def start_broker(config, zk=None, inter_broker=None):
     """A KafkaServer and its membership of a cluster (not serving yet): of the cluster whose
     metadata ``zk`` reaches (a ZooKeeper's, or an in-process cluster's store; _connect_zookeeper)
     or, without one, of its own cluster of one, over the metadata store in its data directory
     (kafkacore/cluster/local_metadata.py). Closes ``zk`` if it fails. Raises KafkaError with a
-    one-line message."""
+    one-line message. ``inter_broker``: how it dials the other brokers (config.check_inter_broker,
+    a ClientSecurity for a TLS or SASL inter-broker listener; None for PLAINTEXT)."""
     from ..cluster.cluster_node import ClusterNode
     from ..cluster.isr_store import ZkIsrStore
     from .kafka_server import KafkaServer
 
     if zk is not None:
         try:
-            broker = KafkaServer(config)
+            broker = KafkaServer(config, inter_broker_security=inter_broker)
         except BaseException:
             zk.close()
             raise
@@ -289,12 +291,12 @@ def serve(args) -> int:
         if config["metrics.port"] and config["metrics.port"] in {ep.port for ep in config.listeners}:
             raise InvalidConfigurationError(f"metrics.port={config['metrics.port']}: the Kafka listener's port; "
                                             "metrics need a port of their own")
-        if config["zookeeper.connect"]:
-            config.check_inter_broker()
         from .sasl_authenticator import server_sasl
         from .tls import server_tls
         tls = server_tls(config)
         server_sasl(config)  # checked here too, to be reported as configuration
+        if config["zookeeper.connect"]:
+            config.check_inter_broker()  # the inter-broker TLS and login, after the listeners' own settings
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2

@@ -57,9 +57,10 @@ from .security import ANONYMOUS, NoMatchingRule
 
 log = logging.getLogger("kafkacore.broker")
 
-# what a starting broker serves at once: its controller's requests (its start waits for them)
+# what a starting broker serves at once: its controller's requests (its start waits for them),
+# and the SASL login that comes before them on a SASL inter-broker listener
 STARTUP_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA,
-                          ApiKey.CONTROLLED_SHUTDOWN})
+                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 READ_BUFFER_BYTES = 256 * 1024
 EXPIRY_CHECK_S = 1.0  # how often connections are checked for a stalled request or idleness

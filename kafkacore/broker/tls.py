@@ -83,6 +83,46 @@ def listener_tls(listener, settings, overridden=frozenset()) -> ListenerTls:
     return ListenerTls(ctx, SslPrincipalMapper(settings["ssl.principal.mapping.rules"]))
 
 
+def client_tls_context(listener, settings, overridden=frozenset()) -> ssl.SSLContext:
+    """The context a broker dials another broker's TLS listener with (Kafka's broker as a client
+    of the inter-broker listener): the same ``ssl.*`` stores as that listener's server side - its
+    key store as the client certificate (mutual TLS when the other side asks), its trust store
+    (the system's CAs when none is set) - and the server's name checked against its certificate
+    when ``ssl.endpoint.identification.algorithm`` is https (Kafka's default since 2.0; empty
+    turns the check off, the certificate is still verified)."""
+    def key(name):
+        return f"{LISTENER_PREFIX}{listener.lower()}.{name}" if name in overridden else name
+
+    algorithm = (settings["ssl.endpoint.identification.algorithm"] or "").strip().lower()
+    if algorithm not in ("", "https"):
+        raise InvalidConfigurationError(f"{key('ssl.endpoint.identification.algorithm')}={algorithm!r}: https or "
+                                        "empty (no host name check)")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    enabled = settings["ssl.enabled.protocols"]
+    if [p for p in enabled if p not in _TLS_VERSIONS] or not enabled:
+        raise InvalidConfigurationError(f"{key('ssl.enabled.protocols')}={','.join(enabled)!r}: one or more of "
+                                        f"{', '.join(_TLS_VERSIONS)}")
+    try:
+        ctx.minimum_version = min(_TLS_VERSIONS[p] for p in enabled)
+        ctx.maximum_version = max(_TLS_VERSIONS[p] for p in enabled)
+    except ValueError as e:
+        raise InvalidConfigurationError(f"{key('ssl.enabled.protocols')}={','.join(enabled)!r}: {e}") from None
+    if settings["ssl.cipher.suites"]:
+        try:
+            ctx.set_ciphers(":".join(settings["ssl.cipher.suites"]))
+        except ssl.SSLError:
+            raise InvalidConfigurationError(f"{key('ssl.cipher.suites')}={','.join(settings['ssl.cipher.suites'])!r}: "
+                                            "no cipher suite this OpenSSL knows") from None
+    ctx.check_hostname = algorithm == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    _load_keystore(ctx, settings, key)
+    if settings["ssl.truststore.location"] is None and settings["ssl.truststore.certificates"] is None:
+        ctx.load_default_certs()
+    else:
+        _load_truststore(ctx, settings, key)
+    return ctx
+
+
 def _load_keystore(ctx, settings, key):
     location = settings["ssl.keystore.location"]
     chain, inline_key = settings["ssl.keystore.certificate.chain"], settings["ssl.keystore.key"]

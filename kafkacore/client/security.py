@@ -92,11 +92,13 @@ def client_security(config: dict):
 class ClientSecurity:
     """The checked security settings of one client; ``connect`` steps run on each connection."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, ssl_context=None):
+        """``ssl_context``: a client context made elsewhere (a broker's, from its own ssl.*
+        stores: broker/inter_broker.py) instead of one from ``config``'s ssl.* settings."""
         self.protocol = config["security.protocol"]
         self.tls = self.protocol in ("ssl", "sasl_ssl")
         self.sasl = self.protocol.startswith("sasl_")
-        self.ssl_context = self._ssl_context(config) if self.tls else None
+        self.ssl_context = (ssl_context or self._ssl_context(config)) if self.tls else None
         self.check_hostname = config["ssl.endpoint.identification.algorithm"] == "https"
         self.mechanism = config["sasl.mechanism"]
         self._login = {}
@@ -160,18 +162,35 @@ class ClientSecurity:
         """The TCP socket as a TLS one (handshake done); ssl.SSLError if the broker is not trusted."""
         return self.ssl_context.wrap_socket(sock, server_hostname=host if self.check_hostname else None)
 
+    @property
+    def username(self):
+        """The login's user (PLAIN, SCRAM) or token subject (OAUTHBEARER), for messages."""
+        return self._login.get("username") or self._login.get("unsecuredLoginStringClaim_sub")
+
     def authenticate(self, conn) -> None:
         """SaslHandshake v1 and SaslAuthenticate on a fresh connection (``conn.call``)."""
-        handshake = conn.call(ApiKey.SASL_HANDSHAKE, request_class(ApiKey.SASL_HANDSHAKE)(mechanism=self.mechanism),
-                              version=1)
+        steps = self.login_requests(f"{conn.host}:{conn.port}", min(conn.version(ApiKey.SASL_AUTHENTICATE), 2))
+        response = None
+        while True:
+            try:
+                api_key, version, body = steps.send(response)
+            except StopIteration:
+                return
+            response = conn.call(api_key, body, version=version)
+
+    def login_requests(self, where: str, authenticate_version: int):
+        """The login as a generator of (api key, version, request body); each response is sent
+        back into it. Ends when the broker accepted the login; raises what the broker refused
+        (UnsupportedSaslMechanismError, SaslAuthenticationFailedError...). One exchange for the
+        clients' blocking connections (``authenticate``) and the brokers' asyncio ones
+        (replication/broker_channel.py)."""
+        handshake = yield (ApiKey.SASL_HANDSHAKE, 1, request_class(ApiKey.SASL_HANDSHAKE)(mechanism=self.mechanism))
         if handshake.error_code:
             raise UnsupportedSaslMechanismError(
-                f"{conn.host}:{conn.port} does not enable {self.mechanism} (it offers "
-                f"{', '.join(handshake.mechanisms) or 'none'})")
-        version = min(conn.version(ApiKey.SASL_AUTHENTICATE), 2)
+                f"{where} does not enable {self.mechanism} (it offers {', '.join(handshake.mechanisms) or 'none'})")
         for token, check in self._exchange():
-            resp = conn.call(ApiKey.SASL_AUTHENTICATE, request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=token),
-                             version=version)
+            resp = yield (ApiKey.SASL_AUTHENTICATE, authenticate_version,
+                          request_class(ApiKey.SASL_AUTHENTICATE)(auth_bytes=token))
             if resp.error_code:
                 err = error_for_code(resp.error_code, resp.error_message or "")
                 raise err if isinstance(err, KafkaError) else SaslAuthenticationFailedError(str(resp.error_message))

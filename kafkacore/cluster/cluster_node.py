@@ -28,7 +28,7 @@ from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
                       ReassignmentInProgressError, TopicAlreadyExistsError, UnknownTopicOrPartitionError)
 from ..protocol.api_table import ApiKey
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
-from ..replication.broker_channel import BrokerChannel, BrokerChannelError
+from ..replication.broker_channel import BrokerChannelError
 from .acl_store import ZkAclStore
 from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
@@ -320,7 +320,7 @@ class ClusterNode:
                 ep = self.metadata_cache.brokers.get(controller)
                 if ep is None:
                     continue
-                channel = BrokerChannel(controller, ep.host, ep.port, client_id=f"broker-{self.node_id}")
+                channel = self.broker.channels.open(controller, ep.host, ep.port, client_id=f"broker-{self.node_id}")
                 try:
                     resp = await channel.call(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
                                               ControlledShutdownRequest(broker_id=self.node_id,

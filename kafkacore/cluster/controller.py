@@ -58,7 +58,7 @@ from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, U
                                                          UpdateMetadataPartitionState, UpdateMetadataRequest,
                                                          UpdateMetadataTopicState)
 from ..protocol.wire import ZERO_UUID
-from ..replication.broker_channel import BrokerChannel, BrokerChannelError
+from ..replication.broker_channel import BrokerChannelError
 from ..protocol.kafka_uuid import uuid_from_text
 from .zk_data import SECURITY_PROTOCOLS, ReplicaAssignment, TopicZNode, ZkDataError
 from .zk_client import ControllerMovedError, UnknownTopicError, ZkError, ZkNodeExistsError, ZkVersionMismatchError
@@ -1128,8 +1128,9 @@ class _BrokerSender:
         if not self.owns_channel:
             self.channel = local  # its own broker: straight to the handlers, no socket (the broker's)
         else:
-            self.channel = BrokerChannel(b.node_id, b.host, b.port, client_id=f"controller-{controller.node_id}",
-                                         connect_timeout=controller.config["controller.socket.timeout.ms"] / 1000)
+            self.channel = controller.broker.channels.open(
+                b.node_id, b.host, b.port, client_id=f"controller-{controller.node_id}",
+                connect_timeout=controller.config["controller.socket.timeout.ms"] / 1000)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.task = controller.loop.create_task(self._run())
         self.closed = False

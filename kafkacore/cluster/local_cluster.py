@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import time
+from ..errors import KafkaError
 from ..protocol.api_table import ApiKey
 
 
@@ -69,11 +70,25 @@ def four_letter_word(host, port, word, timeout=1.0):
             out += chunk
 
 
-def metadata_broker_ids(address, timeout=5.0):
-    """The broker ids a broker's Metadata (v12, no topics) lists."""
+def metadata_broker_ids(address, timeout=5.0, client_config=None):
+    """The broker ids a broker's Metadata (v12, no topics) lists; ``client_config``: the Java
+    client's security settings for a secured listener (kafkacore's client connection then)."""
     from ..protocol.frames import RequestHeader, decode_response, encode_request, request_class
 
     host, port = address.rsplit(":", 1)
+    if client_config:
+        from ..client.config import security_config
+        from ..client.connection import BrokerConnection
+        from ..client.security import client_security
+
+        conn = BrokerConnection(host, int(port), client_id="kafkacore-local-cluster", timeout=timeout,
+                                security=client_security(security_config(client_config)))
+        try:
+            resp = conn.call(ApiKey.METADATA, request_class(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False),
+                             version=12, timeout=timeout)
+        finally:
+            conn.close()
+        return sorted(b.node_id for b in resp.brokers)
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
         body = request_class(ApiKey.METADATA)(topics=[], allow_auto_topic_creation=False)
         sock.sendall(encode_request(RequestHeader(ApiKey.METADATA, 12, 1, "kafkacore-local-cluster"), body))
@@ -217,7 +232,14 @@ class LocalBroker:
     """``host`` is the address the broker listens on and advertises (None: the broker's default,
     127.0.0.1); ``prefix`` goes before its command, as LocalZooKeeper's."""
 
-    def __init__(self, broker_id, root, zk_connect, port=None, settings=None, python=None, host=None, prefix=()):
+    def __init__(self, broker_id, root, zk_connect, port=None, settings=None, python=None, host=None, prefix=(),
+                 config_file=None, extra_args=()):
+        """``config_file``: a properties file given with --config (a secured cluster's listeners
+        and secrets: local_security.py); its listeners then hold the ports, --port is not given.
+        ``extra_args``: more arguments of ``kafkacore serve`` (e.g. --log-level debug)."""
+        self.config_file = config_file
+        self.broker_port = None  # a secured cluster's BROKER listener (the inter-broker one)
+        self.extra_args = list(extra_args)
         self.broker_id = broker_id
         self.host = host
         self.prefix = list(prefix)
@@ -234,11 +256,14 @@ class LocalBroker:
         return f"{self.host or '127.0.0.1'}:{self.port}"
 
     def command(self):
-        args = self.prefix + [self.python, "-m", "kafkacore", "serve", "--port", str(self.port),
-                              "--data-dir", self.data_dir,
+        args = self.prefix + [self.python, "-m", "kafkacore", "serve", "--data-dir", self.data_dir,
                               "--set", f"broker.id={self.broker_id}", "--set", f"zookeeper.connect={self.zk_connect}"]
-        if self.host is not None:
-            args += ["--host", self.host]
+        if self.config_file is not None:
+            args += ["--config", self.config_file, *self.extra_args]
+        else:
+            args += ["--port", str(self.port), *self.extra_args]
+            if self.host is not None:
+                args += ["--host", self.host]
         for k, v in self.settings.items():
             args += ["--set", f"{k}={v}"]
         return args
@@ -303,21 +328,43 @@ class LocalCluster:
     """``racks``: rack names dealt to the brokers round-robin (broker.rack), for rack-aware
     replica placement and fetching from the closest replica (KIP-392)."""
 
-    def __init__(self, root, brokers=3, settings=None, base_port=None, zookeeper_port=None, racks=None):
+    def __init__(self, root, brokers=3, settings=None, base_port=None, zookeeper_port=None, racks=None,
+                 security=None, extra_args=()):
+        """``security``: a LocalSecurity (local_security.py): TLS or SASL_SSL between the brokers
+        on a BROKER listener of their own; each broker's port is then its CLIENT listener's."""
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
+        self.security = security
         self.zookeeper = LocalZooKeeper(os.path.join(self.root, "zookeeper"), port=zookeeper_port)
         self.brokers = {
             i: LocalBroker(i, self.root, self.zookeeper.connect_string,
-                           port=(base_port + i - 1) if base_port else None, settings=rack_settings(i, racks, settings))
+                           port=(base_port + i - 1) if base_port else None, settings=rack_settings(i, racks, settings),
+                           extra_args=extra_args)
             for i in range(1, brokers + 1)}
+        if security is not None:
+            security.prepare()  # the test CA, before anything starts
+            from .local_security import write_properties
+            for i, b in self.brokers.items():
+                b.broker_port = (base_port + brokers + i - 1) if base_port else free_port()
+                b.config_file = write_properties(os.path.join(self.root, f"broker-{i}.properties"),
+                                                 security.broker_settings(b.port, b.broker_port))
 
     @property
     def bootstrap_servers(self):
         return ",".join(b.address for b in self.brokers.values())
 
+    @property
+    def client_config(self) -> dict:
+        """The Java client's settings for the brokers' CLIENT listener ({}: PLAINTEXT)."""
+        return self.security.client_config() if self.security is not None else {}
+
     def start(self):
         self.zookeeper.start()
+        if self.security is not None:
+            try:
+                self.security.bootstrap_zookeeper(self.zookeeper.connect_string)
+            except Exception as e:  # noqa: BLE001 - ZkError, KafkaError, OSError: said in one line
+                raise LocalClusterError(f"cannot write the brokers' SCRAM user into ZooKeeper: {e}") from None
         for b in self.brokers.values():
             b.start()
         self.wait_until_brokers_know_each_other()
@@ -333,8 +380,8 @@ class LocalCluster:
         views = {}
         while time.monotonic() < deadline:
             try:
-                views = {i: metadata_broker_ids(self.brokers[i].address) for i in want}
-            except OSError as e:  # a broker still opening its listener
+                views = {i: metadata_broker_ids(self.brokers[i].address, client_config=self.client_config) for i in want}
+            except (OSError, KafkaError) as e:  # a broker still opening its listener
                 views = {"error": repr(e)}
             if all(v == want for v in views.values()):
                 return
@@ -418,9 +465,18 @@ class _UpSupervisor:
 
 def cluster_up(args) -> int:
     """``kafkacore cluster up``: runs until Ctrl-C or SIGTERM, then stops everything."""
-    cluster = LocalCluster(args.data_dir, brokers=args.brokers, base_port=args.base_port,
-                           zookeeper_port=args.zookeeper_port,
-                           settings=dict(s.split("=", 1) for s in (args.set or [])), racks=args.racks)
+    from .local_security import LocalSecurity, LocalSecurityError
+
+    protocol = getattr(args, "security", "plaintext") or "plaintext"
+    try:
+        security = None if protocol == "plaintext" else LocalSecurity(args.data_dir, protocol)
+        cluster = LocalCluster(args.data_dir, brokers=args.brokers, base_port=args.base_port,
+                               zookeeper_port=args.zookeeper_port,
+                               settings=dict(s.split("=", 1) for s in (args.set or [])), racks=args.racks,
+                               security=security)
+    except LocalSecurityError as e:
+        print(f"kafkacore cluster: {e}", file=sys.stderr)
+        return 1
     stop = []
     signal.signal(signal.SIGTERM, lambda *_a: stop.append(1))
     try:
@@ -433,6 +489,14 @@ def cluster_up(args) -> int:
     supervisor.write_state()
     print(f"ZooKeeper: {cluster.zookeeper.connect_string}", flush=True)
     print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+    if security is not None:
+        path = security.write_client_properties()
+        shown = {k: ("[hidden: in the file]" if k == "sasl.jaas.config" else v)
+                 for k, v in security.client_config().items()}
+        print(f"brokers talk to each other over {protocol.upper()} (listener BROKER); clients use these settings, "
+              f"written to {path}:", flush=True)
+        for k, v in shown.items():
+            print(f"  {k}={v}", flush=True)
     print(f"data and logs under {cluster.root}; Ctrl-C stops the cluster; a broker that dies can be started "
           f"again with: kafkacore cluster restart N --data-dir {cluster.root}", flush=True)
     try:

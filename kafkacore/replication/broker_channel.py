@@ -9,12 +9,20 @@ connection per destination).
   raises ``BrokerChannelError`` and drops the connection (every request in flight on it fails),
   so the caller decides whether to retry.
 - ApiVersions is not negotiated: brokers of one kafkacore cluster speak the same versions.
+- Security (Kafka's inter-broker listener with its security protocol): with a ``security`` (a
+  ClientSecurity, client/security.py, made by broker/inter_broker.py from the broker's own
+  settings) a new connection first does the TLS handshake (the broker's key store as client
+  certificate, its trust store, the host name checked as ``ssl.endpoint.identification.algorithm``
+  says), then SaslHandshake + SaslAuthenticate with the inter-broker mechanism (the same login
+  exchange as kafkacore's clients), before any request goes out. A refused handshake or login is
+  a ``BrokerAuthenticationError``, logged once (one line, never a secret) until a login works.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
 
 from ..protocol.frames import RequestHeader, decode_response, encode_request
@@ -102,13 +110,26 @@ class BrokerChannelError(Exception):
     """The destination could not be reached, or the connection failed during the call."""
 
 
+class BrokerAuthenticationError(BrokerChannelError):
+    """The destination's TLS handshake or SASL login refused this broker (or this broker refused
+    the destination's certificate): retrying helps only once the settings are fixed."""
+
+
+# (destination id, host, port, message) of the authentication failures logged: each is logged
+# once, by whichever channel meets it first, until a login to that broker succeeds
+_auth_failures_logged: set = set()
+
+
 class BrokerChannel:
-    def __init__(self, node_id, host, port, client_id, connect_timeout=10.0):
+    def __init__(self, node_id, host, port, client_id, connect_timeout=10.0, security=None):
+        """``security``: a ClientSecurity for a TLS and/or SASL inter-broker listener, None for
+        PLAINTEXT."""
         self.node_id = node_id
         self.host = host
         self.port = port
         self.client_id = client_id
         self.connect_timeout = connect_timeout
+        self.security = security
         self._writer = None  # the connection's transport
         self._pending = {}  # correlation id -> (future, api_key, api_version)
         self._connecting = None
@@ -125,29 +146,76 @@ class BrokerChannel:
             self._drop(BrokerChannelError(f"broker {self.node_id} moved to {host}:{port}"))
 
     async def _connect(self):
-        if self._writer is not None:
+        # a connection still logging in has its transport set but is not ready for requests
+        if self._writer is not None and self._connecting is None:
             return
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._open())
+        connecting = self._connecting
         try:
-            await asyncio.shield(self._connecting)
+            await asyncio.shield(connecting)
         finally:
-            if self._connecting is not None and self._connecting.done():
+            if self._connecting is connecting and connecting.done():
                 self._connecting = None
+
+    def _where(self):
+        return f"broker {self.node_id} at {self.host}:{self.port}"
 
     async def _open(self):
         loop = asyncio.get_running_loop()
+        sec = self.security
+        tls = {}
+        if sec is not None and sec.tls:
+            tls = {"ssl": sec.ssl_context, "server_hostname": self.host if sec.check_hostname else None,
+                   "ssl_handshake_timeout": self.connect_timeout}
         try:
             transport, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: FrameReceiver(self._on_frame, self._on_lost), self.host, self.port),
+                loop.create_connection(lambda: FrameReceiver(self._on_frame, self._on_lost), self.host, self.port,
+                                       **tls),
                 self.connect_timeout)
+        except (ssl.SSLError, ssl.CertificateError) as e:
+            why = getattr(e, "verify_message", None) or getattr(e, "reason", None) or e.__class__.__name__
+            raise self._auth_failed(f"TLS handshake with {self._where()} failed: {why}") from None
         except (OSError, asyncio.TimeoutError) as e:
-            raise BrokerChannelError(f"cannot connect to broker {self.node_id} at {self.host}:{self.port}: "
-                                     f"{e or 'timed out'}") from None
+            raise BrokerChannelError(f"cannot connect to {self._where()}: {e or 'timed out'}") from None
         if self.closed:
             transport.close()
             raise BrokerChannelError("channel closed")
         self._writer = transport
+        if sec is not None and sec.sasl:
+            await self._login(transport)
+        if _auth_failures_logged:
+            _auth_failures_logged.difference_update(
+                [k for k in _auth_failures_logged if k[:3] == (self.node_id, self.host, self.port)])
+
+    async def _login(self, transport):
+        """SaslHandshake and SaslAuthenticate on the new connection, through the clients' login
+        exchange (ClientSecurity.login_requests); requests wait until it is done."""
+        from ..errors import KafkaError
+
+        sec = self.security
+        steps = sec.login_requests(self._where(), 2)
+        response = None
+        try:
+            while True:
+                try:
+                    api_key, version, body = steps.send(response)
+                except StopIteration:
+                    return
+                response = await self._send(api_key, version, body, self.connect_timeout)
+        except (KafkaError, ValueError) as e:  # refused: UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED...
+            if transport is self._writer:
+                self._drop(BrokerChannelError(f"login to {self._where()} refused"))
+            message = getattr(e, "message", None) or str(e)
+            raise self._auth_failed(f"SASL login to {self._where()} as {sec.username!r} with {sec.mechanism} over "
+                                    f"{sec.protocol.upper()} failed: {message}") from None
+
+    def _auth_failed(self, message) -> BrokerAuthenticationError:
+        key = (self.node_id, self.host, self.port, message)
+        if key not in _auth_failures_logged:
+            _auth_failures_logged.add(key)
+            log.error("%s (retrying; logged once until a login works)", message)
+        return BrokerAuthenticationError(message)
 
     def _on_frame(self, receiver, frame):
         if receiver.transport is not self._writer:
@@ -185,6 +253,11 @@ class BrokerChannel:
         if self.closed:
             raise BrokerChannelError("channel closed")
         await self._connect()
+        return await self._send(api_key, version, body, timeout)
+
+    async def _send(self, api_key, version, body, timeout):
+        if self._writer is None:
+            raise BrokerChannelError(f"connection to broker {self.node_id} lost")
         correlation_id = next(self._ids) & 0x7FFFFFFF
         frame = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id), body)
         fut = asyncio.get_running_loop().create_future()
@@ -207,9 +280,14 @@ class BrokerChannels:
     (WriteTxnMarkers from a transaction coordinator, AddPartitionsToTxn verification from a
     partition leader): one per destination, at the address the metadata cache lists now."""
 
-    def __init__(self, node_id, metadata_cache):
+    def __init__(self, node_id, metadata_cache, security=None):
+        """``security``: how this broker dials the others' inter-broker listener (a ClientSecurity
+        for TLS and SASL; None for PLAINTEXT). Every connection to another broker is made by
+        ``open``, with it: the coordinators' here, the replica fetchers', the controller's and a
+        controlled shutdown's."""
         self.node_id = node_id
         self.metadata_cache = metadata_cache
+        self.security = security
         self._channels: dict[int, BrokerChannel] = {}
         # this broker's requests to itself, without a socket (broker/local_channel.py): set by
         # the broker, which owns the handlers
@@ -225,11 +303,15 @@ class BrokerChannels:
             return None
         ch = self._channels.get(node_id)
         if ch is None or ch.closed:
-            ch = self._channels[node_id] = BrokerChannel(node_id, ep.host, ep.port,
-                                                         client_id=f"broker-{self.node_id}-txn")
+            ch = self._channels[node_id] = self.open(node_id, ep.host, ep.port, client_id=f"broker-{self.node_id}-txn")
         else:
             ch.update_address(ep.host, ep.port)
         return ch
+
+    def open(self, node_id, host, port, client_id, connect_timeout=10.0) -> BrokerChannel:
+        """A new channel to another broker's inter-broker endpoint, with this broker's security."""
+        return BrokerChannel(node_id, host, port, client_id=client_id, connect_timeout=connect_timeout,
+                             security=self.security)
 
     def close(self):
         for ch in self._channels.values():

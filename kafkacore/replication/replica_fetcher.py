@@ -42,7 +42,7 @@ from ..protocol.api_table import ApiKey
 from ..protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from ..protocol.messages.offset_for_leader_epoch_request import (OffsetForLeaderEpochRequest,
                                                                   OffsetForLeaderPartition, OffsetForLeaderTopic)
-from .broker_channel import BrokerChannel, BrokerChannelError
+from .broker_channel import BrokerAuthenticationError, BrokerChannelError
 
 log = logging.getLogger("kafkacore.cluster")
 
@@ -71,8 +71,10 @@ class ReplicaFetcher:
         self.rm = replica_manager
         self.source_id = source_id
         cfg = replica_manager.config
-        self.channel = BrokerChannel(source_id, host, port, client_id=f"broker-{replica_manager.node_id}-fetcher",
-                                     connect_timeout=cfg["replica.socket.timeout.ms"] / 1000)
+        # over the leader's inter-broker listener, with this broker's security (BrokerChannels.open)
+        self.channel = replica_manager.broker.channels.open(
+            source_id, host, port, client_id=f"broker-{replica_manager.node_id}-fetcher",
+            connect_timeout=cfg["replica.socket.timeout.ms"] / 1000)
         self.max_wait_ms = cfg["replica.fetch.wait.max.ms"]
         self.min_bytes = cfg["replica.fetch.min.bytes"]
         self.max_bytes = cfg["replica.fetch.response.max.bytes"]
@@ -125,7 +127,9 @@ class ReplicaFetcher:
                 if not await self._fetch_once():
                     await self._wait_for_ready()
             except BrokerChannelError as e:
-                log.info("fetcher from broker %d: %s; retrying in %.1f s", self.source_id, e, self.backoff)
+                # a refused login or TLS handshake was logged once by the channel (an error line)
+                log.log(logging.DEBUG if isinstance(e, BrokerAuthenticationError) else logging.INFO,
+                        "fetcher from broker %d: %s; retrying in %.1f s", self.source_id, e, self.backoff)
                 self._reset_session()
                 await asyncio.sleep(self.backoff)
             except asyncio.CancelledError:
