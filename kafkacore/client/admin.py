@@ -735,6 +735,46 @@ class AdminClient:
         for e in resp.entries:
             _raise(e.error_code, "AlterClientQuotas", e.error_message)
 
+    # -- ACLs ----------------------------------------------------------------------------------
+    def create_acls(self, bindings) -> None:
+        """Adds the ACLs (security/acl.py AclBinding); raises the first one's error."""
+        creation = _req(ApiKey.CREATE_ACLS, "AclCreation")
+        body = _req(ApiKey.CREATE_ACLS)(creations=[creation(
+            resource_type=int(b.pattern.resource_type), resource_name=b.pattern.name,
+            resource_pattern_type=int(b.pattern.pattern_type), principal=b.entry.principal, host=b.entry.host,
+            operation=int(b.entry.operation), permission_type=int(b.entry.permission_type)) for b in bindings])
+        resp = self.call_any(ApiKey.CREATE_ACLS, body)
+        for b, r in zip(bindings, resp.results):
+            _raise(r.error_code, f"ACL {_acl_text(b)}", r.error_message)
+
+    def describe_acls(self, binding_filter) -> list:
+        """The ACLs the filter (security/acl.py AclBindingFilter) matches, as AclBindings."""
+        pf, ef = binding_filter.pattern, binding_filter.entry
+        body = _req(ApiKey.DESCRIBE_ACLS)(
+            resource_type_filter=int(pf.resource_type), resource_name_filter=pf.name,
+            pattern_type_filter=int(pf.pattern_type), principal_filter=ef.principal, host_filter=ef.host,
+            operation=int(ef.operation), permission_type=int(ef.permission_type))
+        resp = self.call_any(ApiKey.DESCRIBE_ACLS, body)
+        _raise(resp.error_code, "DescribeAcls", resp.error_message)
+        return [_binding(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                         a.permission_type) for r in resp.resources for a in r.acls]
+
+    def delete_acls(self, filters) -> list:
+        """Per filter, the AclBindings it deleted; raises the first filter's error."""
+        flt = _req(ApiKey.DELETE_ACLS, "DeleteAclsFilter")
+        body = _req(ApiKey.DELETE_ACLS)(filters=[flt(
+            resource_type_filter=int(f.pattern.resource_type), resource_name_filter=f.pattern.name,
+            pattern_type_filter=int(f.pattern.pattern_type), principal_filter=f.entry.principal,
+            host_filter=f.entry.host, operation=int(f.entry.operation),
+            permission_type=int(f.entry.permission_type)) for f in filters])
+        resp = self.call_any(ApiKey.DELETE_ACLS, body)
+        out = []
+        for r in resp.filter_results:
+            _raise(r.error_code, "DeleteAcls", r.error_message)
+            out.append([_binding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                                 m.permission_type) for m in r.matching_acls])
+        return out
+
     # -- helpers ----------------------------------------------------------------------------
     def _wait(self, done, what):
         deadline = time.monotonic() + self.timeout
@@ -755,6 +795,19 @@ def uuid_text(raw) -> str | None:
 
 def _resource_name(resource_type):
     return {TOPIC_RESOURCE: "topic", BROKER_RESOURCE: "broker"}.get(resource_type, f"resource type {resource_type}")
+
+
+def _binding(rtype, name, pattern_type, principal, host, operation, permission):
+    from ..security.acl import (AccessControlEntry, AclBinding, AclOperation, AclPermissionType, PatternType,
+                                ResourcePattern, ResourceType)
+    return AclBinding(ResourcePattern(ResourceType.from_code(rtype), name, PatternType.from_code(pattern_type)),
+                      AccessControlEntry(principal, host, AclOperation.from_code(operation),
+                                         AclPermissionType.from_code(permission)))
+
+
+def _acl_text(b) -> str:
+    return (f"{b.entry.permission_type.name} {b.entry.principal} {b.entry.operation.name} from {b.entry.host} on "
+            f"{b.pattern.resource_type.name} {b.pattern.pattern_type.name} {b.pattern.name!r}")
 
 
 def _raise(code, what, message=None):

@@ -65,6 +65,9 @@ CLIENT_VERSIONS = {
     49: (0, 1),   # AlterClientQuotas
     50: (0, 0),   # DescribeUserScramCredentials
     51: (0, 0),   # AlterUserScramCredentials
+    29: (1, 3),   # DescribeAcls (Kafka 4 dropped v0)
+    30: (1, 3),   # CreateAcls
+    31: (1, 3),   # DeleteAcls
 }
 _size = struct.Struct(">i")
 _cid = struct.Struct(">i")

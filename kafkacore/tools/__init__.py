@@ -12,5 +12,5 @@ printing, progress.py the progress bar.
 
 # the nouns, in the order ``kafkacore --help`` lists them; each names kafkacore.tools.<module>
 # (``console`` follows them: its command is kafkacore/console/command.py's)
-NOUNS = ("topics", "groups", "configs", "records", "produce", "consume", "partitions", "leaders", "users", "quotas",
-         "perf", "log_dump", "completion")
+NOUNS = ("topics", "groups", "configs", "records", "produce", "consume", "partitions", "leaders", "acls", "users",
+         "quotas", "perf", "log_dump", "completion")
