@@ -6,6 +6,11 @@
         c = broker.consumer({"group.id": "g"})      # kafkacore.Consumer, reading directly
         broker.serve("127.0.0.1", 9092)             # optional: network clients too
 
+With ``listeners`` (and ``ssl.*``, ``sasl.*``, ``authorizer.class.name``...) in its config,
+``broker.serve()`` serves those listeners with their security, as ``kafkacore serve`` does. The
+embedded clients reach no listener: they act as ``User:ANONYMOUS``, so with an authorizer they
+need ACLs for it (or it in ``super.users``, on a broker whose listeners all authenticate).
+
 The broker core (storage, group coordinator, producer ids) runs on an asyncio loop in a
 background thread, exactly as ``kafkacore serve`` runs it. Embedded clients are the same
 Producer and Consumer classes; instead of a TCP connection they hold an EmbeddedConnection,
@@ -119,11 +124,18 @@ class Broker:
         from .client.consumer import Consumer
         return Consumer(config, _embedded=self)
 
-    def serve(self, host: str = "127.0.0.1", port: int = 9092) -> tuple[str, int]:
-        """Also serves network clients on host:port (0: any free port); returns the address."""
+    def serve(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
+        """Also serves network clients on host:port (default 127.0.0.1:9092; port 0: any free
+        one), in plaintext; returns the address. Given no address and a config that names
+        ``listeners``, serves those listeners with their security (TLS, SASL, as ``kafkacore
+        serve`` does) and returns the first one's address."""
         from .broker.server import SocketServer
         if self._server is not None:
             raise RuntimeError("the broker is already serving")
+        if host is None and port is None and "listeners" in self.config.props:
+            return self._serve_configured()
+        host = "127.0.0.1" if host is None else host
+        port = 9092 if port is None else port
         server = SocketServer(self.core)
         bound = asyncio.run_coroutine_threadsafe(server.start(host, port), self._loop).result()
         self._server = server
@@ -142,6 +154,31 @@ class Broker:
                 raise KafkaTimeoutError("the broker's metadata did not take its new address within 30 s")
             time.sleep(0.01)
         return bound[0], bound[1]
+
+    def _serve_configured(self) -> tuple[str, int]:
+        from .broker.main import _bind_all
+        from .broker.sasl_authenticator import server_sasl
+        from .broker.server import Listener, SocketServer
+        from .broker.tls import server_tls
+
+        cfg = self.config
+        tls, sasl = server_tls(cfg), server_sasl(cfg)  # checked (one-line errors) before any port
+        for listener_sasl in sasl.values():
+            listener_sasl.credential_cache = self.core.credential_cache
+        self.core.listener_tls = tls  # dynamic configs may reload their key stores
+        try:
+            bound = _bind_all(cfg)
+        except SystemExit as e:  # the command's exit; in-process it is an error of this call
+            raise OSError(str(e)) from None
+        server = SocketServer(self.core)
+        addresses = []
+        for ep, sock in bound:
+            listener = Listener(ep.listener_name, ep.security_protocol, tls.get(ep.listener_name),
+                                sasl.get(ep.listener_name))
+            addresses.append(asyncio.run_coroutine_threadsafe(server.start(sock=sock, listener=listener),
+                                                              self._loop).result())
+        self._server = server
+        return addresses[0]
 
     def cluster_view(self) -> "EmbeddedCluster":
         return EmbeddedCluster(self)
