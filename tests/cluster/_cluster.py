@@ -30,7 +30,10 @@ def create_topic(cluster, name, partitions=3, rf=3, configs=None):
     client = admin(cluster)  # kept alive until the future resolves: its handle owns the request
     fut = client.create_topics([NewTopic(name, partitions, rf, config=configs or {})], operation_timeout=30)[name]
     fut.result(60)
-    wait_for(lambda: all(p.leader >= 0 and len(p.isrs) == rf for p in topic_metadata(cluster, name).values()),
+    # every partition listed (an empty answer - the topic not known yet where the request went -
+    # is not "all led"), each led with a full ISR
+    wait_for(lambda: (lambda md: len(md) == partitions and all(p.leader >= 0 and len(p.isrs) == rf
+                                                              for p in md.values()))(topic_metadata(cluster, name)),
              f"every partition of {name} led with a full ISR", 60)
 
 
