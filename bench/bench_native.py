@@ -783,7 +783,9 @@ def machine_info():
     native = {m: (mod._native is not None) for m, mod in
               (("crc", checksum), ("murmur2", partitioner), ("records", kc_record))}
     import_errors = {}
-    if not kafkacore._extensions_disabled():
+    from kafkacore._loader import extensions_disabled
+
+    if not extensions_disabled():
         import importlib
 
         for name, ok in native.items():
