@@ -228,38 +228,52 @@ def expect(cond, msg):
 # ----------------------------------------------------------------------------- comparisons
 
 
+CRC_SIZES = [64, 256, 1024, 4096, 65536, 1 << 20]
+
+
+def _size_name(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1024 else f"{n} B"
+
+
 def bench_crc(cfg):
+    """kafkacore.crc32c against google-crc32c and the crc32c package, per buffer size: one
+    row per peer and size (a sample: the same buffer checksummed over and over, 16 MiB in all,
+    4 MiB with --quick; the buffer stays in cache, so large sizes measure the kernel, small
+    ones mostly the call). Targets (issue 30): >= 1.5x the faster package on 1 MiB, no loss
+    (>= 1.0x) below."""
     import crc32c as crc32c_pkg
     import google_crc32c
 
-    # Fixed work: `crc_calls` calls on the same 1 MiB buffer. The buffer stays in cache, so
-    # this measures the checksum kernel plus per-call overhead, not memory bandwidth (which
-    # would make every implementation look alike).
-    buf = random.Random(7).randbytes(1 << 20)
-    calls = cfg.crc_calls
-    units = calls * len(buf)
     ours_crc, g_value, p_crc = kafkacore.crc32c, google_crc32c.value, crc32c_pkg.crc32c
+    total = (4 if cfg.quick else 16) << 20
+    for size in CRC_SIZES:
+        buf = random.Random(7).randbytes(size)
+        calls = max(1, total // size)
+        units = calls * size
+        rng = range(calls)
 
-    def ours():
-        for _ in range(calls):
-            ours_crc(buf)
+        def ours(buf=buf, rng=rng):
+            for _ in rng:
+                ours_crc(buf)
 
-    def google():
-        for _ in range(calls):
-            g_value(buf)
+        def google(buf=buf, rng=rng):
+            for _ in rng:
+                g_value(buf)
 
-    def pkg():
-        for _ in range(calls):
-            p_crc(buf)
+        def pkg(buf=buf, rng=rng):
+            for _ in rng:
+                p_crc(buf)
 
-    def check():
-        expect(ours_crc(buf) == g_value(buf) == p_crc(buf), "CRC-32C values differ")
-        expect(ours_crc(b"123456789") == 0xE3069283, "CRC-32C check value wrong")
+        def check(buf=buf):
+            expect(ours_crc(buf) == g_value(buf) == p_crc(buf), "CRC-32C values differ")
+            expect(ours_crc(b"123456789") == 0xE3069283, "CRC-32C check value wrong")
 
-    yield compare("1 crc32c", "crc32c 1 MiB buffers", "B", "speedup", Side(ours, units),
-                  Side(google, units), cfg, 1.0, "google_crc32c.value", check)
-    yield compare("1 crc32c", "crc32c 1 MiB (info: crc32c pkg)", "B", "info", Side(ours, units),
-                  Side(pkg, units), cfg, None, "crc32c.crc32c", check)
+        target = 1.5 if size >= 1 << 20 else 1.0
+        name = _size_name(size)
+        yield compare("1 crc32c", f"crc32c {name} buffers", "B", "speedup", Side(ours, units),
+                      Side(google, units), cfg, target, "google_crc32c.value", check)
+        yield compare("1 crc32c", f"crc32c {name} (crc32c pkg)", "B", "speedup", Side(ours, units),
+                      Side(pkg, units), cfg, target, "crc32c.crc32c", check)
 
 
 def bench_partition(cfg):
@@ -783,7 +797,9 @@ def machine_info():
     native = {m: (mod._native is not None) for m, mod in
               (("crc", checksum), ("murmur2", partitioner), ("records", kc_record))}
     import_errors = {}
-    if not kafkacore._extensions_disabled():
+    from kafkacore._loader import extensions_disabled
+
+    if not extensions_disabled():
         import importlib
 
         for name, ok in native.items():
@@ -795,6 +811,8 @@ def machine_info():
     hw = None
     if checksum._native is not None and hasattr(checksum._native, "hardware_available"):
         hw = bool(checksum._native.hardware_available())
+        if hasattr(checksum._native, "implementation"):
+            hw = checksum._native.implementation()
     libs = ["kafkacore", "numpy", "pyarrow", "lz4", "zstandard", "cramjam", "google-crc32c", "crc32c",
             "kafka-python", "aiokafka", "Cython"]
     return {

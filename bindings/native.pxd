@@ -7,6 +7,13 @@ cdef extern from "kc_crc32c.h" nogil:
     uint32_t kc_crc32c_sw(uint32_t crc, const void *data, size_t length)
     int kc_crc32c_hw_available()
     int kc_crc32c_avx512_available()
+    int kc_crc32c_impl_available(int impl)
+    int kc_crc32c_impl()
+    int kc_crc32c_set_impl(int impl)
+    const char *kc_crc32c_impl_name(int impl)
+    uint32_t kc_crc32c_with(int impl, uint32_t crc, const void *data, size_t length)
+    enum:
+        KC_CRC32C_IMPL_COUNT
 
 cdef extern from "kc_murmur2.h" nogil:
     int32_t kc_murmur2(const void *data, size_t length)

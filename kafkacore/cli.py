@@ -19,12 +19,14 @@ def _info() -> int:
     if kafkacore.native_extensions():
         from kafkacore._ext import crc
 
-        if crc.avx512_available():
-            path = "AVX-512 VPCLMULQDQ folding (long buffers) + SSE4.2 crc32"
-        elif crc.hardware_available():
-            path = "SSE4.2 crc32, 3-way interleaved"
-        else:
-            path = "software slicing-by-8"
+        path = {
+            "avx512": "AVX-512 VPCLMULQDQ folding (long buffers) + SSE4.2 crc32",
+            "mixed256": "VPCLMULQDQ (256-bit) folding + 3 crc32 streams, interleaved",
+            "vpclmul256": "VPCLMULQDQ (256-bit) folding + SSE4.2 crc32",
+            "pclmul": "PCLMULQDQ folding + SSE4.2 crc32",
+            "sse4.2": "SSE4.2 crc32, 3-way interleaved",
+            "sw": "software slicing-by-8",
+        }.get(crc.implementation(), crc.implementation())
         print(f"crc32c: {path}")
     return 0
 

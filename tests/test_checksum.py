@@ -1,5 +1,6 @@
 """CRC-32C: published vectors, chaining, buffer types, and native against the twin."""
 import array
+import os
 
 import numpy as np
 import pytest
@@ -209,3 +210,118 @@ class TestAgainstGoogleCrc32c:
     @given(a=st.binary(max_size=500), b=st.binary(max_size=500))
     def test_chaining(self, a, b):
         assert kafkacore.crc32c(b, kafkacore.crc32c(a)) == self.google.extend(self.google.value(a), b)
+
+
+# ---------------------------------------------------------------------------------------
+# Every native implementation (kc_crc32c.h: sw, sse4.2, pclmul, vpclmul256, mixed256,
+# avx512), whichever the CPU's features select, forced one at a time so the fallbacks stay
+# tested on a machine that would not choose them.
+
+try:
+    import crc32c as crc32c_pkg
+except ImportError:  # optional cross-check (the "bench" extra installs it)
+    crc32c_pkg = None
+
+IMPL_NAMES = native_crc.implementations() if native_crc is not None else []
+# the folding kernels' block sizes and the mixed kernel's chunks (992, 3968, 15872 bytes,
+# + up to 31 bytes of alignment), alone and in runs
+FOLD_SIZES = sorted({n + d for n in (16, 32, 64, 128, 256, 512, 992 + 32, 2 * 992 + 32, 3968 + 32,
+                                     3968 + 992 + 32, 15872 + 32, 2 * 15872 + 3968 + 992 + 32)
+                     for d in (-33, -32, -31, -17, -16, -15, -9, -8, -7, -1, 0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33)
+                     if n + d >= 0})
+
+
+def _peer_values(data, crc=0):
+    """The CRC by each installed CRC-32C package (for a cross-check beyond the twin)."""
+    out = {}
+    if crc32c_pkg is not None:
+        out["crc32c"] = crc32c_pkg.crc32c(data, crc) if crc else crc32c_pkg.crc32c(data)
+    if google_crc32c is not None:
+        out["google-crc32c"] = google_crc32c.extend(crc, data) if crc else google_crc32c.value(data)
+    return out
+
+
+@requires_native("crc")
+def test_implementations_are_reported():
+    assert IMPL_NAMES[0] == "sw"
+    assert native_crc.implementation() in IMPL_NAMES
+    if native_crc.hardware_available():
+        assert "sse4.2" in IMPL_NAMES
+    with pytest.raises(ValueError):
+        native_crc._crc32c_with("no-such-kernel", b"x")
+    for name in ("sw", "sse4.2", "pclmul", "vpclmul256", "mixed256", "avx512"):
+        if name not in IMPL_NAMES:
+            with pytest.raises(ValueError, match="not available"):
+                native_crc._set_implementation(name)
+
+
+@requires_native("crc")
+def test_implementations_every_fold_boundary_and_offset():
+    # the twin's value once per (size, start), every implementation against it
+    base = random_bytes(2 * 15872 + 3968 + 992 + 32 + 33 + 64, seed=31)
+    for size in FOLD_SIZES:
+        for start in ((0, 1, 5, 8, 13, 16, 31, 32, 33, 48, 63) if size <= 1100 else (0, 13, 48)):
+            chunk = memoryview(base)[start:start + size]
+            want = crc32c_py(chunk, 0x0BADF00D)
+            for impl in IMPL_NAMES:
+                assert native_crc._crc32c_with(impl, chunk, 0x0BADF00D) == want, (impl, size, start)
+
+
+@requires_native("crc")
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+@settings(max_examples=examples(150))
+@given(data=st.binary(max_size=6000), start=st.integers(0, 63), cut=st.integers(0, 6000),
+       crc=st.integers(0, 0xFFFFFFFF))
+def test_implementation_random_lengths_offsets_and_continuation(impl, data, start, cut, crc):
+    view = memoryview(data)[min(start, len(data)):]
+    want = crc32c_py(view, crc)
+    assert native_crc._crc32c_with(impl, view, crc) == want
+    cut = min(cut, len(view))
+    assert native_crc._crc32c_with(impl, view[cut:], native_crc._crc32c_with(impl, view[:cut], crc)) == want
+    for peer, value in _peer_values(bytes(view), crc).items():
+        assert value == want, peer
+
+
+@requires_native("crc")
+def test_implementations_one_mebibyte_plus_odd():
+    data = random_bytes((1 << 20) + 4099, seed=5)
+    for start in (0, 37):
+        view = memoryview(data)[start:]
+        want = crc32c_py(view)
+        for peer, value in _peer_values(bytes(view)).items():
+            assert value == want, peer
+        for impl in IMPL_NAMES:
+            assert native_crc._crc32c_with(impl, view) == want, (impl, start)
+            for s in (3, 16):  # other misalignments: against the software path (checked above)
+                assert native_crc._crc32c_with(impl, view[s:]) == native_crc._crc32c_with("sw", view[s:]), (impl, s)
+
+
+@requires_native("crc")
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_forced_dispatch(impl):
+    # crc32c() itself (the dispatch through kc_crc32c) on each implementation in turn
+    data = random_bytes(70_001, seed=3)
+    previous = native_crc._set_implementation(impl)
+    try:
+        assert native_crc.implementation() == impl
+        assert native_crc.crc32c(b"123456789") == 0xE3069283
+        assert native_crc.crc32c(data) == crc32c_py(data)
+        assert native_crc.crc32c(memoryview(data)[1:4097], 7) == crc32c_py(data[1:4097], 7)
+    finally:
+        native_crc._set_implementation(previous)
+    assert native_crc.implementation() == previous
+
+
+@requires_native("crc")
+def test_environment_forces_the_fallback():
+    # KAFKACORE_CRC32C_IMPL picks the implementation at import (here: the SSE4.2 one, or the
+    # software one on a CPU without it); an unavailable name leaves the CPU's choice.
+    import subprocess
+    import sys
+
+    code = "from kafkacore._ext import crc; print(crc.implementation(), crc.crc32c(b'123456789'))"
+    want = "sse4.2" if "sse4.2" in IMPL_NAMES else native_crc.implementation()
+    for name, expected in (("sse4.2", want), ("sw", "sw"), ("no-such", native_crc.implementation())):
+        env = dict(os.environ, KAFKACORE_CRC32C_IMPL=name)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.split() == [expected, str(0xE3069283)], (name, out.stdout, out.stderr)

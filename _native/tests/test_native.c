@@ -235,6 +235,117 @@ static void test_crc32c(void) {
     free(buf);
 }
 
+/* Every implementation the CPU can run (kc_crc32c_with), whichever one kc_crc32c uses:
+ * every length 0..1024 at every offset 0..63 (exact-size copies, so ASan sees over-reads),
+ * the neighbourhoods of the folding kernels' block and chunk sizes, continuation, and a
+ * 1 MiB + odd buffer, all against the bitwise reference. */
+static void test_crc32c_impls(void) {
+    kc_crc32c_init();
+    int impls[KC_CRC32C_IMPL_COUNT], ni = 0;
+    for (int i = 0; i < KC_CRC32C_IMPL_COUNT; i++) {
+        if (kc_crc32c_impl_available(i)) impls[ni++] = i;
+        printf("# crc32c impl %-10s %s%s\n", kc_crc32c_impl_name(i), kc_crc32c_impl_available(i) ? "available" : "not available",
+               i == kc_crc32c_impl() ? " (in use)" : "");
+    }
+    CHECK(kc_crc32c_impl_available(KC_CRC32C_IMPL_SW));
+    CHECK(!kc_crc32c_impl_available(-1) && !kc_crc32c_impl_available(KC_CRC32C_IMPL_COUNT));
+    CHECK(kc_crc32c_set_impl(KC_CRC32C_IMPL_COUNT) == -1);
+
+    const size_t big = (1u << 20) + 13;
+    uint8_t *buf = xmalloc(big + 64);
+    rnd_fill(buf, big + 64);
+
+    /* Reference for every prefix length of buf (the raw register, one byte at a time). */
+    uint32_t prefix[1025];
+    {
+        uint32_t reg = ~0u;
+        prefix[0] = 0;
+        for (size_t i = 0; i < 1024; i++) {
+            reg ^= buf[i];
+            for (int b = 0; b < 8; b++) reg = (reg >> 1) ^ (0x82F63B78u & (0u - (reg & 1u)));
+            prefix[i + 1] = ~reg;
+        }
+    }
+    CHECK(prefix[1024] == ref_crc32c(0, buf, 1024));
+    long bad[KC_CRC32C_IMPL_COUNT] = {0};
+    uint8_t *blk = xmalloc(1024 + 64);
+    for (size_t len = 0; len <= 1024; len++) {
+        for (size_t off = 0; off < 64; off++) {
+            /* exact-size block: len + off bytes, data at off */
+            uint8_t *b = xmalloc(len + off);
+            memcpy(b + off, buf, len);
+            for (int k = 0; k < ni; k++) {
+                uint32_t got = kc_crc32c_with(impls[k], 0, b + off, len);
+                if (got != prefix[len] && bad[impls[k]]++ < 5)
+                    CHECKF(0, "%s len %zu off %zu: %08X want %08X", kc_crc32c_impl_name(impls[k]), len, off,
+                           (unsigned)got, (unsigned)prefix[len]);
+            }
+            free(b);
+        }
+    }
+    free(blk);
+    for (int k = 0; k < ni; k++)
+        CHECKF(bad[impls[k]] == 0, "%s: %ld of 1025 x 64 (length, offset) pairs wrong", kc_crc32c_impl_name(impls[k]),
+               bad[impls[k]]);
+
+    /* Around the block sizes: 16/32/64/128/256-byte folds, the mixed kernel's chunks
+     * (992, 3968, 15872 bytes, + 32 for its alignment) and runs of several chunks. */
+    const size_t centres[] = {1024, 2048, 992 + 32, 2 * 992 + 32, 3968 + 32, 3968 + 992 + 32, 15872 + 32,
+                              2 * 15872 + 3968 + 992 + 32, 65536, 100000};
+    long bad2 = 0;
+    for (size_t c = 0; c < sizeof centres / sizeof centres[0]; c++) {
+        for (long d = -40; d <= 40; d += (d > -3 && d < 3) ? 1 : 7) {
+            size_t len = (size_t)((long)centres[c] + d);
+            for (size_t off = 0; off < 64; off += 13) {
+                uint8_t *b = xmalloc(len + off);
+                memcpy(b + off, buf + 7, len);
+                uint32_t want = ref_crc32c(0x5EED1234u, b + off, len);
+                for (int k = 0; k < ni; k++) {
+                    uint32_t got = kc_crc32c_with(impls[k], 0x5EED1234u, b + off, len);
+                    if (got != want && bad2++ < 10)
+                        CHECKF(0, "%s len %zu off %zu: %08X want %08X", kc_crc32c_impl_name(impls[k]), len, off,
+                               (unsigned)got, (unsigned)want);
+                }
+                free(b);
+            }
+        }
+    }
+    CHECKF(bad2 == 0, "%ld wrong CRCs near block boundaries", bad2);
+
+    /* Continuation: crc(a || b) == crc(crc(a), b), mixing implementations. */
+    long bad3 = 0;
+    for (int i = 0; i < 400; i++) {
+        size_t len = rnd_below(i < 300 ? 5000 : 200000);
+        size_t cut = len ? rnd_below((uint32_t)len + 1) : 0;
+        const uint8_t *d = buf + rnd_below(64);
+        uint32_t whole = ref_crc32c(0, d, len);
+        for (int k = 0; k < ni; k++) {
+            int other = impls[rnd_below((uint32_t)ni)];
+            uint32_t got = kc_crc32c_with(other, kc_crc32c_with(impls[k], 0, d, cut), d + cut, len - cut);
+            if (got != whole && bad3++ < 10)
+                CHECKF(0, "%s then %s: len %zu cut %zu: %08X want %08X", kc_crc32c_impl_name(impls[k]),
+                       kc_crc32c_impl_name(other), len, cut, (unsigned)got, (unsigned)whole);
+        }
+    }
+    CHECKF(bad3 == 0, "%ld continued CRCs wrong", bad3);
+
+    /* 1 MiB + 13 at a few offsets, and kc_crc32c under each forced implementation. */
+    int active = kc_crc32c_impl();
+    for (size_t off = 0; off < 64; off += 21) {
+        uint32_t want = ref_crc32c(0, buf + off, big);
+        for (int k = 0; k < ni; k++) {
+            uint32_t got = kc_crc32c_with(impls[k], 0, buf + off, big);
+            CHECKF(got == want, "%s 1 MiB + 13 off %zu: %08X want %08X", kc_crc32c_impl_name(impls[k]), off,
+                   (unsigned)got, (unsigned)want);
+            CHECK(kc_crc32c_set_impl(impls[k]) == 0 && kc_crc32c_impl() == impls[k]);
+            CHECK(kc_crc32c(0, buf + off, big) == want);
+            CHECK(kc_crc32c(0, "123456789", 9) == 0xE3069283u);
+        }
+    }
+    CHECK(kc_crc32c_set_impl(active) == 0);
+    free(buf);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* murmur2 */
 
@@ -3810,6 +3921,7 @@ int main(void) {
     printf("# seed 0x%016llX\n", (unsigned long long)g_rng);
     clock_t t0 = clock();
     test_crc32c();
+    test_crc32c_impls();
     test_murmur2();
     test_varint();
     test_records();
