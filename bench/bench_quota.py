@@ -2,7 +2,7 @@
 """A producer held to a client quota, beside a neighbour without one (docs/security.md, "Client
 quotas").
 
-    python bench/bench_quota.py [--seconds 30] [--quota 1048576] [--window-num 11] [--workdir DIR]
+    python bench/bench_quota.py [--seconds 30] [--warmup S] [--quota 1048576] [--window-num 11] [--workdir DIR]
 
 One ``kafkacore serve`` broker (Kafka's quota.window.num / quota.window.size.seconds unless
 --window-num says otherwise). AlterClientQuotas sets producer_byte_rate for (user ANONYMOUS,
@@ -37,7 +37,7 @@ sys.path.insert(0, ROOT)
 VALUE = b"b" * 1000
 
 
-def produce(bootstrap, client_id, topic, seconds, out):
+def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0):
     from confluent_kafka import KafkaError, Producer
 
     acked, throttles, errors = [], [], []
@@ -50,7 +50,9 @@ def produce(bootstrap, client_id, topic, seconds, out):
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
                   "throttle_cb": lambda ev: throttles.append(round(ev.throttle_time * 1000))})  # seconds
-    end = time.monotonic() + seconds
+    start = time.monotonic()
+    measured_from = start + warmup
+    end = measured_from + seconds
     while time.monotonic() < end:
         try:
             p.produce(topic, VALUE, on_delivery=delivered)
@@ -60,18 +62,19 @@ def produce(bootstrap, client_id, topic, seconds, out):
     p.poll(0)
     p.purge(in_queue=True, in_flight=True)
     p.flush(30)
-    first = acked[0][0] if acked else end
-    total = sum(n for t, n in acked if t < end)
+    # the measured period: from the first acknowledgement, or after the warm-up when there is one
+    first = measured_from if warmup else (acked[0][0] if acked else end)
+    total = sum(n for t, n in acked if first <= t < end)
     out.put({"client": client_id, "rate": total / max(end - first, 1e-9), "bytes": total,
              "throttles": len(throttles), "max_throttle_ms": max(throttles, default=0), "errors": errors[:3]})
 
 
-def run_together(bootstrap, specs, seconds):
+def run_together(bootstrap, specs, seconds, warmup=0.0):
     out = mp.Queue()
-    procs = [mp.Process(target=produce, args=(bootstrap, cid, topic, seconds, out)) for cid, topic in specs]
+    procs = [mp.Process(target=produce, args=(bootstrap, cid, topic, seconds, out, warmup)) for cid, topic in specs]
     for p in procs:
         p.start()
-    results = {r["client"]: r for r in (out.get(timeout=seconds + 90) for _ in procs)}
+    results = {r["client"]: r for r in (out.get(timeout=warmup + seconds + 90) for _ in procs)}
     for p in procs:
         p.join(30)
     return results
@@ -82,6 +85,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--quota", type=int, default=1048576, help="producer_byte_rate of the held client (bytes/s)")
     ap.add_argument("--window-num", type=int, default=None, help="quota.window.num (default: Kafka's, 11)")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="seconds sent before the measured period (the first quota.window.num windows admit a "
+                         "new client's burst, as Kafka's do: --warmup 11 measures the steady state)")
     ap.add_argument("--workdir", default=os.path.join(HERE, ".work", "quota"))
     args = ap.parse_args()
 
@@ -105,10 +111,11 @@ def main():
             resp = conn.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request(ApiKey.ALTER_CLIENT_QUOTAS, entries=[entry]))
             assert resp.entries[0].error_code == 0, resp.entries[0].error_message
         alone = run_together(broker.bootstrap, [("neighbour", "neighbour")], args.seconds)["neighbour"]
-        both = run_together(broker.bootstrap, [("held", "held"), ("neighbour", "neighbour")], args.seconds)
+        both = run_together(broker.bootstrap, [("held", "held"), ("neighbour", "neighbour")], args.seconds,
+                            args.warmup)
     held, beside = both["held"], both["neighbour"]
     mb = 1024 * 1024
-    print(f"quota: {args.quota / mb:.2f} MiB/s, {args.seconds:.0f} s per run, "
+    print(f"quota: {args.quota / mb:.2f} MiB/s, {args.seconds:.0f} s per run after {args.warmup:.0f} s of warm-up, "
           f"quota.window.num={args.window_num or 11}, load {os.getloadavg()[0]:.1f}")
     print(f"held (quota)          : {held['rate'] / mb:8.3f} MiB/s = {held['rate'] / args.quota:.3f}x the quota "
           f"({held['throttles']} throttled responses, max {held['max_throttle_ms']} ms; errors {held['errors']})")

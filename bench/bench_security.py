@@ -111,8 +111,17 @@ def summarize(out, n, base, other, targets):
                      "target": target, "met": ratio >= target,
                      f"{base}_cpu_per_1M": round(statistics.median(out[base][f"{phase}_cpu"]) * 1e6 / n, 2),
                      f"{other}_cpu_per_1M": round(statistics.median(out[other][f"{phase}_cpu"]) * 1e6 / n, 2)})
+        cpu_b = statistics.median(out[base][f"{phase}_cpu"])
+        cpu_o = statistics.median(out[other][f"{phase}_cpu"])
+        rows[-1]["cpu_ratio"] = round(cpu_b / cpu_o, 3) if cpu_o else None
+        spread = [round(b_ / o_, 2) for b_, o_ in zip(out[base][phase], out[other][phase])]
+        rows[-1]["per_round"] = spread
+        # on a shared machine the throughput of one round swings +-30%: the broker's CPU per record
+        # (the second ratio) is what the broker's own work costs
         log(f"{phase}: {base} {n / b:,.0f} rec/s, {other} {n / o:,.0f} rec/s, ratio {ratio:.2f}x "
-            f"(target >= {target}x: {'met' if ratio >= target else 'NOT met'})")
+            f"(target >= {target}x: {'met' if ratio >= target else 'NOT met'}; per round {spread}); broker CPU "
+            f"per 1M {cpu_b * 1e6 / n:.2f} s vs {cpu_o * 1e6 / n:.2f} s: {base}/{other} "
+            f"{rows[-1]['cpu_ratio']}x")
     return rows
 
 
