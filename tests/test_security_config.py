@@ -3,6 +3,7 @@ ssl.principal.mapping.rules (KIP-371) as Kafka's SslPrincipalMapper applies them
 import pytest
 
 from kafkacore.broker.config import BrokerConfig
+from kafkacore.broker.inter_broker import inter_broker_security
 from kafkacore.broker.security import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, rfc2253_name
 from kafkacore.errors import InvalidConfigurationError
 
@@ -37,16 +38,16 @@ def test_inter_broker_listener_defaults_to_the_protocols_listener():
     c = BrokerConfig({"listeners": "A://127.0.0.1:1,B://127.0.0.1:2",
                       "listener.security.protocol.map": "A:SSL,B:PLAINTEXT"})
     assert c.inter_broker_listener_name == "B"
-    c.check_inter_broker()
+    inter_broker_security(c, clustered=True)
     ssl_only = BrokerConfig({"listeners": "SSL://127.0.0.1:1"})
     with pytest.raises(InvalidConfigurationError, match="security.inter.broker.protocol='PLAINTEXT': no listener"):
-        ssl_only.check_inter_broker()
-    assert c.check_inter_broker() is None  # PLAINTEXT between brokers: nothing to secure
+        inter_broker_security(ssl_only, clustered=True)
+    assert inter_broker_security(c, clustered=True) is None  # PLAINTEXT between brokers: nothing to secure
     tls_between = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2",
                                 "inter.broker.listener.name": "SSL"})
     # a TLS listener between brokers: the broker's own key store is its client certificate
     with pytest.raises(InvalidConfigurationError, match="ssl.keystore.location: a TLS listener needs a key store"):
-        tls_between.check_inter_broker()
+        inter_broker_security(tls_between, clustered=True)
 
 
 SASL_BETWEEN = {"listeners": "PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2",
@@ -69,14 +70,14 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 def test_sasl_between_brokers_refuses_what_cannot_log_in(extra, needle):
     c = BrokerConfig({**SASL_BETWEEN, **extra})
     with pytest.raises(InvalidConfigurationError) as e:
-        c.check_inter_broker()
+        inter_broker_security(c, clustered=True)
     assert needle in e.value.message and "broker-pw-123" not in e.value.message
 
 
 def test_sasl_between_brokers_logs_in_with_the_listeners_jaas_options():
     c = BrokerConfig({**SASL_BETWEEN, "sasl.mechanism.inter.broker.protocol": "PLAIN",
                       "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
-    sec = c.check_inter_broker()
+    sec = inter_broker_security(c, clustered=True)
     assert (sec.protocol, sec.sasl, sec.tls, sec.mechanism, sec.username) == ("sasl_plaintext", True, False, "PLAIN",
                                                                              "broker")
 

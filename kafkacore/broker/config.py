@@ -405,16 +405,14 @@ class BrokerConfig:
     def listener(self, name) -> EndPoint | None:
         return next((ep for ep in self.listeners if ep.listener_name == name), None)
 
-    def check_inter_broker(self):
-        """A broker of a cluster needs a listener for brokers; returns how it dials the others
-        on it (broker/inter_broker.py: None for PLAINTEXT, else its TLS context and SASL login),
-        InvalidConfigurationError in one line for settings that cannot work."""
+    def check_inter_broker(self) -> None:
+        """A broker of a cluster needs a listener for brokers: InvalidConfigurationError in one
+        line when none has the inter-broker protocol (how it dials the others on it:
+        broker/inter_broker.py)."""
         if self.inter_broker_listener_name is None:
             raise InvalidConfigurationError(
                 f"security.inter.broker.protocol={self['security.inter.broker.protocol']!r}: no listener of "
                 f"advertised.listeners has that protocol; set inter.broker.listener.name")
-        from .inter_broker import inter_broker_security
-        return inter_broker_security(self)
 
     @property
     def primary_listener_name(self) -> str:

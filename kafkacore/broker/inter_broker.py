@@ -31,10 +31,13 @@ from .tls import client_tls_context
 MECHANISM_KEY = "sasl.mechanism.inter.broker.protocol"
 
 
-def inter_broker_security(config) -> ClientSecurity | None:
+def inter_broker_security(config, clustered=False) -> ClientSecurity | None:
     """The security of this broker's connections to the others; None when the inter-broker
-    listener is PLAINTEXT (or there is none: a single node). InvalidConfigurationError in one
-    line naming the setting at fault, never a password."""
+    listener is PLAINTEXT (or there is none: a single node). ``clustered``: a broker of a
+    cluster, which must have an inter-broker listener. InvalidConfigurationError in one line
+    naming the setting at fault, never a password."""
+    if clustered:
+        config.check_inter_broker()
     name = config.inter_broker_listener_name
     if name is None:
         return None

@@ -123,13 +123,14 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     ``crash`` (a threading.Event) set before ``stop`` makes the stop abrupt, as a killed
     process's: no controlled shutdown, the session simply ends. ``tls``: the SSL listeners'
     contexts (tls.server_tls), built here unless given."""
+    from .inter_broker import inter_broker_security
     from .sasl_authenticator import server_sasl
     from .server import Listener, SocketServer, bind_listener
     from .tls import server_tls
 
     inter_broker = None
     if config["zookeeper.connect"] or znodes is not None:
-        inter_broker = config.check_inter_broker()  # how this broker dials the others
+        inter_broker = inter_broker_security(config, clustered=True)  # how this broker dials the others
     if tls is None:
         tls = server_tls(config)  # key stores read (and bad ones refused) before any port or file
     sasl = server_sasl(config)  # mechanisms and JAAS checked as early
@@ -291,12 +292,15 @@ def serve(args) -> int:
         if config["metrics.port"] and config["metrics.port"] in {ep.port for ep in config.listeners}:
             raise InvalidConfigurationError(f"metrics.port={config['metrics.port']}: the Kafka listener's port; "
                                             "metrics need a port of their own")
+        from .inter_broker import inter_broker_security
         from .sasl_authenticator import server_sasl
         from .tls import server_tls
         tls = server_tls(config)
         server_sasl(config)  # checked here too, to be reported as configuration
         if config["zookeeper.connect"]:
-            config.check_inter_broker()  # the inter-broker TLS and login, after the listeners' own settings
+            # the inter-broker TLS and login, after the listeners' own settings
+            inter_broker_security(config, clustered=True)
+
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2
