@@ -32,8 +32,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..cluster.config_manager import BROKER_DEFAULT_ENTITY as DEFAULT_ENTITY
 from ..errors import InvalidConfigurationError, InvalidRequestError
+from ..security.client_quotas import DEFAULT as DEFAULT_ENTITY  # Kafka's ConfigEntityName.Default
 from ..storage.config import BROKER_DEFAULTS
 from .config import LISTENER_PREFIX, PASSWORD_CONFIGS, BrokerConfig
 

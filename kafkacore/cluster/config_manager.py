@@ -44,6 +44,7 @@ import logging
 import time
 
 from ..errors import KafkaError, UnknownServerError
+from ..security.client_quotas import DEFAULT as QUOTA_DEFAULT_ENTITY
 from ..security.client_quotas import entity_config_path, entity_from_path
 from ..security.credential_cache import desanitize, sanitize
 from ..storage.config import TOPIC_CONFIGS
@@ -53,7 +54,8 @@ from .zk_data import (ConfigEntityChangeNotificationSequenceZNode, ConfigEntityC
 
 log = logging.getLogger("kafkacore.cluster")
 
-BROKER_DEFAULT_ENTITY = "<default>"  # Kafka's ConfigEntityName.Default
+# the cluster-wide broker entity: Kafka's ConfigEntityName.Default, as the quota defaults use it
+BROKER_DEFAULT_ENTITY = QUOTA_DEFAULT_ENTITY
 
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's DynamicConfigManager changeExpirationMs
 RETRY_BACKOFF_S = 1.0  # after a failed round (ZooKeeper unreachable): try again
