@@ -36,6 +36,11 @@ def output_schema(include_headers: bool) -> StructType:
     return StructType(SCHEMA.fields + [HEADERS_FIELD]) if include_headers else SCHEMA
 
 
+def all_columns(include_headers: bool) -> tuple[str, ...]:
+    """The columns read when no schema narrows them: every one, in the source's order."""
+    return tuple(output_schema(include_headers).fieldNames())
+
+
 def requested_columns(schema, include_headers: bool) -> tuple[str, ...]:
     """The columns a user schema (``.schema("value binary")``) asks for, in its order: any
     subset of the source's columns, each with the source's type. Anything else is an error
@@ -110,7 +115,7 @@ class KafkacoreBatchReader(DataSourceReader):
 
     def __init__(self, opts, columns=None):
         self.opts = opts
-        self.columns = columns or tuple(output_schema(opts.include_headers).fieldNames())
+        self.columns = columns or all_columns(opts.include_headers)
         self.pushed = PushedFilters()
         self._splits = None
         self.ranges = self.bytes_planned = self.bytes_stored = None
@@ -179,7 +184,7 @@ class KafkacoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __init__(self, opts, columns=None):
         self.opts = opts
-        self.columns = columns or tuple(output_schema(opts.include_headers).fieldNames())
+        self.columns = columns or all_columns(opts.include_headers)
         self._backend = backend_for(opts)
         self._target = None  # the latest offsets when Trigger.AvailableNow began
         self._last = None  # for Spark 4.0/4.1, whose latestOffset() has no start argument
