@@ -101,10 +101,10 @@ class PathBackend:
         """The size of the partitions' segment files: what reading all of them costs."""
         return sum(s.size for tp in tps for s in self._pf(tp).segments())
 
-    def plan(self, ranges: dict, exact_end: bool = False) -> list:
+    def plan(self, ranges: dict, exact: bool = False) -> list:
         """SegmentSplits of about maxBytesPerPartition each; smaller when minPartitions asks
-        for more tasks than that gives. ``exact_end``: the ranges may end before the logs do
-        (pushed filters), so each stops at the batch holding its end, not its segment's end."""
+        for more tasks than that gives. ``exact``: the ranges come from pushed filters, so
+        each starts and stops at the batches holding its ends (PartitionFiles.splits)."""
         segs = {tp: self._pf(tp).segments() for tp in ranges}
         max_bytes = self.opts.max_bytes_per_partition
         want = self.opts.min_partitions or 0
@@ -112,17 +112,17 @@ class PathBackend:
             total = sum(s.size for tp, (a, b) in ranges.items() if b > a for s in segs[tp])
             if total:
                 max_bytes = max(1, min(max_bytes, math.ceil(total / want)))
-        out = self._plan(ranges, segs, max_bytes, exact_end)
+        out = self._plan(ranges, segs, max_bytes, exact)
         # Segment tails and index granularity leave fewer pieces than total / max_bytes: cut
         # finer until there are minPartitions, or the cuts reach single batches.
         while len(out) < want and max_bytes > 1:
             max_bytes //= 2
-            finer = self._plan(ranges, segs, max_bytes, exact_end)
+            finer = self._plan(ranges, segs, max_bytes, exact)
             if len(finer) > len(out):
                 out = finer
         return out
 
-    def _plan(self, ranges, segs, max_bytes, exact_end):
+    def _plan(self, ranges, segs, max_bytes, exact):
         out = []
         for tp, (start, end) in sorted(ranges.items()):
             if end <= start:
@@ -132,7 +132,7 @@ class PathBackend:
                 # the view of the sizes the splits read up to, so it covers [start, end)
                 aborted = [(a.producer_id, a.first_offset, a.last_offset)
                            for a in self._txn_view(tp, segs[tp]).aborted_transactions(start, end)]
-            for path, first, stop in self._pf(tp).splits(start, end, max_bytes, segs[tp], exact_end):
+            for path, first, stop in self._pf(tp).splits(start, end, max_bytes, segs[tp], exact):
                 mine = None
                 if aborted is not None:
                     # an entry whose marker is before this segment cannot concern its records
@@ -188,7 +188,7 @@ class BrokerBackend:
     def stored_bytes(self, tps) -> None:
         return None  # a broker does not say how big its logs are
 
-    def plan(self, ranges: dict, exact_end: bool = False) -> list:
+    def plan(self, ranges: dict, exact: bool = False) -> list:
         """One BrokerSplit per partition range, cut into pieces of maxRecordsPerPartition, and
         the biggest ranges cut further until there are minPartitions pieces (as Spark's
         KafkaOffsetRangeCalculator does)."""

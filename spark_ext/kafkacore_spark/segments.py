@@ -121,11 +121,13 @@ class PartitionFiles:
         return None
 
     # -- planning ---------------------------------------------------------------------------
-    def splits(self, start: int, end: int, max_bytes: int, segments=None, exact_end: bool = False) -> list[tuple]:
+    def splits(self, start: int, end: int, max_bytes: int, segments=None, exact: bool = False) -> list[tuple]:
         """(log path, first position, stop position) ranges covering offsets [start, end),
-        cut at batch boundaries (index entries) into pieces of about max_bytes. ``exact_end``:
-        the range ends before the log does (a pushed filter), so the segment holding end is
-        read only up to the batch at end, found from the index entry below it."""
+        cut at batch boundaries (index entries) into pieces of about max_bytes. ``exact``: the
+        range comes from pushed filters, usually a small part of the log, so its ends are
+        found to the batch: reading starts at the batch holding start (not at the index entry
+        before it) and stops before the batch at end (not at the segment's end), walking a few
+        headers from the index entries below them."""
         segments = self.segments() if segments is None else segments
         out = []
         for i, seg in enumerate(segments):
@@ -139,8 +141,10 @@ class PartitionFiles:
                 # below start for its batch to end before the one holding start
                 first = index.lookup(start - 1)[1] if start > seg.base_offset else 0
                 stop = seg.size
-                if exact_end and (next_base is None or end < next_base):
-                    stop = self._batch_position(seg, index.lookup(end - 1)[1], end)
+                if exact and start > seg.base_offset:
+                    first = self._first_batch(seg, first, lambda h: h.last_offset >= start)
+                if exact and (next_base is None or end < next_base):
+                    stop = self._first_batch(seg, index.lookup(end - 1)[1], lambda h: h.base_offset >= end)
                 if first >= stop:
                     continue
                 cuts = [first]
@@ -155,13 +159,13 @@ class PartitionFiles:
         return out
 
     @staticmethod
-    def _batch_position(seg: SegmentFiles, from_position: int, offset: int) -> int:
-        """Where the first batch whose base offset is at or past offset starts, walking the
-        headers from from_position (a batch boundary below it); the segment's size if none."""
+    def _first_batch(seg: SegmentFiles, from_position: int, wanted) -> int:
+        """Where the first batch whose header is ``wanted`` starts, walking the headers from
+        from_position (a batch boundary); the segment's size if none is."""
         fd = os.open(seg.log_path, os.O_RDONLY)
         try:
             for h in walk_batch_headers(fd, from_position, seg.size):
-                if h.base_offset >= offset:
+                if wanted(h):
                     return h.position
         finally:
             os.close(fd)

@@ -146,7 +146,7 @@ class KafkacoreBatchReader(DataSourceReader):
             narrowed = bool(self.pushed.offset or self.pushed.timestamp)
             if narrowed:
                 self.ranges = narrow_ranges(backend, self.ranges, self.pushed)
-            splits = backend.plan(self.ranges, exact_end=narrowed)
+            splits = backend.plan(self.ranges, exact=narrowed)
             self.bytes_stored = backend.stored_bytes(subscribed)
             if self.bytes_stored is not None:
                 self.bytes_planned = sum(s.bytes for s in splits)
