@@ -23,6 +23,13 @@ offset, collected). Rows:
 
 Every reader must give the same count and the same aggregate, or the run fails.
 
+Reading less: ``sum(length(value))`` with ``.schema("value binary")`` (only that column
+reaches Spark) against the same sum through the UDF (target >= 20x); and the aggregate over the
+last 1% of the topic by timestamp, and over an ``offset BETWEEN`` of 1% of the records on one
+partition, against the aggregate over the whole topic, with the bytes of segment files each
+plan reads (targets: <= 2% of the bytes; >= 20x on 20M records, >= 6x on 2M). Each pushed
+answer is checked against the same filter written so that Spark cannot push it.
+
 Also measured: Spark's floor for any Python data source (tasks yielding one prebuilt Arrow batch
 of the same schema and sizes, no decoding), and the native decoder alone in this process (one thread, the same read path the
 tasks use: 16 MiB preads + ``decode_to_arrow`` + the Spark column conversion), so the report can
@@ -176,6 +183,60 @@ def queries(df):
     return {"count": count, "aggregate": aggregate}
 
 
+def value_bytes(df):
+    return df.selectExpr("sum(length(value))").collect()[0][0]
+
+
+def planned_bytes(data_dir, filters):
+    """(bytes the source's plan reads, bytes stored) with these filters pushed, as Spark plans it."""
+    from kafkacore_spark.options import parse_source_options
+    from kafkacore_spark.source import KafkacoreBatchReader
+
+    reader = KafkacoreBatchReader(parse_source_options({"path": data_dir, "subscribe": TOPIC}, streaming=False))
+    reader.pushFilters(filters)
+    reader.partitions()
+    return reader.bytes_planned, reader.bytes_stored
+
+
+def pushdown_rows(spark, data_dir, n, rounds, row):
+    """Column pruning and filter pushdown against the whole read: sum(length(value)) with
+    .schema("value binary"); the last 1% by timestamp and an offset BETWEEN on one partition
+    (1% of the records), each against the same aggregate over the whole topic and against the
+    same filter written so that it cannot be pushed (an expression over the column), which
+    must give the same answer."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThanOrEqual
+
+    def source(schema=None):
+        r = spark.read.format("kafkacore").option("path", data_dir).option("subscribe", TOPIC)
+        return (r.schema(schema) if schema else r).load()
+
+    secs, total = best_of(lambda: value_bytes(source("value binary")), rounds)
+    row["value only"] = (secs, total)
+    print(f"  kafkacore value only  sum(length(value)) {secs:7.2f} s  {n / secs / 1e6:6.2f} M rec/s", flush=True)
+    full = source()
+    cut = full.selectExpr("percentile_approx(unix_millis(timestamp), 0.99, 100000)").collect()[0][0]
+    per_partition = n // PARTITIONS
+    lo = per_partition // 2
+    hi = lo + n // 100 - 1
+    cases = {
+        "last 1% by timestamp": (f"timestamp >= timestamp_millis({cut})", f"unix_millis(timestamp) >= {cut}",
+                                 [GreaterThanOrEqual(("timestamp",), dt.datetime.fromtimestamp(
+                                     cut / 1000, dt.timezone.utc))]),
+        "offset BETWEEN, 1 partition": (f"partition = 0 AND offset BETWEEN {lo} AND {hi}",
+                                        f"abs(partition) = 0 AND abs(offset) BETWEEN {lo} AND {hi}",
+                                        [EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), lo),
+                                         LessThanOrEqual(("offset",), hi)]),
+    }
+    for name, (pushed, unpushed, filters) in cases.items():
+        secs, got = best_of(queries(source().filter(pushed))["aggregate"], rounds)
+        whole, want = best_of(queries(source().filter(unpushed))["aggregate"], 1)
+        assert got == want and got, f"{name}: pushed {got}, read whole {want}"
+        read, stored = planned_bytes(data_dir, filters)
+        row[name] = (secs, whole, read, stored)
+        print(f"  pushdown {name:28s} {secs:7.2f} s (same filter unpushed {whole:.2f} s), reads "
+              f"{read / 1e6:.1f} of {stored / 1e6:.0f} MB ({read / stored:.2%})", flush=True)
+
+
 def best_of(fn, rounds):
     result, times = None, []
     fn()  # warm-up: JIT, Python workers, page cache
@@ -189,14 +250,14 @@ def best_of(fn, rounds):
 def decoder_alone(data_dir, files):
     """Seconds for one thread to read and decode every file as a task does (no Spark)."""
     from kafkacore_spark.segments import read_range
-    from kafkacore_spark.source import _to_spark
+    from kafkacore_spark.source import _to_spark, all_columns
 
     t0 = time.perf_counter()
     rows = 0
     for path in files:
         part = int(os.path.basename(os.path.dirname(path)).rsplit("-", 1)[1])
         for batch in read_range(TOPIC, part, path, 0, os.path.getsize(path), 0, 1 << 62):
-            rows += _to_spark(batch, False).num_rows
+            rows += _to_spark(batch, all_columns(False)).num_rows
     return time.perf_counter() - t0, rows
 
 
@@ -273,6 +334,11 @@ def main():
                 for name in readers:
                     assert row[(name, q)][1] == want, f"{name} {q} gave {row[(name, q)][1]}, kafkacore {want}"
             assert row[("kafkacore", "count")][1] == n
+            udf_secs, udf_total = best_of(lambda: value_bytes(readers["kafka-python UDF"][0]), args.baseline_rounds)
+            row["udf value only"] = udf_secs
+            print(f"  kafka-python UDF   sum(length(value)) {udf_secs:7.2f} s", flush=True)
+            pushdown_rows(spark, data_dir, n, args.rounds, row)
+            assert row["value only"][1] == udf_total, (row["value only"][1], udf_total)
             fdf = floor_df(spark, n, len(files))
             fsecs, fcount = best_of(fdf.count, args.rounds)
             assert fcount == n
@@ -307,6 +373,18 @@ def main():
           f"(wall x {cores}); the rest is Spark: scheduling, Python workers, Arrow into the JVM, the query.")
     print("Spark floor = a Python data source yielding one prebuilt Arrow batch of the same schema and sizes "
           "over and over (no decoding): the fastest any Python data source can feed this session.")
+    print("\n| codec | query | kafkacore s | vs | ratio | bytes read |")
+    print("|---|---|---|---|---|---|")
+    for row in results:
+        secs = row["value only"][0]
+        print(f"| {row['codec']} | sum(length(value)), .schema(\"value binary\") | {secs:.2f} | kafka-python UDF "
+              f"{row['udf value only']:.1f} s | {row['udf value only'] / secs:.1f}x | all |")
+        for name in ("last 1% by timestamp", "offset BETWEEN, 1 partition"):
+            secs, whole, read, stored = row[name]
+            full = row[("kafkacore", "aggregate")][0]
+            print(f"| {row['codec']} | aggregate, {name} | {secs:.2f} | whole-topic aggregate {full:.2f} s "
+                  f"(same filter unpushed {whole:.2f} s) | {full / secs:.1f}x | {read / 1e6:.1f} of "
+                  f"{stored / 1e6:.0f} MB ({read / stored:.2%}) |")
     for row in results:
         print(f"- {row['codec']}: decoder alone {row['decoder']:.2f} s ({n / row['decoder'] / 1e6:.1f} M rec/s "
               f"on one core), {row['mb']:.0f} MB of segments")
