@@ -5,7 +5,8 @@
 # the real ZooKeeper the cluster tests run (tests/_zookeeper.py), Debian's prometheus (the
 # binary: the tests start their own server) that scrapes the broker's /metrics in tests/tools/test_metrics.py,
 # and Debian's chromium, the headless browser the web console's tests drive through Playwright
-# (tests/tools/test_console.py; Playwright's own browser download is never used), and ccache.
+# (tests/tools/test_console.py; Playwright's own browser download is never used), ccache, and
+# openssl, whose command makes the TLS tests' throw-away CA and certificates (tests/_tls.py).
 # Idempotent and quiet: installs only what is not already there; runs `apt-get update` only when
 # the install cannot find a package in the current lists. Meant to be called from ci/test.sh.
 set -euo pipefail
@@ -21,6 +22,7 @@ command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
 # ccache: the wheel, the sdist and the documented install lines compile the same sources with
 # the same flags; setup.py compiles through ccache when it is there, so they compile once
 command -v ccache >/dev/null 2>&1 || PACKAGES+=(ccache)
+command -v openssl >/dev/null 2>&1 || PACKAGES+=(openssl)
 if [ "${#PACKAGES[@]}" -eq 0 ]; then
     exit 0
 fi
@@ -53,7 +55,7 @@ if ! apt_install; then
         exit 1
     fi
 fi
-for tool in kcat java prometheus chromium; do
+for tool in kcat java prometheus chromium openssl; do
     command -v "$tool" >/dev/null 2>&1 || { cat "$log" >&2; echo "compat_deps: $tool not on PATH after install" >&2; exit 1; }
 done
 [ -f "$ZOOKEEPER_JAR" ] || { cat "$log" >&2; echo "compat_deps: $ZOOKEEPER_JAR missing after install" >&2; exit 1; }

@@ -59,7 +59,7 @@ class Broker:
         try:
             self.call(self.core.attach_loop, self._loop)
             cfg = self.config
-            self._run(self.core.cluster.start(self._loop, cfg.advertised_host, cfg.advertised_port))
+            self._run(self.core.cluster.start(self._loop, cfg.advertised_listeners))
         except BaseException:
             self.call(self.core.shutdown)
             self._stop_loop()
@@ -134,7 +134,7 @@ class Broker:
             self.config.advertised_port = bound[1]
         self.call(advertise)
         # the registration says where clients reach it now, and the metadata follows
-        self._run(self.core.cluster.update_advertised(self.config.advertised_host, self.config.advertised_port))
+        self._run(self.core.cluster.update_advertised(self.config.advertised_listeners))
         deadline = time.monotonic() + 30
         while self.call(lambda: (lambda b: b is None or b.port != self.config.advertised_port)(
                 self.core.metadata_cache.brokers.get(self.core.node_id))):

@@ -220,7 +220,7 @@ async def start_single_node(data_dir, settings=None):
     broker = start_broker(BrokerConfig({"log.dirs": str(data_dir), **(settings or {})}))
     loop = asyncio.get_running_loop()
     broker.attach_loop(loop)
-    await broker.cluster.start(loop, "127.0.0.1", broker.config.advertised_port)
+    await broker.cluster.start(loop, broker.config.advertised_listeners)
     return broker
 
 

@@ -123,6 +123,50 @@ def test_offsets_sent_to_the_transaction_commit_with_it(broker):
         c.close()
 
 
+def _committed(bootstrap, group, topic):
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return c.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=WAIT)[0].offset
+    finally:
+        c.close()
+
+
+def _plain_commit(bootstrap, group, topic, offset):
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def test_a_plain_commit_made_while_a_transaction_is_open_is_not_undone_by_its_commit(tmp_path):
+    """Kafka's olderThan: at the COMMIT marker a transaction's offset replaces the committed one
+    only if that was written before the transaction's; after a restart, the load agrees."""
+    topic = f"older-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    with BrokerProcess(tmp_path / "data", settings={"transaction.state.log.num.partitions": "1",
+                                                    "offsets.topic.num.partitions": "1"}) as b:
+        with _producer(b, f"t-{topic}") as p:
+            p.init_transactions(WAIT)
+            p.begin_transaction()
+            p.send(topic, b"x", partition=0)
+            p.send_offsets_to_transaction({(topic, 0): 10}, ConsumerGroupMetadata(group), WAIT)
+            _plain_commit(b.bootstrap, group, topic, 20)  # written after the transaction's offsets
+            p.commit_transaction(WAIT)
+            assert _committed(b.bootstrap, group, topic) == 20
+            p.begin_transaction()  # and a transaction whose offsets came last does replace it
+            p.send(topic, b"y", partition=0)
+            p.send_offsets_to_transaction({(topic, 0): 30}, ConsumerGroupMetadata(f"{group}-2"), WAIT)
+            _plain_commit(b.bootstrap, f"{group}-2", topic, 25)
+            p.send_offsets_to_transaction({(topic, 0): 31}, ConsumerGroupMetadata(f"{group}-2"), WAIT)
+            p.commit_transaction(WAIT)
+            assert _committed(b.bootstrap, f"{group}-2", topic) == 31
+        b.stop()
+        b.start()
+        assert _committed(b.bootstrap, group, topic) == 20
+        assert _committed(b.bootstrap, f"{group}-2", topic) == 31
+
+
 def test_calls_out_of_order_and_bad_configs_are_refused(broker):
     with _producer(broker, f"t-order-{uuid.uuid4().hex[:6]}") as p:
         with pytest.raises(KafkaError, match="state"):

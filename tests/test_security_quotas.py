@@ -135,7 +135,8 @@ def test_a_users_quota_and_scram_credential_share_its_stored_entity(broker):
     for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
             "zoe", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")]).values():
         f.result(30)
-    assert _alter(broker, [_entry([("user", "zoe")], producer_byte_rate=2048.0)]) == [(0, None)]
+    assert _alter(broker, [_entry([("user", "zoe")], producer_byte_rate=2048.0),
+                           _entry([("client-id", None)], consumer_byte_rate=1e6)]) == [(0, None)] * 2
     broker.stop()
     tree = ZnodeTree(os.path.join(broker.data_dir, METADATA_DIR))
     try:

@@ -10,15 +10,32 @@ server.properties loads; names nobody knows are refused, as a typo should be.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
+from ..cluster.zk_data import SECURITY_PROTOCOLS, EndPoint
 from ..errors import InvalidConfigurationError
 from ..storage.config import BROKER_DEFAULTS, INT_MAX, LONG_MAX, LogConfig, _bool, _int
 
 
 def _string(key, value):
     return str(value)
+
+
+# Kafka's authorizers: its ZooKeeper-mode one and its KRaft one; kafkacore's Authorizer
+# (kafkacore/security/acl.py) follows both, over the ACLs in the metadata store
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def _authorizer_class(key, value):
+    """Empty: no authorizer (the ACL APIs answer SECURITY_DISABLED); one of Kafka's: ACLs on."""
+    text = str(value).strip()
+    if text and text not in AUTHORIZER_CLASS_NAMES:
+        raise InvalidConfigurationError(f"{key}={value!r}: the authorizers are {' or '.join(AUTHORIZER_CLASS_NAMES)} "
+                                        "(or empty for none)")
+    return text
 
 
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -36,29 +53,71 @@ def _replica_selector(key, value):
     return text
 
 
-def _listeners(key, value):
-    """``PLAINTEXT://host:port`` (comma-separated; the first PLAINTEXT one is used)."""
-    text = str(value).strip()
-    out = []
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        name, sep, rest = item.partition("://")
-        if not sep:
-            raise InvalidConfigurationError(f"{key}={value!r}: expected NAME://host:port")
-        host, colon, port = rest.rpartition(":")
-        if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise InvalidConfigurationError(f"{key}={value!r}: expected NAME://host:port with a port 0-65535")
-        out.append((name.upper(), host.strip("[]"), int(port)))
-    if not out:
-        raise InvalidConfigurationError(f"{key}={value!r}: no listener")
+def _protocol_map(key, value):
+    """``NAME:PROTOCOL,...`` (Kafka's listener.security.protocol.map), names upper-cased as
+    Kafka's ListenerName.normalised does."""
+    out = {}
+    for item in filter(None, (s.strip() for s in str(value).split(","))):
+        name, sep, protocol = (part.strip() for part in item.partition(":"))
+        if not sep or not name:
+            raise InvalidConfigurationError(f"{key}={value!r}: expected LISTENER_NAME:SECURITY_PROTOCOL pairs")
+        if protocol.upper() not in SECURITY_PROTOCOLS:
+            raise InvalidConfigurationError(f"{key}={value!r}: unknown security protocol {protocol!r} "
+                                            f"(one of {', '.join(SECURITY_PROTOCOLS)})")
+        if name.upper() in out:
+            raise InvalidConfigurationError(f"{key}={value!r}: listener {name.upper()} is mapped twice")
+        out[name.upper()] = protocol.upper()
     return out
+
+
+def _security_protocol(key, value):
+    text = str(value).strip().upper()
+    if text not in SECURITY_PROTOCOLS:
+        raise InvalidConfigurationError(f"{key}={value!r}: one of {', '.join(SECURITY_PROTOCOLS)}")
+    return text
+
+
+def _choice(*options):
+    def parse(key, value):
+        text = str(value).strip().lower()
+        if text not in options:
+            raise InvalidConfigurationError(f"{key}={value!r}: one of {', '.join(options)}")
+        return text
+    return parse
+
+
+def _list(key, value):
+    return [s.strip() for s in str(value).split(",") if s.strip()]
+
+
+def _store_type(key, value):
+    text = str(value).strip().upper()
+    if text == "JKS":
+        raise InvalidConfigurationError(f"{key}={value!r}: Java KeyStore files are not supported; "
+                                        "use PEM or PKCS12 (keytool -importkeystore -deststoretype PKCS12 converts one)")
+    if text not in ("PEM", "PKCS12"):
+        raise InvalidConfigurationError(f"{key}={value!r}: one of PEM, PKCS12")
+    return text
+
+
+def _mapping_rules(key, value):
+    from .security import parse_mapping_rules
+    parse_mapping_rules(value, key)  # checked here; the TLS set-up compiles them again
+    return str(value)
 
 
 # name -> (parser, default). Kafka's defaults, from its 4.x documentation, except where noted.
 BROKER_CONFIGS = {
     "node.id": (_int(0, INT_MAX), 1),
     "broker.id": (_int(-1, INT_MAX), -1),  # the ZooKeeper-era name of node.id; wins when set
-    "listeners": (_listeners, [("PLAINTEXT", "127.0.0.1", 9092)]),  # Kafka binds all interfaces; we stay local
-    "advertised.listeners": (_listeners, None),  # default: the listener
+    # NAME://host:port, comma-separated; the names' protocols come from the map below
+    "listeners": (_string, "PLAINTEXT://127.0.0.1:9092"),  # Kafka binds all interfaces; we stay local
+    "advertised.listeners": (_string, None),  # default: the listeners (a wildcard host as 127.0.0.1)
+    "listener.security.protocol.map": (_protocol_map, _protocol_map(
+        "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")),
+    # the listener brokers talk to each other on: named, or by its protocol (not both, as in Kafka)
+    "inter.broker.listener.name": (_string, None),
+    "security.inter.broker.protocol": (_security_protocol, "PLAINTEXT"),
     "log.dirs": (_string, None),
     "log.dir": (_string, None),
     "num.partitions": (_int(1, INT_MAX), 1),
@@ -130,16 +189,67 @@ BROKER_CONFIGS = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 3600000),
     "transaction.partition.verification.enable": (_bool, True),
+    # ACLs (docs/security.md): which authorizer, the principals it always allows, and what it
+    # decides for a resource without any ACL
+    "authorizer.class.name": (_authorizer_class, ""),
+    "super.users": (_string, ""),
+    "allow.everyone.if.no.acl.found": (_bool, False),
     # kafkacore's own (Kafka exports JMX): Prometheus' /metrics and /healthz over HTTP on this port
     # of the listener's host (broker/metrics_http.py); absent: off; 0: a free port, printed at start
     "metrics.port": (_int(0, 65535), None),
 }
 
+# TLS listeners (docs/security.md), Kafka's names and defaults; each may also be given for one
+# listener as listener.name.<lower-case listener name>.<name>, which wins for that listener
+SSL_CONFIGS = {
+    "ssl.keystore.type": (_store_type, "JKS"),  # Kafka's default, refused with a hint: set PEM or PKCS12
+    "ssl.keystore.location": (_string, None),
+    "ssl.keystore.password": (_string, None),
+    "ssl.key.password": (_string, None),
+    "ssl.keystore.certificate.chain": (_string, None),  # KIP-651: PEM given inline
+    "ssl.keystore.key": (_string, None),
+    "ssl.truststore.type": (_store_type, "JKS"),
+    "ssl.truststore.location": (_string, None),
+    "ssl.truststore.password": (_string, None),
+    "ssl.truststore.certificates": (_string, None),
+    "ssl.client.auth": (_choice("none", "requested", "required"), "none"),
+    "ssl.enabled.protocols": (_list, ["TLSv1.2", "TLSv1.3"]),
+    "ssl.protocol": (_string, "TLSv1.3"),
+    "ssl.cipher.suites": (_list, []),
+    "ssl.endpoint.identification.algorithm": (_string, "https"),  # a client's check: accepted, unused here
+    "ssl.principal.mapping.rules": (_mapping_rules, "DEFAULT"),
+}
+BROKER_CONFIGS.update(SSL_CONFIGS)
+# shown as Kafka shows a PASSWORD config (DescribeConfigs: no value, sensitive) and never logged
+PASSWORD_CONFIGS = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
+                              "ssl.keystore.key"})
+# SASL listeners (docs/security.md, broker/sasl_authenticator.py), Kafka's names and defaults
+SASL_CONFIGS = {
+    # Kafka's default is GSSAPI (Kerberos), which kafkacore does not offer: a SASL listener
+    # must name its mechanisms, and the error says so
+    "sasl.enabled.mechanisms": (_list, ["GSSAPI"]),
+    "sasl.mechanism.inter.broker.protocol": (_string, "GSSAPI"),
+    "connections.max.reauth.ms": (_int(0), 0),  # KIP-368; 0: sessions never end
+    "sasl.server.max.receive.size": (_int(1, INT_MAX), 524288),  # KIP-541: the largest frame before login
+}
+BROKER_CONFIGS.update(SASL_CONFIGS)
+# client quotas' measurement (security/client_quotas.py): Kafka's names and defaults
+BROKER_CONFIGS.update({
+    "quota.window.num": (_int(1, INT_MAX), 11),
+    "quota.window.size.seconds": (_int(1, INT_MAX), 1),
+})
+LISTENER_PREFIX = "listener.name."
+JAAS_SUFFIX = ".sasl.jaas.config"  # listener.name.<listener>.<mechanism>.sasl.jaas.config
+SASL_NOT_YET = "brokers talk to each other over PLAINTEXT only for now (SASL between brokers comes next)"
+
 # Kafka properties that have no effect on a single-node, plaintext broker. Accepted (a real
 # server.properties has them) and reported at start-up.
 IGNORED = frozenset({
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "controller.listener.names",
+    # Java's TLS engine settings: Python's ssl module has no such knobs
+    "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation",
+    "ssl.provider", "ssl.engine.factory.class",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr", "metadata.log.dir", "queued.max.requests",
@@ -159,11 +269,25 @@ class BrokerConfig:
         self.ignored_keys = sorted(k for k in props if k in IGNORED)
         for key, (parse, default) in BROKER_CONFIGS.items():
             self.values[key] = parse(key, props[key]) if key in props else default
+        # listener.name.<name>.ssl.* and .sasl.enabled.mechanisms: {LISTENER NAME: {key: value}};
+        # listener.name.<name>.<mechanism>.sasl.jaas.config: {LISTENER NAME: {MECHANISM: text}}
+        self.listener_overrides = {}
+        self.listener_jaas = {}
+        for key in props:
+            if key.startswith(LISTENER_PREFIX):
+                name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
+                if (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms") and name:
+                    parse = SSL_CONFIGS[setting][0] if setting in SSL_CONFIGS else _list
+                    self.listener_overrides.setdefault(name.upper(), {})[setting] = parse(key, props[key])
+                elif name and setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count("."):
+                    mechanism = setting[:-len(JAAS_SUFFIX)].upper()
+                    self.listener_jaas.setdefault(name.upper(), {})[mechanism] = str(props[key])
         topic_keys = set(BROKER_DEFAULTS) | {"log.retention.ms", "log.retention.minutes", "log.retention.hours"}
-        unknown = [k for k in props if k not in BROKER_CONFIGS and k not in IGNORED and k not in topic_keys]
+        unknown = [k for k in props if k not in BROKER_CONFIGS and k not in IGNORED and k not in topic_keys
+                   and not self._is_listener_override(k)]
         if unknown:
             k = sorted(unknown)[0]
-            raise InvalidConfigurationError(f"{k}={props[k]!r}: unknown broker config")
+            raise InvalidConfigurationError(f"{k}={shown(k, props[k])}: unknown broker config")
         for k in sorted(set(props) & set(BROKER_DEFAULTS)):
             try:
                 LogConfig({BROKER_DEFAULTS[k]: props[k]})
@@ -172,15 +296,7 @@ class BrokerConfig:
         self.log_config = LogConfig.from_broker({k: v for k, v in props.items() if k in topic_keys})
         v = self.values
         self.node_id = v["broker.id"] if v["broker.id"] >= 0 else v["node.id"]
-        listener = next((entry for entry in v["listeners"] if entry[0] == "PLAINTEXT"), v["listeners"][0])
-        self.host, self.port = listener[1] or "0.0.0.0", listener[2]
-        advertised = v["advertised.listeners"] or [listener]
-        adv = advertised[0]
-        self.advertised_host = adv[1] or self.host
-        if self.advertised_host in ("0.0.0.0", "::"):
-            self.advertised_host = "127.0.0.1"
-        self.advertised_port = adv[2]
-        self._advertised_explicit = v["advertised.listeners"] is not None
+        self._read_listeners()
         data_dir = v["log.dirs"] or v["log.dir"]
         if data_dir and "," in data_dir:
             raise InvalidConfigurationError(f"log.dirs={data_dir!r}: one data directory only (JBOD is not supported)")
@@ -193,15 +309,165 @@ class BrokerConfig:
     def __getitem__(self, key):
         return self.values[key]
 
+    def _is_listener_override(self, key):
+        if not key.startswith(LISTENER_PREFIX):
+            return False
+        name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
+        return bool(name) and (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms"
+                               or (setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count(".")))
+
+    # -- listeners (Kafka's KafkaConfig.listeners/advertisedListeners and their checks) --------
+    def _endpoints(self, key) -> list:
+        text = self.values[key]
+        pmap = self.values["listener.security.protocol.map"]
+        out = []
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            try:
+                ep = EndPoint.parse(item, pmap)
+            except ValueError as e:
+                raise InvalidConfigurationError(f"{key}={text!r}: {e}") from None
+            if not 0 <= ep.port <= 65535:
+                raise InvalidConfigurationError(f"{key}={text!r}: port {ep.port} of {ep.listener_name} is outside 0-65535")
+            out.append(ep)
+        if not out:
+            raise InvalidConfigurationError(f"{key}={text!r}: no listener")
+        names = [ep.listener_name for ep in out]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise InvalidConfigurationError(f"{key}={text!r}: each listener must have a different name ({dup} twice)")
+        ports = [ep.port for ep in out if ep.port]
+        dup_port = next((p for p in ports if ports.count(p) > 1), None)
+        if dup_port and key == "listeners":
+            raise InvalidConfigurationError(f"{key}={text!r}: each listener must have a different port "
+                                            f"({dup_port} twice)")
+        return out
+
+    def _read_listeners(self):
+        v = self.values
+        self.listeners = self._endpoints("listeners")
+        self._advertised_explicit = v["advertised.listeners"] is not None
+        if self._advertised_explicit:
+            bind_hosts = {ep.listener_name: ep.host for ep in self.listeners}
+            self._advertised = [ep if ep.host else dataclasses.replace(ep, host=_reachable(bind_hosts.get(ep.listener_name)))
+                                for ep in self._endpoints("advertised.listeners")]
+            names = set(bind_hosts)
+            extra = [ep.listener_name for ep in self._advertised if ep.listener_name not in names]
+            if extra:
+                raise InvalidConfigurationError(
+                    f"advertised.listeners={v['advertised.listeners']!r}: listener {extra[0]} is not in "
+                    f"listeners={v['listeners']!r} (advertised names must be among the listeners')")
+        else:
+            self._advertised = None
+        if "inter.broker.listener.name" in self.props and "security.inter.broker.protocol" in self.props:
+            raise InvalidConfigurationError("inter.broker.listener.name and security.inter.broker.protocol are both "
+                                            "set: only one of them may be")
+        name = v["inter.broker.listener.name"]
+        advertised = self.advertised_listeners
+        if name is not None:
+            name = name.strip().upper()
+            if all(ep.listener_name != name for ep in advertised):
+                raise InvalidConfigurationError(
+                    f"inter.broker.listener.name={v['inter.broker.listener.name']!r}: not a listener of "
+                    f"advertised.listeners (one of {', '.join(ep.listener_name for ep in advertised)})")
+        else:
+            protocol = v["security.inter.broker.protocol"]
+            if protocol.startswith("SASL"):
+                raise InvalidConfigurationError(f"security.inter.broker.protocol={protocol!r}: {SASL_NOT_YET}")
+            # Kafka names the listener after the protocol; failing that, the first of that protocol
+            same = [ep.listener_name for ep in advertised if ep.security_protocol == protocol]
+            name = protocol if protocol in same else (same[0] if same else None)
+        self.inter_broker_listener_name = name  # None: no listener of that protocol (a single node needs none)
+
+    @property
+    def advertised_listeners(self) -> list:
+        """The endpoints registered for clients and brokers: advertised.listeners, else the
+        listeners with a wildcard or missing host as 127.0.0.1."""
+        if self._advertised is not None:
+            return list(self._advertised)
+        return [dataclasses.replace(ep, host=_reachable(ep.host)) for ep in self.listeners]
+
+    def listener(self, name) -> EndPoint | None:
+        return next((ep for ep in self.listeners if ep.listener_name == name), None)
+
+    def check_inter_broker(self):
+        """A broker of a cluster needs a listener for brokers, and this step's brokers speak
+        only plaintext to each other (their clients have no TLS yet)."""
+        if self.inter_broker_listener_name is None:
+            raise InvalidConfigurationError(
+                f"security.inter.broker.protocol={self['security.inter.broker.protocol']!r}: no listener of "
+                f"advertised.listeners has that protocol; set inter.broker.listener.name")
+        ep = next(ep for ep in self.advertised_listeners if ep.listener_name == self.inter_broker_listener_name)
+        if ep.security_protocol != "PLAINTEXT":
+            raise InvalidConfigurationError(
+                f"inter.broker.listener.name={ep.listener_name!r}: its protocol is {ep.security_protocol}; brokers "
+                "talk to each other over PLAINTEXT only for now (TLS between brokers comes with SASL)")
+
+    @property
+    def primary_listener_name(self) -> str:
+        """The listener --host/--port and the single-address views below speak of: the
+        inter-broker one, else the first."""
+        names = [ep.listener_name for ep in self.listeners]
+        return self.inter_broker_listener_name if self.inter_broker_listener_name in names else names[0]
+
+    def _replace(self, endpoints, **changes):
+        name = self.primary_listener_name
+        return [dataclasses.replace(ep, **changes) if ep.listener_name == name else ep for ep in endpoints]
+
+    @property
+    def host(self):
+        return self.listener(self.primary_listener_name).host or "0.0.0.0"
+
+    @host.setter
+    def host(self, host):
+        self.listeners = self._replace(self.listeners, host=host)
+
+    @property
+    def port(self):
+        return self.listener(self.primary_listener_name).port
+
+    @port.setter
+    def port(self, port):
+        self.listeners = self._replace(self.listeners, port=int(port))
+
+    def _primary_advertised(self):
+        advertised = self.advertised_listeners
+        return next((ep for ep in advertised if ep.listener_name == self.primary_listener_name), advertised[0])
+
+    @property
+    def advertised_host(self):
+        return self._primary_advertised().host
+
+    @advertised_host.setter
+    def advertised_host(self, host):
+        self._advertised = self._replace(self.advertised_listeners, host=host)
+
+    @property
+    def advertised_port(self):
+        return self._primary_advertised().port
+
+    @advertised_port.setter
+    def advertised_port(self, port):
+        self._advertised = self._replace(self.advertised_listeners, port=int(port))
+
     def set_listener(self, host=None, port=None):
-        """--host/--port: the listener (and the advertised address unless set explicitly)."""
+        """--host/--port: the primary listener's (and its advertised address unless
+        advertised.listeners is set)."""
         if host is not None:
             self.host = host
         if port is not None:
             self.port = port
-        if not self._advertised_explicit:
-            self.advertised_host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-            self.advertised_port = self.port
+
+    def sasl_settings(self, listener_name) -> tuple[list, dict]:
+        """(enabled mechanisms, {mechanism: sasl.jaas.config text}) of one SASL listener."""
+        mechanisms = self.listener_overrides.get(listener_name, {}).get("sasl.enabled.mechanisms",
+                                                                        self.values["sasl.enabled.mechanisms"])
+        return [m.upper() for m in mechanisms], dict(self.listener_jaas.get(listener_name, {}))
+
+    def ssl_settings(self, listener_name) -> dict:
+        """The ssl.* settings of one listener: listener.name.<name>.ssl.* over ssl.*."""
+        out = {key: self.values[key] for key in SSL_CONFIGS}
+        out.update(self.listener_overrides.get(listener_name, {}))
+        return out
 
     @staticmethod
     def read_properties(path) -> dict:
@@ -228,6 +494,21 @@ class BrokerConfig:
             else:
                 out[line] = ""
         return out
+
+
+def _reachable(host):
+    """What a client can dial for a bind address: a wildcard or missing host as 127.0.0.1."""
+    return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else host
+
+
+def shown(key, value) -> str:
+    """A value as an error message may show it: passwords and keys hidden (Kafka's [hidden]),
+    also under a misspelt name that looks like one."""
+    lowered = key.lower()
+    if (key in PASSWORD_CONFIGS or lowered.startswith(("ssl.", "sasl.", LISTENER_PREFIX))
+            or any(w in lowered for w in ("pas", "secret", "key"))):
+        return "[hidden]"
+    return repr(value)
 
 
 def default_data_dir() -> str:

@@ -25,6 +25,7 @@ from ..errors import InvalidTopicError, KafkaError, TopicAlreadyExistsError, Top
 from ..replication.broker_channel import BrokerChannels
 from ..replication.metadata_cache import MetadataCache
 from ..replication.replica_manager import ReplicaManager
+from ..security.acl import Authorizer, parse_super_users
 from ..security.client_quotas import QuotaConfigs
 from ..security.credential_cache import CredentialCache
 from ..storage.log_manager import LogManager, validate_topic_name
@@ -88,6 +89,10 @@ class KafkaServer:
         self.credential_cache = CredentialCache()
         # client quotas' settings, filled the same way (security/client_quotas.py)
         self.quota_configs = QuotaConfigs()
+        # the ACLs and decisions on them, filled from the metadata store by the ACL store
+        # (kafkacore/cluster/acl_store.py); None without authorizer.class.name
+        self.authorizer = Authorizer(parse_super_users(cfg["super.users"]), cfg["allow.everyone.if.no.acl.found"]) \
+            if cfg["authorizer.class.name"] else None
         # what the broker knows of the cluster (the controller's UpdateMetadata fills it), and
         # the partitions it holds a replica of: every write of a leader goes through the
         # replica manager, on one node as on many

@@ -94,27 +94,54 @@ def check_data_dir(path, source) -> None:
         raise InvalidConfigurationError(f"{source} {path}: {parent} is a file, not a directory")
 
 
-async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash=None) -> None:
+def _bind_all(config):
+    """[(EndPoint, socket)] for every listener, bound before anything else so that a port in use
+    fails before the data directory is touched; the ones bound are closed if another fails."""
+    from .server import bind_listener
+
+    bound = []
+    try:
+        for ep in config.listeners:
+            host = ep.host or "0.0.0.0"
+            try:
+                bound.append((ep, bind_listener(host, ep.port)))
+            except OSError as e:
+                which = f" (listener {ep.listener_name})" if len(config.listeners) > 1 else ""
+                raise SystemExit(f"kafkacore: cannot listen on {host}:{ep.port}{which}: {e.strerror or e}") from None
+    except BaseException:
+        for _ep, sock in bound:
+            sock.close()
+        raise
+    return bound
+
+
+async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash=None, tls=None) -> None:
     """Runs a broker until SIGTERM/SIGINT (or ``stop``, an asyncio.Event, is set).
 
     ``ready(broker, host, port)`` is called once it serves. ``znodes``: the cluster's metadata
     store in this process (an EmbeddedKafkaCluster's ZnodeTree) instead of zookeeper.connect.
     ``crash`` (a threading.Event) set before ``stop`` makes the stop abrupt, as a killed
-    process's: no controlled shutdown, the session simply ends."""
-    from .server import SocketServer, bind_listener
+    process's: no controlled shutdown, the session simply ends. ``tls``: the SSL listeners'
+    contexts (tls.server_tls), built here unless given."""
+    from .sasl_authenticator import server_sasl
+    from .server import Listener, SocketServer, bind_listener
+    from .tls import server_tls
 
+    if config["zookeeper.connect"] or znodes is not None:
+        config.check_inter_broker()
+    if tls is None:
+        tls = server_tls(config)  # key stores read (and bad ones refused) before any port or file
+    sasl = server_sasl(config)  # mechanisms and JAAS checked as early
     # The ports first: a port in use must fail before the data directory is created or locked.
-    try:
-        sock = bind_listener(config.host, config.port)
-    except OSError as e:
-        raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
+    bound = _bind_all(config)
     metrics_port = config["metrics.port"]
     metrics_sock = None
     if metrics_port is not None:
         try:
             metrics_sock = bind_listener(config.host, metrics_port)
         except OSError as e:
-            sock.close()
+            for _ep, sock in bound:
+                sock.close()
             raise SystemExit(f"kafkacore: cannot serve metrics on {config.host}:{metrics_port} (metrics.port): "
                              f"{e.strerror or e}") from None
     loop = asyncio.get_running_loop()
@@ -124,7 +151,8 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
             zk = await loop.run_in_executor(None, _connect_zookeeper, config, znodes)
         broker = start_broker(config, zk)
     except BaseException:
-        sock.close()
+        for _ep, sock in bound:
+            sock.close()
         if metrics_sock is not None:
             metrics_sock.close()
         raise
@@ -136,6 +164,8 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
 
         broker.metrics = BrokerMetrics(broker)  # before the server: its connections count into it
         metrics_server = MetricsServer(broker.metrics, lambda: health(broker, server, stopping))
+    for listener_sasl in sasl.values():
+        listener_sasl.credential_cache = broker.credential_cache  # SCRAM's users, from the metadata store
     broker.attach_loop(loop)
     server = SocketServer(broker)
     stop = stop or asyncio.Event()
@@ -144,14 +174,24 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
-    try:
-        host, port = await server.start(sock=sock)
-    except OSError as e:
-        broker.shutdown()
-        raise SystemExit(f"kafkacore: cannot listen on {config.host}:{config.port}: {e.strerror or e}") from None
+    addresses = {}
+    for ep, sock in bound:
+        try:
+            addresses[ep.listener_name] = await server.start(
+                sock=sock, listener=Listener(ep.listener_name, ep.security_protocol, tls.get(ep.listener_name),
+                                             sasl.get(ep.listener_name)))
+        except OSError as e:
+            for _ep, other in bound:
+                other.close()
+            await server.stop()
+            broker.shutdown()
+            raise SystemExit(f"kafkacore: cannot listen on {ep.host or '0.0.0.0'}:{ep.port}: {e.strerror or e}") from None
+    host, port = addresses[config.primary_listener_name]
+    listening = ", ".join(f"{h}:{p} ({name})" for name, (h, p) in addresses.items())
+    advertised = ", ".join(ep.connection_string for ep in config.advertised_listeners)
     # said once the broker is in its cluster (its partitions led): "listening on" means ready
-    started = [f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {host}:{port}, "
-               f"advertised as {config.advertised_host}:{config.advertised_port}; data directory {broker.data_dir}"]
+    started = [f"kafkacore broker {broker.node_id} (cluster {broker.cluster_id}) listening on {listening}, "
+               f"advertised as {advertised}; data directory {broker.data_dir}"]
     if metrics_server is not None:
         try:
             mhost, mport = await metrics_server.start(metrics_sock)
@@ -162,7 +202,7 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
                              f"{e.strerror or e}") from None
         started.append(f"kafkacore metrics on http://{mhost}:{mport}/metrics (health: /healthz)")
     try:
-        await broker.cluster.start(loop, config.advertised_host, config.advertised_port)
+        await broker.cluster.start(loop, config.advertised_listeners)
         for line in started:
             _say(line)
         if config.ignored_keys:
@@ -245,14 +285,20 @@ def serve(args) -> int:
         check_data_dir(config.data_dir, "--data-dir" if args.data_dir is not None else "log.dirs")
         if config["zookeeper.connect"] and not ({"broker.id", "node.id"} & set(config.props)):
             raise InvalidConfigurationError("zookeeper.connect is set: every broker of a cluster needs its own broker.id")
-        if config["metrics.port"] and config["metrics.port"] == config.port:
+        if config["metrics.port"] and config["metrics.port"] in {ep.port for ep in config.listeners}:
             raise InvalidConfigurationError(f"metrics.port={config['metrics.port']}: the Kafka listener's port; "
                                             "metrics need a port of their own")
+        if config["zookeeper.connect"]:
+            config.check_inter_broker()
+        from .sasl_authenticator import server_sasl
+        from .tls import server_tls
+        tls = server_tls(config)
+        server_sasl(config)  # checked here too, to be reported as configuration
     except InvalidConfigurationError as e:
         print(f"kafkacore: bad configuration: {e.message}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(run(config))
+        asyncio.run(run(config, tls=tls))
     except KafkaError as e:
         print(f"kafkacore: cannot start: {e.message}", file=sys.stderr)
         return 1

@@ -29,9 +29,12 @@ def health(broker, server, stopping=False):
     """None while the broker serves, else why not (one line)."""
     if stopping:
         return "shutting down"
-    srv = server.server if server is not None else None
-    if srv is None or not srv.is_serving():
+    servers = server.servers if server is not None else {}
+    down = [name for name, srv in servers.items() if not srv.is_serving()]
+    if not servers:
         return "the Kafka listener is not serving"
+    if down:
+        return f"the Kafka listener {down[0]} is not serving" if len(servers) > 1 else "the Kafka listener is not serving"
     if broker.log_manager.closed:
         return "the storage is closed"
     return broker.cluster.health()

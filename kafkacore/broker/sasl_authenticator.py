@@ -31,12 +31,12 @@ from ..protocol.messages.sasl_authenticate_response import SaslAuthenticateRespo
 from ..protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 from ..security import oauthbearer, plain, scram
 from ..security.jaas import single_login_module
+from .security import USER_TYPE, KafkaPrincipal
 
 log = logging.getLogger("kafkacore.broker")
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 BEFORE_LOGIN_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-USER = "User:"  # the principal type of a SASL login (Kafka's KafkaPrincipal.USER_TYPE)
 
 
 def jaas_config_key(listener_name: str, mechanism: str) -> str:
@@ -47,13 +47,17 @@ def jaas_config_key(listener_name: str, mechanism: str) -> str:
 class ListenerSasl:
     """What one SASL listener accepts: its enabled mechanisms and how each checks a login."""
 
-    def __init__(self, listener_name: str, mechanisms, jaas_configs: dict, credential_cache, reauth_ms: int = 0):
+    def __init__(self, listener_name: str, mechanisms, jaas_configs: dict, credential_cache=None, reauth_ms: int = 0,
+                 max_receive_size: int = 524288):
         """``jaas_configs``: {mechanism: sasl.jaas.config text or None}. InvalidConfigurationError
-        (one line, naming the setting, never a password) for what cannot work."""
+        (one line, naming the setting, never a password) for what cannot work. The broker's
+        CredentialCache may be given later (``credential_cache``): the settings are checked
+        before the broker exists."""
         self.listener_name = listener_name
         self.mechanisms = [m.strip().upper() for m in mechanisms if m.strip()]
         self.reauth_ms = reauth_ms
-        self._credentials = credential_cache
+        self.max_receive_size = max_receive_size  # the largest frame before the login completes
+        self.credential_cache = credential_cache
         key = f"listener.name.{listener_name.lower()}.sasl.enabled.mechanisms"
         if not self.mechanisms:
             raise InvalidConfigurationError(f"{key}: no SASL mechanism enabled on listener {listener_name}")
@@ -85,7 +89,20 @@ class ListenerSasl:
         if mechanism == "OAUTHBEARER":
             return oauthbearer.OAuthBearerServer(self._validator)
         m = scram.MECHANISMS[mechanism]
-        return scram.ScramServer(m, lambda user: self._credentials.get(m.name, user))
+        return scram.ScramServer(m, lambda user: self.credential_cache.get(m.name, user))
+
+
+def server_sasl(config) -> dict:
+    """{listener name: ListenerSasl} for every SASL_PLAINTEXT and SASL_SSL listener, checked
+    (InvalidConfigurationError in one line) before any port or file is touched."""
+    out = {}
+    for ep in config.listeners:
+        if ep.security_protocol.startswith("SASL_"):
+            mechanisms, jaas = config.sasl_settings(ep.listener_name)
+            out[ep.listener_name] = ListenerSasl(ep.listener_name, mechanisms, jaas,
+                                                 reauth_ms=config["connections.max.reauth.ms"],
+                                                 max_receive_size=config["sasl.server.max.receive.size"])
+    return out
 
 
 class SaslAuthenticator:
@@ -96,7 +113,7 @@ class SaslAuthenticator:
         self.peer = peer
         self._clock = clock
         self._server = None  # the exchange under way
-        self.principal: str | None = None  # "User:<name>" once authenticated
+        self.principal: KafkaPrincipal | None = None  # User:<name> once authenticated
         self.raw_tokens = False  # after a v0 SaslHandshake the tokens come without Kafka framing
         self.failed = False  # answer, then close the connection
         self.session_expires_at: float | None = None
@@ -108,6 +125,8 @@ class SaslAuthenticator:
 
     def permits(self, api_key: int) -> bool:
         """Whether a request of ``api_key`` may go on now (else the connection is closed)."""
+        if self.failed:
+            return False
         if not self.authenticated or self._server is not None:
             return api_key in BEFORE_LOGIN_APIS
         if self.session_expires_at is not None and self._clock() >= self.session_expires_at:
@@ -115,6 +134,8 @@ class SaslAuthenticator:
         return True
 
     def why_refused(self, api_key: int) -> str:
+        if self.failed:
+            return "a request after its SASL login failed"
         if self.authenticated and self._server is None:
             return "its SASL session expired (connections.max.reauth.ms) and it did not re-authenticate"
         return f"API key {api_key} before the SASL login completed"
@@ -150,7 +171,7 @@ class SaslAuthenticator:
 
     def _complete(self):
         server, self._server = self._server, None
-        principal = USER + server.authorization_id
+        principal = KafkaPrincipal(USER_TYPE, server.authorization_id)
         if self.principal is not None and principal != self.principal:
             self.failed = True
             raise SaslAuthenticationFailedError(

@@ -11,9 +11,18 @@ One ``Connection`` per client socket:
   or an awaitable (a long-poll fetch, a JoinGroup waiting for the rebalance). Responses leave
   in request order: a ready response behind a pending one waits for it, and a slow request
   blocks only its own connection;
+- one asyncio server per listener (``listeners``: PLAINTEXT or SSL, any names); each connection
+  knows its ``Listener`` and, once authenticated, its principal (broker/security.py), and hands
+  both to the handlers in the RequestContext;
+- an SSL listener's connection starts with the TLS handshake (``loop.start_tls``, bounded by
+  ``request.timeout.ms``); one that fails or stalls is closed with one log line and costs the
+  others nothing; the client certificate's name, through ``ssl.principal.mapping.rules``, is
+  the principal (User:ANONYMOUS without a certificate, and on plaintext);
 - record data held in segment files goes out with ``os.sendfile`` straight from the page cache
   (slices below SENDFILE_MIN_BYTES are read and written instead: one pread is cheaper than the
-  sendfile set-up for a few kilobytes);
+  sendfile set-up for a few kilobytes); under TLS the bytes must be encrypted in this process,
+  so they are read in TLS_READ_BYTES pieces and written through the TLS transport (the kernel
+  has no TLS offload here: see docs/security.md on kTLS);
 - when more than MAX_PENDING responses are waiting, reading pauses until they drain, and while
   the socket's send buffer is full the writer waits (flow control both ways);
 - a request begun and not finished (a size announced, its bytes stalled) for
@@ -31,6 +40,7 @@ import collections
 import errno
 import itertools
 import logging
+import os
 import socket
 import struct
 from time import monotonic, perf_counter
@@ -41,6 +51,8 @@ from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
 from .request import RequestContext
+from .sasl_authenticator import SaslAuthenticator
+from .security import ANONYMOUS, NoMatchingRule
 
 log = logging.getLogger("kafkacore.broker")
 
@@ -52,6 +64,7 @@ READ_BUFFER_BYTES = 256 * 1024
 EXPIRY_CHECK_S = 1.0  # how often connections are checked for a stalled request or idleness
 IDLE = "idle"  # Connection.expiry's answer for a connection with nothing going on
 SENDFILE_MIN_BYTES = 64 * 1024
+TLS_READ_BYTES = 256 * 1024  # a slice read for the TLS transport: big enough to keep pread calls few
 MAX_PENDING = 256
 _size = struct.Struct(">i")
 _ids = itertools.count(1)
@@ -72,9 +85,32 @@ class _SliceFile:
         return 0
 
 
+class Listener:
+    """What a connection knows of the listener it came in on (Kafka's ListenerName and
+    SecurityProtocol); ``tls`` is its broker/tls.ListenerTls, None on PLAINTEXT."""
+
+    __slots__ = ("name", "security_protocol", "tls", "sasl")
+
+    def __init__(self, name, security_protocol="PLAINTEXT", tls=None, sasl=None):
+        self.name = name
+        self.security_protocol = security_protocol
+        self.tls = tls
+        self.sasl = sasl  # broker/sasl_authenticator.ListenerSasl on SASL_PLAINTEXT and SASL_SSL
+
+    def __repr__(self):
+        return f"Listener({self.name}, {self.security_protocol})"
+
+
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server):
+    def __init__(self, server, listener):
         self.server = server
+        self.listener = listener
+        self.principal = ANONYMOUS
+        self.sasl = None  # a SaslAuthenticator on a SASL listener (made when the peer is known)
+        self.handshake_task = None
+        # bytes the TLS layer decrypts in the same turn as the handshake's end arrive before
+        # start_tls hands over the TLS transport: they are kept, and parsed once it has
+        self.handshaking = listener.tls is not None
         self.broker = server.broker
         self.metrics = server.broker.metrics  # None unless metrics.port is set
         self.max_request = server.broker.config["socket.request.max.bytes"]
@@ -101,6 +137,44 @@ class Connection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.listener.sasl is not None:
+            self.sasl = SaslAuthenticator(self.listener.sasl, self.peer)
+        if self.listener.tls is not None:
+            transport.pause_reading()  # the ClientHello is for the TLS layer, not for the framing
+            self.handshake_task = asyncio.ensure_future(self._handshake(transport))
+
+    async def _handshake(self, transport):
+        loop = asyncio.get_running_loop()
+        timeout_s = self.broker.config["request.timeout.ms"] / 1000
+        try:
+            tls_transport = await loop.start_tls(transport, self, self.listener.tls.context, server_side=True,
+                                                 ssl_handshake_timeout=timeout_s)
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        except (OSError, ConnectionError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
+            if not self.closed:
+                log.info("connection %d from %s on listener %s: TLS handshake failed: %s", self.id, self.peer,
+                         self.listener.name, _one_line(e))
+            self.closed = True
+            self.server.connections.discard(self)
+            transport.abort()
+            return
+        if self.closed:
+            tls_transport.abort()
+            return
+        self.transport = tls_transport
+        try:
+            self.principal = self.listener.tls.principal_mapper.principal(tls_transport.get_extra_info("peercert"))
+        except NoMatchingRule as e:  # Kafka fails the authentication
+            self.close(f"authentication failed: {e}")
+            return
+        self.last_read = monotonic()
+        log.debug("connection %d from %s on listener %s: TLS %s, principal %s", self.id, self.peer,
+                  self.listener.name, tls_transport.get_extra_info("ssl_object").version(), self.principal)
+        self.handshaking = False
+        if self.end > self.start:
+            self._parse_frames()
 
     def connection_lost(self, exc):
         self.closed = True
@@ -152,6 +226,10 @@ class Connection(asyncio.BufferedProtocol):
             self._on_frame(frame)
             return
         self.end += nbytes
+        if not self.handshaking:
+            self._parse_frames()
+
+    def _parse_frames(self):
         buf = self.buf
         while not self.closed:
             avail = self.end - self.start
@@ -160,6 +238,11 @@ class Connection(asyncio.BufferedProtocol):
             size = _size.unpack_from(buf, self.start)[0]
             if size < 0 or size > self.max_request:
                 self.close(f"request size {size} is outside 0..socket.request.max.bytes={self.max_request}")
+                return
+            if self.sasl is not None and not self.sasl.authenticated and size > self.sasl.listener.max_receive_size:
+                # before the login an unknown peer must not make the broker allocate (KIP-541)
+                self.close(f"a {size}-byte frame before the SASL login completed (sasl.server.max.receive.size="
+                           f"{self.sasl.listener.max_receive_size})")
                 return
             if avail - 4 >= size:
                 s = self.start + 4
@@ -197,10 +280,17 @@ class Connection(asyncio.BufferedProtocol):
     # -- dispatch ---------------------------------------------------------------------------
     def _on_frame(self, frame):
         t0 = perf_counter() if self.metrics is not None else 0.0
+        sasl = self.sasl
+        if sasl is not None and sasl.raw_tokens:
+            self._on_raw_sasl_token(frame)
+            return
         try:
             api_key, version, correlation_id = peek_header(frame)
         except ProtocolDecodeError as e:
             self.close(str(e))
+            return
+        if sasl is not None and not sasl.permits(api_key):
+            self.close(f"SASL: {sasl.why_refused(api_key)}")
             return
         entry = HANDLERS.get(api_key)
         if entry is not None and entry.cluster_only and not self.broker.cluster.serves_inter_broker_apis:
@@ -213,7 +303,9 @@ class Connection(asyncio.BufferedProtocol):
         except (ProtocolDecodeError, KeyError) as e:
             self.close(f"malformed request (api key {api_key}, version {version}): {e}")
             return
-        ctx = RequestContext(self.broker, header, self.peer, self.id)
+        ctx = RequestContext(self.broker, header, self.peer, self.id, self.listener.name,
+                             self.listener.security_protocol,
+                             sasl.principal if sasl is not None and sasl.authenticated else self.principal, sasl)
         try:
             if self.broker.started or api_key in STARTUP_APIS:
                 response = entry.handle(ctx, request)
@@ -233,6 +325,8 @@ class Connection(asyncio.BufferedProtocol):
         elif not self.pending:
             # the common case: answered at once, nothing queued ahead
             self._write_ready(api_key, version, correlation_id, request, response, entry, t0)
+            if sasl is not None and sasl.failed:
+                self._close_after_answer("the SASL login failed")
             return
         self.pending.append([api_key, version, correlation_id, request, response, entry, t0])
         if self.writer_task is None or self.writer_task.done():
@@ -240,6 +334,24 @@ class Connection(asyncio.BufferedProtocol):
         if len(self.pending) > MAX_PENDING and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
+
+    def _on_raw_sasl_token(self, frame):
+        """A SASL token after a v0 SaslHandshake: no Kafka header, answered size-prefixed; a
+        failed login closes the connection (v0 has no way to say why)."""
+        try:
+            answer = self.sasl.raw_token(bytes(frame))
+        except KafkaError as e:
+            log.info("connection %d from %s: SASL login failed: %s", self.id, self.peer, e.message)
+            self.close("the SASL login failed", logging.INFO)
+            return
+        self.transport.write(_size.pack(len(answer)) + answer)
+
+    def _close_after_answer(self, reason):
+        """Closes once what was written has gone (the client reads why it failed first)."""
+        if not self.closed:
+            log.info("closing connection %d from %s: %s", self.id, self.peer, reason)
+            self.closed = True
+            self.transport.close()
 
     async def _once_started(self, entry, ctx, request, version):
         """A client's request that came while the broker was starting: handled once it is in
@@ -379,6 +491,9 @@ class Connection(asyncio.BufferedProtocol):
                     else:
                         await self._send_slice(part)
                 self.pending.popleft()
+                if self.sasl is not None and self.sasl.failed and not self.pending:
+                    self._close_after_answer("the SASL login failed")
+                    return
                 if self.metrics is not None:
                     # a Writer here was made by _write_ready, which counted its record bytes
                     self.metrics.request_done(api_key, version, request, response if w is not response else None,
@@ -401,6 +516,9 @@ class Connection(asyncio.BufferedProtocol):
         if length < SENDFILE_MIN_BYTES:
             self.transport.write(sl.read())
             return
+        if self.listener.tls is not None:
+            await self._send_slice_through_tls(sl)
+            return
         sent = 0
         if self.transport.get_write_buffer_size() == 0:
             # fast path: nothing buffered ahead, so the kernel can take the slice now
@@ -422,6 +540,29 @@ class Connection(asyncio.BufferedProtocol):
                                 fallback=True)
 
 
+    async def _send_slice_through_tls(self, sl):
+        """A slice read in pieces and written through the TLS transport, which encrypts it
+        (sendfile would send the file's bytes in clear past the TLS layer); the transport's
+        flow control paces the reads."""
+        pos, end = sl.position, sl.position + len(sl)
+        fd = sl.fileno()
+        while pos < end:
+            if not self.can_write.is_set():
+                await self.can_write.wait()
+            if self.closed:
+                return
+            chunk = os.pread(fd, min(end - pos, TLS_READ_BYTES), pos)
+            if not chunk:  # the response's size is already sent: a short slice cannot be answered
+                raise ConnectionError(f"segment file ended {end - pos} bytes before the fetched slice")
+            self.transport.write(chunk)
+            pos += len(chunk)
+
+
+def _one_line(exc) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
 def bind_listener(host, port):
     """A socket bound to host:port (SO_REUSEADDR, as create_server sets it), not yet listening:
     `kafkacore serve` binds before it opens the data directory, so a port in use touches no
@@ -439,26 +580,30 @@ def bind_listener(host, port):
 
 
 class SocketServer:
-    """Listens on host:port and serves the broker's handlers (Kafka's SocketServer)."""
+    """Listens on every listener and serves the broker's handlers (Kafka's SocketServer)."""
 
     def __init__(self, broker):
         self.broker = broker
         self.connections = set()
-        self.server = None
+        self.servers = {}  # listener name -> asyncio.Server
         self._expiry_task = None
 
-    async def start(self, host=None, port=None, sock=None):
-        """Serves on host:port, or on ``sock`` already bound by bind_listener."""
+    async def start(self, host=None, port=None, sock=None, listener=None):
+        """Serves one listener on host:port, or on ``sock`` already bound by bind_listener;
+        returns the bound (host, port). ``listener``: a Listener; by default the broker's primary
+        listener's name over PLAINTEXT (the embedded broker's socket)."""
+        if listener is None:
+            listener = Listener(self.broker.config.primary_listener_name)
         loop = asyncio.get_running_loop()
         if sock is not None:
-            self.server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
+            server = await loop.create_server(lambda: Connection(self, listener), sock=sock, backlog=1024)
         else:
-            self.server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True,
-                                                   backlog=1024)
-        sock = self.server.sockets[0]
+            server = await loop.create_server(lambda: Connection(self, listener), host, port, reuse_address=True,
+                                              backlog=1024)
+        self.servers[listener.name] = server
         if self._expiry_task is None:
             self._expiry_task = loop.create_task(self._expire_connections())
-        return sock.getsockname()[:2]
+        return server.sockets[0].getsockname()[:2]
 
     async def _expire_connections(self):
         idle_ms = self.broker.config["connections.max.idle.ms"]
@@ -478,9 +623,12 @@ class SocketServer:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             self._expiry_task = None
-        if self.server is not None:
-            self.server.close()
-            for conn in list(self.connections):
-                if conn.transport is not None:
-                    conn.transport.abort()
-            await self.server.wait_closed()
+        for server in self.servers.values():
+            server.close()
+        for conn in list(self.connections):
+            if conn.handshake_task is not None:
+                conn.handshake_task.cancel()
+            if conn.transport is not None:
+                conn.transport.abort()
+        for server in self.servers.values():
+            await server.wait_closed()

@@ -29,6 +29,7 @@ from ..errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, Inv
 from ..protocol.api_table import ApiKey
 from ..protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from ..replication.broker_channel import BrokerChannel, BrokerChannelError
+from .acl_store import ZkAclStore
 from .config_manager import ZkConfigManager, supported_overrides
 from .controller import KafkaController
 from .topic_store import ZkTopicStore
@@ -109,6 +110,8 @@ class ClusterNode:
         self.controller = KafkaController(broker, zk)
         self.config_manager = ZkConfigManager(broker, zk, self.controller)  # topic config changes
         self.topic_store = ZkTopicStore(broker, self, self.config_manager)  # the broker's, once attached
+        # the ACLs, loaded and kept current in the broker's authorizer: only with one configured
+        self.acl_store = ZkAclStore(broker, zk) if broker.authorizer is not None else None
         self.loop = None
         self.broker_epoch = -1
         # producer ids unique cluster-wide: blocks from /latest_producer_id_block
@@ -116,14 +119,17 @@ class ClusterNode:
         self._session_lost = False
         self._closed = False
 
-    async def start(self, loop, host, port):
+    async def start(self, loop, endpoints):
+        """``endpoints``: the advertised listeners (zk_data.EndPoint), all registered."""
         self.loop = loop
-        self.advertised = (host, port)
+        self.advertised = tuple(endpoints)
         self.zk.add_state_listener(self._on_zk_state)
         await self._register()
         self.replica_manager.start(loop)
         self.controller.start(loop)
         await self.config_manager.start(loop)
+        if self.acl_store is not None:
+            await self.acl_store.start(loop)
         # started = known to the controller: its UpdateMetadata names this broker and its first
         # LeaderAndIsr gave the replicas their roles (on a single node its own controller's, a
         # moment after the election), so the first request finds leaders, here and in metadata
@@ -141,14 +147,14 @@ class ClusterNode:
         /brokers/ids/N still there until that session expires: it waits for it (up to the session
         timeout and a margin) instead of failing; a registration that outlives that belongs to
         another live broker with the same id, and BrokerIdInUseError stops this one."""
-        host, port = self.advertised
+        endpoints = self.advertised
         wait_s = self.broker.config["zookeeper.session.timeout.ms"] / 1000 * 1.5 + 2
         deadline = self.loop.time() + wait_s
         warned = False
         while True:
             try:
                 self.broker_epoch = await self.loop.run_in_executor(
-                    None, lambda: self.zk.register_broker(self.node_id, host, port,
+                    None, lambda: self.zk.register_broker(self.node_id, None, -1, listeners=endpoints,
                                                           rack=self.broker.config["broker.rack"]))
                 break
             except BrokerIdInUseError as e:
@@ -160,8 +166,8 @@ class ClusterNode:
                 await asyncio.sleep(0.5)
         self.replica_manager.broker_epoch = self.broker_epoch
         # (cluster up's launcher waits for this line: its words stay)
-        log.log(self.zk.routine_level, "broker %d registered in ZooKeeper as %s:%d (broker epoch %d)", self.node_id,
-                host, port, self.broker_epoch)
+        log.log(self.zk.routine_level, "broker %d registered in ZooKeeper as %s (broker epoch %d)", self.node_id,
+                ",".join(ep.connection_string for ep in endpoints), self.broker_epoch)
 
     def _on_zk_state(self, state):
         """Kazoo's thread: hand over to the loop."""
@@ -291,11 +297,11 @@ class ClusterNode:
                 return False
         return True
 
-    async def update_advertised(self, host, port):
-        """A new address for this broker (the embedded broker serving a socket after it
+    async def update_advertised(self, endpoints):
+        """New addresses for this broker (the embedded broker serving a socket after it
         started): the registration is rewritten and the controller tells every broker."""
-        self.advertised = (host, port)
-        await self.loop.run_in_executor(None, self.zk.update_broker_registration, host, port)
+        self.advertised = tuple(endpoints)
+        await self.loop.run_in_executor(None, self.zk.update_broker_registration, self.advertised)
         if self.controller.active:
             self.controller.broker_registration_changed()
 
@@ -358,6 +364,8 @@ class ClusterNode:
     def shutdown(self):
         self._closed = True
         self.config_manager.shutdown()
+        if self.acl_store is not None:
+            self.acl_store.shutdown()
         self.controller.shutdown()
         self.replica_manager.shutdown()
         try:

@@ -60,7 +60,7 @@ from ..protocol.messages.update_metadata_request import (UpdateMetadataBroker, U
 from ..protocol.wire import ZERO_UUID
 from ..replication.broker_channel import BrokerChannel, BrokerChannelError
 from ..protocol.kafka_uuid import uuid_from_text
-from .zk_data import ReplicaAssignment, TopicZNode, ZkDataError
+from .zk_data import SECURITY_PROTOCOLS, ReplicaAssignment, TopicZNode, ZkDataError
 from .zk_client import ControllerMovedError, UnknownTopicError, ZkError, ZkNodeExistsError, ZkVersionMismatchError
 
 log = logging.getLogger("kafkacore.controller")
@@ -72,7 +72,6 @@ UNKNOWN_TOPIC_OR_PARTITION, ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE 
 ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
 NOT_CONTROLLER_OR_RACE = 41  # NOT_CONTROLLER: the client retries against the controller
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: UpdateMetadata drops the partition
-PLAINTEXT = 0
 SEND_BACKOFF_S = 0.1
 ELECT_RETRY_S = 1.0  # ZooKeeper unreachable: how soon the election is tried again
 # A test hook: seconds a new controller waits between winning and reading the live brokers, so
@@ -141,14 +140,26 @@ class Reassignment:
 
 
 class LiveBroker:
-    __slots__ = ("node_id", "host", "port", "rack", "epoch")
+    """A registered broker: ``host``/``port`` on the inter-broker listener (what the controller
+    dials), ``endpoints`` every listener it registered (zk_data.EndPoint)."""
 
-    def __init__(self, node_id, host, port, rack, epoch):
+    __slots__ = ("node_id", "host", "port", "rack", "epoch", "endpoints")
+
+    def __init__(self, node_id, host, port, rack, epoch, endpoints=()):
         self.node_id = node_id
         self.host = host
         self.port = port
         self.rack = rack
         self.epoch = epoch
+        self.endpoints = tuple(endpoints)
+
+    @classmethod
+    def from_info(cls, info, inter_broker_listener):
+        ep = info.endpoint(inter_broker_listener) if inter_broker_listener else None
+        if ep is None:  # a broker without that listener: its first endpoint
+            ep = info.endpoints[0] if info.endpoints else None
+        return cls(info.broker_id, ep.host if ep else None, ep.port if ep else -1, info.rack, info.epoch,
+                   info.endpoints)
 
 
 class KafkaController:
@@ -157,6 +168,8 @@ class KafkaController:
         self.zk = zk
         self.node_id = broker.node_id
         self.config = broker.config
+        # the listener brokers dial each other on (None on a single node: its first)
+        self._inter_broker_listener = broker.config.inter_broker_listener_name
         self.active = False
         self.epoch = -1
         self.epoch_zk_version = -1
@@ -353,7 +366,7 @@ class KafkaController:
         for bid in await self._zk(self.zk.get_all_broker_ids):
             info = await self._zk(self.zk.get_broker, bid)
             if info is not None:
-                out[bid] = LiveBroker(bid, info.host, info.port, info.rack, info.epoch)
+                out[bid] = LiveBroker.from_info(info, self._inter_broker_listener)
         return out
 
     async def _load_topic(self, topic):
@@ -547,7 +560,7 @@ class KafkaController:
         new = {b for b in now if b not in old or now[b].epoch != old[b].epoch}
         # Kafka's BrokerModifications: the same registration (epoch) with a new endpoint or rack
         moved = {b for b in now if b in old and b not in new and
-                 (now[b].host, now[b].port, now[b].rack) != (old[b].host, old[b].port, old[b].rack)}
+                 (now[b].endpoints, now[b].rack) != (old[b].endpoints, old[b].rack)}
         if moved and not dead and not new:
             log.info("brokers %s changed their endpoints", sorted(moved))
             self.live = now
@@ -1074,7 +1087,8 @@ class KafkaController:
                 st.leader = LEADER_DURING_DELETE
             topics.setdefault(key[0], []).append(st)
         live = [UpdateMetadataBroker(id=b.node_id, endpoints=[UpdateMetadataEndpoint(
-            port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=PLAINTEXT)], rack=b.rack)
+            port=ep.port, host=ep.host or "", listener=ep.listener_name,
+            security_protocol=SECURITY_PROTOCOLS.index(ep.security_protocol)) for ep in b.endpoints], rack=b.rack)
             for b in self.live.values()]
         for bid in brokers:
             b = self.live.get(bid)

@@ -55,7 +55,7 @@ from .zk_data import (
     IsrChangeNotificationSequenceZNode, IsrChangeNotificationZNode, LeaderIsrAndControllerEpoch,
     ProducerIdBlockZNode, ProducerIdsBlock, ReassignPartitionsZNode, ReplicaAssignment,
     TopicAssignment, TopicPartitionStateZNode, TopicPartitionsZNode, TopicPartitionZNode,
-    TopicsZNode, TopicZNode, ZkData, validate_topic_name,
+    TopicsZNode, TopicZNode, ZkData, ZkVersion, validate_topic_name,
 )
 
 __all__ = [
@@ -603,14 +603,14 @@ class KafkaZkClient:
             self.broker_epoch = stat.czxid
             return stat.czxid
 
-    def update_broker_registration(self, host: str, port: int) -> None:
-        """Kafka's updateBrokerInfo: this broker's registration rewritten with a new PLAINTEXT
-        endpoint, the same znode (so the same broker epoch). The embedded broker's serve()."""
+    def update_broker_registration(self, endpoints: Iterable[EndPoint | str]) -> None:
+        """Kafka's updateBrokerInfo: this broker's registration rewritten with new endpoints, the
+        same znode (so the same broker epoch). The embedded broker's serve()."""
         with self._lock:
             reg = self._registration
             if reg is None:
                 raise ZkError("this broker is not registered")
-            info = dataclasses.replace(reg, endpoints=(EndPoint("PLAINTEXT", host, int(port)),))
+            info = dataclasses.replace(reg, endpoints=tuple(endpoints))
             path = BrokerIdZNode.path(info.broker_id)
             self._call(f"set {path}", lambda: self._zk.set_async(path, BrokerIdZNode.encode(info), -1))
             self._registration = info
@@ -831,6 +831,50 @@ class KafkaZkClient:
             raise ZkVersionMismatchError(f"{path} is no longer at zk version {expected_version}: "
                                          f"it was changed by someone else") from None
         return stat.version
+
+    # ---- ACLs (Kafka's ZkAclStore layout: zk_data.AclZNodes; kafkacore/cluster/acl_store.py) ----
+
+    def get_versioned_data(self, path: str) -> tuple[bytes | None, int]:
+        """(data, zk version); (None, -1) when the znode does not exist (Kafka's
+        getVersionedAclsForResource: UnknownVersion)."""
+        got = self._get(path)
+        if got is None:
+            return None, ZkVersion.MATCH_ANY_VERSION
+        data, stat = got
+        return (data if data else None), stat.version
+
+    def conditional_set_or_create(self, path: str, data: bytes, expected_version: int) -> bool:
+        """Writes the znode if it is still at expected_version, or creates it (parents too) when
+        expected_version is -1 (Kafka's conditionalSetAclsForResource and
+        createAclsForResourceIfNotExists); False when another writer got there first."""
+        if expected_version == ZkVersion.MATCH_ANY_VERSION:
+            try:
+                self._create_recursive(path, data)
+                return True
+            except NodeExistsError:
+                return False
+        try:
+            self._call(f"set {path}", lambda: self._zk.set_async(path, data, expected_version))
+            return True
+        except (BadVersionError, NoNodeError):
+            return False
+
+    def conditional_delete(self, path: str, expected_version: int) -> bool:
+        """Kafka's conditionalDelete: False when the znode moved on meanwhile; a znode already
+        gone is deleted."""
+        try:
+            self._call(f"delete {path}", lambda: self._zk.delete_async(path, expected_version))
+            return True
+        except NoNodeError:
+            return True
+        except BadVersionError:
+            return False
+
+    def create_sequential(self, prefix_path: str, data: bytes) -> str:
+        """A persistent sequential znode (a change notification) under an existing parent, made if
+        missing; returns its path."""
+        self.make_sure_persistent_path_exists(prefix_path[:prefix_path.rindex("/")])
+        return self._create(prefix_path, data, sequence=True)
 
     # ---- configs ----
 

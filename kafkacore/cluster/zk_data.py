@@ -19,7 +19,7 @@ from ..protocol.kafka_uuid import uuid_from_text, uuid_to_text
 
 __all__ = [
     "ZkDataError", "ZkVersion", "ZkData",
-    "validate_topic_name", "EndPoint", "BrokerInfo", "ReplicaAssignment", "TopicAssignment",
+    "validate_topic_name", "SECURITY_PROTOCOLS", "EndPoint", "BrokerInfo", "ReplicaAssignment", "TopicAssignment",
     "LeaderIsrAndControllerEpoch", "ControllerRegistration", "ProducerIdsBlock", "FeatureZNodeData",
     "ControllerZNode", "ControllerEpochZNode", "BrokersZNode", "BrokerIdsZNode", "BrokerIdZNode",
     "TopicsZNode", "TopicZNode", "TopicPartitionsZNode", "TopicPartitionZNode",
@@ -183,7 +183,8 @@ class BrokerIdsZNode:
     path = "/brokers/ids"
 
 
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's SecurityProtocol names; the index is its id (UpdateMetadata's security_protocol)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's EndPoint.uriParseExp: listener://host:port, host may be empty or a [bracketed] IPv6 address
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
 
@@ -196,9 +197,9 @@ class EndPoint:
     security_protocol: str = "PLAINTEXT"
 
     def __post_init__(self):
-        if self.security_protocol not in _SECURITY_PROTOCOLS:
+        if self.security_protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"unknown security protocol {self.security_protocol!r} for listener "
-                             f"{self.listener_name} (one of {', '.join(_SECURITY_PROTOCOLS)})")
+                             f"{self.listener_name} (one of {', '.join(SECURITY_PROTOCOLS)})")
 
     @property
     def connection_string(self) -> str:
@@ -220,7 +221,7 @@ class EndPoint:
             raise ValueError(f"Unable to parse {connection_string} to a broker endpoint")
         listener = m.group(1).upper()  # ListenerName.normalised
         if security_protocol_map is None:
-            if listener not in _SECURITY_PROTOCOLS:
+            if listener not in SECURITY_PROTOCOLS:
                 raise ValueError(f"No security protocol defined for listener {listener}")
             protocol = listener
         else:
@@ -594,6 +595,81 @@ class ConfigEntityChangeNotificationSequenceZNode:
         what = "config change notification"
         js = _obj(data, what)
         return _str(js, "entity_path", what, data)
+
+
+# ---- ACLs (Kafka's ZkAclStore, ResourceZNode and the ACL change stores) ----
+
+class AclZNodes:
+    """Where Kafka's ZooKeeper-mode authorizer keeps ACLs: one znode per resource pattern,
+    literal ones under /kafka-acl/<Type>/<name>, the others under
+    /kafka-acl-extended/<pattern type, lower case>/<Type>/<name> (<Type> as Kafka's SecurityUtils
+    writes it: Topic, Group, Cluster, TransactionalId, DelegationToken, User). A change adds a
+    sequential acl_changes_N under /kafka-acl-changes (literal: "<TYPE>:<name>") or
+    /kafka-acl-extended-changes (JSON), and every broker reloads the resource it names."""
+
+    LITERAL_PATH = "/kafka-acl"
+    EXTENDED_PATH = "/kafka-acl-extended"
+    LITERAL_CHANGES_PATH = "/kafka-acl-changes"
+    EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
+    SEQUENCE_NUMBER_PREFIX = "acl_changes_"
+    RESOURCE_SEPARATOR = ":"  # Kafka's AclEntry.RESOURCE_SEPARATOR
+    VERSION = 1  # of the ACL lists and of the extended change events
+
+    @classmethod
+    def store_path(cls, pattern_type: str) -> str:
+        """pattern_type: "LITERAL", "PREFIXED"."""
+        return cls.LITERAL_PATH if pattern_type == "LITERAL" else f"{cls.EXTENDED_PATH}/{pattern_type.lower()}"
+
+    @staticmethod
+    def encode_acls(entries: Iterable[Mapping[str, str]]) -> bytes:
+        """entries: {"principal", "permissionType", "operation", "host"} each, Kafka's names."""
+        return _dumps({"version": AclZNodes.VERSION, "acls": [dict(e) for e in entries]})
+
+    @staticmethod
+    def decode_acls(data, what: str) -> list[dict]:
+        """The entries of a resource's znode (no data: none, as Kafka reads it)."""
+        if data is None or len(data) == 0:
+            return []
+        js = _obj(data, what)
+        if js.get("version") != AclZNodes.VERSION:
+            raise ZkDataError(f"{what}: ACL version {js.get('version')!r}, expected {AclZNodes.VERSION}")
+        acls = js.get("acls")
+        if not isinstance(acls, list):
+            raise ZkDataError(f"{what}: no \"acls\" list: {_text(data)[:200]}")
+        out = []
+        for item in acls:
+            if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in
+                                                     ("principal", "permissionType", "operation", "host")):
+                raise ZkDataError(f"{what}: ACL entry without principal/permissionType/operation/host: {item!r}")
+            out.append(item)
+        return out
+
+    @classmethod
+    def encode_literal_change(cls, resource_type: str, name: str) -> bytes:
+        """resource_type: Kafka's enum name ("TOPIC"), as its LiteralAclChangeStore writes it."""
+        return f"{resource_type}{cls.RESOURCE_SEPARATOR}{name}".encode("utf-8")
+
+    @classmethod
+    def decode_literal_change(cls, data) -> tuple[str, str]:
+        text = _text(data)
+        resource_type, sep, name = text.partition(cls.RESOURCE_SEPARATOR)
+        if not sep:
+            raise ZkDataError(f"ACL change notification: expected ResourceType:ResourceName, got {text[:200]!r}")
+        return resource_type, name
+
+    @classmethod
+    def encode_extended_change(cls, resource_type: str, name: str, pattern_type: str) -> bytes:
+        """Kafka's ExtendedAclChangeEvent, enum names as Kafka writes them ("TOPIC", "PREFIXED")."""
+        return _dumps({"version": cls.VERSION, "resourceType": resource_type, "name": name,
+                       "patternType": pattern_type})
+
+    @classmethod
+    def decode_extended_change(cls, data) -> tuple[str, str, str]:
+        what = "extended ACL change notification"
+        js = _obj(data, what)
+        if not isinstance(js.get("version"), int) or js["version"] > cls.VERSION:
+            raise ZkDataError(f"{what}: unsupported version {js.get('version')!r}")
+        return _str(js, "resourceType", what, data), _str(js, "name", what, data), _str(js, "patternType", what, data)
 
 
 # ---- notifications ----

@@ -90,7 +90,7 @@ class Group:
     __slots__ = ("group_id", "state", "generation", "protocol_type", "protocol_name", "leader_id", "members",
                  "pending_members", "static_members", "pending_sync", "offsets", "current_state_timestamp",
                  "new_member_added", "initial_delay", "join_timer", "sync_timer", "subscribed_topics",
-                 "pending_txn_offsets")
+                 "pending_txn_offsets", "offset_batches")
 
     def __init__(self, group_id, now_ms=-1):
         self.group_id = group_id
@@ -104,8 +104,12 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_sync: set[str] = set()  # members that have not sent SyncGroup for this generation
         self.offsets: dict = {}  # (topic, partition) -> OffsetAndMetadata
+        # (topic, partition) -> the __consumer_offsets offset of the batch that wrote its committed
+        # offset: a transaction's offsets replace only older ones (Kafka's olderThan)
+        self.offset_batches: dict = {}
         # TxnOffsetCommit's offsets, by producer id, until that producer's COMMIT (applied) or
-        # ABORT (dropped) marker reaches the group's __consumer_offsets partition
+        # ABORT (dropped) marker reaches the group's __consumer_offsets partition:
+        # {producer id: {(topic, partition): (OffsetAndMetadata, offset of its batch)}}
         self.pending_txn_offsets: dict[int, dict] = {}
         self.current_state_timestamp = now_ms
         self.new_member_added = False
@@ -266,3 +270,14 @@ def parse_subscription(data):
     except (ProtocolDecodeError, struct.error, ValueError):
         return None
     return set(sub.topics or ())
+
+
+def apply_committed_txn_offsets(offsets: dict, batches: dict, pending: dict) -> None:
+    """A transaction's pending offsets ({tp: (OffsetAndMetadata, batch offset)}) at its COMMIT,
+    into ``offsets`` and ``batches``: each replaces the committed offset only if that one was
+    written before it (Kafka's CommitRecordMetadataAndOffset.olderThan), so a plain commit made
+    while the transaction was open is not undone by the transaction's older one."""
+    for tp, (om, batch) in pending.items():
+        if tp not in offsets or batches.get(tp, -1) < batch:
+            offsets[tp] = om
+            batches[tp] = batch

@@ -177,7 +177,10 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member)
 
     def _on_group_unloaded(self, group):
-        """Another broker coordinates the group now: members waiting here are told so."""
+        """Another broker coordinates the group now: this copy is Dead (Kafka's onGroupUnloaded),
+        so a callback still holding it (a commit's replication, a delayed join) finds it gone,
+        and members waiting here are told to find the new coordinator."""
+        group.transition(g.DEAD, wall_ms())
         self._cancel_group_timers(group)
         for member in group.members.values():
             self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))

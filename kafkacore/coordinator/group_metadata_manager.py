@@ -19,7 +19,7 @@ import threading
 from ..clock import wall_ms
 from ..errors import NotCoordinatorError, OffsetMetadataTooLargeError
 from . import group as g
-from .group import Group, Member
+from .group import Group, Member, apply_committed_txn_offsets
 from .offset_store import (TOPIC, StoreError, decode_group_value, decode_key, decode_offset_value, group_key,
                            group_value, offset_key, offset_value)
 
@@ -73,17 +73,20 @@ class GroupMetadataManager:
             return
         metadata: dict[str, object] = {}
         offsets: dict[str, dict] = {}
+        batches: dict[str, dict] = {}  # group id -> {(topic, partition): batch offset of its commit}
         records = 0
-        pending: dict[int, dict] = {}  # producer id -> {group id: {(topic, partition): offset}}
+        # producer id -> {group id: {(topic, partition): (offset, batch offset)}}
+        pending: dict[int, dict] = {}
         for partition in (range(self.store.partitions) if partitions is None else partitions):
             for kind_, *item in self.store.read_partition_with_markers(partition):
                 if kind_ == "marker":
                     producer_id, committed = item
                     for group_id, txn_offsets in pending.pop(producer_id, {}).items():
                         if committed:
-                            offsets.setdefault(group_id, {}).update(txn_offsets)
+                            apply_committed_txn_offsets(offsets.setdefault(group_id, {}),
+                                                        batches.setdefault(group_id, {}), txn_offsets)
                     continue
-                key, value, txn_producer = item
+                key, value, txn_producer, batch_offset = item
                 records += 1
                 kind = decode_key(key)
                 if kind is None:
@@ -93,13 +96,14 @@ class GroupMetadataManager:
                         _k, group_id, topic, p = kind
                         if value is not None:
                             pending.setdefault(txn_producer, {}).setdefault(group_id, {})[(topic, p)] = \
-                                decode_offset_value(value)
+                                (decode_offset_value(value), batch_offset)
                     elif kind[0] == "offset":
                         _k, group_id, topic, p = kind
                         if value is None:
                             offsets.get(group_id, {}).pop((topic, p), None)
                         else:
                             offsets.setdefault(group_id, {})[(topic, p)] = decode_offset_value(value)
+                            batches.setdefault(group_id, {})[(topic, p)] = batch_offset
                     else:
                         group_id = kind[1]
                         if value is None:
@@ -115,6 +119,7 @@ class GroupMetadataManager:
             if value is not None:
                 self._restore_metadata(group, value)
             group.offsets = offsets.get(group_id, {})
+            group.offset_batches = batches.get(group_id, {})
             self.groups[group_id] = group
         for producer_id, by_group in pending.items():  # transactions still open: their offsets wait
             for group_id, txn_offsets in by_group.items():
@@ -211,13 +216,15 @@ class GroupMetadataManager:
             except StoreError as e:
                 results.update(dict.fromkeys(store, e.code))
                 return results
+            batch = written.info.first_offset
             if written.replicated is not None:
-                return self._after_replication(written.replicated, group, store, results)
+                return self._after_replication(written.replicated, group, store, batch, results)
             group.offsets.update(store)
+            group.offset_batches.update(dict.fromkeys(store, batch))
         results.update(dict.fromkeys(store, NONE))
         return results
 
-    def _after_replication(self, replicated, group, store, results):
+    def _after_replication(self, replicated, group, store, batch, results):
         """A future of the commit's results: the offsets count once the ISR has them."""
         out = self.loop.create_future()
 
@@ -226,6 +233,7 @@ class GroupMetadataManager:
             # request was cancelled: its client went away); only the answer is dropped
             if f.exception() is None:
                 group.offsets.update(store)
+                group.offset_batches.update(dict.fromkeys(store, batch))
                 results.update(dict.fromkeys(store, NONE))
             else:
                 results.update(dict.fromkeys(store, f.exception().code))
@@ -248,7 +256,9 @@ class GroupMetadataManager:
             return results
 
         def hold():
-            group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+            batch = written.info.first_offset
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(
+                {tp: (om, batch) for tp, om in offsets.items()})
             results.update(dict.fromkeys(offsets, NONE))
             return results
         if written.replicated is None:
@@ -275,7 +285,7 @@ class GroupMetadataManager:
                 continue
             pending = group.pending_txn_offsets.pop(producer_id)
             if committed:
-                group.offsets.update(pending)
+                apply_committed_txn_offsets(group.offsets, group.offset_batches, pending)
 
     def has_pending_txn_offsets(self, group_id, partitions=None) -> bool:
         """OffsetFetch's require_stable (KIP-447): a transaction of the group still holds offsets

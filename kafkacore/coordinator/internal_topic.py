@@ -164,9 +164,9 @@ class InternalTopicLog:
                 yield rest[0], rest[1]
 
     def read_partition_with_markers(self, partition):
-        """Yields ("record", key, value, producer id of a transactional batch or None) and
-        ("marker", producer id, committed?) in log order: what a coordinator that keeps
-        transactional writes pending until their marker replays."""
+        """Yields ("record", key, value, producer id of a transactional batch or None, the
+        batch's base offset) and ("marker", producer id, committed?) in log order: what a
+        coordinator that keeps transactional writes pending until their marker replays."""
         lg = self.broker.get_log(self.topic, partition)
         if lg is None:
             return
@@ -187,7 +187,7 @@ class InternalTopicLog:
                         txn = batch.producer_id if batch.is_transactional else None
                         for rec in batch:
                             if rec.offset >= offset and rec.key is not None:
-                                yield "record", rec.key, rec.value, txn
+                                yield "record", rec.key, rec.value, txn, batch.base_offset
                     next_offset = batch.next_offset
             except CorruptRecordError as e:
                 log.error("%s-%d: unreadable batch after offset %d, the rest is skipped: %s",

@@ -16,10 +16,19 @@ NO_LEADER = -1
 
 
 class BrokerEndpoint(NamedTuple):
+    """A live broker: ``host``/``port`` on the inter-broker listener (what brokers dial), and
+    ``listeners`` ((name, host, port), every endpoint it registered: what clients are told,
+    each on the listener it asked on)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None
+    listeners: tuple = ()
+
+    def address(self, listener_name) -> tuple | None:
+        """(host, port) on that listener, None if the broker has none of that name."""
+        return next(((h, p) for name, h, p in self.listeners if name == listener_name), None)
 
 
 class CachedPartitionState(NamedTuple):
@@ -79,6 +88,16 @@ class MetadataCache:
 
     def live_brokers(self) -> list[BrokerEndpoint]:
         return sorted(self.brokers.values())
+
+    def live_brokers_on(self, listener_name) -> list[tuple]:
+        """[(node_id, host, port, rack)] of the live brokers with that listener; the others are
+        left out, as Kafka's MetadataCache.getAliveBrokerNodes(listenerName) does."""
+        out = []
+        for b in sorted(self.brokers.values()):
+            addr = b.address(listener_name)
+            if addr is not None:
+                out.append((b.node_id, addr[0], addr[1], b.rack))
+        return out
 
     def topics(self) -> dict[str, int]:
         return dict(self.partition_counts)

@@ -21,7 +21,7 @@ from ._hot import hot
 from .checkpoints import fsync_dir
 from .file_slice import FileSlice
 from .log_segment import SCAN_CHUNK, LogSegment
-from .segment_files import DELETED_SUFFIX, NO_TIMESTAMP, parse_partition_dir
+from .segment_files import DELETED_SUFFIX, parse_partition_dir
 
 # A rolled segment is fsynced this long after the roll, not at once as Kafka does. By then the
 # kernel has written its pages back on its own (vm.dirty_expire_centisecs defaults to 30 s), so
@@ -326,13 +326,7 @@ class LocalLog:
         else:
             resume = 0
             ti.truncate_to_entries(0)
-        ts, ts_offset = ti.last_entry()
-        scanner = hot.SegmentScanner(seg.base_offset, self._config.index_interval_bytes, False)
-        scanner.position = resume
-        scanner.last_index_position = resume
-        scanner.max_timestamp = ts
-        scanner.offset_of_max_timestamp = ts_offset if ts != NO_TIMESTAMP else -1
-        scanner.last_time_index_timestamp = ts
+        scanner = seg.resumed_scanner(resume, self._config.index_interval_bytes)
         self._scan_to(seg, scanner, pos)
         try:
             os.ftruncate(seg.file.fd, pos)

@@ -93,17 +93,24 @@ class LogSegment:
             return False
         return self.offset_index.sane(self.size) and self.time_index.sane()
 
-    def load(self, active):
-        """Open a segment that needs no recovery: learn its next offset and largest timestamp
-        from the indexes and the batches after the last offset index entry."""
+    def resumed_scanner(self, position, index_interval_bytes):
+        """A scanner that goes on from ``position``, the start of the batch after the last offset
+        index entry kept: the time index's last entry is the state it resumes with (the indexes
+        then grow exactly as if the segment had been written through to there)."""
         ts, ts_offset = self.time_index.last_entry()
-        _last_offset, position = self.offset_index.last_entry()
-        scanner = hot.SegmentScanner(self.base_offset, self.config.index_interval_bytes, False)
+        scanner = hot.SegmentScanner(self.base_offset, index_interval_bytes, False)
         scanner.position = position
         scanner.last_index_position = position
         scanner.max_timestamp = ts
         scanner.offset_of_max_timestamp = ts_offset if ts != NO_TIMESTAMP else -1
         scanner.last_time_index_timestamp = ts
+        return scanner
+
+    def load(self, active):
+        """Open a segment that needs no recovery: learn its next offset and largest timestamp
+        from the indexes and the batches after the last offset index entry."""
+        _last_offset, position = self.offset_index.last_entry()
+        scanner = self.resumed_scanner(position, self.config.index_interval_bytes)
         status, _error = self._scan(scanner, write_index=False)
         if status != "ok":
             raise CorruptMessageError(f"segment {self.log_path} is damaged at {scanner.position}; "

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ...errors import InvalidRequestError, UnknownTopicOrPartitionError
 from ...storage.config import BROKER_DEFAULTS, TOPIC_CONFIGS, LogConfig
 from ...storage.log_manager import validate_topic_name
-from ..config import BROKER_CONFIGS
+from ..config import BROKER_CONFIGS, PASSWORD_CONFIGS
 
 # ConfigResource.Type
 RESOURCE_UNKNOWN, RESOURCE_TOPIC, RESOURCE_GROUP, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 0, 2, 3, 4, 8
@@ -28,7 +28,7 @@ RESOURCE_NAMES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "BROKER", 8
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 
 # DescribeConfigsResponse.ConfigType
-T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST = 1, 2, 3, 5, 6, 7
+T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST, T_PASSWORD = 1, 2, 3, 5, 6, 7, 9
 
 # IncrementalAlterConfigs operations (AlterConfigOp.OpType)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -57,6 +57,10 @@ def _text(value):
         return "true" if value else "false"
     if isinstance(value, (frozenset, set)):
         return ",".join(sorted(value))
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, dict):  # listener.security.protocol.map
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)
 
 
@@ -70,9 +74,10 @@ def _builtin_broker_default(broker_name, topic_name):
 class DescribedConfig:
     """One config as DescribeConfigs and CreateTopics report it."""
 
-    __slots__ = ("name", "value", "source", "synonyms", "read_only", "config_type", "documentation")
+    __slots__ = ("name", "value", "source", "synonyms", "read_only", "config_type", "documentation", "sensitive")
 
-    def __init__(self, name, value, source, synonyms, read_only, config_type, documentation):
+    def __init__(self, name, value, source, synonyms, read_only, config_type, documentation, sensitive=False):
+        self.sensitive = sensitive  # a password: its value is never sent (Kafka's PASSWORD type)
         self.name = name
         self.value = value
         self.source = source
@@ -121,11 +126,10 @@ def broker_entries(broker) -> list[DescribedConfig]:
     for key, (_parse, default) in BROKER_CONFIGS.items():
         value = cfg.values[key]
         rows[key] = (_text(value), key in props, _broker_type(key, default if value is None else value), None)
-    listener = f"PLAINTEXT://{cfg.host}:{cfg.port}"
-    rows["listeners"] = (listener, "listeners" in props or listener != "PLAINTEXT://127.0.0.1:9092", T_STRING, None)
-    adv = cfg.values["advertised.listeners"]
-    rows["advertised.listeners"] = (
-        ",".join(f"{n}://{h}:{p}" for n, h, p in adv) if adv else None, adv is not None, T_STRING, None)
+    listeners = ",".join(ep.connection_string for ep in cfg.listeners)
+    rows["listeners"] = (listeners, "listeners" in props or listeners != BROKER_CONFIGS["listeners"][1], T_STRING, None)
+    rows["advertised.listeners"] = (",".join(ep.connection_string for ep in cfg.advertised_listeners),
+                                    "advertised.listeners" in props, T_STRING, None)
     if "broker.id" not in props:
         rows["broker.id"] = (str(cfg.node_id), False, T_INT, None)
     builtin = _BUILTIN.describe()
@@ -141,7 +145,10 @@ def broker_entries(broker) -> list[DescribedConfig]:
     for name in sorted(rows):
         value, explicit, ctype, doc = rows[name]
         source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
-        out.append(DescribedConfig(name, value, source, [(name, value, source)], True, ctype, doc))
+        if name in PASSWORD_CONFIGS:
+            out.append(DescribedConfig(name, None, source, [(name, None, source)], True, T_PASSWORD, doc, True))
+        else:
+            out.append(DescribedConfig(name, value, source, [(name, value, source)], True, ctype, doc))
     return out
 
 

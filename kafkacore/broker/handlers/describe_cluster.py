@@ -36,8 +36,8 @@ def handle(ctx, req):
                                        error_message=f"Unsupported endpoint type {endpoint}")
     cache = broker.metadata_cache
     controller_id = cache.controller_id
-    brokers = [DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in cache.live_brokers()]
+    brokers = [DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
+               for node_id, host, port, rack in cache.live_brokers_on(ctx.answering_listener)]
     return DescribeClusterResponse(
         endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id, controller_id=controller_id, brokers=brokers,
         cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations

@@ -87,7 +87,7 @@ def _describe(broker, resource, synonyms, documentation):
         default = e.source == SOURCE_DEFAULT or (resource.resource_type == RESOURCE_TOPIC and e.source != SOURCE_TOPIC)
         out.append(DescribeConfigsResourceResult(
             name=e.name, value=e.value, read_only=e.read_only, is_default=default, config_source=e.source,
-            is_sensitive=False, config_type=e.config_type,
+            is_sensitive=e.sensitive, config_type=e.config_type,
             documentation=e.documentation if documentation else None,
             synonyms=[DescribeConfigsSynonym(name=n, value=val, source=src) for n, val, src in e.synonyms]
             if synonyms else []))

@@ -30,13 +30,12 @@ COORDINATOR_WAIT_S = 5.0  # for the leaders of an internal topic this request cr
 
 def _lookup(ctx, key_type, key):
     """(error code, message, node id, host, port)"""
-    broker = ctx.broker
     if key_type == GROUP:
         try:
             node = coordinator(ctx).coordinator_for_group(key)
         except KafkaError as e:
             return e.code, e.message, -1, "", -1
-        return _endpoint(broker, node)
+        return _endpoint(ctx, node)
     if key_type == TRANSACTION:
         tc = transaction_coordinator(ctx)
         if tc is None:
@@ -47,15 +46,19 @@ def _lookup(ctx, key_type, key):
             node = tc.coordinator_for(key)
         except KafkaError as e:
             return e.code, e.message, -1, "", -1
-        return _endpoint(broker, node)
+        return _endpoint(ctx, node)
     return InvalidRequestError.code, f"unsupported coordinator key type {key_type}", -1, "", -1
 
 
-def _endpoint(broker, node):
-    ep = broker.metadata_cache.brokers.get(node)
-    if ep is None:
-        return CoordinatorNotAvailableError.code, f"coordinator {node} is not live", -1, "", -1
-    return 0, None, node, ep.host, ep.port
+def _endpoint(ctx, node):
+    """The coordinator's address on the request's listener (Kafka's getAliveBrokerNode with the
+    listener name: a coordinator without it is not available to this client)."""
+    ep = ctx.broker.metadata_cache.brokers.get(node)
+    address = ep.address(ctx.answering_listener) if ep is not None else None
+    if address is None:
+        why = "is not live" if ep is None else f"has no listener {ctx.answering_listener}"
+        return CoordinatorNotAvailableError.code, f"coordinator {node} {why}", -1, "", -1
+    return 0, None, node, address[0], address[1]
 
 
 def handle(ctx, req):

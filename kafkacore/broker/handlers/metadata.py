@@ -52,10 +52,12 @@ def topic_metadata(broker, info, version, include_ops):
                                  topic_authorized_operations=TOPIC_OPERATIONS if include_ops else UNSET_OPERATIONS)
 
 
-def _brokers(broker):
-    cache = broker.metadata_cache
-    brokers = [MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in cache.live_brokers()]
+def _brokers(ctx):
+    """The live brokers' addresses on the listener the request came in on (Kafka's rule: a
+    broker without that listener is left out)."""
+    cache = ctx.broker.metadata_cache
+    brokers = [MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+               for node_id, host, port, rack in cache.live_brokers_on(ctx.answering_listener)]
     return brokers, cache.controller_id
 
 
@@ -95,7 +97,7 @@ def handle(ctx, req):
                 topics.append(MetadataResponseTopic(error_code=code, name=name, is_internal=False))
                 continue
             topics.append(topic_metadata(broker, info, v, include_ops))
-    brokers, controller_id = _brokers(broker)
+    brokers, controller_id = _brokers(ctx)
     return MetadataResponse(
         brokers=brokers, cluster_id=broker.cluster_id, controller_id=controller_id, topics=topics,
         cluster_authorized_operations=CLUSTER_OPERATIONS if v >= 8 and req.include_cluster_authorized_operations

@@ -1,0 +1,43 @@
+"""DeleteAcls (API key 31), versions 1-3 (Kafka 4 dropped 0): deletes the ACLs each filter
+matches and answers, per filter, the bindings it deleted (Kafka's filter semantics, see
+security/acl.py; every filter sees the ACLs as they were before the request). A filter with
+UNKNOWN values is INVALID_REQUEST (Kafka's "Unknown patternFilter." / "Unknown entryFilter.");
+without an authorizer every filter is SECURITY_DISABLED. Written to the metadata store by
+kafkacore/cluster/acl_store.py, which every broker's authorizer follows."""
+from ...protocol.api_table import ApiKey
+from ...protocol.messages.delete_acls_response import (DeleteAclsFilterResult, DeleteAclsMatchingAcl,
+                                                       DeleteAclsResponse)
+from ._acls import NO_AUTHORIZER, acl_store, filter_of
+
+API_KEY = ApiKey.DELETE_ACLS
+VERSIONS = (1, 3)
+
+
+def handle(ctx, req):
+    store = acl_store(ctx)
+    if store is None:
+        return error_response(req, None, NO_AUTHORIZER.code, NO_AUTHORIZER.message)
+    return ctx.broker.topic_store_call(_respond, store, req)
+
+
+def _matching(binding):
+    p, e = binding
+    return DeleteAclsMatchingAcl(error_code=0, error_message=None, resource_type=int(p.resource_type),
+                                 resource_name=p.name, pattern_type=int(p.pattern_type), principal=e.principal,
+                                 host=e.host, operation=int(e.operation), permission_type=int(e.permission_type))
+
+
+def _respond(store, req):
+    results = []
+    for error, deleted in store.delete_acls([filter_of(f) for f in req.filters]):
+        if error is not None:
+            results.append(DeleteAclsFilterResult(error_code=error.code, error_message=error.message, matching_acls=[]))
+        else:
+            results.append(DeleteAclsFilterResult(error_code=0, error_message=None,
+                                                  matching_acls=[_matching(b) for b in deleted]))
+    return DeleteAclsResponse(filter_results=results)
+
+
+def error_response(req, version, code, message=None):
+    return DeleteAclsResponse(filter_results=[DeleteAclsFilterResult(error_code=code, error_message=message,
+                                                                     matching_acls=[]) for _f in req.filters])
