@@ -7,9 +7,11 @@ are skipped, offset bounds cut the range (the splits then start and stop at the 
 ``.timeindex`` for segment files, ListOffsets against a broker).
 
 A record's timestamp says nothing about its neighbours' (producers set them), so an upper
-timestamp bound cannot end a range early: those records are read and Spark drops them. For
-the same reason timestamp filters are always handed back to Spark; partition and offset
-comparisons are exact (the ranges hold exactly the records they admit) and are not."""
+timestamp bound cannot end a range early: those records are read, and the reader drops them
+(``row_mask``), as it drops the records between the values of an offset IN. So every filter
+taken is applied exactly by the source and none is handed back: Spark lists them all under
+PushedFilters in ``explain()`` (pyspark's PythonScan shows only the filters a source does not
+return) and does not check them again."""
 import datetime
 from dataclasses import dataclass
 
@@ -56,6 +58,26 @@ class Bounds:
     def __bool__(self):
         return self.lo is not None or self.hi is not None or self.values is not None
 
+    def mask(self, column):
+        """A boolean Arrow array: which of the int64 column's values the bounds admit (None:
+        all of them)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        parts = []
+        if self.lo is not None:
+            parts.append(pc.greater_equal(column, pa.scalar(self.lo, pa.int64())))
+        if self.hi is not None:
+            parts.append(pc.less_equal(column, pa.scalar(self.hi, pa.int64())))
+        if self.values is not None:
+            parts.append(pc.is_in(column, value_set=pa.array(sorted(self.values), pa.int64())))
+        if not parts:
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = pc.and_(out, p)
+        return out
+
 
 def _integer(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -81,34 +103,51 @@ class PushedFilters:
     def __bool__(self):
         return bool(self.partition or self.offset or self.timestamp)
 
-    def push(self, f) -> tuple[bool, bool]:
-        """(used, exact): whether the filter narrows the read, and whether the read then holds
-        exactly the rows it admits (Spark need not check it again)."""
+    def push(self, f) -> bool:
+        """Whether the filter is taken: the read then holds exactly the rows it admits (the
+        offset ranges and ``row_mask``), so Spark need not check it again."""
         if not isinstance(f, _COMPARISONS) or len(f.attribute) != 1:
-            return False, False
+            return False
         column = f.attribute[0]
         if column in ("partition", "offset"):
             values = f.value if isinstance(f, In) else (f.value,)
             if not all(_integer(v) for v in values):
-                return False, False
+                return False
             _narrow_integers(getattr(self, column), f, f.value)
             self.described.append(repr(f))
-            # an offset IN reads the range from its smallest to its largest value
-            return True, not (column == "offset" and isinstance(f, In) and len(set(values)) > 1)
+            return True
         if column == "timestamp":
             if isinstance(f, In):
                 micros = [_timestamp_us(v) for v in f.value]
                 if any(us is None for us in micros):
-                    return False, False
+                    return False
                 self.timestamp.only(us // _MS_PER_US for us in micros if us % _MS_PER_US == 0)
             else:
                 us = _timestamp_us(f.value)
                 if us is None:
-                    return False, False
+                    return False
                 _narrow_timestamp(self.timestamp, f, us)
             self.described.append(repr(f))
-            return True, False
-        return False, False
+            return True
+        return False
+
+    def row_mask(self, batch):
+        """Which rows of a decoded batch (its int64-compatible ``offset`` and ms ``timestamp``
+        columns) the filters admit, or None when the ranges alone are exact: the timestamp
+        bounds, and the values of an offset = or IN (its range runs from the smallest to the
+        largest)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        masks = []
+        if self.timestamp:
+            masks.append(self.timestamp.mask(batch.column("timestamp").cast(pa.int64())))
+        if self.offset.values is not None and len(self.offset.values) > 1:
+            masks.append(pc.is_in(batch.column("offset"), value_set=pa.array(sorted(self.offset.values), pa.int64())))
+        masks = [m for m in masks if m is not None]
+        if not masks:
+            return None
+        return masks[0] if len(masks) == 1 else pc.and_(masks[0], masks[1])
 
 
 def _narrow_integers(bounds: Bounds, f, value):
@@ -155,7 +194,9 @@ def narrow_ranges(backend, ranges: dict, pushed: PushedFilters) -> dict:
     ts_lo, ts_hi = pushed.timestamp.range()
     if ts_lo is not None and ts_hi is not None and ts_lo > ts_hi:
         return {tp: (s, s) for tp, (s, _e) in out.items()}
-    if ts_lo is not None:
+    if ts_lo is not None and ts_lo >= 0:
+        # (a negative target is not a time to ListOffsets: -1 is "latest", -2 "earliest"; and
+        # every record is at or after it but those of a producer's own negative timestamps)
         # The first offset at or after ts_lo: every record before it is older (ListOffsets'
         # contract), whatever the order of the timestamps after it.
         found = backend.for_timestamps({tp: ts_lo for tp, (s, e) in out.items() if e > s})

@@ -121,12 +121,9 @@ class KafkacoreBatchReader(DataSourceReader):
         self.ranges = self.bytes_planned = self.bytes_stored = None
 
     def pushFilters(self, filters):
-        unhandled = []
-        for f in filters:
-            _used, exact = self.pushed.push(f)
-            if not exact:
-                unhandled.append(f)  # Spark checks it on the rows
-        return unhandled
+        # a filter taken is applied exactly (ranges, then row_mask in read()); the others
+        # Spark checks on the rows
+        return [f for f in filters if not self.pushed.push(f)]
 
     def _plan(self):
         opts = self.opts
@@ -162,7 +159,13 @@ class KafkacoreBatchReader(DataSourceReader):
         return self._splits
 
     def read(self, partition):
+        pushed = self.pushed
         for batch in read_split(partition, self.opts):
+            mask = pushed.row_mask(batch) if pushed else None
+            if mask is not None:
+                batch = batch.filter(mask)
+                if not batch.num_rows:
+                    continue
             yield _to_spark(batch, self.columns)
 
 
