@@ -3,6 +3,8 @@
 Its output is the schema of Spark's Kafka source; ``read()`` yields the Arrow record batches of
 kafkacore's native decoder, so no Python object is made per record. Stream offsets have the
 JSON shape of Spark's Kafka source offsets: ``{"topic": {"0": 42}}`` (the next offset to read)."""
+import time
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
@@ -183,7 +185,10 @@ def _offset_map(js: dict) -> dict:
 class KafkacoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over offset ranges. ``maxOffsetsPerTrigger`` caps each batch (split over
     the partitions in proportion to what each has waiting, as Spark's Kafka source does);
-    partitions that appear later are read from their earliest offset."""
+    ``minOffsetsPerTrigger`` holds a trigger back until that many offsets wait, or until
+    ``maxTriggerDelay`` has passed since the last batch (Spark's KafkaMicroBatchStream's rule:
+    the first trigger always runs); partitions that appear later are read from their earliest
+    offset."""
 
     def __init__(self, opts, columns=None):
         self.opts = opts
@@ -191,6 +196,7 @@ class KafkacoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._backend = backend_for(opts)
         self._target = None  # the latest offsets when Trigger.AvailableNow began
         self._last = None  # for Spark 4.0/4.1, whose latestOffset() has no start argument
+        self._last_trigger_ms = 0  # when minOffsetsPerTrigger last let a batch run (0: never)
 
     def initialOffset(self):
         tps = self._backend.topic_partitions()
@@ -221,6 +227,9 @@ class KafkacoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             limit = self.getDefaultReadLimit()
         begin = _offset_map(start)
         latest = self._available()
+        if self._delay_batch(begin, latest):
+            self._last = _offset_json(begin)  # the same offsets: Spark runs no batch
+            return self._last
         new = [tp for tp in latest if tp not in begin]
         if new:
             begin.update(self._backend.earliest(new))
@@ -235,6 +244,23 @@ class KafkacoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             end.setdefault(tp, o)
         self._last = _offset_json(end)
         return self._last
+
+    def _delay_batch(self, begin: dict, latest: dict) -> bool:
+        """minOffsetsPerTrigger and maxTriggerDelay as Spark's Kafka source applies them: once
+        the delay has passed since the last batch a batch runs whatever waits; before that, only
+        when at least the minimum waits (counted from offset 0 for partitions the start does not
+        name, as Spark counts). Trigger.AvailableNow is never held back: it must end."""
+        minimum = self.opts.min_offsets_per_trigger
+        if minimum is None or self._target is not None:
+            return False
+        now = time.time() * 1000
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        if sum(o - begin.get(tp, 0) for tp, o in latest.items()) < minimum:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def partitions(self, start, end):
         begin, stop = _offset_map(start), _offset_map(end)
