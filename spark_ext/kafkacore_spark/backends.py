@@ -132,13 +132,19 @@ class PathBackend:
                 # the view of the sizes the splits read up to, so it covers [start, end)
                 aborted = [(a.producer_id, a.first_offset, a.last_offset)
                            for a in self._txn_view(tp, segs[tp]).aborted_transactions(start, end)]
-            for path, first, stop in self._pf(tp).splits(start, end, max_bytes, segs[tp], exact):
-                mine = None
-                if aborted is not None:
-                    # an entry whose marker is before this segment cannot concern its records
-                    base = segment_base_offset(path)
-                    mine = [a for a in aborted if a[2] >= base]
-                out.append(SegmentSplit(tp[0], tp[1], path, first, stop, start, end, mine))
+            # maxRecordsPerPartition: pieces of at most that many offsets (so records), each
+            # read from the batch holding its first offset to the one holding its last
+            step = self.opts.max_records_per_partition or (end - start)
+            for a in range(start, end, step):
+                b = min(end, a + step)
+                cut = exact or b - a < end - start
+                for path, first, stop in self._pf(tp).splits(a, b, max_bytes, segs[tp], cut):
+                    mine = None
+                    if aborted is not None:
+                        # an entry whose marker is before this segment cannot concern its records
+                        base = segment_base_offset(path)
+                        mine = [t for t in aborted if t[2] >= base]
+                    out.append(SegmentSplit(tp[0], tp[1], path, first, stop, a, b, mine))
         return out
 
 
