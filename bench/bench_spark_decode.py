@@ -36,6 +36,13 @@ tasks use: 16 MiB preads + ``decode_to_arrow`` + the Spark column conversion), s
 say which share of the query's core-seconds (wall x 2 cores) is our decoder and which is Spark
 (task scheduling, the Python worker, Arrow into the JVM, the aggregation).
 
+``--targets``: only issue 30's target rows, interleaved round by round (each round runs every
+row once, in the same order) so that a machine whose load drifts (other jobs) weighs on every
+row alike: the seven-column count against the floor source, the value-only sum against the
+UDF, and the whole-topic aggregate against the two pushed ones and against a pushed range that
+holds nothing (the ceiling). Best of ``--rounds`` per row. ``--pushdown-only`` leaves out the
+column rows (the UDF takes minutes on 20M records).
+
 Timing: one warm-up run per reader, then the best of ``--rounds`` (3; ``--baseline-rounds`` 1
 for the slow UDF). Prints a markdown table for bench/RESULTS.md.
 """
@@ -237,6 +244,88 @@ def pushdown_rows(spark, data_dir, n, rounds, row):
               f"{read / 1e6:.1f} of {stored / 1e6:.0f} MB ({read / stored:.2%})", flush=True)
 
 
+def targets(spark, data_dir, n, rounds, pushdown_only=False):
+    """Issue 30's target rows, interleaved (see the module doc); prints a markdown table.
+    ``pushdown_only``: the whole-topic aggregate, the two pushed ones and the same aggregate
+    over a pushed range that holds nothing (Spark's cost for a job of this shape, the ceiling
+    of any pushed query's speed-up), without the UDF, which takes minutes on 20M records."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThanOrEqual
+
+    def source(schema=None):
+        r = spark.read.format("kafkacore").option("path", data_dir).option("subscribe", TOPIC)
+        return (r.schema(schema) if schema else r).load()
+
+    files = log_files(data_dir)
+    cut = source().selectExpr("percentile_approx(unix_millis(timestamp), 0.99, 100000)").collect()[0][0]
+    per_partition = n // PARTITIONS
+    lo = per_partition // 2
+    hi = lo + n // 100 - 1
+    last_pct = f"timestamp >= timestamp_millis({cut})"
+    between = f"partition = 0 AND offset BETWEEN {lo} AND {hi}"
+    udf = kafka_python_udf_df(spark, files)
+    rows = {
+        "seven columns, count": lambda: source().count(),
+        "floor source, count": floor_df(spark, n, len(files)).count,
+        "value only, sum(length(value))": lambda: value_bytes(source("value binary")),
+        "kafka-python UDF, sum(length(value))": lambda: value_bytes(udf),
+        "whole topic, aggregate": queries(source())["aggregate"],
+        "last 1% by timestamp, aggregate": queries(source().filter(last_pct))["aggregate"],
+        "offset BETWEEN on 1 partition, aggregate": queries(source().filter(between))["aggregate"],
+        "nothing (offset < 0), aggregate": queries(source().filter("offset < 0"))["aggregate"],
+    }
+    if pushdown_only:
+        for name in ("seven columns, count", "floor source, count", "value only, sum(length(value))",
+                     "kafka-python UDF, sum(length(value))"):
+            del rows[name]
+    best, answers = {}, {}
+    for name, fn in rows.items():  # warm-up
+        answers[name] = fn()
+    for r in range(rounds):
+        for name, fn in rows.items():
+            t0 = time.perf_counter()
+            got = fn()
+            secs = time.perf_counter() - t0
+            assert got == answers[name], f"{name}: {got} != {answers[name]}"
+            best[name] = min(best.get(name, secs), secs)
+            print(f"  round {r + 1} {name:42s} {secs:7.2f} s", flush=True)
+    if not pushdown_only:
+        assert answers["seven columns, count"] == answers["floor source, count"] == n
+        assert answers["value only, sum(length(value))"] == answers["kafka-python UDF, sum(length(value))"]
+    assert answers["nothing (offset < 0), aggregate"] == []
+    unpushed = {"last 1% by timestamp, aggregate": f"unix_millis(timestamp) >= {cut}",
+                "offset BETWEEN on 1 partition, aggregate": f"abs(partition) = 0 AND abs(offset) BETWEEN {lo} AND {hi}"}
+    for name, where in unpushed.items():
+        assert queries(source().filter(where))["aggregate"]() == answers[name], name
+    planned = {
+        "last 1% by timestamp, aggregate": planned_bytes(data_dir, [GreaterThanOrEqual(
+            ("timestamp",), dt.datetime.fromtimestamp(cut / 1000, dt.timezone.utc))]),
+        "offset BETWEEN on 1 partition, aggregate": planned_bytes(data_dir, [
+            EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), lo), LessThanOrEqual(("offset",), hi)]),
+    }
+    print(f"\n{n:,} records of {VALUE_BYTES} bytes, best of {rounds} interleaved rounds after a warm-up; "
+          f"load average at the end {os.getloadavg()[0]:.1f}\n")
+    print("| row | s | against | ratio | bytes read |")
+    print("|---|---|---|---|---|")
+    b = best
+    if not pushdown_only:
+        _print_column_rows(b)
+    for name, (read, stored) in planned.items():
+        print(f"| {name} | {b[name]:.2f} | whole-topic aggregate {b['whole topic, aggregate']:.2f} s | "
+              f"{b['whole topic, aggregate'] / b[name]:.1f}x | {read / 1e6:.1f} of {stored / 1e6:.0f} MB "
+              f"({read / stored:.2%}) |")
+    empty = b["nothing (offset < 0), aggregate"]
+    print(f"| nothing (offset < 0), aggregate | {empty:.2f} | whole-topic aggregate "
+          f"{b['whole topic, aggregate']:.2f} s | {b['whole topic, aggregate'] / empty:.1f}x (the ceiling) | 0 |")
+
+
+def _print_column_rows(b):
+    print(f"| seven columns, count | {b['seven columns, count']:.2f} | floor source {b['floor source, count']:.2f} s | "
+          f"{b['floor source, count'] / b['seven columns, count']:.2f}x | all |")
+    print(f"| .schema(\"value binary\"), sum(length(value)) | {b['value only, sum(length(value))']:.2f} | "
+          f"kafka-python UDF {b['kafka-python UDF, sum(length(value))']:.1f} s | "
+          f"{b['kafka-python UDF, sum(length(value))'] / b['value only, sum(length(value))']:.1f}x | all |")
+
+
 def best_of(fn, rounds):
     result, times = None, []
     fn()  # warm-up: JIT, Python workers, page cache
@@ -285,6 +374,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline-rounds", type=int, default=1)
     ap.add_argument("--workdir")
+    ap.add_argument("--targets", action="store_true", help="only issue 30's target rows, interleaved")
+    ap.add_argument("--pushdown-only", action="store_true", help="with --targets: only the pushdown rows")
     args = ap.parse_args()
     n = args.records or (1_000_000 if args.quick else 10_000_000)
     cores = os.cpu_count() or 1
@@ -308,6 +399,15 @@ def main():
     started = dt.datetime.now(dt.timezone.utc)
     results = []
     try:
+        if args.targets:
+            codec = args.codecs.split(",")[0]
+            data_dir = os.path.join(work, f"data-{codec}")
+            shutil.rmtree(data_dir, ignore_errors=True)
+            gen = generate(data_dir, n, codec)
+            print(f"\n[{codec}] {n:,} records written in {gen:.1f} s ({started:%Y-%m-%d %H:%M} UTC, {machine()})",
+                  flush=True)
+            targets(spark, data_dir, n, args.rounds, args.pushdown_only)
+            return
         for codec in args.codecs.split(","):
             data_dir = os.path.join(work, f"data-{codec}")
             shutil.rmtree(data_dir, ignore_errors=True)
