@@ -23,11 +23,25 @@ offset, collected). Rows:
 
 Every reader must give the same count and the same aggregate, or the run fails.
 
+Reading less: ``sum(length(value))`` with ``.schema("value binary")`` (only that column
+reaches Spark) against the same sum through the UDF (target >= 20x); and the aggregate over the
+last 1% of the topic by timestamp, and over an ``offset BETWEEN`` of 1% of the records on one
+partition, against the aggregate over the whole topic, with the bytes of segment files each
+plan reads (targets: <= 2% of the bytes; >= 20x on 20M records, >= 6x on 2M). Each pushed
+answer is checked against the same filter written so that Spark cannot push it.
+
 Also measured: Spark's floor for any Python data source (tasks yielding one prebuilt Arrow batch
 of the same schema and sizes, no decoding), and the native decoder alone in this process (one thread, the same read path the
 tasks use: 16 MiB preads + ``decode_to_arrow`` + the Spark column conversion), so the report can
 say which share of the query's core-seconds (wall x 2 cores) is our decoder and which is Spark
 (task scheduling, the Python worker, Arrow into the JVM, the aggregation).
+
+``--targets``: only issue 30's target rows, interleaved round by round (each round runs every
+row once, in the same order) so that a machine whose load drifts (other jobs) weighs on every
+row alike: the seven-column count against the floor source, the value-only sum against the
+UDF, and the whole-topic aggregate against the two pushed ones and against a pushed range that
+holds nothing (the ceiling). Best of ``--rounds`` per row. ``--pushdown-only`` leaves out the
+column rows (the UDF takes minutes on 20M records).
 
 Timing: one warm-up run per reader, then the best of ``--rounds`` (3; ``--baseline-rounds`` 1
 for the slow UDF). Prints a markdown table for bench/RESULTS.md.
@@ -129,6 +143,9 @@ def floor_df(spark, n, tasks):
     from kafkacore_spark.source import SCHEMA
 
     class FloorReader(DataSourceReader):
+        def __init__(self, columns):
+            self.columns = columns  # the user schema's (a subset: .schema("value binary"))
+
         def partitions(self):
             return [InputPartition(n // tasks + (1 if i < n % tasks else 0)) for i in range(tasks)]
 
@@ -141,6 +158,7 @@ def floor_df(spark, n, tasks):
                  pa.array([TOPIC] * rows), pa.array([0] * rows, pa.int32()), pa.array(range(rows), pa.int64()),
                  pa.array([0] * rows, pa.int64()).cast(pa.timestamp("us", tz="UTC")), pa.array([0] * rows, pa.int32())],
                 names=[f.name for f in SCHEMA.fields])
+            batch = pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=self.columns)
             left = partition.value
             while left > 0:
                 yield batch if left >= rows else batch.slice(0, left)
@@ -155,7 +173,7 @@ def floor_df(spark, n, tasks):
             return SCHEMA
 
         def reader(self, schema):
-            return FloorReader()
+            return FloorReader([f.name for f in schema.fields])
 
     spark.dataSource.register(FloorSource)
     return spark.read.format("kafkacore_bench_floor").load()
@@ -176,6 +194,149 @@ def queries(df):
     return {"count": count, "aggregate": aggregate}
 
 
+def value_bytes(df):
+    return df.selectExpr("sum(length(value))").collect()[0][0]
+
+
+def planned_bytes(data_dir, filters):
+    """(bytes the source's plan reads, bytes stored) with these filters pushed, as Spark plans it."""
+    from kafkacore_spark.options import parse_source_options
+    from kafkacore_spark.source import KafkacoreBatchReader
+
+    reader = KafkacoreBatchReader(parse_source_options({"path": data_dir, "subscribe": TOPIC}, streaming=False))
+    reader.pushFilters(filters)
+    reader.partitions()
+    return reader.bytes_planned, reader.bytes_stored
+
+
+def pushdown_rows(spark, data_dir, n, rounds, row):
+    """Column pruning and filter pushdown against the whole read: sum(length(value)) with
+    .schema("value binary"); the last 1% by timestamp and an offset BETWEEN on one partition
+    (1% of the records), each against the same aggregate over the whole topic and against the
+    same filter written so that it cannot be pushed (an expression over the column), which
+    must give the same answer."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThanOrEqual
+
+    def source(schema=None):
+        r = spark.read.format("kafkacore").option("path", data_dir).option("subscribe", TOPIC)
+        return (r.schema(schema) if schema else r).load()
+
+    secs, total = best_of(lambda: value_bytes(source("value binary")), rounds)
+    row["value only"] = (secs, total)
+    print(f"  kafkacore value only  sum(length(value)) {secs:7.2f} s  {n / secs / 1e6:6.2f} M rec/s", flush=True)
+    full = source()
+    cut = full.selectExpr("percentile_approx(unix_millis(timestamp), 0.99, 100000)").collect()[0][0]
+    per_partition = n // PARTITIONS
+    lo = per_partition // 2
+    hi = lo + n // 100 - 1
+    cases = {
+        "last 1% by timestamp": (f"timestamp >= timestamp_millis({cut})", f"unix_millis(timestamp) >= {cut}",
+                                 [GreaterThanOrEqual(("timestamp",), dt.datetime.fromtimestamp(
+                                     cut / 1000, dt.timezone.utc))]),
+        "offset BETWEEN, 1 partition": (f"partition = 0 AND offset BETWEEN {lo} AND {hi}",
+                                        f"abs(partition) = 0 AND abs(offset) BETWEEN {lo} AND {hi}",
+                                        [EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), lo),
+                                         LessThanOrEqual(("offset",), hi)]),
+    }
+    for name, (pushed, unpushed, filters) in cases.items():
+        secs, got = best_of(queries(source().filter(pushed))["aggregate"], rounds)
+        whole, want = best_of(queries(source().filter(unpushed))["aggregate"], 1)
+        assert got == want and got, f"{name}: pushed {got}, read whole {want}"
+        read, stored = planned_bytes(data_dir, filters)
+        row[name] = (secs, whole, read, stored)
+        print(f"  pushdown {name:28s} {secs:7.2f} s (same filter unpushed {whole:.2f} s), reads "
+              f"{read / 1e6:.1f} of {stored / 1e6:.0f} MB ({read / stored:.2%})", flush=True)
+
+
+def targets(spark, data_dir, n, rounds, pushdown_only=False):
+    """Issue 30's target rows, interleaved (see the module doc); prints a markdown table.
+    ``pushdown_only``: the whole-topic aggregate, the two pushed ones and the same aggregate
+    over a pushed range that holds nothing (Spark's cost for a job of this shape, the ceiling
+    of any pushed query's speed-up), without the UDF, which takes minutes on 20M records."""
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThanOrEqual
+
+    def source(schema=None):
+        r = spark.read.format("kafkacore").option("path", data_dir).option("subscribe", TOPIC)
+        return (r.schema(schema) if schema else r).load()
+
+    files = log_files(data_dir)
+    cut = source().selectExpr("percentile_approx(unix_millis(timestamp), 0.99, 100000)").collect()[0][0]
+    per_partition = n // PARTITIONS
+    lo = per_partition // 2
+    hi = lo + n // 100 - 1
+    last_pct = f"timestamp >= timestamp_millis({cut})"
+    between = f"partition = 0 AND offset BETWEEN {lo} AND {hi}"
+    udf = kafka_python_udf_df(spark, files)
+    rows = {
+        "seven columns, count": lambda: source().count(),
+        "floor source, count": floor_df(spark, n, len(files)).count,
+        "value only, sum(length(value))": lambda: value_bytes(source("value binary")),
+        "kafka-python UDF, sum(length(value))": lambda: value_bytes(udf),
+        "floor source value only, sum(length(value))": lambda: value_bytes(
+            spark.read.format("kafkacore_bench_floor").schema("value binary").load()),
+        "whole topic, aggregate": queries(source())["aggregate"],
+        "last 1% by timestamp, aggregate": queries(source().filter(last_pct))["aggregate"],
+        "offset BETWEEN on 1 partition, aggregate": queries(source().filter(between))["aggregate"],
+        "nothing (offset < 0), aggregate": queries(source().filter("offset < 0"))["aggregate"],
+    }
+    if pushdown_only:
+        for name in ("seven columns, count", "floor source, count", "value only, sum(length(value))",
+                     "kafka-python UDF, sum(length(value))", "floor source value only, sum(length(value))"):
+            del rows[name]
+    best, answers = {}, {}
+    for name, fn in rows.items():  # warm-up
+        answers[name] = fn()
+    for r in range(rounds):
+        for name, fn in rows.items():
+            t0 = time.perf_counter()
+            got = fn()
+            secs = time.perf_counter() - t0
+            assert got == answers[name], f"{name}: {got} != {answers[name]}"
+            best[name] = min(best.get(name, secs), secs)
+            print(f"  round {r + 1} {name:42s} {secs:7.2f} s", flush=True)
+    if not pushdown_only:
+        assert answers["seven columns, count"] == answers["floor source, count"] == n
+        assert answers["value only, sum(length(value))"] == answers["kafka-python UDF, sum(length(value))"]
+    assert answers["nothing (offset < 0), aggregate"] == []
+    unpushed = {"last 1% by timestamp, aggregate": f"unix_millis(timestamp) >= {cut}",
+                "offset BETWEEN on 1 partition, aggregate": f"abs(partition) = 0 AND abs(offset) BETWEEN {lo} AND {hi}"}
+    for name, where in unpushed.items():
+        assert queries(source().filter(where))["aggregate"]() == answers[name], name
+    planned = {
+        "last 1% by timestamp, aggregate": planned_bytes(data_dir, [GreaterThanOrEqual(
+            ("timestamp",), dt.datetime.fromtimestamp(cut / 1000, dt.timezone.utc))]),
+        "offset BETWEEN on 1 partition, aggregate": planned_bytes(data_dir, [
+            EqualTo(("partition",), 0), GreaterThanOrEqual(("offset",), lo), LessThanOrEqual(("offset",), hi)]),
+    }
+    print(f"\n{n:,} records of {VALUE_BYTES} bytes, best of {rounds} interleaved rounds after a warm-up; "
+          f"load average at the end {os.getloadavg()[0]:.1f}\n")
+    print("| row | s | against | ratio | bytes read |")
+    print("|---|---|---|---|---|")
+    b = best
+    if not pushdown_only:
+        _print_column_rows(b)
+    for name, (read, stored) in planned.items():
+        print(f"| {name} | {b[name]:.2f} | whole-topic aggregate {b['whole topic, aggregate']:.2f} s | "
+              f"{b['whole topic, aggregate'] / b[name]:.1f}x | {read / 1e6:.1f} of {stored / 1e6:.0f} MB "
+              f"({read / stored:.2%}) |")
+    empty = b["nothing (offset < 0), aggregate"]
+    print(f"| nothing (offset < 0), aggregate | {empty:.2f} | whole-topic aggregate "
+          f"{b['whole topic, aggregate']:.2f} s | {b['whole topic, aggregate'] / empty:.1f}x (the ceiling) | 0 |")
+
+
+def _print_column_rows(b):
+    print(f"| seven columns, count | {b['seven columns, count']:.2f} | floor source {b['floor source, count']:.2f} s | "
+          f"{b['floor source, count'] / b['seven columns, count']:.2f}x | all |")
+    print(f"| .schema(\"value binary\"), sum(length(value)) | {b['value only, sum(length(value))']:.2f} | "
+          f"kafka-python UDF {b['kafka-python UDF, sum(length(value))']:.1f} s | "
+          f"{b['kafka-python UDF, sum(length(value))'] / b['value only, sum(length(value))']:.1f}x | all |")
+    print(f"| floor source, .schema(\"value binary\"), sum(length(value)) | "
+          f"{b['floor source value only, sum(length(value))']:.2f} | kafka-python UDF "
+          f"{b['kafka-python UDF, sum(length(value))']:.1f} s | "
+          f"{b['kafka-python UDF, sum(length(value))'] / b['floor source value only, sum(length(value))']:.1f}x "
+          f"(the ceiling) | none |")
+
+
 def best_of(fn, rounds):
     result, times = None, []
     fn()  # warm-up: JIT, Python workers, page cache
@@ -189,14 +350,14 @@ def best_of(fn, rounds):
 def decoder_alone(data_dir, files):
     """Seconds for one thread to read and decode every file as a task does (no Spark)."""
     from kafkacore_spark.segments import read_range
-    from kafkacore_spark.source import _to_spark
+    from kafkacore_spark.source import _to_spark, all_columns
 
     t0 = time.perf_counter()
     rows = 0
     for path in files:
         part = int(os.path.basename(os.path.dirname(path)).rsplit("-", 1)[1])
         for batch in read_range(TOPIC, part, path, 0, os.path.getsize(path), 0, 1 << 62):
-            rows += _to_spark(batch, False).num_rows
+            rows += _to_spark(batch, all_columns(False)).num_rows
     return time.perf_counter() - t0, rows
 
 
@@ -224,6 +385,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline-rounds", type=int, default=1)
     ap.add_argument("--workdir")
+    ap.add_argument("--targets", action="store_true", help="only issue 30's target rows, interleaved")
+    ap.add_argument("--pushdown-only", action="store_true", help="with --targets: only the pushdown rows")
     args = ap.parse_args()
     n = args.records or (1_000_000 if args.quick else 10_000_000)
     cores = os.cpu_count() or 1
@@ -247,6 +410,15 @@ def main():
     started = dt.datetime.now(dt.timezone.utc)
     results = []
     try:
+        if args.targets:
+            codec = args.codecs.split(",")[0]
+            data_dir = os.path.join(work, f"data-{codec}")
+            shutil.rmtree(data_dir, ignore_errors=True)
+            gen = generate(data_dir, n, codec)
+            print(f"\n[{codec}] {n:,} records written in {gen:.1f} s ({started:%Y-%m-%d %H:%M} UTC, {machine()})",
+                  flush=True)
+            targets(spark, data_dir, n, args.rounds, args.pushdown_only)
+            return
         for codec in args.codecs.split(","):
             data_dir = os.path.join(work, f"data-{codec}")
             shutil.rmtree(data_dir, ignore_errors=True)
@@ -273,6 +445,11 @@ def main():
                 for name in readers:
                     assert row[(name, q)][1] == want, f"{name} {q} gave {row[(name, q)][1]}, kafkacore {want}"
             assert row[("kafkacore", "count")][1] == n
+            udf_secs, udf_total = best_of(lambda: value_bytes(readers["kafka-python UDF"][0]), args.baseline_rounds)
+            row["udf value only"] = udf_secs
+            print(f"  kafka-python UDF   sum(length(value)) {udf_secs:7.2f} s", flush=True)
+            pushdown_rows(spark, data_dir, n, args.rounds, row)
+            assert row["value only"][1] == udf_total, (row["value only"][1], udf_total)
             fdf = floor_df(spark, n, len(files))
             fsecs, fcount = best_of(fdf.count, args.rounds)
             assert fcount == n
@@ -307,6 +484,18 @@ def main():
           f"(wall x {cores}); the rest is Spark: scheduling, Python workers, Arrow into the JVM, the query.")
     print("Spark floor = a Python data source yielding one prebuilt Arrow batch of the same schema and sizes "
           "over and over (no decoding): the fastest any Python data source can feed this session.")
+    print("\n| codec | query | kafkacore s | vs | ratio | bytes read |")
+    print("|---|---|---|---|---|---|")
+    for row in results:
+        secs = row["value only"][0]
+        print(f"| {row['codec']} | sum(length(value)), .schema(\"value binary\") | {secs:.2f} | kafka-python UDF "
+              f"{row['udf value only']:.1f} s | {row['udf value only'] / secs:.1f}x | all |")
+        for name in ("last 1% by timestamp", "offset BETWEEN, 1 partition"):
+            secs, whole, read, stored = row[name]
+            full = row[("kafkacore", "aggregate")][0]
+            print(f"| {row['codec']} | aggregate, {name} | {secs:.2f} | whole-topic aggregate {full:.2f} s "
+                  f"(same filter unpushed {whole:.2f} s) | {full / secs:.1f}x | {read / 1e6:.1f} of "
+                  f"{stored / 1e6:.0f} MB ({read / stored:.2%}) |")
     for row in results:
         print(f"- {row['codec']}: decoder alone {row['decoder']:.2f} s ({n / row['decoder'] / 1e6:.1f} M rec/s "
               f"on one core), {row['mb']:.0f} MB of segments")

@@ -24,6 +24,8 @@ from .options import OptionError
 from .segments import DataLossError
 from .source import KafkacoreDataSource
 
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
 __all__ = ["register", "KafkacoreDataSource", "decode_batches", "value_from_json", "strip_confluent_header",
            "confluent_schema_id", "header_value", "headers_map", "OptionError", "DataLossError"]
 
@@ -37,8 +39,13 @@ def register(spark) -> None:
     workers, which is not this virtualenv's Python when it is not activated, and could not
     import kafkacore. So the workers of this SparkContext are made to run this interpreter
     (``sys.executable``): the data source registered here and the UDFs made after this call
-    (decode_batches, mapInArrow, udf) use it."""
+    (decode_batches, mapInArrow, udf) use it.
+
+    It also turns on ``spark.sql.python.filterPushdown.enabled`` (off by default in Spark),
+    without which Spark refuses to plan a Python source that takes pushed filters: the
+    source reads only the partitions, offsets and times a query's filters admit."""
     _use_this_python_for_workers(spark)
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(KafkacoreDataSource)
 
 

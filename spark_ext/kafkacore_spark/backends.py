@@ -24,6 +24,11 @@ class SegmentSplit(InputPartition):
         self.start_offset, self.end_offset = start_offset, end_offset
         self.aborted = aborted
 
+    @property
+    def bytes(self) -> int:
+        """How many bytes of the file the task reads at most."""
+        return self.stop - self.first
+
     def __repr__(self):
         txns = "" if self.aborted is None else f", read_committed, {len(self.aborted)} aborted transactions"
         return (f"SegmentSplit({self.topic}-{self.partition} {self.log_path}[{self.first}:{self.stop}] "
@@ -92,9 +97,14 @@ class PathBackend:
                     out[tp] = None
         return out
 
-    def plan(self, ranges: dict) -> list:
+    def stored_bytes(self, tps) -> int:
+        """The size of the partitions' segment files: what reading all of them costs."""
+        return sum(s.size for tp in tps for s in self._pf(tp).segments())
+
+    def plan(self, ranges: dict, exact: bool = False) -> list:
         """SegmentSplits of about maxBytesPerPartition each; smaller when minPartitions asks
-        for more tasks than that gives."""
+        for more tasks than that gives. ``exact``: the ranges come from pushed filters, so
+        each starts and stops at the batches holding its ends (PartitionFiles.splits)."""
         segs = {tp: self._pf(tp).segments() for tp in ranges}
         max_bytes = self.opts.max_bytes_per_partition
         want = self.opts.min_partitions or 0
@@ -102,17 +112,17 @@ class PathBackend:
             total = sum(s.size for tp, (a, b) in ranges.items() if b > a for s in segs[tp])
             if total:
                 max_bytes = max(1, min(max_bytes, math.ceil(total / want)))
-        out = self._plan(ranges, segs, max_bytes)
+        out = self._plan(ranges, segs, max_bytes, exact)
         # Segment tails and index granularity leave fewer pieces than total / max_bytes: cut
         # finer until there are minPartitions, or the cuts reach single batches.
         while len(out) < want and max_bytes > 1:
             max_bytes //= 2
-            finer = self._plan(ranges, segs, max_bytes)
+            finer = self._plan(ranges, segs, max_bytes, exact)
             if len(finer) > len(out):
                 out = finer
         return out
 
-    def _plan(self, ranges, segs, max_bytes):
+    def _plan(self, ranges, segs, max_bytes, exact):
         out = []
         for tp, (start, end) in sorted(ranges.items()):
             if end <= start:
@@ -122,13 +132,19 @@ class PathBackend:
                 # the view of the sizes the splits read up to, so it covers [start, end)
                 aborted = [(a.producer_id, a.first_offset, a.last_offset)
                            for a in self._txn_view(tp, segs[tp]).aborted_transactions(start, end)]
-            for path, first, stop in self._pf(tp).splits(start, end, max_bytes, segs[tp]):
-                mine = None
-                if aborted is not None:
-                    # an entry whose marker is before this segment cannot concern its records
-                    base = segment_base_offset(path)
-                    mine = [a for a in aborted if a[2] >= base]
-                out.append(SegmentSplit(tp[0], tp[1], path, first, stop, start, end, mine))
+            # maxRecordsPerPartition: pieces of at most that many offsets (so records), each
+            # read from the batch holding its first offset to the one holding its last
+            step = self.opts.max_records_per_partition or (end - start)
+            for a in range(start, end, step):
+                b = min(end, a + step)
+                cut = exact or b - a < end - start
+                for path, first, stop in self._pf(tp).splits(a, b, max_bytes, segs[tp], cut):
+                    mine = None
+                    if aborted is not None:
+                        # an entry whose marker is before this segment cannot concern its records
+                        base = segment_base_offset(path)
+                        mine = [t for t in aborted if t[2] >= base]
+                    out.append(SegmentSplit(tp[0], tp[1], path, first, stop, a, b, mine))
         return out
 
 
@@ -175,7 +191,10 @@ class BrokerBackend:
         found = self.consumer().offsets_for_times(targets)
         return {tp: (None if v is None else v[0]) for tp, v in found.items()}
 
-    def plan(self, ranges: dict) -> list:
+    def stored_bytes(self, tps) -> None:
+        return None  # a broker does not say how big its logs are
+
+    def plan(self, ranges: dict, exact: bool = False) -> list:
         """One BrokerSplit per partition range, cut into pieces of maxRecordsPerPartition, and
         the biggest ranges cut further until there are minPartitions pieces (as Spark's
         KafkaOffsetRangeCalculator does)."""

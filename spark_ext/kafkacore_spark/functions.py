@@ -8,7 +8,7 @@ import re
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .source import output_schema
+from .source import all_columns, output_schema
 
 _PARTITION_DIR = re.compile(r"([^/\\]+)-(\d+)[/\\][^/\\]*$")
 
@@ -36,6 +36,7 @@ def decode_batches(df: DataFrame, column: str = "content", *, topic_column: str 
             raise ValueError(f"decode_batches: no column {c!r} in {names}")
     wanted = [column] + [c for c in (topic_column, partition_column, path_column) if c is not None]
     schema = output_schema(include_headers)
+    columns = all_columns(include_headers)
 
     def decode(batches):
         from kafkacore.record import decode_to_arrow
@@ -63,7 +64,7 @@ def decode_batches(df: DataFrame, column: str = "content", *, topic_column: str 
                     where = f" ({paths[i]})" if paths else ""
                     raise CorruptRecordError(f"corrupt record batch in row {i}{where}: {e.reason}", e.position) from e
                 if out.num_rows:
-                    yield _to_spark(out, include_headers)
+                    yield _to_spark(out, columns)
 
     return df.select(*wanted).mapInArrow(decode, schema)
 

@@ -21,7 +21,7 @@ _READ_OPTIONS = {
     "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "failondataloss", "minpartitions", "maxoffsetspertrigger", "minoffsetspertrigger",
-    "maxrecordsperpartition", "includeheaders", "kafkaconsumer.polltimeoutms",
+    "maxrecordsperpartition", "includeheaders", "kafkaconsumer.polltimeoutms", "maxtriggerdelay",
     "maxbytesperpartition",
 }
 _WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation"}
@@ -64,6 +64,8 @@ class SourceOptions:
     fail_on_data_loss: bool
     min_partitions: int | None
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
     max_records_per_partition: int | None
     max_bytes_per_partition: int
     include_headers: bool
@@ -97,6 +99,18 @@ def _positive_int(name, value) -> int:
     if n <= 0:
         raise OptionError(f"option {name!r} must be a positive integer, not {value!r}")
     return n
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _time_ms(name, value) -> int:
+    """A duration as Spark writes them (Utils.timeStringAsMs): a whole number with an optional
+    unit (us, ms, s, m or min, h, d); milliseconds without one."""
+    m = re.fullmatch(r"(-?[0-9]+)([a-z]+)?", str(value).strip().lower())
+    if m is None or (m.group(2) is not None and m.group(2) not in _TIME_UNITS_MS):
+        raise OptionError(f"option {name!r} must be a duration such as 15m, 30s or 500ms, not {value!r}")
+    return int(int(m.group(1)) * _TIME_UNITS_MS[m.group(2) or "ms"])
 
 
 def _partition_json(name, value, what) -> dict:
@@ -205,8 +219,9 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
     if streaming and any(k in o for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")):
         raise OptionError("ending offsets are not valid in streaming queries (endingOffsets, endingTimestamp, "
                           "endingOffsetsByTimestamp)")
-    if not streaming and any(k in o for k in ("maxoffsetspertrigger", "minoffsetspertrigger")):
-        raise OptionError("maxOffsetsPerTrigger / minOffsetsPerTrigger apply to streaming queries only")
+    if not streaming and any(k in o for k in ("maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay")):
+        raise OptionError("maxOffsetsPerTrigger / minOffsetsPerTrigger / maxTriggerDelay apply to streaming "
+                          "queries only")
     strategy = str(o.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
@@ -226,6 +241,9 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
         min_partitions=_positive_int("minPartitions", o["minpartitions"]) if "minpartitions" in o else None,
         max_offsets_per_trigger=(_positive_int("maxOffsetsPerTrigger", o["maxoffsetspertrigger"])
                                  if "maxoffsetspertrigger" in o else None),
+        min_offsets_per_trigger=(_positive_int("minOffsetsPerTrigger", o["minoffsetspertrigger"])
+                                 if "minoffsetspertrigger" in o else None),
+        max_trigger_delay_ms=_time_ms("maxTriggerDelay", o.get("maxtriggerdelay", "15m")),
         max_records_per_partition=(_positive_int("maxRecordsPerPartition", o["maxrecordsperpartition"])
                                    if "maxrecordsperpartition" in o else None),
         max_bytes_per_partition=(_positive_int("maxBytesPerPartition", o["maxbytesperpartition"])

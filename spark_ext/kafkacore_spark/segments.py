@@ -14,8 +14,8 @@ from kafkacore.record.errors import CorruptRecordError
 from kafkacore.record.layout import (BASE_OFFSET_OFFSET, BASE_TIMESTAMP_OFFSET, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET,
                                      LOG_OVERHEAD, RECORD_BATCH_OVERHEAD)
 from kafkacore.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from kafkacore.storage.segment_files import (SegmentFiles, list_partition_dirs, list_segments, parse_segment_file_name,
-                                             walk_batch_headers)
+from kafkacore.storage.segment_files import (SegmentFiles, find_batch_by_timestamp, list_partition_dirs, list_segments,
+                                             parse_segment_file_name, walk_batch_headers)
 
 READ_CHUNK = 16 << 20  # bytes read and decoded at a time by a task
 # a batch's base offset, length and last offset delta: the header up to the base timestamp
@@ -94,7 +94,10 @@ class PartitionFiles:
 
     def offset_for_timestamp(self, timestamp: int, segments=None):
         """The first offset whose record timestamp is >= timestamp, or None (Kafka's
-        ListOffsets by timestamp)."""
+        ListOffsets by timestamp). In each segment the indexes say where to start
+        (find_batch_by_timestamp): a segment wholly older than timestamp costs the headers
+        after its last time index entry, so a query for the last hour of a week reads a few
+        headers per segment and one batch."""
         segments = self.segments() if segments is None else segments
         for seg in segments:
             try:
@@ -102,23 +105,29 @@ class PartitionFiles:
             except FileNotFoundError:
                 continue
             try:
-                for h in walk_batch_headers(fd, 0, seg.size):
-                    if h.max_timestamp < timestamp:
-                        continue
-                    batch = decode_to_arrow(os.pread(fd, h.size, h.position))
+                header = find_batch_by_timestamp(seg, fd, timestamp)
+                while header is not None:
+                    # the batch's max timestamp reaches timestamp, so one of its records does,
+                    # unless it is a control batch (a marker holds no record)
+                    batch = decode_to_arrow(os.pread(fd, header.size, header.position))
                     ts = batch.column("timestamp").cast("int64").to_numpy(zero_copy_only=False)
-                    offs = batch.column("offset").to_numpy()
-                    hit = offs[ts >= timestamp]
+                    hit = batch.column("offset").to_numpy()[ts >= timestamp]
                     if len(hit):
                         return int(hit[0])
+                    header = next((h for h in walk_batch_headers(fd, header.position + header.size, seg.size)
+                                   if h.max_timestamp >= timestamp), None)
             finally:
                 os.close(fd)
         return None
 
     # -- planning ---------------------------------------------------------------------------
-    def splits(self, start: int, end: int, max_bytes: int, segments=None) -> list[tuple]:
+    def splits(self, start: int, end: int, max_bytes: int, segments=None, exact: bool = False) -> list[tuple]:
         """(log path, first position, stop position) ranges covering offsets [start, end),
-        cut at batch boundaries (index entries) into pieces of about max_bytes."""
+        cut at batch boundaries (index entries) into pieces of about max_bytes. ``exact``: the
+        range comes from pushed filters, usually a small part of the log, so its ends are
+        found to the batch: reading starts at the batch holding start (not at the index entry
+        before it) and stops before the batch at end (not at the segment's end), walking a few
+        headers from the index entries below them."""
         segments = self.segments() if segments is None else segments
         out = []
         for i, seg in enumerate(segments):
@@ -132,6 +141,10 @@ class PartitionFiles:
                 # below start for its batch to end before the one holding start
                 first = index.lookup(start - 1)[1] if start > seg.base_offset else 0
                 stop = seg.size
+                if exact and start > seg.base_offset:
+                    first = self._first_batch(seg, first, lambda h: h.last_offset >= start)
+                if exact and (next_base is None or end < next_base):
+                    stop = self._first_batch(seg, index.lookup(end - 1)[1], lambda h: h.base_offset >= end)
                 if first >= stop:
                     continue
                 cuts = [first]
@@ -144,6 +157,19 @@ class PartitionFiles:
             cuts.append(stop)
             out.extend((seg.log_path, a, b) for a, b in zip(cuts, cuts[1:]))
         return out
+
+    @staticmethod
+    def _first_batch(seg: SegmentFiles, from_position: int, wanted) -> int:
+        """Where the first batch whose header is ``wanted`` starts, walking the headers from
+        from_position (a batch boundary); the segment's size if none is."""
+        fd = os.open(seg.log_path, os.O_RDONLY)
+        try:
+            for h in walk_batch_headers(fd, from_position, seg.size):
+                if wanted(h):
+                    return h.position
+        finally:
+            os.close(fd)
+        return seg.size
 
 
 # -- reading (in the tasks) -----------------------------------------------------------------

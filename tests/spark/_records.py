@@ -4,9 +4,10 @@ from kafkacore import Producer
 BASE_TS = 1_700_000_000_000
 
 
-def produce(bootstrap, topic, n, codec="none", start=0, with_headers=True, partition=None):
+def produce(bootstrap, topic, n, codec="none", start=0, with_headers=True, partition=None, timestamp=None):
     """n keyed records (every 7th key null, every 5th value empty, headers with a repeated key)
-    at explicit timestamps; returns their expected rows, (topic, partition, offset) -> row."""
+    at explicit timestamps (record i's is BASE_TS + 10 i, or timestamp(i)); returns their
+    expected rows, (topic, partition, offset) -> row."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "compression.type": codec,
                   "batch.size": 8192})
     handles = []
@@ -14,7 +15,7 @@ def produce(bootstrap, topic, n, codec="none", start=0, with_headers=True, parti
         key = None if i % 7 == 0 else b"key-%d" % (i % 50)
         value = b"" if i % 5 == 0 else (b"value-%d-" % i) * (1 + i % 4)
         headers = [("src", b"t%d" % i), ("n", str(i).encode()), ("src", b"last-%d" % i)] if with_headers else None
-        ts = BASE_TS + i * 10
+        ts = BASE_TS + i * 10 if timestamp is None else timestamp(i)
         handles.append((key, value, headers, ts, p.send(topic, value, key=key, headers=headers, timestamp_ms=ts,
                                                          partition=partition)))
     assert p.flush(30) == 0

@@ -115,6 +115,23 @@ def test_broker_read_min_partitions_and_max_records(spark, broker, data):
     assert collect(df, with_headers=False) == without_headers(_only(data, {"read-zstd"}))
 
 
+def test_path_read_max_records_per_partition(spark, broker, data):
+    """Spark's maxRecordsPerPartition from segment files too: every task holds at most that
+    many offsets (so records), and together they read each record once."""
+    from kafkacore_spark.options import parse_source_options
+    from kafkacore_spark.source import KafkacoreBatchReader
+
+    topics = {"read-lz4", "read-none"}
+    opts = {"path": broker.data_dir, "subscribe": ",".join(sorted(topics)), "maxRecordsPerPartition": "64"}
+    splits = KafkacoreBatchReader(parse_source_options(opts, streaming=False)).partitions()
+    assert splits and all(s.end_offset - s.start_offset <= 64 for s in splits)
+    assert len(splits) >= 2 * 1500 // 64
+    df = _path_read(spark, broker, subscribe=opts["subscribe"], maxRecordsPerPartition="64", includeHeaders="true")
+    per_task = df.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    assert max(per_task) <= 64 and sum(per_task) == 3000
+    assert collect(df) == _only(data, topics)
+
+
 @pytest.mark.parametrize("mode", ["path", "broker"])
 def test_offset_ranges_json_assign_and_timestamps(spark, broker, data, mode):
     read = _path_read if mode == "path" else _broker_read

@@ -124,3 +124,75 @@ def _consume_all(broker, topic, n, timeout=30.0):
         return out
     finally:
         c.close()
+
+
+def _batches_with_rows(q):
+    return [(p["batchId"], p["numInputRows"], p["timestamp"]) for p in q.recentProgress if p["numInputRows"]]
+
+
+def _wait(predicate, timeout=120, step=0.5):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+def test_min_offsets_per_trigger_holds_batches_back_until_enough_or_max_trigger_delay(spark, broker, tmp_path):
+    """Spark's Kafka source rule: the first trigger runs; after it a trigger runs a batch only
+    when minOffsetsPerTrigger offsets wait, or once maxTriggerDelay has passed since the last
+    batch, then with whatever waits."""
+    import datetime
+    import time
+
+    topic = "stream-min-offsets"
+    expected = produce(broker.bootstrap, topic, 30, "none")
+
+    def start(name, delay):
+        df = _stream(spark, broker, topic, startingOffsets="earliest", minOffsetsPerTrigger="100",
+                     maxTriggerDelay=delay)
+        return (df.writeStream.format("memory").queryName(name)
+                .option("checkpointLocation", str(tmp_path / f"{name}-checkpoint"))
+                .trigger(processingTime="500 milliseconds").start())
+
+    def count(name):
+        return spark.sql(f"SELECT count(*) FROM {name}").collect()[0][0]
+
+    q = start("min_offsets_long_delay", "1h")
+    try:
+        assert _wait(lambda: count("min_offsets_long_delay") == 30), "the first trigger runs whatever waits"
+        expected.update(produce(broker.bootstrap, topic, 60, "none", start=30))
+        time.sleep(6)  # a dozen triggers: 60 < 100 waiting, and the delay is an hour
+        assert count("min_offsets_long_delay") == 30, _batches_with_rows(q)
+        expected.update(produce(broker.bootstrap, topic, 50, "none", start=90))  # 110 >= 100 now
+        assert _wait(lambda: count("min_offsets_long_delay") == 140), _batches_with_rows(q)
+        assert [n for _b, n, _t in _batches_with_rows(q)] == [30, 110]
+        got = spark.sql("SELECT topic, partition, offset FROM min_offsets_long_delay").collect()
+        assert sorted(tuple(r) for r in got) == sorted(expected)
+    finally:
+        q.stop()
+
+    q = start("min_offsets_short_delay", "4s")
+    try:
+        assert _wait(lambda: count("min_offsets_short_delay") == 140)
+        first = datetime.datetime.now(datetime.timezone.utc)
+        produce(broker.bootstrap, topic, 5, "none", start=140)
+        assert _wait(lambda: count("min_offsets_short_delay") == 145), _batches_with_rows(q)
+        waited = (datetime.datetime.now(datetime.timezone.utc) - first).total_seconds()
+        # 5 < 100: the batch waited for the delay, counted from the batch before it
+        assert waited >= 3, (waited, _batches_with_rows(q))
+        assert [n for _b, n, _t in _batches_with_rows(q)][-1] == 5
+    finally:
+        q.stop()
+
+
+def test_max_trigger_delay_must_be_a_duration(spark, broker):
+    with pytest.raises(Exception, match="maxTriggerDelay"):
+        q = (_stream(spark, broker, "stream-min-offsets", minOffsetsPerTrigger="5", maxTriggerDelay="soon")
+             .writeStream.format("memory").queryName("bad_delay").start())
+        q.awaitTermination(30)
+        if q.exception() is not None:
+            raise Exception(str(q.exception()))

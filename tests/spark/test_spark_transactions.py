@@ -136,6 +136,19 @@ def test_batch_reads_by_isolation_level(spark, broker, txns):
     _same(collect(_read(spark, "broker", broker, "read_uncommitted"), False), txns.everything)
 
 
+@pytest.mark.parametrize("where", ["path", "broker"])
+def test_pushed_filters_read_committed(spark, broker, txns, where):
+    """Offset and timestamp bounds pushed into read_committed reads: ranges that start and end
+    inside aborted transactions still give exactly the stable records they admit."""
+    times = sorted(v[2] for v in txns.stable.values())
+    since = times[len(times) // 3]
+    cond = f"offset BETWEEN 150 AND 1400 AND timestamp >= timestamp_millis({since}) AND partition = 1"
+    got = collect(_read(spark, where, broker, "read_committed").filter(cond), False)
+    _same(got, {pos: v for pos, v in txns.stable.items() if 150 <= pos[2] <= 1400 and v[2] >= since and pos[1] == 1})
+    got = collect(_read(spark, where, broker, "read_uncommitted").filter("offset > 700"), False)
+    _same(got, {pos: v for pos, v in txns.everything.items() if pos[2] > 700})
+
+
 def test_read_committed_stream(spark, broker, txns, tmp_path):
     out = str(tmp_path / "out")
     df = (spark.readStream.format("kafkacore").option("kafka.bootstrap.servers", broker.bootstrap)
