@@ -90,6 +90,17 @@ def _list(key, value):
     return [s.strip() for s in str(value).split(",") if s.strip()]
 
 
+def _ip_overrides(key, value):
+    """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides) -> {host: count}."""
+    out = {}
+    for item in filter(None, (part.strip() for part in str(value).split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise InvalidConfigurationError(f"{key}={value!r}: expected host:count entries separated by commas")
+        out[host.strip().strip("[]")] = int(count)
+    return out
+
+
 def _store_type(key, value):
     text = str(value).strip().upper()
     if text == "JKS":
@@ -127,6 +138,11 @@ BROKER_CONFIGS = {
     "socket.request.max.bytes": (_int(1, INT_MAX), 104857600),
     # a connection with no traffic for this long is closed (Kafka's Selector idle expiry; -1: never)
     "connections.max.idle.ms": (_int(-1), 600000),
+    # connection limits (Kafka's ConnectionQuotas, broker/connection_quotas.py)
+    "max.connections": (_int(0, INT_MAX), INT_MAX),
+    "max.connections.per.ip": (_int(0, INT_MAX), INT_MAX),
+    "max.connections.per.ip.overrides": (_ip_overrides, {}),
+    "connection.failed.authentication.delay.ms": (_int(0), 100),
     # Kafka's broker-side request.timeout.ms (its inter-broker clients' answer timeout): here also
     # how long a request may stall half-received before its connection is closed
     "request.timeout.ms": (_int(1, INT_MAX), 30000),
@@ -249,6 +265,8 @@ BROKER_CONFIGS.update({
     "quota.window.size.seconds": (_int(1, INT_MAX), 1),
 })
 LISTENER_PREFIX = "listener.name."
+# other settings a listener may override (listener.name.<l>.<setting>), with their parsers
+LISTENER_SETTINGS = {"sasl.enabled.mechanisms": _list, "max.connections": _int(0, INT_MAX)}
 JAAS_SUFFIX = ".sasl.jaas.config"  # listener.name.<listener>.<mechanism>.sasl.jaas.config
 # listener.name.<listener>.<mechanism>.sasl.server.callback.handler.class: how a mechanism checks
 # a login (OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler checks signed tokens)
@@ -289,8 +307,8 @@ class BrokerConfig:
         for key in props:
             if key.startswith(LISTENER_PREFIX):
                 name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
-                if (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms") and name:
-                    parse = SSL_CONFIGS[setting][0] if setting in SSL_CONFIGS else _list
+                if (setting in SSL_CONFIGS or setting in LISTENER_SETTINGS) and name:
+                    parse = SSL_CONFIGS[setting][0] if setting in SSL_CONFIGS else LISTENER_SETTINGS[setting]
                     self.listener_overrides.setdefault(name.upper(), {})[setting] = parse(key, props[key])
                 elif name and setting.endswith(JAAS_SUFFIX) and setting.count(".") == JAAS_SUFFIX.count("."):
                     mechanism = setting[:-len(JAAS_SUFFIX)].upper()
@@ -318,6 +336,11 @@ class BrokerConfig:
         if data_dir and "," in data_dir:
             raise InvalidConfigurationError(f"log.dirs={data_dir!r}: one data directory only (JBOD is not supported)")
         self.data_dir = data_dir or default_data_dir()
+        idle = v["connections.max.idle.ms"]
+        if 0 <= idle <= v["connection.failed.authentication.delay.ms"]:  # Kafka's check
+            raise InvalidConfigurationError(
+                f"connection.failed.authentication.delay.ms={v['connection.failed.authentication.delay.ms']}: "
+                f"must be less than connections.max.idle.ms={idle}")
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise InvalidConfigurationError(
                 f"group.min.session.timeout.ms={v['group.min.session.timeout.ms']!r}: above "
@@ -330,7 +353,7 @@ class BrokerConfig:
         if not key.startswith(LISTENER_PREFIX):
             return False
         name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
-        return bool(name) and (setting in SSL_CONFIGS or setting == "sasl.enabled.mechanisms"
+        return bool(name) and (setting in SSL_CONFIGS or setting in LISTENER_SETTINGS
                                or any(setting.endswith(suffix) and setting.count(".") == suffix.count(".")
                                       for suffix in (JAAS_SUFFIX, CALLBACK_HANDLER_SUFFIX)))
 

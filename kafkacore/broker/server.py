@@ -50,6 +50,7 @@ from ..protocol.api_table import API_TABLE, ApiKey
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .handlers import HANDLERS, api_versions
+from .connection_limits import ConnectionLimits
 from .quotas import EXEMPT_APIS, ConnectionQuotas
 from .request import RequestContext
 from .sasl_authenticator import SaslAuthenticator
@@ -119,6 +120,8 @@ class Connection(asyncio.BufferedProtocol):
         self.id = next(_ids)
         self.transport = None
         self.peer = "?"
+        self.ip = "?"
+        self.counted = False  # in the server's connection counts (connection_limits.py)
         self.buf = bytearray(READ_BUFFER_BYTES)
         self.view = memoryview(self.buf)
         self.start = 0  # first unparsed byte in buf
@@ -144,6 +147,15 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ip = peer[0] if peer else "?"
+        quotas = self.server.connection_limits
+        why = quotas.admit(self.ip, self.listener.name)
+        if why is not None:
+            quotas.refused(self.ip, why)
+            self.closed = True
+            transport.abort()
+            return
+        self.counted = True
         self.server.connections.add(self)
         if self.listener.sasl is not None:
             self.sasl = SaslAuthenticator(self.listener.sasl, self.peer)
@@ -165,7 +177,7 @@ class Connection(asyncio.BufferedProtocol):
                 log.info("connection %d from %s on listener %s: TLS handshake failed: %s", self.id, self.peer,
                          self.listener.name, _one_line(e))
             self.closed = True
-            self.server.connections.discard(self)
+            self._forget()
             transport.abort()
             return
         if self.closed:
@@ -184,9 +196,16 @@ class Connection(asyncio.BufferedProtocol):
         if self.end > self.start:
             self._parse_frames()
 
+    def _forget(self):
+        """Out of the server's connections and its connection counts (once)."""
+        self.server.connections.discard(self)
+        if self.counted:
+            self.counted = False
+            self.server.connection_limits.release(self.ip, self.listener.name)
+
     def connection_lost(self, exc):
         self.closed = True
-        self.server.connections.discard(self)
+        self._forget()
         for item in self.pending:
             resp = item[4]
             if isinstance(resp, asyncio.Future) and not resp.done():
@@ -411,11 +430,18 @@ class Connection(asyncio.BufferedProtocol):
         self.transport.write(_size.pack(len(answer)) + answer)
 
     def _close_after_answer(self, reason):
-        """Closes once what was written has gone (the client reads why it failed first)."""
+        """Closes once what was written has gone (the client reads why it failed first), after
+        connection.failed.authentication.delay.ms (Kafka's delayed close: a client retrying a
+        wrong password in a loop costs the broker little); nothing more is read meanwhile."""
         if not self.closed:
             log.info("closing connection %d from %s: %s", self.id, self.peer, reason)
             self.closed = True
-            self.transport.close()
+            delay_ms = self.broker.config["connection.failed.authentication.delay.ms"]
+            if delay_ms > 0:
+                self.transport.pause_reading()
+                asyncio.get_running_loop().call_later(delay_ms / 1000, self.transport.close)
+            else:
+                self.transport.close()
 
     async def _once_started(self, entry, ctx, request, version):
         """A client's request that came while the broker was starting: handled once it is in
@@ -650,6 +676,7 @@ class SocketServer:
     def __init__(self, broker):
         self.broker = broker
         self.connections = set()
+        self.connection_limits = ConnectionLimits(broker.config)
         self.servers = {}  # listener name -> asyncio.Server
         self._expiry_task = None
 
