@@ -37,7 +37,7 @@ sys.path.insert(0, ROOT)
 VALUE = b"b" * 1000
 
 
-def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0):
+def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0, batch_size=None):
     from confluent_kafka import KafkaError, Producer
 
     acked, throttles, errors = [], [], []
@@ -49,6 +49,7 @@ def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0):
             errors.append(str(err))
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
+                  **({"batch.size": batch_size} if batch_size else {}),
                   "throttle_cb": lambda ev: throttles.append(round(ev.throttle_time * 1000))})  # seconds
     start = time.monotonic()
     measured_from = start + warmup
@@ -69,9 +70,10 @@ def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0):
              "throttles": len(throttles), "max_throttle_ms": max(throttles, default=0), "errors": errors[:3]})
 
 
-def run_together(bootstrap, specs, seconds, warmup=0.0):
+def run_together(bootstrap, specs, seconds, warmup=0.0, batch_size=None):
     out = mp.Queue()
-    procs = [mp.Process(target=produce, args=(bootstrap, cid, topic, seconds, out, warmup)) for cid, topic in specs]
+    procs = [mp.Process(target=produce, args=(bootstrap, cid, topic, seconds, out, warmup, batch_size))
+             for cid, topic in specs]
     for p in procs:
         p.start()
     results = {r["client"]: r for r in (out.get(timeout=warmup + seconds + 90) for _ in procs)}
@@ -88,6 +90,9 @@ def main():
     ap.add_argument("--warmup", type=float, default=0.0,
                     help="seconds sent before the measured period (the first quota.window.num windows admit a "
                          "new client's burst, as Kafka's do: --warmup 11 measures the steady state)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="the held producer's batch.size (librdkafka's default 1000000 makes each request up to "
+                         "a second of a 1 MiB/s quota; Kafka's Java producer defaults to 16384)")
     ap.add_argument("--workdir", default=os.path.join(HERE, ".work", "quota"))
     args = ap.parse_args()
 
@@ -112,7 +117,7 @@ def main():
             assert resp.entries[0].error_code == 0, resp.entries[0].error_message
         alone = run_together(broker.bootstrap, [("neighbour", "neighbour")], args.seconds)["neighbour"]
         both = run_together(broker.bootstrap, [("held", "held"), ("neighbour", "neighbour")], args.seconds,
-                            args.warmup)
+                            args.warmup, args.batch_size)
     held, beside = both["held"], both["neighbour"]
     mb = 1024 * 1024
     print(f"quota: {args.quota / mb:.2f} MiB/s, {args.seconds:.0f} s per run after {args.warmup:.0f} s of warm-up, "
