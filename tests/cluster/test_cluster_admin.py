@@ -245,9 +245,10 @@ def test_each_broker_describes_its_own_config(cluster):
     assert r.results[1].error_code == 0 and r.results[1].configs == []
     assert incremental(cluster, 1, "2", [("log.retention.ms", SET, "1")], rtype=BROKER).error_code == \
         InvalidRequestError.code
-    # no dynamic broker configs: a change through the broker the resource names is refused
+    # a static broker config cannot change at run time, even through the broker the resource names
+    # (the dynamic ones: tests/test_broker_dynamic_config.py)
     res = ConfigResource(ResourceType.BROKER, "3",
-                         incremental_configs=[ConfigEntry("log.retention.ms", "1000",
+                         incremental_configs=[ConfigEntry("num.partitions", "3",
                                                           incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as refused:
         client.incremental_alter_configs([res])[res].result(20)
@@ -443,13 +444,17 @@ def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(clu
                  "the running brokers to apply the change", 30)
         monkeypatch.setattr(config_manager, "CHANGE_EXPIRATION_MS", 0)
         lm = SimpleNamespace(logs={}, topic_overrides={}, default_config=LogConfig())
-        manager = config_manager.ZkConfigManager(SimpleNamespace(node_id=99, log_manager=lm), zk)
+        reloaded = []  # what the first round hands the broker's dynamic configs: the stored layers
+        dynamic = SimpleNamespace(reload=lambda default, own: reloaded.append((default, own)))
+        manager = config_manager.ZkConfigManager(SimpleNamespace(node_id=99, log_manager=lm, dynamic_config=dynamic),
+                                                 zk)
 
         async def one_round():
             manager._loop = asyncio.get_running_loop()
             await manager._process()
         asyncio.run(one_round())
         assert manager.last_executed >= 0
+        assert reloaded == [({}, {})]  # no dynamic broker config is stored in this cluster
         left = [c for c in zk.get_children("/config/changes")
                 if int(c[len(config_manager.PREFIX):]) <= manager.last_executed]
         assert left == []
