@@ -9,7 +9,12 @@
 - an API the broker does not serve (kafka-go sends v0 of an API missing from ApiVersions, e.g.
   CreateAcls in TestClientCreateACLs): the connection is closed, never a frame no client can
   parse;
-- Produce v8 to a compacted topic with keyless records: record_errors names them (KIP-467).
+- Produce v8 to a compacted topic with keyless records: record_errors names them (KIP-467);
+- Reader.FetchMessage on a compacted topic (TestReaderReadCompactedMessage): kafka-go fetches
+  with MinBytes 200 and MaxWait 100 ms from a topic of 200-byte segments; a read that returns
+  records of a segment older than the high watermark's is answered at once whatever min_bytes,
+  as Kafka's DelayedFetch does (else kafka-go, getting its answer after its deadline, never
+  moves past a batch the cleaner emptied of records at or after the fetch offset).
 
 kafka-go itself cannot run here (Debian ships only 0.2.1; the current suite is run by hand, see
 docs/compat.md), so these are its requests, built with kafkacore's codecs."""
@@ -55,6 +60,35 @@ def _produce(conn, topic, keys, version=8):
     return conn.call(PRODUCE, version, request(PRODUCE, acks=-1, timeout_ms=10000, topic_data=[TopicProduceData(
         name=topic, partition_data=[PartitionProduceData(index=0, records=_batch(keys))])])
     ).responses[0].partition_responses[0]
+
+
+def _fetch_v10(conn, topic, offset, min_bytes, max_wait_ms):
+    """Reader's fetch (Conn.ReadBatchWith): v10, session 0 / epoch -1, MaxBytes 200 as in the test."""
+    return conn.call(FETCH, 10, request(
+        FETCH, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=200, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=[FetchTopic(topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset, log_start_offset=-1,
+                                                                    partition_max_bytes=200)])])).responses[0].partitions[0]
+
+
+@kafkacore_only
+def test_a_fetch_from_an_older_segment_is_answered_at_once_whatever_min_bytes(conn, unique_name):
+    topic = unique_name()
+    _create(conn, topic, [("segment.bytes", "200")])
+    keys = [b"%02d" % n * 20 for n in range(6)]  # 40-byte keys: one batch of two (about 160 bytes) per segment
+    for i in range(3):
+        assert _produce(conn, topic, keys[2 * i:2 * i + 2]).base_offset == 2 * i
+    t0 = time.monotonic()
+    p = _fetch_v10(conn, topic, 1, min_bytes=1 << 20, max_wait_ms=10000)
+    took = time.monotonic() - t0
+    assert p.error_code == 0 and p.high_watermark == 6
+    assert [r.key for b in iter_batches(bytes(p.records)) for r in b] == keys[:2]  # its segment's batch
+    assert took < 5, f"a fetch behind by whole segments waited {took:.1f}s for min_bytes"
+    # the last segment (the high watermark's) still waits for min_bytes, up to max_wait_ms
+    t0 = time.monotonic()
+    p = _fetch_v10(conn, topic, 4, min_bytes=1 << 20, max_wait_ms=600)
+    assert time.monotonic() - t0 >= 0.5
+    assert [r.key for b in iter_batches(bytes(p.records)) for r in b] == keys[4:]
 
 
 def test_fetch_v11_with_session_minus_one_is_a_full_fetch(conn, unique_name):

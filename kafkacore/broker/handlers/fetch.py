@@ -13,7 +13,12 @@
   offset outside [log start, log end] is OFFSET_OUT_OF_RANGE.
 - Long poll: with less than ``min_bytes`` available, the response waits up to ``max_wait_ms``
   and is built again as soon as an append lands in one of the fetched partitions (the log's
-  append listener wakes it; there is no polling).
+  append listener wakes it; there is no polling). As Kafka's DelayedFetch (its "case F"), a
+  fetch that read records from a segment older than the one holding the offset it may read to
+  (high watermark, last stable offset, or log end for a follower) is answered at once whatever
+  ``min_bytes``: the reader is behind by whole segments. That matters after compaction: a
+  batch cleaned down to records below the fetch offset is all a read there returns, and
+  kafka-go moves past the batch's last offset only when the answer came before its deadline.
 - Fetch sessions (KIP-227, v7+), as Kafka's FetchManager.newContext (state in
   broker/fetch_session.py):
   - epoch -1 (FINAL_EPOCH): a full fetch without a session (session id 0 in the response); a
@@ -93,7 +98,8 @@ def _authorized(ctx, resolved, replica_id=-1):
 
 def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMITTED, first_data=True,
           client_rack=None):
-    """(response topics, bytes gathered, logs read). A consumer reads up to the high watermark
+    """(response topics, bytes gathered, logs read, whether to answer now: records came from an
+    older segment than the end's, see _older_segment). A consumer reads up to the high watermark
     (read_committed: the last stable offset, with the aborted transactions of the range), from
     the leader or (v11+) a follower; a follower (replica_id >= 0) reads from the leader up to the
     log end. ``client_rack``: a consumer's rack when the leader picks the replica it reads from
@@ -103,6 +109,7 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
     total = 0
     logs = []
     topics = []
+    now = False
     for name, t in resolved:
         parts = []
         for p in t.partitions:
@@ -142,10 +149,12 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
                 continue
             try:
                 if isolation == READ_COMMITTED and replica_id < 0:
+                    end = lg.last_stable_offset
                     sl, aborted = lg.read_committed(p.fetch_offset, max(limit, 0), min_one_batch=first_data)
                     pd.aborted_transactions = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                                                for a in aborted]
                 else:
+                    end = lg.log_end_offset if replica_id >= 0 else hw
                     sl = lg.read(p.fetch_offset, max(limit, 0), max_offset=None if replica_id >= 0 else hw,
                                  min_one_batch=first_data)
             except OffsetOutOfRangeError:
@@ -159,8 +168,16 @@ def _read(broker, resolved, max_bytes, v, replica_id=-1, isolation=READ_UNCOMMIT
                 pd.records = sl
                 total += n
                 first_data = False
+                now = now or _older_segment(lg, sl, end)
         topics.append(FetchableTopicResponse(topic=name or "", topic_id=t.topic_id, partitions=parts))
-    return topics, total, logs
+    return topics, total, logs, now
+
+
+def _older_segment(lg, sl, end_offset):
+    """Whether the records read (one segment's, from its batch at sl.first_offset) lie in a
+    segment older than the one holding end_offset: Kafka's DelayedFetch completes such a fetch
+    at once ("the fetch operation is falling behind the current segment")."""
+    return sl.first_offset < lg.local.segment_holding(end_offset).base_offset
 
 
 def _preferred_read_replica(broker, partition, fetch_offset, client_rack):
@@ -245,8 +262,8 @@ def handle(ctx, req):
     resolved = _authorized(ctx, _resolve(broker, req, v))
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
     read = _consumer_reader(broker, req, v)
-    topics, total, logs = read(broker, resolved, max_bytes, v)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
+    topics, total, logs, now = read(broker, resolved, max_bytes, v)
+    if now or total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
 
@@ -267,8 +284,8 @@ def _replica_fetch(broker, req, v, replica_id):
     _follower_fetched(broker, resolved, replica_id)
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0
     read = _replica_reader(replica_id)
-    topics, total, logs = read(broker, resolved, max_bytes, v)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
+    topics, total, logs, now = read(broker, resolved, max_bytes, v)
+    if now or total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return FetchResponse(session_id=INVALID_SESSION_ID, responses=topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, _sessionless, read)
 
@@ -290,8 +307,8 @@ def _serve(broker, resolved, req, v, finish, replica_id=-1):
         read = _replica_reader(replica_id)
     else:
         read = _consumer_reader(broker, req, v)
-    topics, total, logs = read(broker, resolved, max_bytes, v)
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
+    topics, total, logs, now = read(broker, resolved, max_bytes, v)
+    if now or total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(topics):
         return finish(topics)
     return _long_poll(broker, resolved, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish, read)
 
@@ -326,11 +343,11 @@ async def _long_poll_wait(broker, resolved, max_bytes, v, min_bytes, max_wait_ms
             broker.drop_waiter(waiter)
             break
         await broker.wait_for_data(logs, remaining, waiter)
-        topics, total, logs = read(broker, resolved, max_bytes, v)
-        if total >= min_bytes or _answer_now(topics):
+        topics, total, logs, now = read(broker, resolved, max_bytes, v)
+        if now or total >= min_bytes or _answer_now(topics):
             return finish(topics)
         waiter = broker.data_waiter(logs)
-    topics, _total, _logs = read(broker, resolved, max_bytes, v)
+    topics = read(broker, resolved, max_bytes, v)[0]
     return finish(topics)
 
 
@@ -414,7 +431,7 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
                                       for cp in session.partitions.values()), replica_id)
 
     def read(_broker=None, _resolved=None, _max_bytes=None, _v=None):
-        news, total, logs = [], 0, []
+        news, total, logs, now = [], 0, [], False
         first_data = True
         get = rm.partitions.get
         for cp in session.partitions.values():
@@ -426,14 +443,15 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
                         and cp.current_leader_epoch in (-1, partition.leader_epoch)):
                     logs.append(lg)
                     continue
-            topics, n, got = _read(broker, [(cp.topic, PartitionGroup(cp.topic, cp.topic_id, [cp]))],
-                                   max_bytes - total, v, replica_id, first_data=first_data)
+            topics, n, got, older = _read(broker, [(cp.topic, PartitionGroup(cp.topic, cp.topic_id, [cp]))],
+                                          max_bytes - total, v, replica_id, first_data=first_data)
             news.append(_SessionPartition(cp, topics[0].partitions[0]))
             logs += got
+            now = now or older
             if n:
                 total += n
                 first_data = False
-        return news, total, logs
+        return news, total, logs, now
 
     def finish(news):
         if session.epoch != expected:
@@ -456,8 +474,8 @@ def _follower_session_serve(broker, session, expected, req, v, replica_id):
             parts[k] = parts.pop(k)
         return FetchResponse(session_id=session.id, responses=out)
 
-    news, total, logs = read()
-    if total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(news):
+    news, total, logs, now = read()
+    if now or total >= req.min_bytes or req.max_wait_ms <= 0 or not logs or _answer_now(news):
         return finish(news)
     return _long_poll(broker, None, max_bytes, v, req.min_bytes, req.max_wait_ms, logs, finish, read)
 
