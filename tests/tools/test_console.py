@@ -931,3 +931,22 @@ def test_console_works_against_a_sasl_listener(tmp_path):
                              cwd=str(ROOT), capture_output=True, text=True, timeout=60)
         assert out.returncode == 1 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out
         assert "SASL_AUTHENTICATION_FAILED" in out.stderr and "wrong-pw" not in out.stderr
+
+
+def test_password_hashes_are_salted_and_sessions_end_when_idle():
+    from kafkacore.console.auth import PasswordHash, SessionStore, User, hash_password
+
+    first, second = hash_password("same password"), hash_password("same password")
+    assert first != second  # a salt of its own each time
+    parsed = PasswordHash.parse(first)
+    assert parsed.matches("same password") and not parsed.matches("same passwore")
+    now = [1000.0]
+    store = SessionStore(idle_s=60, clock=lambda: now[0])
+    token = store.create(User("alice", parsed, False))
+    assert len(token) >= 43 and token != store.create(User("alice", parsed, False))
+    now[0] += 59
+    assert store.get(token).user == "alice"  # used: the idle time starts again
+    now[0] += 59
+    assert store.get(token) is not None
+    now[0] += 61
+    assert store.get(token) is None and store.get(token) is None
