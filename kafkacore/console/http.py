@@ -108,8 +108,9 @@ class Router:
 
 class HttpServer:
     """Serves ``router`` on (host, port); ``check(request)`` runs before every handler and may
-    raise HttpError, or return a Response to answer instead of the handler (a redirect); ``on_error(request, exc)`` turns an exception a handler raised into a
-    Response (HttpError is handled here)."""
+    raise HttpError, or return a Response to answer instead of the handler (a redirect);
+    ``on_error(request, exc)`` turns an exception a handler raised into a Response (HttpError
+    is handled here)."""
 
     def __init__(self, router: Router, on_error=None, not_found=None, check=None):
         self.router = router

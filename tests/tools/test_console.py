@@ -703,7 +703,8 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         forged = [pg.evaluate(FORGED_POST, [path, body]) for path, body in write_requests(c)]
     raw = [api(c, path, body) for path, body in write_requests(c)]
     for status, doc in forged + raw:
-        assert status == 403 and doc["error"] == "the console is read-only (--read-only): it does not change the cluster"
+        assert status == 403
+        assert doc["error"] == "the console is read-only (--read-only): it does not change the cluster"
     assert "ro-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
     assert admin.list_group_offsets("ro-group") == {("orders", 0): 1}
 
@@ -852,7 +853,8 @@ def test_a_read_only_user_sees_no_write_controls_and_cannot_write(browser, login
         session = pg.evaluate("async () => (await fetch('/api/session')).json()")
         assert session == {"login": True, "user": "rita", "read_only": True}
         status, doc = pg.evaluate(FORGED_POST, ["/api/topics/rita-kept/delete", {"confirm": "rita-kept"}])
-    assert status == 403 and doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
+    assert status == 403
+    assert doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
     assert "rita-kept" in admin.list_topics()
 
 
