@@ -5,26 +5,47 @@ Writes (create or delete a topic, reset a group's offsets) are POSTs that must c
 server's write token (``X-Console-Token``, a random value written into the page this server
 serves: another site's page cannot read it, so it cannot forge the request) and a
 ``"confirm"`` field naming the topic or group, which the page's confirmation dialog fills in.
+
+With ``--users`` every page and API call needs a login session (auth.py), and with
+``--read-only`` (or for a read-only user) every write is refused with 403 before any handler
+runs, so a route added later cannot forget the check; the pages learn the mode from
+``GET /api/session`` and leave the write controls out.
 """
 from __future__ import annotations
 
 import asyncio
 import hmac
+import html
+import logging
 import secrets
+import time
 from http import HTTPStatus
 from pathlib import Path
+from urllib.parse import urlencode
 
 from ..client.connection import ConnectionClosed
 from ..errors import KafkaError, KafkaTimeoutError
 from . import api, records
+from .auth import Authenticator, SessionStore
 from .admin_pool import AdminPool
 from .http import HttpError, HttpServer, Request, Response, Router
 from .sampler import Sampler
 
+log = logging.getLogger("kafkacore.console")
+
 STATIC_DIR = Path(__file__).with_name("static")
 SHELL_FILE = "index.html"
+LOGIN_FILE = "login.html"
+TEMPLATES = (SHELL_FILE, LOGIN_FILE)  # filled in by the server, not served as they are
 TOKEN_PLACEHOLDER = "__CONSOLE_TOKEN__"
 TOKEN_HEADER = "x-console-token"
+SESSION_COOKIE = "kafkacore_console_session"  # + "_PORT": cookies are shared between a host's ports
+# a failed login is answered no sooner than this after it arrived, whatever failed: guessing
+# is slow, and the time does not tell whether the user exists
+LOGIN_FAILURE_DELAY_S = 1.0
+# reachable without a session when the console has --users: the login form and what it loads
+PUBLIC = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout"), ("GET", "/static/console.css"),
+          ("GET", "/static/logo.svg")}
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
 # the pages the single-page application draws (anything else gets the shell with a 404)
@@ -41,14 +62,22 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 
 
 class Console:
-    def __init__(self, make_admin, bootstrap: str, pool_size: int = 3):
+    """``users``: {name: auth.User} to require a login (None: no login); ``read_only``: refuse
+    every write whoever asks."""
+
+    def __init__(self, make_admin, bootstrap: str, pool_size: int = 3, users: dict | None = None,
+                 read_only: bool = False):
         self.bootstrap = bootstrap
         self.token = secrets.token_urlsafe(24)
+        self.read_only = read_only
+        self.auth = Authenticator(users) if users else None
+        self.sessions = SessionStore()
+        self.cookie_name = SESSION_COOKIE
         self.pool = AdminPool(make_admin, pool_size)
         self.sampler = Sampler(self.pool)
         self.static = _load_static()
         self.router = self._routes()
-        self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found, check=self._check_host)
+        self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found, check=self._check)
         self.address = None
         self.allowed_hosts = None  # None: any Host header (when serving on every address)
 
@@ -56,6 +85,7 @@ class Console:
         """Checks the cluster answers, then listens; returns (host, port)."""
         await self.pool.run(lambda admin: admin.describe_cluster())
         self.address = await self.http.start(host, port)
+        self.cookie_name = f"{SESSION_COOKIE}_{self.address[1]}"
         if host not in WILDCARD_HOSTS:
             self.allowed_hosts = {host.strip("[]").lower(), *LOOPBACK_NAMES}
         self.sampler.start()
@@ -78,13 +108,44 @@ class Console:
             raise HttpError(HTTPStatus.MISDIRECTED_REQUEST, f"this console answers to {sorted(self.allowed_hosts)}, "
                                                             f"not to Host {host!r}")
 
+    def _check(self, request: Request) -> Response | None:
+        """Before every handler: the Host name, then the session (with --users), then the
+        read-only mode. A page asked for without a session is redirected to the login form;
+        anything else without one is 401."""
+        self._check_host(request)
+        method = "GET" if request.method == "HEAD" else request.method
+        if self.auth is not None:
+            request.session = self.sessions.get(request.cookie(self.cookie_name) or "")
+            if request.session is None and (method, request.path) not in PUBLIC:
+                if method == "GET" and not request.path.startswith(("/api", "/static/")):
+                    target = request.path + ("?" + urlencode(request.query) if request.query else "")
+                    return _redirect("/login?" + urlencode({"next": target}))
+                raise HttpError(HTTPStatus.UNAUTHORIZED, "log in first: the console needs a session "
+                                                         "(POST /login, or open the console in a browser)")
+        # anything but a read, on any API path: a write endpoint added later is covered too
+        if method != "GET" and request.path.startswith("/api") and self._may_only_read(request):
+            raise HttpError(HTTPStatus.FORBIDDEN, self._read_only_reason(request))
+        return None
+
+    def _may_only_read(self, request: Request) -> bool:
+        return self.read_only or (request.session is not None and request.session.read_only)
+
+    def _read_only_reason(self, request: Request) -> str:
+        if self.read_only:
+            return "the console is read-only (--read-only): it does not change the cluster"
+        return f"user {request.session.user!r} may only read: the console does not change the cluster for them"
+
     # -- routes ------------------------------------------------------------------------------
     def _routes(self) -> Router:
         r = Router()
         for page in PAGES:
             r.add("GET", page, self._shell)
         r.add("GET", "/static/{file}", self._static)
+        r.add("GET", "/login", self._login_form)
+        r.add("POST", "/login", self._login)
+        r.add("POST", "/logout", self._logout)
         r.add("GET", "/api", self._api_index)
+        r.add("GET", "/api/session", self._session)
         r.add("GET", "/api/overview", self._overview)
         r.add("GET", "/api/cluster/series", self._cluster_series)
         r.add("GET", "/api/topics", self._topics)
@@ -122,7 +183,7 @@ class Console:
 
     async def _static(self, request: Request) -> Response:
         found = self.static.get(request.params["file"])
-        if found is None or request.params["file"] == SHELL_FILE:
+        if found is None or request.params["file"] in TEMPLATES:
             raise HttpError(HTTPStatus.NOT_FOUND, f"no file {request.params['file']!r}")
         body, ctype = found
         return Response(200, body, ctype, {"Cache-Control": "no-cache"})
@@ -175,6 +236,61 @@ class Console:
             await self.pool.run(api.group_detail, group)  # a 404 for a group that does not exist
             series = {"interval_s": self.sampler.interval_s, "unit": "records", "points": []}
         return Response.json({"group_id": group, **series})
+
+    # -- the login ---------------------------------------------------------------------------
+    async def _session(self, request: Request) -> Response:
+        s = request.session
+        return Response.json({"login": self.auth is not None, "user": s.user if s else None,
+                              "read_only": self._may_only_read(request)})
+
+    def _login_page(self, next_path: str, user: str = "", error: str = "", status: int = 200) -> Response:
+        body, ctype = self.static[LOGIN_FILE]
+        text = body.decode("utf-8")
+        problem = f'<p class="alert error" id="login-error" role="alert">{html.escape(error)}</p>' if error else ""
+        for placeholder, value in (("__CONSOLE_TOKEN__", html.escape(self.token)), ("__NEXT__", html.escape(next_path)),
+                                   ("__USER__", html.escape(user)), ("__ERROR__", problem)):
+            text = text.replace(placeholder, value)
+        return Response(status, text.encode("utf-8"), ctype,
+                        {"Cache-Control": "no-store", "Content-Security-Policy": CONTENT_SECURITY_POLICY})
+
+    async def _login_form(self, request: Request) -> Response:
+        next_path = _safe_next(request.query.get("next"))
+        if self.auth is None or request.session is not None:
+            return _redirect(next_path)
+        return self._login_page(next_path)
+
+    def _check_form_token(self, form: dict):
+        """The login and logout forms carry the page's token, as writes do: another site's page
+        cannot read it, so it cannot log a browser in (as someone else) or out."""
+        if not hmac.compare_digest(form.get("token", "").encode(), self.token.encode()):
+            raise HttpError(HTTPStatus.FORBIDDEN, "missing or wrong form token: use the console's own login page")
+
+    async def _login(self, request: Request) -> Response:
+        arrived = time.monotonic()
+        if self.auth is None:
+            raise HttpError(HTTPStatus.NOT_FOUND, "this console has no login (it was started without --users)")
+        form = request.form()
+        self._check_form_token(form)
+        next_path = _safe_next(form.get("next"))
+        name = form.get("user", "")
+        # scrypt takes a while on purpose: in a thread, so the other requests go on meanwhile
+        user = await asyncio.to_thread(self.auth.check, name, form.get("password", ""))
+        if user is None:
+            await asyncio.sleep(max(0.0, LOGIN_FAILURE_DELAY_S - (time.monotonic() - arrived)))
+            log.warning("console: a login failed")  # (not the name: it may be a password typed in the wrong box)
+            return self._login_page(next_path, name, "Wrong user name or password.", HTTPStatus.UNAUTHORIZED)
+        token = self.sessions.create(user)
+        log.info("console: %s logged in", user.name)
+        return _redirect(next_path, {"Set-Cookie": f"{self.cookie_name}={token}; Path=/; HttpOnly; SameSite=Strict"})
+
+    async def _logout(self, request: Request) -> Response:
+        if self.auth is None:
+            raise HttpError(HTTPStatus.NOT_FOUND, "this console has no login (it was started without --users)")
+        self._check_form_token(request.form())
+        token = request.cookie(self.cookie_name)
+        if token:
+            self.sessions.end(token)
+        return _redirect("/login", {"Set-Cookie": f"{self.cookie_name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"})
 
     # -- writes ------------------------------------------------------------------------------
     def _authorised(self, request: Request, confirm_name: str | None) -> dict:
@@ -232,6 +348,19 @@ class Console:
         return None
 
 
+def _redirect(location: str, headers: dict | None = None) -> Response:
+    return Response(HTTPStatus.SEE_OTHER, b"", headers={"Location": location, "Cache-Control": "no-store",
+                                                         **(headers or {})})
+
+
+def _safe_next(path: str | None) -> str:
+    """Where to go after the login: a path on this console only ("//host" and "/\\host" are
+    other sites to a browser), so the login cannot be used to send someone elsewhere."""
+    if not path or not path.startswith("/") or path.startswith(("//", "/\\")) or any(ord(c) < 32 for c in path):
+        return "/"
+    return path
+
+
 def _not_found_message(e: KafkaError) -> str:
     """'topic 'x' does not exist' from the AdminClient's 'topic 'x'' detail."""
     if e.message == e.name:
@@ -246,6 +375,7 @@ def _load_static() -> dict:
         if path.is_file():
             ctype = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
             out[path.name] = (path.read_bytes(), ctype)
-    if SHELL_FILE not in out:
-        raise RuntimeError(f"the console's {SHELL_FILE} is missing from {STATIC_DIR} (a broken install?)")
+    for name in TEMPLATES:
+        if name not in out:
+            raise RuntimeError(f"the console's {name} is missing from {STATIC_DIR} (a broken install?)")
     return out

@@ -29,6 +29,23 @@ class Request:
     headers: dict  # lower-case names
     body: bytes
     params: dict = field(default_factory=dict)
+    session: object = None  # the login session (auth.Session) when the console has --users
+
+    def cookie(self, name: str) -> str | None:
+        """The value of cookie ``name`` from the Cookie header, or None."""
+        for item in self.headers.get("cookie", "").split(";"):
+            key, sep, value = item.strip().partition("=")
+            if sep and key == name:
+                return value
+        return None
+
+    def form(self) -> dict:
+        """An application/x-www-form-urlencoded body as {name: last value}."""
+        try:
+            text = self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise HttpError(HTTPStatus.BAD_REQUEST, "the form is not UTF-8") from None
+        return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
 
     def json(self):
         """The body as a JSON object; HttpError 400 when it is not one."""
@@ -91,8 +108,9 @@ class Router:
 
 class HttpServer:
     """Serves ``router`` on (host, port); ``check(request)`` runs before every handler and may
-    raise HttpError; ``on_error(request, exc)`` turns an exception a handler raised into a
-    Response (HttpError is handled here)."""
+    raise HttpError, or return a Response to answer instead of the handler (a redirect);
+    ``on_error(request, exc)`` turns an exception a handler raised into a Response (HttpError
+    is handled here)."""
 
     def __init__(self, router: Router, on_error=None, not_found=None, check=None):
         self.router = router
@@ -133,7 +151,9 @@ class HttpServer:
     async def _dispatch(self, request: Request) -> Response:
         try:
             if self.check is not None:
-                self.check(request)
+                answer = self.check(request)
+                if answer is not None:
+                    return answer
             try:
                 handler, request.params = self.router.match(request.method, request.path)
             except HttpError as e:

@@ -8,6 +8,8 @@ or groups, so the tests do not depend on each other's order.
 """
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
 import re
@@ -16,6 +18,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -121,9 +124,10 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, console):
-    """A fresh page whose every request must go to the console itself."""
+@contextlib.contextmanager
+def checked_page(browser, origin):
+    """A fresh page (in its own browser context: its own cookies) whose every request must go
+    to ``origin``, with no script error."""
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     pg = context.new_page()
     pg.set_default_timeout(15_000)
@@ -133,9 +137,16 @@ def page(browser, console):
     yield pg
     context.close()
     assert requests, "the page made no request"
-    outside = [u for u in requests if not u.startswith(console.origin + "/")]
+    outside = [u for u in requests if not u.startswith(origin + "/")]
     assert outside == [], f"requests left the console's origin: {outside}"
     assert errors == [], f"script errors on the page: {errors}"
+
+
+@pytest.fixture
+def page(browser, console):
+    """A fresh page whose every request must go to the console itself."""
+    with checked_page(browser, console.origin) as pg:
+        yield pg
 
 
 def api(console, path, body=None, token=True, method=None):
@@ -640,3 +651,304 @@ def test_the_console_runs_the_code_under_test(console):
     out = subprocess.run([sys.executable, "-c", "import kafkacore; print(kafkacore.__file__)"], cwd=str(ROOT),
                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
     assert Path(out.stdout.strip()).resolve() == Path(kafkacore.__file__).resolve()
+
+
+# -- read-only ---------------------------------------------------------------------------------
+FORGED_POST = """async ([path, body]) => {
+    // what a script on the console's own page could send: the page's token, a valid confirmation
+    const token = document.querySelector('meta[name="console-token"]').content;
+    const r = await fetch(path, {method: 'POST', body: JSON.stringify(body),
+                                 headers: {'Content-Type': 'application/json', 'X-Console-Token': token}});
+    return [r.status, await r.json()];
+}"""
+
+
+@pytest.fixture(scope="module")
+def read_only_console(broker):
+    c = ConsoleProcess(broker.bootstrap, "--read-only")
+    yield c
+    assert c.stop() == 0, c.proc.stderr.read()
+
+
+def write_requests(console):
+    """(path, body) of every POST endpoint the console lists, filled in so that each would
+    succeed on a writable console."""
+    bodies = {"POST /api/topics": {"name": "ro-new", "partitions": 1, "confirm": "ro-new"},
+              "POST /api/topics/{name}/delete": {"confirm": "ro-kept"},
+              "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"}}
+    posts = [e for e in api(console, "/api")[1]["endpoints"] if e.startswith("POST ")]
+    assert sorted(posts) == sorted(bodies), "a new write endpoint: add it here"
+    return [(e[5:].replace("{name}", "ro-kept").replace("{group}", "ro-group"), bodies[e]) for e in posts]
+
+
+def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_console, admin, produced):
+    from playwright.sync_api import expect
+
+    c = read_only_console
+    admin.create_topic("ro-kept", 1, 1)
+    admin.alter_group_offsets("ro-group", {("orders", 0): 1})
+    assert api(c, "/api/session") == (200, {"login": False, "user": None, "read_only": True})
+    with checked_page(browser, c.origin) as pg:
+        pg.goto(c.origin + "/topics")
+        expect(pg.locator('#topic-table tr[data-topic="ro-kept"]')).to_have_count(1)
+        expect(pg.locator("#read-only-mark")).to_be_visible()
+        expect(pg.locator("#create-topic")).to_have_count(0)
+        pg.goto(c.origin + "/topics/ro-kept")
+        expect(pg.locator("#partition-table tbody tr")).to_have_count(1)
+        expect(pg.locator("#browse-messages")).to_be_visible()  # reading goes on as before
+        expect(pg.locator("#delete-topic")).to_have_count(0)
+        pg.goto(c.origin + "/groups/ro-group")
+        expect(pg.locator("#offset-table tbody tr")).to_have_count(1)
+        expect(pg.locator("#reset-offsets")).to_have_count(0)
+        forged = [pg.evaluate(FORGED_POST, [path, body]) for path, body in write_requests(c)]
+    raw = [api(c, path, body) for path, body in write_requests(c)]
+    for status, doc in forged + raw:
+        assert status == 403
+        assert doc["error"] == "the console is read-only (--read-only): it does not change the cluster"
+    assert "ro-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
+    assert admin.list_group_offsets("ro-group") == {("orders", 0): 1}
+
+
+# -- the console's own login (--users) ---------------------------------------------------------
+PASSWORDS = {"alice": "alice-console-pw-1", "rita": "rita-reads-only-2"}
+SESSION_TOKENS = []  # every session cookie the tests saw: none may reach the console's output
+
+
+@pytest.fixture(scope="module")
+def users_file(tmp_path_factory):
+    """alice (may write) and rita (read-only), made with ``kafkacore console hash-password``."""
+    lines = ["# kafkacore console users"]
+    for name, extra in (("alice", []), ("rita", ["--read-only"])):
+        out = subprocess.run([sys.executable, "-m", "kafkacore", "console", "hash-password", name, *extra],
+                             input=PASSWORDS[name] + "\n", cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        lines.append(out.stdout.strip())
+    text = "\n".join(lines) + "\n"
+    assert re.fullmatch(r"alice:scrypt\$\d+\$\d+\$\d+\$[^$:]+\$[^$:]+", lines[1]) and lines[2].endswith(":read-only")
+    assert not any(pw in text for pw in PASSWORDS.values())
+    path = tmp_path_factory.mktemp("users") / "users.txt"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def login_console(broker, users_file):
+    c = ConsoleProcess(broker.bootstrap, "--users", str(users_file))
+    yield c
+    assert c.stop() == 0
+    output = c.proc.stdout.read() + c.proc.stderr.read()
+    assert "Traceback" not in output, output
+    leaked = [s for s in [*PASSWORDS.values(), *SESSION_TOKENS] if s in output]
+    assert leaked == [], "a password or session token in the console's output"
+
+
+def raw_request(console, method, path, body=None, headers=None):
+    """(status, headers, body) without following redirects."""
+    conn = http.client.HTTPConnection(console.origin.split("//")[1], timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def log_in(pg, user, password):
+    pg.fill("#login-user", user)
+    pg.fill("#login-password", password)
+    pg.click("#login-submit")
+
+
+def session_cookie(pg) -> dict:
+    cookies = [c for c in pg.context.cookies() if c["name"].startswith("kafkacore_console_session")]
+    assert len(cookies) == 1, cookies
+    SESSION_TOKENS.append(cookies[0]["value"])
+    return cookies[0]
+
+
+def test_without_a_session_pages_go_to_the_login_and_the_api_is_401(login_console):
+    c = login_console
+    for path in ("/api/overview", "/api/topics/orders", "/api/session", "/static/app.js"):
+        status, _, body = raw_request(c, "GET", path)
+        assert status == 401 and "log in first" in json.loads(body)["error"], path
+    status, _, body = raw_request(c, "POST", "/api/topics/orders/delete", json.dumps({"confirm": "orders"}),
+                                  {"Content-Type": "application/json"})
+    assert status == 401
+    status, headers, body = raw_request(c, "GET", "/topics/orders?x=1")
+    assert status == 303 and headers["Location"] == "/login?next=%2Ftopics%2Forders%3Fx%3D1"
+    assert b"console-token" not in body
+    # the login page itself sends nowhere else after logging in ("//elsewhere" is another site)
+    status, _, body = raw_request(c, "GET", "/login?next=//attacker.example/")
+    assert status == 200 and b'name="next" value="/"' in body
+
+
+def test_login_refuses_wrong_passwords_alike_and_lets_the_right_one_in(browser, login_console, admin, produced):
+    from playwright.sync_api import expect
+
+    c = login_console
+    with checked_page(browser, c.origin) as pg:
+        pg.goto(c.origin + "/topics/orders")
+        expect(pg).to_have_url(c.origin + "/login?next=%2Ftopics%2Forders")
+        log_in(pg, "alice", "not-her-password")
+        expect(pg.locator("#login-error")).to_have_text("Wrong user name or password.")
+        wrong_password = pg.locator("#login-error").text_content()
+        log_in(pg, "mallory", PASSWORDS["alice"])  # no such user: the same answer
+        expect(pg.locator("#login-user")).to_have_value("mallory")
+        assert pg.locator("#login-error").text_content() == wrong_password
+        assert pg.context.cookies() == []
+        log_in(pg, "alice", PASSWORDS["alice"])
+        expect(pg).to_have_url(c.origin + "/topics/orders")  # where she was going
+        expect(pg.locator("#partition-table tbody tr")).to_have_count(ORDERS_PARTITIONS)
+        expect(pg.locator("#session-user")).to_have_text("logged in as alice")
+        expect(pg.locator("#delete-topic")).to_be_visible()
+        expect(pg.locator("#read-only-mark")).to_have_count(0)
+        cookie = session_cookie(pg)
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and len(cookie["value"]) >= 43  # 32 bytes
+        assert pg.evaluate("document.cookie") == ""  # out of the page scripts' reach
+        # alice may write: a topic made through the API from her page
+        status, doc = pg.evaluate(FORGED_POST, ["/api/topics", {"name": "alice-made", "partitions": 1,
+                                                                "confirm": "alice-made"}])
+        assert status == 201, doc
+    assert "alice-made" in admin.list_topics()
+
+
+def test_failed_logins_are_answered_late_and_alike(login_console):
+    c = login_console
+    _, _, page = raw_request(c, "GET", "/login")
+    token = re.search(rb'name="token" value="([^"]+)"', page).group(1).decode()
+    answers = []
+    for user in ("alice", "nobody-here"):
+        started = time.monotonic()
+        status, headers, body = raw_request(c, "POST", "/login", urllib.parse.urlencode(
+            {"token": token, "user": user, "password": "wrong", "next": "/"}),
+            {"Content-Type": "application/x-www-form-urlencoded"})
+        elapsed = time.monotonic() - started
+        assert status == 401 and "Set-Cookie" not in headers and elapsed >= 1.0, (status, elapsed)
+        answers.append(re.search(rb'id="login-error"[^>]*>([^<]*)<', body).group(1))
+    assert answers[0] == answers[1] == b"Wrong user name or password."
+    # the form needs the login page's token (another site's page cannot log a browser in)
+    status, _, _ = raw_request(c, "POST", "/login", urllib.parse.urlencode(
+        {"user": "alice", "password": PASSWORDS["alice"]}), {"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 403
+
+
+def test_a_read_only_user_sees_no_write_controls_and_cannot_write(browser, login_console, admin, produced):
+    from playwright.sync_api import expect
+
+    c = login_console
+    admin.create_topic("rita-kept", 1, 1)
+    with checked_page(browser, c.origin) as pg:
+        pg.goto(c.origin + "/login")
+        log_in(pg, "rita", PASSWORDS["rita"])
+        expect(pg).to_have_url(c.origin + "/")
+        session_cookie(pg)
+        expect(pg.locator("#read-only-mark")).to_be_visible()
+        expect(pg.locator("#session-user")).to_have_text("logged in as rita")
+        pg.goto(c.origin + "/topics")
+        expect(pg.locator('#topic-table tr[data-topic="rita-kept"]')).to_have_count(1)
+        expect(pg.locator("#create-topic")).to_have_count(0)
+        pg.goto(c.origin + "/topics/rita-kept")
+        expect(pg.locator("#partition-table tbody tr")).to_have_count(1)
+        expect(pg.locator("#delete-topic")).to_have_count(0)
+        session = pg.evaluate("async () => (await fetch('/api/session')).json()")
+        assert session == {"login": True, "user": "rita", "read_only": True}
+        status, doc = pg.evaluate(FORGED_POST, ["/api/topics/rita-kept/delete", {"confirm": "rita-kept"}])
+    assert status == 403
+    assert doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
+    assert "rita-kept" in admin.list_topics()
+
+
+def test_logout_ends_the_session_on_the_server(browser, login_console):
+    from playwright.sync_api import expect
+
+    c = login_console
+    with checked_page(browser, c.origin) as pg:
+        pg.goto(c.origin + "/groups")
+        log_in(pg, "alice", PASSWORDS["alice"])
+        expect(pg).to_have_url(c.origin + "/groups")
+        cookie = session_cookie(pg)
+        header = {"Cookie": f"{cookie['name']}={cookie['value']}"}
+        assert raw_request(c, "GET", "/api/overview", headers=header)[0] == 200  # the cookie is the session
+        pg.click("#logout")
+        expect(pg).to_have_url(c.origin + "/login")
+        assert pg.context.cookies() == []
+        pg.goto(c.origin + "/groups")
+        expect(pg).to_have_url(c.origin + "/login?next=%2Fgroups")
+    # the server forgot the session: the old cookie, sent again, is refused
+    status, _, body = raw_request(c, "GET", "/api/overview", headers=header)
+    assert status == 401 and "log in first" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("alice:secret-typed-here\n", "--users {path}:1: the hash is not scrypt$N$r$p$salt$key"),
+    ("# only a comment\n\nbob\n", "--users {path}:3: expected name:hash or name:hash:read-only"),
+    ("alice:scrypt$32768$8$1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5:admin\n",
+     "--users {path}:1: the role must be read-only or read-write, not 'admin'"),
+    (None, "cannot read --users {path}: No such file or directory"),
+])
+def test_a_bad_users_file_is_one_line_and_exit_2(tmp_path, content, message):
+    from broker_client import free_port
+
+    path = tmp_path / "users"
+    if content is not None:
+        path.write_text(content)
+    out = subprocess.run([sys.executable, "-m", "kafkacore", "-b", f"127.0.0.1:{free_port()}", "console",
+                          "--port", "0", "--users", str(path)], cwd=str(ROOT), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2, out
+    assert out.stderr.count("\n") == 1 and message.format(path=path) in out.stderr, out.stderr
+    assert "secret-typed-here" not in out.stderr  # a line is never quoted back: it may hold a password
+
+
+# -- a cluster that wants a login (SASL) -------------------------------------------------------
+def test_console_works_against_a_sasl_listener(tmp_path):
+    from broker_client import free_port
+
+    password = "console-sasl-pw"
+    jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required user_ops="{password}";'
+    port, sasl_port = free_port(), free_port()
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+                "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
+
+    def client_config(pw):
+        path = tmp_path / f"client-{pw}.properties"
+        path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        f'username="ops" password="{pw}";\n')
+        return str(path)
+
+    with BrokerProcess(tmp_path / "data", settings, port=port) as b:
+        c = ConsoleProcess(f"127.0.0.1:{sasl_port}", "--command-config", client_config(password))
+        try:
+            status, doc = api(c, "/api/overview")
+            assert status == 200 and [br["port"] for br in doc["brokers"]] == [sasl_port]
+            status, doc = api(c, "/api/topics", {"name": "over-sasl", "partitions": 2, "confirm": "over-sasl"})
+            assert status == 201, doc
+        finally:
+            assert c.stop() == 0, c.proc.stderr.read()
+        with AdminClient(b.bootstrap) as plain_admin:  # the topic is there, seen over PLAINTEXT
+            assert len(plain_admin.describe_topics(["over-sasl"])["over-sasl"].partitions) == 2
+        out = subprocess.run([sys.executable, "-m", "kafkacore", "-b", f"127.0.0.1:{sasl_port}", "console",
+                              "--port", "0", "--command-config", client_config("wrong-pw")],
+                             cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out
+        assert "SASL_AUTHENTICATION_FAILED" in out.stderr and "wrong-pw" not in out.stderr
+
+
+def test_password_hashes_are_salted_and_sessions_end_when_idle():
+    from kafkacore.console.auth import PasswordHash, SessionStore, User, hash_password
+
+    first, second = hash_password("same password"), hash_password("same password")
+    assert first != second  # a salt of its own each time
+    parsed = PasswordHash.parse(first)
+    assert parsed.matches("same password") and not parsed.matches("same passwore")
+    now = [1000.0]
+    store = SessionStore(idle_s=60, clock=lambda: now[0])
+    token = store.create(User("alice", parsed, False))
+    assert len(token) >= 43 and token != store.create(User("alice", parsed, False))
+    now[0] += 59
+    assert store.get(token).user == "alice"  # used: the idle time starts again
+    now[0] += 59
+    assert store.get(token) is not None
+    now[0] += 61
+    assert store.get(token) is None and store.get(token) is None

@@ -1,7 +1,7 @@
 // The JSON API (/api/...), as the pages call it. Every answer also tells the sidebar's
 // connection indicator whether the cluster is reachable.
 
-const TOKEN = document.querySelector('meta[name="console-token"]')?.content || "";
+export const TOKEN = document.querySelector('meta[name="console-token"]')?.content || "";
 export const TOKEN_HEADER = "X-Console-Token";
 
 export class ApiError extends Error {
@@ -30,6 +30,10 @@ async function call(path, options) {
     doc = await response.json();
   } catch (e) {
     doc = null;
+  }
+  if (response.status === 401) {
+    // the session ended (logged out elsewhere, idle too long, the console restarted): log in again
+    location.assign(`/login?${new URLSearchParams({ next: location.pathname + location.search })}`);
   }
   if (!response.ok) {
     const message = (doc && doc.error) || `${response.status} ${response.statusText}`;

@@ -1,12 +1,13 @@
 // The single-page application: routes URLs to pages, keeps their live updates running only
 // while they are shown, and shows the cluster's reachability in the sidebar.
 
-import { ApiError, get } from "./api.js";
+import { ApiError, TOKEN, get } from "./api.js";
 import { el, fill, link } from "./dom.js";
 import * as group from "./group.js";
 import * as groups from "./groups.js";
 import * as messages from "./messages.js";
 import * as overview from "./overview.js";
+import { loadSession, session } from "./session.js";
 import * as topic from "./topic.js";
 import * as topics from "./topics.js";
 
@@ -117,4 +118,18 @@ get("/api/overview").then((o) => {
   fill(indicator.querySelector(".label"), clusterName);
 }).catch(() => {});
 
-show();
+// who is logged in, and read-only or not, before the first page decides which buttons to show
+function drawSession() {
+  const parts = [];
+  if (session.read_only) parts.push(el("span", { class: "badge warn read-only-mark", id: "read-only-mark", title: "this console does not change the cluster" }, "read-only"));
+  if (session.user) {
+    parts.push(el("span", { id: "session-user" }, `logged in as ${session.user}`));
+    // a form, not a fetch: the server ends the session and sends the browser to the login page
+    parts.push(el("form", { method: "post", action: "/logout" },
+      el("input", { type: "hidden", name: "token", value: TOKEN }),
+      el("button", { type: "submit", id: "logout" }, "Log out")));
+  }
+  if (parts.length) document.querySelector(".sidebar").append(el("div", { class: "session", id: "session" }, parts));
+}
+
+loadSession().then(drawSession, () => {}).finally(show);

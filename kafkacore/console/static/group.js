@@ -7,6 +7,7 @@ import { openDialog, field } from "./dialog.js";
 import { card, el, fill, link, pageHead, table, tile } from "./dom.js";
 import { count } from "./format.js";
 import { stateBadge } from "./groups.js";
+import { canWrite } from "./session.js";
 
 export async function render(ctx) {
   const [groupId] = ctx.params;
@@ -21,7 +22,7 @@ export async function render(ctx) {
   const legend = el("div", { class: "chart-legend" });
   const resetButton = el("button", { id: "reset-offsets", type: "button" }, "Reset offsets");
   fill(ctx.root,
-    pageHead([link("/groups", "Consumer groups"), " /"], groupId, resetButton),
+    pageHead([link("/groups", "Consumer groups"), " /"], groupId, canWrite() ? resetButton : null),
     tiles,
     card("Lag", { hint: "records behind the end of the log, all partitions" }, el("div", { class: "card-body" }, canvas, legend)),
     card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),

@@ -6,6 +6,7 @@ import { LineChart } from "./chart.js";
 import { openDialog, field } from "./dialog.js";
 import { badge, card, el, fill, link, pageHead, table, tile } from "./dom.js";
 import { bytes, count, rate } from "./format.js";
+import { canWrite } from "./session.js";
 
 export async function render(ctx) {
   const [name] = ctx.params;
@@ -23,7 +24,7 @@ export async function render(ctx) {
   fill(ctx.root,
     pageHead([link("/topics", "Topics"), " /"], name,
       el("a", { class: "button primary", href: `/topics/${seg(name)}/messages`, dataset: { link: "" }, id: "browse-messages" }, "Browse messages"),
-      doc.internal ? null : deleteButton),
+      doc.internal || !canWrite() ? null : deleteButton),
     tiles,
     card("Throughput", { hint: "records/s produced" }, el("div", { class: "card-body" }, canvas, legend)),
     card("Partitions", { hint: "start: the first offset kept · end: the offset the next record gets" }, partitions),

@@ -4,6 +4,7 @@ import { get, post } from "./api.js";
 import { openDialog, field } from "./dialog.js";
 import { badge, card, el, fill, link, pageHead, table } from "./dom.js";
 import { bytes, count, rate } from "./format.js";
+import { canWrite } from "./session.js";
 
 export async function render(ctx) {
   ctx.title("Topics");
@@ -13,7 +14,7 @@ export async function render(ctx) {
   const hint = el("span", {});
   const createButton = el("button", { class: "primary", id: "create-topic", type: "button" }, "Create topic");
   fill(ctx.root,
-    pageHead("Cluster", "Topics", createButton),
+    pageHead("Cluster", "Topics", canWrite() ? createButton : null),
     card("All topics", { hint },
       el("div", { class: "toolbar" }, filter, field("show internal topics", showInternal, { inline: true })),
       list));
