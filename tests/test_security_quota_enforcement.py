@@ -198,13 +198,16 @@ def test_request_time_over_request_percentage_is_throttled(broker):
         throttled = None
         deadline = time.monotonic() + 15
         while throttled is None and time.monotonic() < deadline:
+            # the channel is muted from when the throttled response leaves the broker, which is
+            # after this request was sent: from here to the next answer is at least the throttle
+            # (timing from when the response arrived would not be: the mute runs meanwhile)
+            sent = time.monotonic()
             resp = conn.call(ApiKey.METADATA, 12, request(ApiKey.METADATA, topics=None))
             if resp.throttle_time_ms:
                 throttled = resp.throttle_time_ms
         assert throttled is not None and 0 < throttled <= 1000  # a request throttle is at most one window
-        sent = time.monotonic()
         conn.call(ApiKey.METADATA, 12, request(ApiKey.METADATA, topics=None))
-        assert time.monotonic() - sent >= throttled / 1000 * 0.9  # muted meanwhile
+        assert time.monotonic() - sent >= throttled / 1000 * 0.99  # muted meanwhile (float slack only)
     with broker.client(client_id="idle") as conn:
         for _ in range(200):
             assert conn.call(ApiKey.METADATA, 12, request(ApiKey.METADATA, topics=None)).throttle_time_ms == 0
