@@ -144,6 +144,22 @@ def test_kafkas_refusals_change_nothing(broker):
     assert "hunter2" not in broker.output()
 
 
+def test_append_and_subtract_on_a_broker_list_config(broker):
+    """APPEND / SUBTRACT on log.cleanup.policy start from its effective value, as for a topic;
+    on a config that is not a list they are Kafka's INVALID_CONFIG."""
+    admin = _admin(broker.bootstrap)
+    APPEND, SUBTRACT, DELETE = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT, AlterConfigOpType.DELETE
+    _incremental(admin, "1", [("log.cleanup.policy", "compact", APPEND)])
+    assert _describe(admin, "1")["log.cleanup.policy"].value == "delete,compact"
+    _incremental(admin, "1", [("log.cleanup.policy", "delete", SUBTRACT)])
+    assert _describe(admin, "1")["log.cleanup.policy"].value == "compact"
+    err = _refused(admin, "1", [("log.retention.ms", "5", APPEND)])
+    assert err.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert "Can't APPEND to key log.retention.ms because its type is not LIST." in err.str()
+    _incremental(admin, "1", [("log.cleanup.policy", None, DELETE)])
+    assert _describe(admin, "1")["log.cleanup.policy"].value == "delete"
+
+
 def _server_certificate_issuer(port, ca):
     """The TLS handshake against ``ca``: the server certificate's issuer, or the SSL error."""
     ctx = ssl.create_default_context(cafile=ca)

@@ -23,10 +23,10 @@ appear at most once." (both copies), a key named twice INVALID_REQUEST "Error du
 config keys", a null value on anything but DELETE INVALID_REQUEST "Null value not supported for
 : <keys>", an unknown operation INVALID_REQUEST.
 
-BROKER (4) resources (this node's id or empty; otherwise INVALID_REQUEST): there are no
-dynamic broker configs here, so SET/APPEND/SUBTRACT are INVALID_REQUEST "Cannot update these
-configs dynamically: ..." and DELETE-only changes nothing and succeeds. BROKER_LOGGER (8) and
-other types: INVALID_REQUEST (Kafka changes log4j levels for BROKER_LOGGER; not supported).
+BROKER (4) resources (this node's id, or empty for the cluster-wide default; another id is
+INVALID_REQUEST): the same operations on the entity's dynamic configs (broker/dynamic_config.py
+says which configs are dynamic; a static one is INVALID_REQUEST "Cannot update these configs
+dynamically: ..."). BROKER_LOGGER (8) and other types: INVALID_REQUEST (Kafka changes log4j levels for BROKER_LOGGER; not supported).
 
 Deviation: APPEND/SUBTRACT on a key without an override start from its effective value (the
 broker's ``log.cleanup.policy`` when set); Kafka starts from the built-in default.
@@ -56,9 +56,11 @@ def _split(value):
     return [s.strip() for s in value.split(",") if s.strip()]
 
 
-def _new_overrides(broker, current, configs):
+def _apply_operations(current, configs, is_list, list_base):
+    """``current`` after the operations. APPEND / SUBTRACT work on a list config's value so far,
+    or ``list_base(name)`` (its effective value) when it has none; ``is_list(name)`` says which
+    keys are lists."""
     new = dict(current)
-    effective = None
     for c in configs:
         op = c.config_operation
         if op == OP_SET:
@@ -66,14 +68,9 @@ def _new_overrides(broker, current, configs):
         elif op == OP_DELETE:
             new.pop(c.name, None)
         else:  # APPEND / SUBTRACT
-            if c.name not in LIST_CONFIGS:
+            if not is_list(c.name):
                 raise InvalidConfigurationError(f"Can't {OP_NAMES[op]} to key {c.name} because its type is not LIST.")
-            if c.name in new:
-                items = _split(new[c.name])
-            else:
-                if effective is None:
-                    effective = broker.log_manager.default_config.with_overrides(current).describe()
-                items = _split(effective[c.name])
+            items = _split(new[c.name] if c.name in new else list_base(c.name))
             for item in _split(c.value):
                 if op == OP_APPEND and item not in items:
                     items.append(item)
@@ -81,31 +78,22 @@ def _new_overrides(broker, current, configs):
                     items.remove(item)
             new[c.name] = ",".join(items)
     return new
+
+
+def _new_overrides(broker, current, configs):
+    """A topic's overrides after the operations."""
+    def effective(name):
+        return broker.log_manager.default_config.with_overrides(current).describe()[name]
+    return _apply_operations(current, configs, LIST_CONFIGS.__contains__, effective)
 
 
 def _new_broker_configs(broker, current, configs):
-    """A broker entity's dynamic configs after the operations; APPEND / SUBTRACT work on the
-    effective value of a list config (log.cleanup.policy)."""
-    new = dict(current)
-    for c in configs:
-        op = c.config_operation
-        if op == OP_SET:
-            new[c.name] = c.value
-        elif op == OP_DELETE:
-            new.pop(c.name, None)
-        else:
-            if BROKER_DEFAULTS.get(c.name) not in LIST_CONFIGS:
-                raise InvalidConfigurationError(f"Can't {OP_NAMES[op]} to key {c.name} because its type is not LIST.")
-            base = new.get(c.name, broker.config.props.get(c.name))
-            items = _split(base) if base is not None else _split(
-                broker.log_manager.default_config.describe()[BROKER_DEFAULTS[c.name]])
-            for item in _split(c.value):
-                if op == OP_APPEND and item not in items:
-                    items.append(item)
-                elif op == OP_SUBTRACT and item in items:
-                    items.remove(item)
-            new[c.name] = ",".join(items)
-    return new
+    """A broker entity's dynamic configs after the operations; a list config without a dynamic
+    value starts from the static one, then from the log default it stands for."""
+    def effective(name):
+        static = broker.config.props.get(name)
+        return static if static is not None else broker.log_manager.default_config.describe()[BROKER_DEFAULTS[name]]
+    return _apply_operations(current, configs, lambda name: BROKER_DEFAULTS.get(name) in LIST_CONFIGS, effective)
 
 
 def _alter(broker, resource, validate_only):
