@@ -49,20 +49,20 @@ def server_tls(config) -> dict:
     return out
 
 
-def listener_tls(listener, settings, overridden=frozenset()) -> ListenerTls:
+def _setting_namer(listener, overridden):
     def key(name):
         """How an error names a setting: as written, listener-prefixed or not."""
         return f"{LISTENER_PREFIX}{listener.lower()}.{name}" if name in overridden else name
+    return key
 
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+
+def _set_protocols_and_ciphers(ctx, settings, key):
+    """``ssl.enabled.protocols`` as the context's version range, ``ssl.cipher.suites`` as its
+    ciphers (OpenSSL's names, as Kafka's docs give them for OpenSSL-based clients)."""
     enabled = settings["ssl.enabled.protocols"]
-    unknown = [p for p in enabled if p not in _TLS_VERSIONS]
-    if unknown or not enabled:
+    if [p for p in enabled if p not in _TLS_VERSIONS] or not enabled:
         raise InvalidConfigurationError(f"{key('ssl.enabled.protocols')}={','.join(enabled)!r}: one or more of "
                                         f"{', '.join(_TLS_VERSIONS)}")
-    if settings["ssl.protocol"] not in ("TLS", "TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1"):
-        raise InvalidConfigurationError(f"{key('ssl.protocol')}={settings['ssl.protocol']!r}: one of TLS, TLSv1.2, "
-                                        "TLSv1.3")
     try:
         ctx.minimum_version = min(_TLS_VERSIONS[p] for p in enabled)
         ctx.maximum_version = max(_TLS_VERSIONS[p] for p in enabled)
@@ -74,6 +74,15 @@ def listener_tls(listener, settings, overridden=frozenset()) -> ListenerTls:
         except ssl.SSLError:
             raise InvalidConfigurationError(f"{key('ssl.cipher.suites')}={','.join(settings['ssl.cipher.suites'])!r}: "
                                             "no cipher suite this OpenSSL knows") from None
+
+
+def listener_tls(listener, settings, overridden=frozenset()) -> ListenerTls:
+    key = _setting_namer(listener, overridden)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _set_protocols_and_ciphers(ctx, settings, key)
+    if settings["ssl.protocol"] not in ("TLS", "TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1"):
+        raise InvalidConfigurationError(f"{key('ssl.protocol')}={settings['ssl.protocol']!r}: one of TLS, TLSv1.2, "
+                                        "TLSv1.3")
     _load_keystore(ctx, settings, key)
     ctx.verify_mode = _CLIENT_AUTH[settings["ssl.client.auth"]]
     _load_truststore(ctx, settings, key)
@@ -90,29 +99,13 @@ def client_tls_context(listener, settings, overridden=frozenset()) -> ssl.SSLCon
     (the system's CAs when none is set) - and the server's name checked against its certificate
     when ``ssl.endpoint.identification.algorithm`` is https (Kafka's default since 2.0; empty
     turns the check off, the certificate is still verified)."""
-    def key(name):
-        return f"{LISTENER_PREFIX}{listener.lower()}.{name}" if name in overridden else name
-
+    key = _setting_namer(listener, overridden)
     algorithm = (settings["ssl.endpoint.identification.algorithm"] or "").strip().lower()
     if algorithm not in ("", "https"):
         raise InvalidConfigurationError(f"{key('ssl.endpoint.identification.algorithm')}={algorithm!r}: https or "
                                         "empty (no host name check)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    enabled = settings["ssl.enabled.protocols"]
-    if [p for p in enabled if p not in _TLS_VERSIONS] or not enabled:
-        raise InvalidConfigurationError(f"{key('ssl.enabled.protocols')}={','.join(enabled)!r}: one or more of "
-                                        f"{', '.join(_TLS_VERSIONS)}")
-    try:
-        ctx.minimum_version = min(_TLS_VERSIONS[p] for p in enabled)
-        ctx.maximum_version = max(_TLS_VERSIONS[p] for p in enabled)
-    except ValueError as e:
-        raise InvalidConfigurationError(f"{key('ssl.enabled.protocols')}={','.join(enabled)!r}: {e}") from None
-    if settings["ssl.cipher.suites"]:
-        try:
-            ctx.set_ciphers(":".join(settings["ssl.cipher.suites"]))
-        except ssl.SSLError:
-            raise InvalidConfigurationError(f"{key('ssl.cipher.suites')}={','.join(settings['ssl.cipher.suites'])!r}: "
-                                            "no cipher suite this OpenSSL knows") from None
+    _set_protocols_and_ciphers(ctx, settings, key)
     ctx.check_hostname = algorithm == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
     _load_keystore(ctx, settings, key)
