@@ -6,13 +6,16 @@ import os
 
 import pytest
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ResourcePatternType, ResourceType)
+                                   NewTopic, ResourcePatternType, ResourceType)
 
-from broker_client import BrokerProcess, request
+from _kcutil import wait_for
+from broker_client import BrokerProcess, KafkaConnection, request
 from kafkacore.cluster.local_metadata import METADATA_DIR
 from kafkacore.cluster.local_znodes import ZnodeTree
+from kafkacore.embedded_cluster import EmbeddedKafkaCluster
 from kafkacore.protocol.api_table import ApiKey
 from kafkacore.protocol.messages.create_acls_request import AclCreation
+from kafkacore.protocol.messages.metadata_request import MetadataRequestTopic
 
 # the tests' clients connect in plaintext as User:ANONYMOUS: a super user, so that the ACL APIs
 # (ALTER / DESCRIBE on the cluster) are theirs
@@ -145,3 +148,34 @@ def test_an_unknown_authorizer_is_refused_at_start(tmp_path):
     with pytest.raises(Exception):
         b.start(timeout=20)
     assert "authorizer.class.name='com.example.MyAuthorizer'" in b.output()
+
+
+def test_every_broker_of_a_cluster_applies_acls_written_through_any_other(tmp_path):
+    """ACLs reach every broker through the change notifications (Kafka's
+    AclChangeNotificationHandler): a DENY written through broker 1 hides the topic from broker
+    2's Metadata; deleted through broker 2, broker 1 lists it again; a restarted broker loads them."""
+    settings = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "allow.everyone.if.no.acl.found": "true"}  # anonymous may do what no ACL names
+    with EmbeddedKafkaCluster(tmp_path, brokers=2, settings=settings) as cluster:
+        first, second = (b.address for b in cluster.brokers.values())
+        admins = {a: AdminClient({"bootstrap.servers": a}) for a in (first, second)}
+        for f in admins[first].create_topics([NewTopic("acl-spread", 1, 2)]).values():
+            f.result(30)
+
+        def visible(address):
+            host, port = address.split(":")
+            with KafkaConnection(host, int(port)) as conn:
+                resp = conn.call(ApiKey.METADATA, 12, request(ApiKey.METADATA, topics=[
+                    MetadataRequestTopic(name="acl-spread")], allow_auto_topic_creation=False))
+            return resp.topics[0].error_code == 0  # TOPIC_AUTHORIZATION_FAILED (29) once denied
+
+        wait_for(lambda: visible(first) and visible(second), "the topic on both brokers", 30)
+        deny = _binding("acl-spread", principal="User:ANONYMOUS", op=AclOperation.DESCRIBE,
+                        perm=AclPermissionType.DENY)
+        assert _create(admins[first], [deny]) == {deny: None}
+        wait_for(lambda: not visible(second), "broker 2 to apply the ACL written through broker 1", 30)
+        cluster.restart(2)
+        assert not visible(cluster.brokers[2].address)  # loaded at start-up
+        assert _describe(admins[second], _filter("acl-spread")) == [deny]
+        assert _delete(admins[second], [_filter("acl-spread")]) == {_filter("acl-spread"): [deny]}
+        wait_for(lambda: visible(first), "broker 1 to apply the deletion made through broker 2", 30)

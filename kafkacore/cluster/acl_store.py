@@ -15,15 +15,13 @@
 The store runs only when the broker has an authorizer (authorizer.class.name)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-import time
 
 from ..errors import KafkaError, UnknownServerError
 from ..security.acl import (AccessControlEntry, AclBinding, AclOperation, AclPermissionType, PatternType,
                             ResourcePattern, ResourceType, validate_filter, validate_new_binding)
-from .config_manager import CHANGE_EXPIRATION_MS, RETRY_BACKOFF_S
+from .change_notifications import ChangeNotificationListener
 from .zk_client import ZkError
 from .zk_data import AclZNodes, ZkDataError
 
@@ -93,13 +91,10 @@ class ZkAclStore:
         self.zk = zk
         self.node_id = broker.node_id
         self._write_lock = threading.Lock()  # this broker's writers one at a time; others: versions
-        self._last_executed = {p: -1 for p in CHANGE_PATHS}
-        self._ctimes: dict[tuple[str, int], int] = {}
-        self._wake = None
-        self._task = None
-        self._watches = []
-        self._loop = None
-        self._closed = False
+        self._listener_of = {path: ChangeNotificationListener(zk, path, PREFIX, self._change_handler(path),
+                                                              node_id=self.node_id, what=f"ACL changes of {path}")
+                             for path in CHANGE_PATHS}
+        self.listeners = tuple(self._listener_of.values())
 
     # -- reading ---------------------------------------------------------------------------------
     def _read(self, pattern) -> tuple[frozenset, int]:
@@ -207,78 +202,29 @@ class ZkAclStore:
                 raise _zk_failure(f"writing the ACLs of {path}", e) from None
             self.authorizer.set_acls(pattern, new)
 
-    # -- the listener ----------------------------------------------------------------------------
+    # -- the listeners ---------------------------------------------------------------------------
     async def start(self, loop):
-        self._loop = loop
-        self._wake = asyncio.Event()
         paths = [AclZNodes.store_path(p.name) + f"/{t.pascal_name}" for p in STORED_PATTERN_TYPES
-                 for t in STORED_RESOURCE_TYPES] + list(CHANGE_PATHS)
-        for path in paths:  # Kafka's createAclPaths
-            await self._zk(self.zk.make_sure_persistent_path_exists, path)
-        count = await self._zk(self.load_all)
+                 for t in STORED_RESOURCE_TYPES]
+        for path in paths:  # Kafka's createAclPaths (the listeners make the change paths)
+            await loop.run_in_executor(None, self.zk.make_sure_persistent_path_exists, path)
+        count = await loop.run_in_executor(None, self.load_all)
         log.info("broker %d: %d ACLs loaded", self.node_id, count)
-        self._task = loop.create_task(self._run())
-        for path in CHANGE_PATHS:
-            self._watches.append(await self._zk(self.zk.watch_children, path, self._on_children))
-
-    def _on_children(self, _children):
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and not self._closed:
-            loop.call_soon_threadsafe(self._wake.set)
+        for listener in self.listeners:
+            await listener.start(loop)
 
     def shutdown(self):
-        self._closed = True
-        for w in self._watches:
-            w.cancel()
-        if self._task is not None:
-            self._task.cancel()
+        for listener in self.listeners:
+            listener.shutdown()
 
-    async def _zk(self, fn, *args):
-        return await self._loop.run_in_executor(None, fn, *args)
-
-    async def _run(self):
-        while not self._closed:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                for path in CHANGE_PATHS:
-                    await self._process(path)
-                await self._purge()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - store unreachable: the next round catches up
-                log.warning("broker %d: ACL changes not processed (%s); retrying", self.node_id, e)
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                self._wake.set()
-
-    async def _process(self, change_path):
-        children = await self._zk(self.zk.get_children, change_path)
-        pending = sorted((int(c[len(PREFIX):]), c) for c in children
-                         if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
-        last = self._last_executed[change_path]
-        patterns = []
-        for seq, name in pending:
-            if seq <= last:
-                continue
-            got = await self._zk(self.zk.get_data, f"{change_path}/{name}")
-            last = seq
-            if got is None:
-                continue  # purged meanwhile
-            data, stat = got
-            self._ctimes[(change_path, seq)] = stat.ctime
-            try:
-                patterns.append(decode_change(change_path, data))
-            except ZkDataError as e:
-                log.error("broker %d: %s/%s skipped: %s", self.node_id, change_path, name, e)
-        for pattern in dict.fromkeys(patterns):  # one read per resource: the znode holds the latest
-            await self._zk(self._reload, pattern)
-        self._last_executed[change_path] = last
-
-    async def _purge(self):
-        now = int(time.time() * 1000)  # ctime is the store's wall clock
-        for key in sorted(self._ctimes):
-            change_path, seq = key
-            if seq > self._last_executed[change_path] or now - self._ctimes[key] <= CHANGE_EXPIRATION_MS:
-                continue
-            await self._zk(self.zk.delete_recursive, f"{change_path}/{PREFIX}{seq:010d}")
-            del self._ctimes[key]
+    def _change_handler(self, change_path):
+        async def on_changes(changes):
+            patterns = []
+            for name, data in changes:
+                try:
+                    patterns.append(decode_change(change_path, data))
+                except ZkDataError as e:
+                    log.error("broker %d: %s/%s skipped: %s", self.node_id, change_path, name, e)
+            for pattern in dict.fromkeys(patterns):  # one read per resource: the znode holds the latest
+                await self._listener_of[change_path].call(self._reload, pattern)
+        return on_changes

@@ -38,16 +38,15 @@ Other entity types (ips: connection quotas) are logged and skipped: kafkacore ha
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
 
 from ..errors import KafkaError, UnknownServerError
 from ..security.client_quotas import DEFAULT as QUOTA_DEFAULT_ENTITY
 from ..security.client_quotas import entity_config_path, entity_from_path
 from ..security.credential_cache import desanitize, sanitize
 from ..storage.config import TOPIC_CONFIGS
+from .change_notifications import ChangeNotificationListener
 from .zk_client import ZkError
 from .zk_data import (ConfigEntityChangeNotificationSequenceZNode, ConfigEntityChangeNotificationZNode, ConfigType,
                       ZkDataError)
@@ -57,8 +56,6 @@ log = logging.getLogger("kafkacore.cluster")
 # the cluster-wide broker entity: Kafka's ConfigEntityName.Default, as the quota defaults use it
 BROKER_DEFAULT_ENTITY = QUOTA_DEFAULT_ENTITY
 
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's DynamicConfigManager changeExpirationMs
-RETRY_BACKOFF_S = 1.0  # after a failed round (ZooKeeper unreachable): try again
 PREFIX = ConfigEntityChangeNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
 
 
@@ -104,14 +101,9 @@ class ZkConfigManager:
         self.zk = zk
         self.controller = controller
         self.node_id = broker.node_id
-        self.last_executed = -1  # sequence number of the last notification processed
-        self._ctimes: dict[int, int] = {}  # notifications seen -> creation time (ms), for the purge
         self._bootstrap = True  # the first round also re-reads every topic this broker has logs of
-        self._wake = None
-        self._task = None
-        self._watch = None
-        self._loop = None
-        self._closed = False
+        self.listener = ChangeNotificationListener(zk, ConfigEntityChangeNotificationZNode.path, PREFIX,
+                                                   self._on_changes, node_id=self.node_id, what="config changes")
 
     # -- the admin side (blocking ZooKeeper round trips: handlers call these off the event loop) ------
     def topic_overrides(self, topic) -> dict:
@@ -242,61 +234,20 @@ class ZkConfigManager:
 
     # -- the listener ----------------------------------------------------------------------------------
     async def start(self, loop):
-        self._loop = loop
-        self._wake = asyncio.Event()
-        self._task = loop.create_task(self._run())
-        await self._zk(self.zk.make_sure_persistent_path_exists, ConfigEntityChangeNotificationZNode.path)
-        # the watch fires at once with the current children, then on every change (kazoo's thread)
-        self._watch = await self._zk(self.zk.watch_children, ConfigEntityChangeNotificationZNode.path,
-                                     self._on_children)
-
-    def _on_children(self, _children):
-        loop = self._loop
-        if loop is not None and not loop.is_closed() and not self._closed:
-            loop.call_soon_threadsafe(self._wake.set)
+        await self.listener.start(loop)
 
     def shutdown(self):
-        self._closed = True
-        if self._watch is not None:
-            self._watch.cancel()
-        if self._task is not None:
-            self._task.cancel()
+        self.listener.shutdown()
 
-    async def _zk(self, fn, *args):
-        return await self._loop.run_in_executor(None, fn, *args)
-
-    async def _run(self):
-        while not self._closed:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self._process()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable: the next round catches up
-                log.warning("broker %d: config changes not processed (%s); retrying", self.node_id, e)
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                self._wake.set()
-
-    async def _process(self):
-        children = await self._zk(self.zk.get_children, ConfigEntityChangeNotificationZNode.path)
-        pending = sorted((int(c[len(PREFIX):]), c) for c in children
-                         if c.startswith(PREFIX) and c[len(PREFIX):].isdigit())
+    async def _on_changes(self, changes):
+        """One round of /config/changes: each entity named read once (the znode holds the latest)."""
+        call = self.listener.call
         topics, entities = set(), set()
         brokers = self._bootstrap  # this broker's dynamic configs to read again
         if self._bootstrap:
             topics.update(t for t, _p in list(self.broker.log_manager.logs))
-            entities.update(await self._zk(self.quota_entity_paths))
-        last = self.last_executed
-        for seq, name in pending:
-            if seq <= last:
-                continue
-            got = await self._zk(self.zk.get_data, f"{ConfigEntityChangeNotificationZNode.path}/{name}")
-            if got is None:
-                continue  # purged by another broker meanwhile
-            data, stat = got
-            self._ctimes[seq] = stat.ctime
-            last = seq
+            entities.update(await call(self.quota_entity_paths))
+        for name, data in changes:
             try:
                 entity_type, entity = entity_of(data)
             except ZkDataError as e:
@@ -311,17 +262,14 @@ class ZkConfigManager:
             else:
                 log.info("broker %d: config change of %s/%s ignored (no %s configs here)", self.node_id,
                          entity_type, entity, entity_type)
-        # one read per topic, however many notifications name it: the znode holds the latest
         for topic in sorted(topics):
-            overrides = supported_overrides(topic, await self._zk(self.zk.get_topic_configs, topic))
+            overrides = supported_overrides(topic, await call(self.zk.get_topic_configs, topic))
             self._apply_topic(topic, overrides)
         for entity_type, name in sorted(entities):
-            await self._zk(self._reload_entity, entity_type, name)
+            await call(self._reload_entity, entity_type, name)
         if brokers:
-            await self._zk(self._reload_broker_configs)
-        self.last_executed = last
+            await call(self._reload_broker_configs)
         self._bootstrap = False
-        await self._purge()
 
     def _apply_topic(self, topic, overrides):
         lm = self.broker.log_manager
@@ -339,12 +287,3 @@ class ZkConfigManager:
     def _controller_learns(self, topic, overrides):
         if self.controller is not None:
             self.controller.topic_config_changed(topic, overrides)
-
-    async def _purge(self):
-        now = int(time.time() * 1000)  # ctime is ZooKeeper's wall clock
-        for seq in sorted(self._ctimes):
-            if seq > self.last_executed or now - self._ctimes[seq] <= CHANGE_EXPIRATION_MS:
-                continue
-            path = f"{ConfigEntityChangeNotificationZNode.path}/{PREFIX}{seq:010d}"
-            await self._zk(self.zk.delete_recursive, path)  # gone already: another broker purged it
-            del self._ctimes[seq]

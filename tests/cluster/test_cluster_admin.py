@@ -427,7 +427,7 @@ def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(clu
     import asyncio
     from types import SimpleNamespace
 
-    from kafkacore.cluster import config_manager
+    from kafkacore.cluster import change_notifications, config_manager
     from kafkacore.cluster.zk_client import KafkaZkClient
     from kafkacore.storage.config import LogConfig
 
@@ -442,7 +442,7 @@ def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(clu
         assert incremental(cluster, 1, "missed", [("retention.ms", SET, "123456")]).error_code == 0
         wait_for(lambda: all(local_overrides(cluster, b, "missed") == {"retention.ms": "123456"} for b in (1, 2)),
                  "the running brokers to apply the change", 30)
-        monkeypatch.setattr(config_manager, "CHANGE_EXPIRATION_MS", 0)
+        monkeypatch.setattr(change_notifications, "CHANGE_EXPIRATION_MS", 0)
         lm = SimpleNamespace(logs={}, topic_overrides={}, default_config=LogConfig())
         reloaded = []  # what the first round hands the broker's dynamic configs: the stored layers
         dynamic = SimpleNamespace(reload=lambda default, own: reloaded.append((default, own)))
@@ -450,13 +450,13 @@ def test_old_notifications_are_purged_and_a_returning_broker_reads_zookeeper(clu
                                                  zk)
 
         async def one_round():
-            manager._loop = asyncio.get_running_loop()
-            await manager._process()
+            manager.listener._loop = asyncio.get_running_loop()
+            await manager.listener.process()
         asyncio.run(one_round())
-        assert manager.last_executed >= 0
+        assert manager.listener.last_executed >= 0
         assert reloaded == [({}, {})]  # no dynamic broker config is stored in this cluster
         left = [c for c in zk.get_children("/config/changes")
-                if int(c[len(config_manager.PREFIX):]) <= manager.last_executed]
+                if int(c[len(config_manager.PREFIX):]) <= manager.listener.last_executed]
         assert left == []
         assert local_overrides(cluster, 3, "missed") in ({}, None)  # the stopped broker missed it
     finally:
