@@ -5,6 +5,8 @@ from ...security.acl import (AccessControlEntry, AccessControlEntryFilter, AclBi
                              AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourcePatternFilter,
                              ResourceType)
 
+from ..authorization import ALTER, require_cluster
+
 # Kafka's KafkaApis/AclApis message when authorizer.class.name is not set
 NO_AUTHORIZER = SecurityDisabledError("No Authorizer is configured.")
 
@@ -31,3 +33,14 @@ def acl_store(ctx):
     if ctx.broker.authorizer is None:
         return None
     return ctx.broker.cluster.acl_store
+
+
+def alter_acls(ctx, req, respond, error_response):
+    """CreateAcls and DeleteAcls: ALTER on the cluster, then ``respond(store, req)`` through the
+    topic store's thread (the store's writes are metadata-store round trips); without an
+    authorizer every entry is SECURITY_DISABLED."""
+    require_cluster(ctx, ALTER)
+    store = acl_store(ctx)
+    if store is None:
+        return error_response(req, None, NO_AUTHORIZER.code, NO_AUTHORIZER.message)
+    return ctx.broker.topic_store_call(respond, store, req)

@@ -6,19 +6,14 @@ named other than kafka-cluster, an empty name, ANY/MATCH/UNKNOWN values, a princ
 authorizer follows."""
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
-from ._acls import NO_AUTHORIZER, acl_store, binding_of
-from ..authorization import ALTER, require_cluster
+from ._acls import alter_acls, binding_of
 
 API_KEY = ApiKey.CREATE_ACLS
 VERSIONS = (1, 3)
 
 
 def handle(ctx, req):
-    require_cluster(ctx, ALTER)
-    store = acl_store(ctx)
-    if store is None:
-        return error_response(req, None, NO_AUTHORIZER.code, NO_AUTHORIZER.message)
-    return ctx.broker.topic_store_call(_respond, store, req)
+    return alter_acls(ctx, req, _respond, error_response)
 
 
 def _result(error):

@@ -7,19 +7,14 @@ kafkacore/cluster/acl_store.py, which every broker's authorizer follows."""
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.delete_acls_response import (DeleteAclsFilterResult, DeleteAclsMatchingAcl,
                                                        DeleteAclsResponse)
-from ._acls import NO_AUTHORIZER, acl_store, filter_of
-from ..authorization import ALTER, require_cluster
+from ._acls import alter_acls, filter_of
 
 API_KEY = ApiKey.DELETE_ACLS
 VERSIONS = (1, 3)
 
 
 def handle(ctx, req):
-    require_cluster(ctx, ALTER)
-    store = acl_store(ctx)
-    if store is None:
-        return error_response(req, None, NO_AUTHORIZER.code, NO_AUTHORIZER.message)
-    return ctx.broker.topic_store_call(_respond, store, req)
+    return alter_acls(ctx, req, _respond, error_response)
 
 
 def _matching(binding):
