@@ -98,6 +98,41 @@ def test_scram_refuses_a_replayed_final_message_an_authzid_of_another_user_and_d
         scram.ScramServer(m, creds.get).evaluate(b"p=tls-unique,,n=carol,r=abc")
 
 
+def _final_with_nonce(password, client_first_bare, server_first, nonce):
+    """An RFC 5802 client-final message echoing ``nonce``, its proof computed over it
+    (SCRAM-SHA-256)."""
+    import base64
+    import hashlib
+    import hmac
+    attrs = dict(a.split("=", 1) for a in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_scram_accepts_the_client_nonce_repeated_as_old_librdkafka_sends_it_and_nothing_else():
+    """librdkafka 2.0.2 (Debian's kcat) echoes client nonce + server nonce: accepted as Kafka
+    accepted it; any other prefix, or the nonce cut short, is refused."""
+    m = scram.SCRAM_SHA_256
+    creds = {"carol": scram.make_credential(m, "pw")}
+
+    def exchange(echo):
+        server = scram.ScramServer(m, creds.get)
+        server_first = server.evaluate(b"n,,n=carol,r=clientnonce").decode()
+        full = dict(a.split("=", 1) for a in server_first.split(","))["r"]
+        return server.evaluate(_final_with_nonce("pw", "n=carol,r=clientnonce", server_first, echo(full)))
+
+    assert exchange(lambda full: full).startswith(b"v=")
+    assert exchange(lambda full: "clientnonce" + full).startswith(b"v=")
+    for bad in (lambda full: "x" + full, lambda full: "clientnonceclientnonce" + full, lambda full: full[:-1]):
+        with pytest.raises(SaslAuthenticationFailedError, match="nonce"):
+            exchange(bad)
+
+
 def test_scram_credentials_in_kafkas_stored_form():
     cred = scram.make_credential(scram.SCRAM_SHA_256, "pw", iterations=4096, salt=b"\x01" * 16)
     text = cred.to_config_value()

@@ -1,13 +1,13 @@
 """TLS listeners with real clients over real TLS (issue 28, step 1): one ``kafkacore serve``
 with a PLAINTEXT listener, an SSL listener (client certificates requested) and an mTLS listener
 (MTLS, mapped to SSL, client certificates required, a principal mapping rule), its key an
-encrypted PEM; confluent-kafka, kafka-python and kcat talk to it. Key stores in the other
+encrypted PEM; confluent-kafka talks to it (every other client over mutual TLS:
+tests/compat/test_security_matrix.py). Key stores in the other
 forms (inline PEM, PKCS12) and bad settings get brokers of their own."""
 from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
 import ssl
 import subprocess
@@ -155,59 +155,6 @@ def test_required_client_auth_refuses_no_certificate_and_a_foreign_one(broker, t
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert "refused-topic" not in admin.list_topics(timeout=20).topics
     assert "TLS handshake failed" in broker.output() or "certificate" in broker.output()
-
-
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (ci/compat_deps.sh installs it)")
-def test_kcat_over_ssl(broker, tls):
-    common = ["kcat", "-b", f"127.0.0.1:{broker.ssl_port}", "-X", "security.protocol=ssl",
-              "-X", f"ssl.ca.location={tls['ca']}"]
-    subprocess.run([*common, "-P", "-t", "kcat-ssl", "-K", ":"], input="a:one\nb:two\n", text=True, check=True,
-                   timeout=30)
-    out = subprocess.run([*common, "-C", "-t", "kcat-ssl", "-e", "-q", "-f", "%k=%s\n"], capture_output=True,
-                         text=True, timeout=30)
-    assert out.stdout.split() == ["a=one", "b=two"], out.stderr
-
-
-def test_kafka_python_over_ssl(broker, tls):
-    kafka = pytest.importorskip("kafka")
-    conf = {"bootstrap_servers": f"127.0.0.1:{broker.ssl_port}", "security_protocol": "SSL", "ssl_cafile": tls["ca"]}
-    p = kafka.KafkaProducer(**conf)
-    for i in range(5):
-        p.send("kafka-python-ssl", b"kp-%d" % i).get(20)
-    p.close()
-    c = kafka.KafkaConsumer("kafka-python-ssl", auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
-    got = []
-    for m in c:
-        got.append(m.value)
-        if len(got) == 5:
-            break
-    c.close()
-    assert got == [b"kp-%d" % i for i in range(5)]
-
-
-def test_aiokafka_with_a_client_certificate(broker, tls):
-    """aiokafka over the listener that requires a client certificate (mTLS), and refused there
-    without one."""
-    aiokafka = pytest.importorskip("aiokafka")
-    import asyncio
-
-    from aiokafka.helpers import create_ssl_context
-
-    async def run(certfile, timeout=30):
-        ctx = create_ssl_context(cafile=tls["ca"], certfile=certfile, keyfile=tls["client_key"] if certfile else None)
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.mtls_port}",
-                                             security_protocol="SSL", ssl_context=ctx, request_timeout_ms=10000)
-        try:
-            await asyncio.wait_for(producer.start(), timeout)
-            await producer.send_and_wait("aiokafka-mtls", b"with-cert")
-        finally:
-            await producer.stop()
-
-    asyncio.run(run(tls["client_cert"]))
-    with pytest.raises(Exception):  # noqa: B017 - aiokafka raises its own connection error: any refusal
-        asyncio.run(run(None, timeout=5))  # it retries until then: the handshake fails each time
-    assert [v for _k, v in consume(ssl_conf(broker, tls, broker.mtls_port, cert=True), "aiokafka-mtls", 1)] == \
-        [b"with-cert"]
 
 
 def test_a_large_fetch_over_tls_returns_the_same_bytes(broker, tls):

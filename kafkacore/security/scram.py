@@ -184,6 +184,7 @@ class ScramServer(SaslServer):
         self._user = user
         self._credential = credential
         self._gs2_header = f"{gs2_flag},{authz},"
+        self._client_nonce = nonce
         self._nonce = nonce + secrets.token_urlsafe(24)
         self._client_first_bare = bare
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
@@ -205,7 +206,12 @@ class ScramServer(SaslServer):
             _fail("channel binding or proof is not base64")
         if binding != self._gs2_header.encode():
             _fail("the channel binding does not repeat the GS2 header")
-        if fields[1][2:] != self._nonce:
+        # RFC 5802 wants the server's nonce echoed; librdkafka before 2.x (Debian 13's kcat 1.7.1
+        # has 2.0.2) sends the client's nonce in front of it again, which Kafka's ScramSaslServer
+        # long accepted (it checked endsWith). That one repetition is accepted, nothing else: the
+        # proof covers the message as sent, so it changes nothing for freshness or the proof
+        echoed = fields[1][2:]
+        if echoed != self._nonce and echoed != self._client_nonce + self._nonce:
             _fail("the nonce is not the server's")
         hash_name = self._m.hash_name
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
