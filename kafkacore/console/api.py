@@ -122,9 +122,7 @@ def topic_detail(admin, name: str) -> dict:
             "size": None if sizes is None else sizes.get((name, p.partition), 0),
             "under_replicated": p.under_replicated, "error": p.error,
         })
-    configs = [{"name": c.name, "value": None if c.sensitive else c.value, "source": c.source,
-                "is_default": c.is_default, "read_only": c.read_only, "sensitive": c.sensitive}
-               for c in admin.describe_configs(TOPIC_RESOURCE, name)]
+    configs = config_rows(admin.describe_configs(TOPIC_RESOURCE, name, synonyms=True))
     return {
         "name": name, "topic_id": info.topic_id, "internal": info.internal,
         "replication_factor": max((len(p.replicas) for p in info.partitions), default=0),
@@ -132,6 +130,23 @@ def topic_detail(admin, name: str) -> dict:
         "size": None if sizes is None else sum(p["size"] for p in partitions),
         "partitions": partitions, "configs": configs,
     }
+
+
+def config_rows(entries) -> list:
+    """ConfigEntries (described with their synonyms) as the pages show them. ``default`` is what
+    the config would be without its own setting: the next synonym from another source (Kafka
+    lists them by precedence), as ``name`` (a broker config may stand for a topic's, in its own
+    unit: log.retention.hours for retention.ms) and ``value``; null when the config is at its
+    default, is sensitive, or the broker lists no synonyms."""
+    rows = []
+    for c in entries:
+        default = None
+        if not c.is_default and not c.sensitive:
+            default = next(({"name": n, "value": v} for n, v, source in c.synonyms if source != c.source), None)
+        rows.append({"name": c.name, "value": None if c.sensitive else c.value, "source": c.source,
+                     "is_default": c.is_default, "default": default, "read_only": c.read_only,
+                     "sensitive": c.sensitive})
+    return rows
 
 
 def create_topic(admin, doc: dict) -> dict:

@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 from ..client.connection import ConnectionClosed
 from ..errors import KafkaError, KafkaTimeoutError
-from . import api, records
+from . import api, brokers, records
 from .auth import Authenticator, SessionStore
 from .admin_pool import AdminPool
 from .http import HttpError, HttpServer, Request, Response, Router
@@ -49,7 +49,8 @@ PUBLIC = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout"), ("GET", "/
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
 # the pages the single-page application draws (anything else gets the shell with a 404)
-PAGES = ("/", "/topics", "/topics/{name}", "/topics/{name}/messages", "/groups", "/groups/{group}")
+PAGES = ("/", "/topics", "/topics/{name}", "/topics/{name}/messages", "/groups", "/groups/{group}", "/brokers",
+         "/brokers/{broker}")
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 NOT_FOUND_ERRORS = ("UNKNOWN_TOPIC_OR_PARTITION", "GROUP_ID_NOT_FOUND")
@@ -158,6 +159,9 @@ class Console:
         r.add("GET", "/api/groups/{group}", self._group)
         r.add("GET", "/api/groups/{group}/series", self._group_series)
         r.add("POST", "/api/groups/{group}/reset-offsets", self._reset_offsets)
+        # the operator's pages and actions: brokers, topic configs and partitions, producing, deleting a group
+        r.add("GET", "/api/brokers", self._call(brokers.broker_list))
+        r.add("GET", "/api/brokers/{broker}", self._broker)
         return r
 
     async def _overview(self, request: Request) -> Response:
@@ -326,6 +330,9 @@ class Console:
             raise HttpError(HTTPStatus.PRECONDITION_REQUIRED,
                             f"not confirmed: send \"confirm\": {group!r} to reset (or \"dry_run\": true to preview)")
         return Response.json(await self.pool.run(api.reset_offsets, group, doc, execute))
+
+    async def _broker(self, request: Request) -> Response:
+        return Response.json(await self.pool.run(brokers.broker_detail, request.params["broker"]))
 
     # -- errors ------------------------------------------------------------------------------
     def _error(self, request: Request, e: Exception) -> Response | None:

@@ -306,7 +306,8 @@ def test_api_lists_its_endpoints_and_the_docs_describe_each(console):
     status, doc = api(console, "/api")
     assert status == 200 and "GET /api/topics/{name}/messages" in doc["endpoints"]
     docs = (Path(SOURCE_ROOT) / "docs" / "tools.md").read_text()
-    documented = {e.replace("{name}", "NAME").replace("{group}", "ID") for e in doc["endpoints"]}
+    documented = {e.replace("{name}", "NAME").replace("{group}", "ID").replace("{broker}", "BROKER")
+                  for e in doc["endpoints"]}
     assert [e for e in sorted(documented) if f"`{e}" not in docs] == []
 
 
@@ -595,6 +596,52 @@ def test_reset_is_refused_while_the_group_has_members(page, console, broker, adm
         assert admin.list_group_offsets("busy") == before
     finally:
         consumer.close()
+
+
+# -- the operator's pages and actions ---------------------------------------------------------
+def test_brokers_page_shows_replicas_leaders_log_dirs_and_configs(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    from kafkacore.client.admin import BROKER_RESOURCE
+
+    _, topics = admin.metadata(None)  # internal topics too: they are on the broker's disk as well
+    replicas = sum(1 for t in topics.values() for p in t.partitions if 1 in p.replicas)
+    leaders = sum(1 for t in topics.values() for p in t.partitions if p.leader == 1)
+    [log_dir] = admin.describe_log_dirs()
+    status, doc = api(console, "/api/brokers")
+    assert status == 200 and doc["controller"] == admin.describe_cluster().controller_id == 1
+    [row] = doc["brokers"]
+    assert (row["node_id"], row["controller"], row["replicas"], row["leaders"]) == (1, True, replicas, leaders)
+    assert [d["path"] for d in row["log_dirs"]] == [log_dir.path] and row["log_dirs"][0]["error"] is None
+    assert row["log_dirs"][0]["partitions"] == len(log_dir.sizes) and row["size"] >= sum(log_dir.sizes.values()) > 0
+    assert api(console, "/api/brokers/7") == (404, {"error": "broker '7' is not in the cluster (its brokers: 1)"})
+
+    page.goto(console.origin + "/")
+    page.click('.sidebar a[data-nav="brokers"]')
+    expect(page).to_have_url(console.origin + "/brokers")
+    listed = page.locator('#broker-list tr[data-broker="1"]')
+    expect(listed).to_contain_text("controller")
+    assert (cell(listed, "Replicas"), cell(listed, "Leaders")) == (count_text(replicas), count_text(leaders))
+    expect(page.locator("#log-dir-table tbody tr")).to_have_count(1)
+    assert cell(page.locator("#log-dir-table tbody tr"), "Path") == log_dir.path
+    listed.locator("a").click()
+    expect(page).to_have_url(console.origin + "/brokers/1")
+    expect(page.locator("#tile-role")).to_contain_text("controller")
+    expect(page.locator("#tile-leaders .value")).to_have_text(count_text(leaders))
+    expect(page.locator('#broker-topic-table tr[data-topic="orders"]')).to_have_count(1)
+    assert cell(page.locator('#broker-topic-table tr[data-topic="orders"]'), "Leaders") == str(ORDERS_PARTITIONS)
+    # the configs as the broker describes them, each with its source (and the default it overrides)
+    described = {c.name: c for c in admin.describe_configs(BROKER_RESOURCE, "1", synonyms=True)}
+    expect(page.locator("#config-table tbody tr")).to_have_count(len(described))
+    static = sorted(n for n, c in described.items() if c.source == "STATIC_BROKER_CONFIG")
+    assert static, "the test broker sets some configs in its configuration"
+    row = page.locator(f'#config-table tr[data-config="{static[0]}"]')
+    expect(row).to_have_class("changed")
+    assert cell(row, "Value") == described[static[0]].value and cell(row, "Source") == "static broker config"
+    page.check("#only-changed")
+    expect(page.locator("#config-table tbody tr")).to_have_count(sum(1 for c in described.values() if not c.is_default))
+    page.fill("#config-filter", static[0])
+    expect(page.locator("#config-table tbody tr")).to_have_count(1)
 
 
 def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
