@@ -17,12 +17,14 @@ RESET_TARGETS = ("earliest", "latest", "offset")
 
 
 class ApiError(ValueError):
-    """A request the API refuses as asked; ``status`` is the HTTP status to answer."""
+    """A request the API refuses as asked; ``status`` is the HTTP status to answer, ``code``
+    the Kafka error name behind it (if any)."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int = 400, code: str | None = None):
         super().__init__(message)
         self.message = message
         self.status = status
+        self.code = code
 
 
 def offline(p) -> bool:
@@ -168,6 +170,45 @@ def delete_topic(admin, name: str) -> dict:
     admin.describe_topics([name])  # UNKNOWN_TOPIC_OR_PARTITION (404) before anything else
     admin.delete_topic(name)
     return {"deleted": name}
+
+
+def alter_topic_configs(admin, name: str, doc: dict) -> dict:
+    """IncrementalAlterConfigs on topic ``name``: SET each of ``doc["set"]`` ({name: value}),
+    DELETE (back to the default) each of ``doc["delete"]``. The broker checks the values: a bad
+    one is its INVALID_CONFIG, naming the config and what it expects."""
+    to_set = doc.get("set") or {}
+    to_delete = doc.get("delete") or []
+    if not isinstance(to_set, dict) or not all(isinstance(k, str) and k for k in to_set):
+        raise ApiError("'set' must be an object of config name: value")
+    if any(v is None or isinstance(v, (dict, list)) for v in to_set.values()):
+        raise ApiError("each value in 'set' is a string or a number (to go back to the default, use 'delete')")
+    if not isinstance(to_delete, list) or not all(isinstance(k, str) and k for k in to_delete):
+        raise ApiError("'delete' must be a list of config names")
+    if not to_set and not to_delete:
+        raise ApiError("nothing to change: give 'set' and/or 'delete'")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise ApiError(f"{both[0]!r} is both set and deleted")
+    values = {k: _config_text(v) for k, v in to_set.items()}
+    admin.alter_configs(TOPIC_RESOURCE, name, values, to_delete)
+    return {"topic": name, "set": values, "deleted": to_delete}
+
+
+def _config_text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def add_partitions(admin, name: str, doc: dict) -> dict:
+    """CreatePartitions: topic ``name`` grows to ``doc["count"]`` partitions (Kafka adds
+    partitions only; fewer or as many is its INVALID_PARTITIONS)."""
+    count = _int_field(doc, "count", None)
+    if count is None or count < 1:
+        raise ApiError("'count' must be the topic's new number of partitions, a whole number above 0")
+    before = len(admin.describe_topics([name])[name].partitions)  # 404 for a topic that does not exist
+    admin.create_partitions(name, count)
+    return {"topic": name, "partitions_before": before, "partitions": count}
 
 
 def group_list(admin) -> dict:

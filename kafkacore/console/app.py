@@ -1,10 +1,11 @@
 """The console: the page shell, its static files, the JSON API and the sampler on one
 asyncio HTTP server.
 
-Writes (create or delete a topic, reset a group's offsets) are POSTs that must carry the
-server's write token (``X-Console-Token``, a random value written into the page this server
-serves: another site's page cannot read it, so it cannot forge the request) and a
-``"confirm"`` field naming the topic or group, which the page's confirmation dialog fills in.
+Writes are POSTs that must carry the server's write token (``X-Console-Token``, a random
+value written into the page this server serves: another site's page cannot read it, so it
+cannot forge the request) and a ``"confirm"`` field naming the topic or group, which the
+page's confirmation dialog fills in. They create or delete a topic, change its configs, add
+partitions or reset a group's offsets.
 
 With ``--users`` every page and API call needs a login session (auth.py), and with
 ``--read-only`` (or for a read-only user) every write is refused with 403 before any handler
@@ -162,6 +163,8 @@ class Console:
         # the operator's pages and actions: brokers, topic configs and partitions, producing, deleting a group
         r.add("GET", "/api/brokers", self._call(brokers.broker_list))
         r.add("GET", "/api/brokers/{broker}", self._broker)
+        r.add("POST", "/api/topics/{name}/configs", self._alter_topic_configs)
+        r.add("POST", "/api/topics/{name}/partitions", self._add_partitions)
         return r
 
     async def _overview(self, request: Request) -> Response:
@@ -334,10 +337,20 @@ class Console:
     async def _broker(self, request: Request) -> Response:
         return Response.json(await self.pool.run(brokers.broker_detail, request.params["broker"]))
 
+    async def _alter_topic_configs(self, request: Request) -> Response:
+        name = request.params["name"]
+        doc = self._authorised(request, name)
+        return Response.json(await self.pool.run(api.alter_topic_configs, name, doc))
+
+    async def _add_partitions(self, request: Request) -> Response:
+        name = request.params["name"]
+        doc = self._authorised(request, name)
+        return Response.json(await self.pool.run(api.add_partitions, name, doc))
+
     # -- errors ------------------------------------------------------------------------------
     def _error(self, request: Request, e: Exception) -> Response | None:
         if isinstance(e, api.ApiError):
-            return Response.json({"error": e.message}, e.status)
+            return Response.json({"error": e.message, **({"code": e.code} if e.code else {})}, e.status)
         if isinstance(e, records.BrowseError):
             return Response.json({"error": str(e)}, HTTPStatus.BAD_REQUEST)
         if isinstance(e, KafkaTimeoutError):

@@ -644,6 +644,45 @@ def test_brokers_page_shows_replicas_leaders_log_dirs_and_configs(page, console,
     expect(page.locator("#config-table tbody tr")).to_have_count(1)
 
 
+def test_edit_a_topic_config_and_add_partitions(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    admin.create_topic("tunable", 1, 1)
+    page.goto(console.origin + "/topics/tunable")
+    row = page.locator('#config-table tr[data-config="retention.ms"]')
+    expect(row).not_to_have_class("changed")
+    row.locator('[data-role="edit-config"]').click()
+    page.fill("#config-value", "soon")  # the broker's refusal, on one line in the dialog
+    page.click('dialog[open] [data-role="confirm"]')
+    expect(page.locator("dialog[open] .form-error")).to_have_text(
+        "INVALID_CONFIG: topic 'tunable': retention.ms='soon': expected an integer")
+    page.fill("#config-value", "7200000")
+    page.click('dialog[open] [data-role="confirm"]')
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(row).to_have_class("changed")
+    assert (cell(row, "Value"), cell(row, "Source")) == ("7200000", "dynamic topic config")
+    assert cell(row, "Default") == "168 (log.retention.hours)"  # Kafka's synonym: the broker's default, in hours
+    described = {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "tunable")}
+    assert (described["retention.ms"].value, described["retention.ms"].source) == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    row.locator('[data-role="edit-config"]').click()
+    page.click("#config-reset")  # back to the default: the override is deleted
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(row).not_to_have_class("changed")
+    assert {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "tunable")}["retention.ms"].is_default
+
+    page.click("#add-partitions")
+    page.fill("#partition-count", "3")
+    page.click('dialog[open] [data-role="confirm"]')
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(page.locator("#partition-table tbody tr")).to_have_count(3)
+    assert len(admin.describe_topics(["tunable"])["tunable"].partitions) == 3
+    status, doc = api(console, "/api/topics/tunable/partitions", {"count": 2, "confirm": "tunable"})
+    assert status == 400 and doc["code"] == "INVALID_PARTITIONS" and "would not be an increase" in doc["error"]
+    assert api(console, "/api/topics/tunable/configs", {"set": {"retention.ms": "1"}})[0] == 428  # not confirmed
+    status, doc = api(console, "/api/topics/tunable/configs", {"set": {"no.such.config": "1"}, "confirm": "tunable"})
+    assert status == 400 and doc["error"] == "INVALID_CONFIG: topic 'tunable': no.such.config='1': unknown topic config"
+
+
 def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
     from playwright.sync_api import expect
 
@@ -722,7 +761,9 @@ def write_requests(console):
     succeed on a writable console."""
     bodies = {"POST /api/topics": {"name": "ro-new", "partitions": 1, "confirm": "ro-new"},
               "POST /api/topics/{name}/delete": {"confirm": "ro-kept"},
-              "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"}}
+              "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"},
+              "POST /api/topics/{name}/configs": {"set": {"retention.ms": "1000"}, "confirm": "ro-kept"},
+              "POST /api/topics/{name}/partitions": {"count": 2, "confirm": "ro-kept"}}
     posts = [e for e in api(console, "/api")[1]["endpoints"] if e.startswith("POST ")]
     assert sorted(posts) == sorted(bodies), "a new write endpoint: add it here"
     return [(e[5:].replace("{name}", "ro-kept").replace("{group}", "ro-group"), bodies[e]) for e in posts]
@@ -744,6 +785,9 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         expect(pg.locator("#partition-table tbody tr")).to_have_count(1)
         expect(pg.locator("#browse-messages")).to_be_visible()  # reading goes on as before
         expect(pg.locator("#delete-topic")).to_have_count(0)
+        expect(pg.locator("#add-partitions")).to_have_count(0)
+        expect(pg.locator('#config-table tr[data-config="retention.ms"]')).to_have_count(1)
+        expect(pg.locator('[data-role="edit-config"]')).to_have_count(0)
         pg.goto(c.origin + "/groups/ro-group")
         expect(pg.locator("#offset-table tbody tr")).to_have_count(1)
         expect(pg.locator("#reset-offsets")).to_have_count(0)
@@ -753,6 +797,8 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         assert status == 403
         assert doc["error"] == "the console is read-only (--read-only): it does not change the cluster"
     assert "ro-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
+    assert len(admin.describe_topics(["ro-kept"])["ro-kept"].partitions) == 1
+    assert {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "ro-kept")}["retention.ms"].is_default
     assert admin.list_group_offsets("ro-group") == {("orders", 0): 1}
 
 
