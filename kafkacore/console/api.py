@@ -9,11 +9,15 @@ lag on a partition is ``end - committed``.
 from __future__ import annotations
 
 from ..client.admin import EARLIEST, LATEST, TOPIC_RESOURCE
+from ..errors import NonEmptyGroupError
 from ..protocol.api_table import ApiKey
 
 # groups whose members hold partitions: an admin commit would be refused or overwritten
 ACTIVE_GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
-RESET_TARGETS = ("earliest", "latest", "offset")
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
+# Kafka's own message for NON_EMPTY_GROUP (org.apache.kafka.common.protocol.Errors): DeleteGroups
+# answers the code alone
+NON_EMPTY_GROUP_MESSAGE = "The group is not empty."
 
 
 class ApiError(ValueError):
@@ -211,6 +215,17 @@ def add_partitions(admin, name: str, doc: dict) -> dict:
     return {"topic": name, "partitions_before": before, "partitions": count}
 
 
+def delete_group(admin, group_id: str) -> dict:
+    """DeleteGroups: the broker refuses a group with members (NON_EMPTY_GROUP), since they
+    would go on committing into it."""
+    try:
+        admin.delete_group(group_id)
+    except NonEmptyGroupError:
+        raise ApiError(f"NON_EMPTY_GROUP: {NON_EMPTY_GROUP_MESSAGE} Group {group_id!r} has active members: "
+                       "stop its consumers first", 409, NonEmptyGroupError.name) from None
+    return {"deleted": group_id}
+
+
 def group_list(admin) -> dict:
     rows = []
     known = admin.list_topics(internal=True)
@@ -264,17 +279,19 @@ def group_detail(admin, group_id: str) -> dict:
 
 def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
     """The new committed offsets of ``group_id`` on every partition of ``doc["topic"]``
-    (to earliest, latest, or an offset clamped into each partition's range, as Kafka's tool
-    clamps); committed only when ``execute``. Refused while the group has members."""
+    (to earliest, latest, an offset, or the first offset at or after a time - ListOffsets by
+    timestamp, the end where no record is that late - each kept within its partition's range,
+    as Kafka's tool does); committed only when ``execute``. Refused while the group has members."""
     topic = doc.get("topic")
     if not isinstance(topic, str) or not topic:
         raise ApiError("name the topic whose offsets to reset")
     to = doc.get("to")
     if to not in RESET_TARGETS:
         raise ApiError(f"'to' must be one of {', '.join(RESET_TARGETS)}")
-    target = _int_field(doc, "offset", None) if to == "offset" else None
-    if to == "offset" and (target is None or target < 0):
-        raise ApiError("'offset' must be a whole number, 0 or more")
+    target = _int_field(doc, to, None) if to in ("offset", "timestamp") else None
+    if to in ("offset", "timestamp") and (target is None or target < 0):
+        what = "milliseconds since the epoch" if to == "timestamp" else "a whole number"
+        raise ApiError(f"'{to}' must be {what}, 0 or more")
     g = admin.describe_group(group_id)
     if g.members or g.state in ACTIVE_GROUP_STATES:
         raise ApiError(f"group {group_id!r} is {g.state} with {len(g.members)} member(s): offsets can only be "
@@ -286,10 +303,15 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
         raise ApiError(f"partitions {leaderless} of {topic!r} have no leader: their offsets cannot be reset now", 409)
     bounds = _offsets(admin, {topic: info})
     current = admin.list_group_offsets(group_id, tps)
+    at_time = admin.list_offsets({tp: target for tp in tps}) if to == "timestamp" else {}
     plan = {}
     for tp in tps:
         start, end = bounds[tp]
-        plan[tp] = start if to == "earliest" else end if to == "latest" else min(max(target, start), end)
+        if to == "timestamp":
+            wanted = at_time[tp].offset if at_time[tp].offset >= 0 else end  # no record that late: the end
+        else:
+            wanted = start if to == "earliest" else end if to == "latest" else target
+        plan[tp] = min(max(wanted, start), end)
     if execute:
         admin.alter_group_offsets(group_id, plan)
     return {"group_id": group_id, "topic": topic, "executed": execute,

@@ -5,7 +5,7 @@ Writes are POSTs that must carry the server's write token (``X-Console-Token``, 
 value written into the page this server serves: another site's page cannot read it, so it
 cannot forge the request) and a ``"confirm"`` field naming the topic or group, which the
 page's confirmation dialog fills in. They create or delete a topic, change its configs, add
-partitions or reset a group's offsets.
+partitions, reset a group's offsets or delete it.
 
 With ``--users`` every page and API call needs a login session (auth.py), and with
 ``--read-only`` (or for a read-only user) every write is refused with 403 before any handler
@@ -165,6 +165,7 @@ class Console:
         r.add("GET", "/api/brokers/{broker}", self._broker)
         r.add("POST", "/api/topics/{name}/configs", self._alter_topic_configs)
         r.add("POST", "/api/topics/{name}/partitions", self._add_partitions)
+        r.add("POST", "/api/groups/{group}/delete", self._delete_group)
         return r
 
     async def _overview(self, request: Request) -> Response:
@@ -346,6 +347,11 @@ class Console:
         name = request.params["name"]
         doc = self._authorised(request, name)
         return Response.json(await self.pool.run(api.add_partitions, name, doc))
+
+    async def _delete_group(self, request: Request) -> Response:
+        group = request.params["group"]
+        self._authorised(request, group)
+        return Response.json(await self.pool.run(api.delete_group, group))
 
     # -- errors ------------------------------------------------------------------------------
     def _error(self, request: Request, e: Exception) -> Response | None:

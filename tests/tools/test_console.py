@@ -683,6 +683,57 @@ def test_edit_a_topic_config_and_add_partitions(page, console, admin, produced):
     assert status == 400 and doc["error"] == "INVALID_CONFIG: topic 'tunable': no.such.config='1': unknown topic config"
 
 
+def test_reset_offsets_to_a_time_and_delete_a_group(page, console, broker, admin, produced):
+    from playwright.sync_api import expect
+
+    from kafkacore import Consumer
+
+    admin.alter_group_offsets("by-time", {("payloads", 0): 0})
+    page.goto(console.origin + "/groups/by-time")
+    page.click("#reset-offsets")
+    page.select_option("#reset-to", "timestamp")
+    # a whole second in (T0 + 1 s, T0 + 2 s]: the first record at or after it is offset 2
+    moment = ((T0 + 1000) // 1000 + 1) * 1000
+    page.fill("#reset-time", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(moment / 1000)))
+    page.click('dialog[open] [data-role="confirm"]')  # Preview
+    plan = page.locator("#reset-plan-table tbody tr")
+    expect(plan).to_have_count(1)
+    assert (cell(plan, "Now"), cell(plan, "New")) == ("0", "2")
+    page.click('dialog[open] [data-role="confirm"]')  # Reset offsets
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    assert admin.list_group_offsets("by-time") == {("payloads", 0): 2}
+    # later than every record: the end, as kafka-consumer-groups.sh --to-datetime does
+    status, doc = api(console, "/api/groups/by-time/reset-offsets",
+                      {"topic": "payloads", "to": "timestamp", "timestamp": T0 + 60_000, "dry_run": True})
+    assert status == 200 and [o["new"] for o in doc["offsets"]] == [len(PAYLOADS)]
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "by-time", "enable.auto.commit": "false"})
+    try:
+        consumer.subscribe(["payloads"])
+
+        def assigned():
+            consumer.poll(0.2)
+            return bool(consumer.assignment())
+
+        wait_for(assigned, "the consumer's partitions", 30)
+        page.reload()
+        expect(page.locator("#member-table tbody tr")).to_have_count(1)
+        page.click("#delete-group")
+        page.fill("#confirm-group", "by-time")
+        page.click('dialog[open] [data-role="confirm"]')  # refused by the broker: the group has a member
+        expect(page.locator("dialog[open] .form-error")).to_have_text(
+            "NON_EMPTY_GROUP: The group is not empty. Group 'by-time' has active members: stop its consumers first")
+        assert admin.list_group_offsets("by-time") == {("payloads", 0): 2}
+    finally:
+        consumer.close()
+    page.click('dialog[open] [data-role="confirm"]')  # the member left: now it goes
+    expect(page).to_have_url(console.origin + "/groups")
+    assert "by-time" not in [g.group_id for g in admin.list_groups()]
+    assert admin.list_group_offsets("by-time") == {}
+    status, doc = api(console, "/api/groups/by-time/delete", {"confirm": "by-time"})
+    assert (status, doc) == (404, {"error": "group 'by-time' does not exist", "code": "GROUP_ID_NOT_FOUND"})
+
+
 def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
     from playwright.sync_api import expect
 
@@ -763,7 +814,8 @@ def write_requests(console):
               "POST /api/topics/{name}/delete": {"confirm": "ro-kept"},
               "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"},
               "POST /api/topics/{name}/configs": {"set": {"retention.ms": "1000"}, "confirm": "ro-kept"},
-              "POST /api/topics/{name}/partitions": {"count": 2, "confirm": "ro-kept"}}
+              "POST /api/topics/{name}/partitions": {"count": 2, "confirm": "ro-kept"},
+              "POST /api/groups/{group}/delete": {"confirm": "ro-group"}}
     posts = [e for e in api(console, "/api")[1]["endpoints"] if e.startswith("POST ")]
     assert sorted(posts) == sorted(bodies), "a new write endpoint: add it here"
     return [(e[5:].replace("{name}", "ro-kept").replace("{group}", "ro-group"), bodies[e]) for e in posts]
@@ -791,6 +843,7 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         pg.goto(c.origin + "/groups/ro-group")
         expect(pg.locator("#offset-table tbody tr")).to_have_count(1)
         expect(pg.locator("#reset-offsets")).to_have_count(0)
+        expect(pg.locator("#delete-group")).to_have_count(0)
         forged = [pg.evaluate(FORGED_POST, [path, body]) for path, body in write_requests(c)]
     raw = [api(c, path, body) for path, body in write_requests(c)]
     for status, doc in forged + raw:
