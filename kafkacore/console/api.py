@@ -159,8 +159,8 @@ def create_topic(admin, doc: dict) -> dict:
     name = doc.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ApiError("a topic needs a name")
-    partitions = _int_field(doc, "partitions", -1)
-    replication = _int_field(doc, "replication_factor", -1)
+    partitions = int_field(doc, "partitions", -1)
+    replication = int_field(doc, "replication_factor", -1)
     if partitions == 0 or partitions < -1 or replication == 0 or replication < -1:
         raise ApiError("partitions and replication_factor must be at least 1 (or -1: the broker's default)")
     configs = doc.get("configs") or {}
@@ -207,7 +207,7 @@ def _config_text(v) -> str:
 def add_partitions(admin, name: str, doc: dict) -> dict:
     """CreatePartitions: topic ``name`` grows to ``doc["count"]`` partitions (Kafka adds
     partitions only; fewer or as many is its INVALID_PARTITIONS)."""
-    count = _int_field(doc, "count", None)
+    count = int_field(doc, "count", None)
     if count is None or count < 1:
         raise ApiError("'count' must be the topic's new number of partitions, a whole number above 0")
     before = len(admin.describe_topics([name])[name].partitions)  # 404 for a topic that does not exist
@@ -288,7 +288,7 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
     to = doc.get("to")
     if to not in RESET_TARGETS:
         raise ApiError(f"'to' must be one of {', '.join(RESET_TARGETS)}")
-    target = _int_field(doc, to, None) if to in ("offset", "timestamp") else None
+    target = int_field(doc, to, None) if to in ("offset", "timestamp") else None
     if to in ("offset", "timestamp") and (target is None or target < 0):
         what = "milliseconds since the epoch" if to == "timestamp" else "a whole number"
         raise ApiError(f"'{to}' must be {what}, 0 or more")
@@ -319,7 +319,7 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
                          "start": bounds[(t, p)][0], "end": bounds[(t, p)][1]} for t, p in tps]}
 
 
-def _int_field(doc, key, default):
+def int_field(doc, key, default):
     v = doc.get(key, default)
     if v is None or v == "":
         return default

@@ -5,7 +5,7 @@ Writes are POSTs that must carry the server's write token (``X-Console-Token``, 
 value written into the page this server serves: another site's page cannot read it, so it
 cannot forge the request) and a ``"confirm"`` field naming the topic or group, which the
 page's confirmation dialog fills in. They create or delete a topic, change its configs, add
-partitions, reset a group's offsets or delete it.
+partitions, produce a record, reset a group's offsets or delete it.
 
 With ``--users`` every page and API call needs a login session (auth.py), and with
 ``--read-only`` (or for a read-only user) every write is refused with 403 before any handler
@@ -30,6 +30,7 @@ from . import api, brokers, records
 from .auth import Authenticator, SessionStore
 from .admin_pool import AdminPool
 from .http import HttpError, HttpServer, Request, Response, Router
+from .produce import ConsoleProducer
 from .sampler import Sampler
 
 log = logging.getLogger("kafkacore.console")
@@ -65,10 +66,11 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 
 class Console:
     """``users``: {name: auth.User} to require a login (None: no login); ``read_only``: refuse
-    every write whoever asks."""
+    every write whoever asks; ``make_producer``: a Producer for the produce form (None: the
+    form's writes are refused)."""
 
     def __init__(self, make_admin, bootstrap: str, pool_size: int = 3, users: dict | None = None,
-                 read_only: bool = False):
+                 read_only: bool = False, make_producer=None):
         self.bootstrap = bootstrap
         self.token = secrets.token_urlsafe(24)
         self.read_only = read_only
@@ -77,6 +79,7 @@ class Console:
         self.cookie_name = SESSION_COOKIE
         self.pool = AdminPool(make_admin, pool_size)
         self.sampler = Sampler(self.pool)
+        self.producer = ConsoleProducer(make_producer) if make_producer else None
         self.static = _load_static()
         self.router = self._routes()
         self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found, check=self._check)
@@ -96,6 +99,8 @@ class Console:
     async def close(self):
         await self.sampler.stop()
         await self.http.close()
+        if self.producer is not None:
+            await asyncio.to_thread(self.producer.close)
         await asyncio.to_thread(self.pool.close)
 
     def _check_host(self, request: Request):
@@ -165,6 +170,7 @@ class Console:
         r.add("GET", "/api/brokers/{broker}", self._broker)
         r.add("POST", "/api/topics/{name}/configs", self._alter_topic_configs)
         r.add("POST", "/api/topics/{name}/partitions", self._add_partitions)
+        r.add("POST", "/api/topics/{name}/produce", self._produce)
         r.add("POST", "/api/groups/{group}/delete", self._delete_group)
         return r
 
@@ -347,6 +353,13 @@ class Console:
         name = request.params["name"]
         doc = self._authorised(request, name)
         return Response.json(await self.pool.run(api.add_partitions, name, doc))
+
+    async def _produce(self, request: Request) -> Response:
+        name = request.params["name"]
+        doc = self._authorised(request, name)
+        if self.producer is None:
+            raise HttpError(HTTPStatus.NOT_IMPLEMENTED, "this console was started without a producer")
+        return Response.json(await self.pool.run(self.producer.produce, name, doc), HTTPStatus.CREATED)
 
     async def _delete_group(self, request: Request) -> Response:
         group = request.params["group"]

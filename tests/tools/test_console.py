@@ -734,6 +734,51 @@ def test_reset_offsets_to_a_time_and_delete_a_group(page, console, broker, admin
     assert (status, doc) == (404, {"error": "group 'by-time' does not exist", "code": "GROUP_ID_NOT_FOUND"})
 
 
+def read_back(broker, topic, partition, count):
+    """The first ``count`` records of a partition, read with kafkacore's consumer."""
+    from kafkacore import Consumer
+
+    got = []
+    with contextlib.closing(Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"})) as c:
+        c.assign([(topic, partition)])
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            got += c.poll(0.5)
+    return got
+
+
+def test_produce_form_writes_key_value_headers_to_the_partition(page, console, broker, admin, produced):
+    from playwright.sync_api import expect
+
+    admin.create_topic("produce-here", 2, 1)
+    page.goto(console.origin + "/topics/produce-here")
+    page.fill("#produce-key", "customer-9")
+    page.fill("#produce-value", '{"total": 12.5}')
+    page.fill("#produce-headers", "trace-id=abc-9\nflag")
+    page.select_option("#produce-partition", "1")
+    page.click("#produce")
+    expect(page.locator("#produced-offset")).to_have_text("0")
+    expect(page.locator("#produced-partition")).to_have_text("1")
+    expect(page.locator('#partition-table tr[data-partition="1"]')).to_contain_text("1")
+    page.check("#produce-null")  # a tombstone: the key with a null value (to partition 1 again)
+    page.click("#produce")
+    expect(page.locator("#produced-offset")).to_have_text("1")
+    [first, second] = read_back(broker, "produce-here", 1, 2)
+    assert (first.key, first.value, first.headers) == (b"customer-9", b'{"total": 12.5}',
+                                                       [("trace-id", b"abc-9"), ("flag", None)])
+    assert (second.key, second.value, second.offset) == (b"customer-9", None, 1)
+    # bad input: a clear line, nothing written
+    status, doc = api(console, "/api/topics/produce-here/produce", {"value": "x", "partition": 5, "confirm": "produce-here"})
+    assert (status, doc["error"]) == (400, "partition 5 of 'produce-here' does not exist (the topic has 2 partitions: 0-1)")
+    page.select_option("#produce-partition", "0")
+    page.fill("#produce-headers", "=no-name")
+    page.click("#produce")
+    expect(page.locator("#produce-error")).to_have_text("a header needs a key (text)")
+    status, doc = api(console, "/api/topics/not-there/produce", {"value": "x", "confirm": "not-there"})
+    assert (status, doc["code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION") and "not-there" not in admin.list_topics()
+    assert offsets(admin, "produce-here", 2) == {0: (0, 0), 1: (0, 2)}
+
+
 def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
     from playwright.sync_api import expect
 
@@ -815,7 +860,8 @@ def write_requests(console):
               "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"},
               "POST /api/topics/{name}/configs": {"set": {"retention.ms": "1000"}, "confirm": "ro-kept"},
               "POST /api/topics/{name}/partitions": {"count": 2, "confirm": "ro-kept"},
-              "POST /api/groups/{group}/delete": {"confirm": "ro-group"}}
+              "POST /api/groups/{group}/delete": {"confirm": "ro-group"},
+              "POST /api/topics/{name}/produce": {"value": "never", "confirm": "ro-kept"}}
     posts = [e for e in api(console, "/api")[1]["endpoints"] if e.startswith("POST ")]
     assert sorted(posts) == sorted(bodies), "a new write endpoint: add it here"
     return [(e[5:].replace("{name}", "ro-kept").replace("{group}", "ro-group"), bodies[e]) for e in posts]
@@ -838,6 +884,7 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         expect(pg.locator("#browse-messages")).to_be_visible()  # reading goes on as before
         expect(pg.locator("#delete-topic")).to_have_count(0)
         expect(pg.locator("#add-partitions")).to_have_count(0)
+        expect(pg.locator("#produce-form")).to_have_count(0)
         expect(pg.locator('#config-table tr[data-config="retention.ms"]')).to_have_count(1)
         expect(pg.locator('[data-role="edit-config"]')).to_have_count(0)
         pg.goto(c.origin + "/groups/ro-group")
@@ -851,6 +898,7 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         assert doc["error"] == "the console is read-only (--read-only): it does not change the cluster"
     assert "ro-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
     assert len(admin.describe_topics(["ro-kept"])["ro-kept"].partitions) == 1
+    assert offsets(admin, "ro-kept", 1) == {0: (0, 0)}
     assert {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "ro-kept")}["retention.ms"].is_default
     assert admin.list_group_offsets("ro-group") == {("orders", 0): 1}
 
@@ -1070,6 +1118,9 @@ def test_console_works_against_a_sasl_listener(tmp_path):
             assert status == 200 and [br["port"] for br in doc["brokers"]] == [sasl_port]
             status, doc = api(c, "/api/topics", {"name": "over-sasl", "partitions": 2, "confirm": "over-sasl"})
             assert status == 201, doc
+            # the produce form's producer logs in with the same --command-config
+            status, doc = api(c, "/api/topics/over-sasl/produce", {"value": "hi", "partition": 1, "confirm": "over-sasl"})
+            assert (status, doc["partition"], doc["offset"]) == (201, 1, 0), doc
         finally:
             assert c.stop() == 0, c.proc.stderr.read()
         with AdminClient(b.bootstrap) as plain_admin:  # the topic is there, seen over PLAINTEXT

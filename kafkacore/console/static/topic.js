@@ -1,12 +1,12 @@
 // A topic: its partitions (offsets, leader, replicas, ISR), its configs (those set apart
 // from the defaults highlighted, each editable), its throughput over the last minutes, adding
-// partitions, and deleting it.
+// partitions, producing a record, and deleting it.
 
 import { get, post, seg } from "./api.js";
 import { LineChart } from "./chart.js";
 import { openDialog, field } from "./dialog.js";
 import { badge, card, el, fill, link, pageHead, table, tile } from "./dom.js";
-import { bytes, count, rate } from "./format.js";
+import { bytes, count, rate, timestamp } from "./format.js";
 import { configTable, sourceCell, valueCell } from "./configs.js";
 import { canWrite } from "./session.js";
 
@@ -31,6 +31,7 @@ export async function render(ctx) {
     tiles,
     card("Throughput", { hint: "records/s produced" }, el("div", { class: "card-body" }, canvas, legend)),
     card("Partitions", { hint: "start: the first offset kept · end: the offset the next record gets" }, partitions),
+    doc.internal || !canWrite() ? null : produceForm(name, () => doc.partitions.length, () => reload()),
     card("Configs", { hint: "highlighted: set on this topic or the broker, not the default · default: the value without that setting",
       actions: field("only non-default", onlyChanged, { inline: true }) }, configs));
 
@@ -145,4 +146,54 @@ function deleteDialog(ctx, name) {
   });
   typed.addEventListener("input", () => { handle.confirmButton.disabled = typed.value !== name; });
   typed.focus();
+}
+
+// Key, value and headers as UTF-8 text; the partition is the partitioner's choice unless picked.
+function produceForm(name, partitionCount, reload) {
+  const key = el("input", { id: "produce-key", class: "mono", autocomplete: "off", placeholder: "none" });
+  const value = el("textarea", { id: "produce-value", class: "mono", rows: "4", placeholder: '{"id": 1}' });
+  const tombstone = el("input", { type: "checkbox", id: "produce-null" });
+  const headers = el("textarea", { id: "produce-headers", class: "mono", rows: "2", placeholder: "trace-id=abc (one name=value a line)" });
+  const partition = el("select", { id: "produce-partition" });
+  const result = el("div", { id: "produce-result", role: "status" });
+  const button = el("button", { type: "submit", class: "primary", id: "produce" }, "Produce");
+  const partitions = () => fill(partition, el("option", { value: "" }, "any (the partitioner picks)"),
+    Array.from({ length: partitionCount() }, (_, i) => el("option", { value: String(i) }, String(i))));
+  partitions();
+  partition.addEventListener("focus", () => { const was = partition.value; partitions(); partition.value = was; });
+  tombstone.addEventListener("change", () => { value.disabled = tombstone.checked; });
+  const form = el("form", { class: "produce-form card-body", id: "produce-form" },
+    el("div", { class: "produce-grid" },
+      field("Key (empty: none)", key),
+      field("Partition", partition),
+      el("div", { class: "wide" }, field("Value", value), field("null value (a tombstone)", tombstone, { inline: true })),
+      el("div", { class: "wide" }, field("Headers", headers))),
+    el("div", { class: "produce-foot" }, button, result));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    fill(result);
+    try {
+      const body = { key: key.value === "" ? null : key.value, value: tombstone.checked ? null : value.value,
+        headers: parseHeaders(headers.value), partition: partition.value === "" ? null : Number(partition.value), confirm: name };
+      const r = await post(`/api/topics/${seg(name)}/produce`, body);
+      fill(result, el("span", { class: "ok-text" }, "Written to partition ", el("strong", { id: "produced-partition" }, String(r.partition)),
+        " at offset ", el("strong", { id: "produced-offset" }, String(r.offset))), ` · ${timestamp(r.timestamp)} · `,
+      link(`/topics/${seg(name)}/messages?partition=${r.partition}&mode=offset&offset=${r.offset}&limit=1`, "show it"));
+      await reload();
+    } catch (e) {
+      fill(result, el("span", { class: "form-error", id: "produce-error" }, e.message));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return card("Produce a record", { hint: "key, value and header values are sent as UTF-8 text" }, form);
+}
+
+// "name=value" lines; a line without "=" is a header with a null value
+function parseHeaders(text) {
+  return text.split("\n").map((line) => line.trim()).filter(Boolean).map((line) => {
+    const eq = line.indexOf("=");
+    return eq < 0 ? { key: line, value: null } : { key: line.slice(0, eq).trim(), value: line.slice(eq + 1) };
+  });
 }
