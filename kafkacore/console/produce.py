@@ -2,8 +2,9 @@
 kafkacore's Producer, made on the first use with the console's client settings (-b and
 --command-config, so the same security) and kept until the console stops.
 
-Keys, values and header values are UTF-8 text as typed (null: no key, or a tombstone value);
-the answer is where the record went: its partition, offset and timestamp.
+Keys, values and header values are UTF-8 text as typed (null: no key, or a tombstone value),
+within the console's request size (http.MAX_BODY_BYTES); the answer is where the record went:
+its partition, offset and timestamp.
 """
 from __future__ import annotations
 
@@ -46,8 +47,7 @@ class ConsoleProducer:
         producer = self._get()
         with self._lock:  # one send at a time: the form is for a person, not for throughput
             handle = producer.send(topic, value, key=key, partition=partition, headers=headers)
-        producer.flush(PRODUCE_TIMEOUT_S)
-        meta = handle.result(PRODUCE_TIMEOUT_S)
+        meta = handle.result(PRODUCE_TIMEOUT_S)  # (linger.ms=0: the record leaves at once)
         return {"topic": topic, "partition": meta.partition, "offset": meta.offset, "timestamp": meta.timestamp_ms}
 
     def close(self):
