@@ -852,9 +852,9 @@ def read_only_console(broker):
     assert c.stop() == 0, c.proc.stderr.read()
 
 
-def write_requests(console):
-    """(path, body) of every POST endpoint the console lists, filled in so that each would
-    succeed on a writable console."""
+def write_requests(console, endpoints=None, topic="ro-kept", group="ro-group"):
+    """(path, body) of every POST endpoint the console lists (``endpoints``: GET /api's list,
+    when the caller has it), filled in so that each would succeed on a writable console."""
     bodies = {"POST /api/topics": {"name": "ro-new", "partitions": 1, "confirm": "ro-new"},
               "POST /api/topics/{name}/delete": {"confirm": "ro-kept"},
               "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"},
@@ -862,9 +862,12 @@ def write_requests(console):
               "POST /api/topics/{name}/partitions": {"count": 2, "confirm": "ro-kept"},
               "POST /api/groups/{group}/delete": {"confirm": "ro-group"},
               "POST /api/topics/{name}/produce": {"value": "never", "confirm": "ro-kept"}}
-    posts = [e for e in api(console, "/api")[1]["endpoints"] if e.startswith("POST ")]
+    endpoints = api(console, "/api")[1]["endpoints"] if endpoints is None else endpoints
+    posts = [e for e in endpoints if e.startswith("POST ")]
     assert sorted(posts) == sorted(bodies), "a new write endpoint: add it here"
-    return [(e[5:].replace("{name}", "ro-kept").replace("{group}", "ro-group"), bodies[e]) for e in posts]
+    named = {"ro-kept": topic, "ro-group": group}
+    return [(e[5:].replace("{name}", topic).replace("{group}", group),
+             {k: named.get(v, v) if isinstance(v, str) else v for k, v in bodies[e].items()}) for e in posts]
 
 
 def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_console, admin, produced):
@@ -1031,6 +1034,7 @@ def test_a_read_only_user_sees_no_write_controls_and_cannot_write(browser, login
 
     c = login_console
     admin.create_topic("rita-kept", 1, 1)
+    admin.alter_group_offsets("rita-group", {("orders", 0): 1})
     with checked_page(browser, c.origin) as pg:
         pg.goto(c.origin + "/login")
         log_in(pg, "rita", PASSWORDS["rita"])
@@ -1044,12 +1048,25 @@ def test_a_read_only_user_sees_no_write_controls_and_cannot_write(browser, login
         pg.goto(c.origin + "/topics/rita-kept")
         expect(pg.locator("#partition-table tbody tr")).to_have_count(1)
         expect(pg.locator("#delete-topic")).to_have_count(0)
+        expect(pg.locator('#config-table tr[data-config="retention.ms"]')).to_have_count(1)
+        expect(pg.locator('#add-partitions, #produce-form, [data-role="edit-config"]')).to_have_count(0)
+        pg.goto(c.origin + "/groups/rita-group")
+        expect(pg.locator("#offset-table tbody tr")).to_have_count(1)
+        expect(pg.locator("#reset-offsets, #delete-group")).to_have_count(0)
         session = pg.evaluate("async () => (await fetch('/api/session')).json()")
         assert session == {"login": True, "user": "rita", "read_only": True}
-        status, doc = pg.evaluate(FORGED_POST, ["/api/topics/rita-kept/delete", {"confirm": "rita-kept"}])
-    assert status == 403
-    assert doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
-    assert "rita-kept" in admin.list_topics()
+        endpoints = pg.evaluate("async () => (await fetch('/api')).json()")["endpoints"]
+        # every write the console has, forged from her page with the page's token
+        answers = [pg.evaluate(FORGED_POST, [path, body])
+                   for path, body in write_requests(c, endpoints, topic="rita-kept", group="rita-group")]
+    assert len(answers) >= 7
+    for status, doc in answers:
+        assert status == 403
+        assert doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
+    assert "rita-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
+    assert len(admin.describe_topics(["rita-kept"])["rita-kept"].partitions) == 1
+    assert offsets(admin, "rita-kept", 1) == {0: (0, 0)}
+    assert admin.list_group_offsets("rita-group") == {("orders", 0): 1}
 
 
 def test_logout_ends_the_session_on_the_server(browser, login_console):
