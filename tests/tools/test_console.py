@@ -768,8 +768,10 @@ def test_produce_form_writes_key_value_headers_to_the_partition(page, console, b
                                                        [("trace-id", b"abc-9"), ("flag", None)])
     assert (second.key, second.value, second.offset) == (b"customer-9", None, 1)
     # bad input: a clear line, nothing written
-    status, doc = api(console, "/api/topics/produce-here/produce", {"value": "x", "partition": 5, "confirm": "produce-here"})
-    assert (status, doc["error"]) == (400, "partition 5 of 'produce-here' does not exist (the topic has 2 partitions: 0-1)")
+    status, doc = api(console, "/api/topics/produce-here/produce",
+                      {"value": "x", "partition": 5, "confirm": "produce-here"})
+    assert (status, doc["error"]) == (
+        400, "partition 5 of 'produce-here' does not exist (the topic has 2 partitions: 0-1)")
     page.select_option("#produce-partition", "0")
     page.fill("#produce-headers", "=no-name")
     page.click("#produce")
@@ -1136,7 +1138,8 @@ def test_console_works_against_a_sasl_listener(tmp_path):
             status, doc = api(c, "/api/topics", {"name": "over-sasl", "partitions": 2, "confirm": "over-sasl"})
             assert status == 201, doc
             # the produce form's producer logs in with the same --command-config
-            status, doc = api(c, "/api/topics/over-sasl/produce", {"value": "hi", "partition": 1, "confirm": "over-sasl"})
+            status, doc = api(c, "/api/topics/over-sasl/produce",
+                              {"value": "hi", "partition": 1, "confirm": "over-sasl"})
             assert (status, doc["partition"], doc["offset"]) == (201, 1, 0), doc
         finally:
             assert c.stop() == 0, c.proc.stderr.read()
