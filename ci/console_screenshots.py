@@ -30,12 +30,34 @@ sys.path.insert(0, str(ROOT))
 from kafkacore import Consumer, Producer  # noqa: E402
 from kafkacore.client.admin import AdminClient  # noqa: E402
 
-PAGES = [  # (file, path, full page)
-    ("overview.png", "/", False),
-    ("topics.png", "/topics", False),
-    ("topic.png", "/topics/orders", False),
-    ("messages.png", "/topics/orders/messages?partition=0&mode=offset&offset=0&limit=3", True),
-    ("group.png", "/groups/billing", False),
+def bad_config_value(page):
+    """The config dialog with the broker's refusal of a bad value on its error line."""
+    page.click('#config-table tr[data-config="retention.ms"] [data-role="edit-config"]')
+    page.fill("#config-value", "a week")
+    page.click('dialog[open] [data-role="confirm"]')
+    page.locator("dialog[open] .form-error").filter(has_text="INVALID_CONFIG").wait_for()
+
+
+def produced_record(page):
+    """The produce form after writing a record."""
+    page.fill("#produce-key", "c-042")
+    page.fill("#produce-value", json.dumps({"order_id": "o-900001", "total": 42.5, "currency": "EUR"}))
+    page.fill("#produce-headers", "source=console\ntrace-id=5f2c9a")
+    page.click("#produce")
+    page.locator("#produced-offset").wait_for()
+    page.locator("#produce-form").scroll_into_view_if_needed()
+
+
+PAGES = [  # (file, path, full page, what to do on the page first)
+    ("overview.png", "/", False, None),
+    ("topics.png", "/topics", False, None),
+    ("topic.png", "/topics/orders", False, None),
+    ("topic-produce.png", "/topics/payments", False, produced_record),
+    ("topic-config.png", "/topics/orders", False, bad_config_value),
+    ("messages.png", "/topics/orders/messages?partition=0&mode=offset&offset=0&limit=3", True, None),
+    ("group.png", "/groups/billing", False, None),
+    ("brokers.png", "/brokers", False, None),
+    ("broker.png", "/brokers/1", False, None),
 ]
 VIEWPORT = {"width": 1360, "height": 960}
 
@@ -158,10 +180,12 @@ def main():
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=chromium, headless=True)
                 page = browser.new_page(viewport=VIEWPORT)
-                for name, path, full in PAGES:
+                for name, path, full, action in PAGES:
                     page.goto(origin + path)
                     page.wait_for_load_state("networkidle")
                     page.wait_for_timeout(1500)  # a chart round after the first draw
+                    if action is not None:
+                        action(page)
                     page.screenshot(path=str(out / name), full_page=full)
                     print(f"wrote {out / name}", flush=True)
                 browser.close()

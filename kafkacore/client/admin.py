@@ -100,6 +100,9 @@ class ConfigEntry:
     is_default: bool
     read_only: bool
     sensitive: bool
+    # [(name, value, source)] in Kafka's order of precedence (the entry's own source first);
+    # filled only when describe_configs is asked for them
+    synonyms: list = field(default_factory=list)
 
 
 @dataclass
@@ -347,12 +350,13 @@ class AdminClient:
                        f"topic {name!r} to show {total} partitions")
 
     # -- configs ----------------------------------------------------------------------------
-    def describe_configs(self, resource_type: int, name: str) -> list:
+    def describe_configs(self, resource_type: int, name: str, synonyms: bool = False) -> list:
         """[ConfigEntry] of a topic (TOPIC_RESOURCE) or a broker (BROKER_RESOURCE, name = its id),
-        sorted by name. A broker's configs are asked of that broker."""
+        sorted by name. A broker's configs are asked of that broker. ``synonyms``: with each
+        entry's synonyms (where its value would come from without its own setting)."""
         res = _req(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigsResource")(resource_type=resource_type, resource_name=name,
                                                                  configuration_keys=None)
-        body = _req(ApiKey.DESCRIBE_CONFIGS)(resources=[res], include_synonyms=False, include_documentation=False)
+        body = _req(ApiKey.DESCRIBE_CONFIGS)(resources=[res], include_synonyms=synonyms, include_documentation=False)
         if resource_type == BROKER_RESOURCE:
             resp = self.call_node(int(name), ApiKey.DESCRIBE_CONFIGS, body)
         else:
@@ -365,7 +369,9 @@ class AdminClient:
                     ("DEFAULT_CONFIG" if c.is_default else "UNKNOWN")
                 is_default = c.is_default or source == "DEFAULT_CONFIG"
                 out.append(ConfigEntry(c.name, c.value, source, bool(is_default), bool(c.read_only),
-                                       bool(c.is_sensitive)))
+                                       bool(c.is_sensitive),
+                                       [(x.name, x.value, CONFIG_SOURCES.get(x.source, "UNKNOWN"))
+                                        for x in (c.synonyms or ())]))
         return sorted(out, key=lambda e: e.name)
 
     def alter_configs(self, resource_type: int, name: str, set_configs=None, delete=(), validate_only=False):

@@ -7,6 +7,8 @@ Modules, from the wire up:
   sampler.py    end offsets and group lag sampled every few seconds, kept in small rings
   records.py    the message browser: Fetch, decode, and show keys/values/headers safely
   api.py        the JSON API: one function per endpoint, over the AdminClient and the sampler
+  brokers.py    the Brokers pages' answers: replicas, leaders, log dirs, a broker's configs
+  produce.py    the produce form's writes, through one Producer made on first use
   auth.py       the console's own login (--users): password hashes, the users file, sessions
   app.py        the console itself: pages, static files, the API, the write token, the
                 login and the read-only mode

@@ -9,20 +9,26 @@ lag on a partition is ``end - committed``.
 from __future__ import annotations
 
 from ..client.admin import EARLIEST, LATEST, TOPIC_RESOURCE
+from ..errors import NonEmptyGroupError
 from ..protocol.api_table import ApiKey
 
 # groups whose members hold partitions: an admin commit would be refused or overwritten
 ACTIVE_GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
-RESET_TARGETS = ("earliest", "latest", "offset")
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
+# Kafka's own message for NON_EMPTY_GROUP (org.apache.kafka.common.protocol.Errors): DeleteGroups
+# answers the code alone
+NON_EMPTY_GROUP_MESSAGE = "The group is not empty."
 
 
 class ApiError(ValueError):
-    """A request the API refuses as asked; ``status`` is the HTTP status to answer."""
+    """A request the API refuses as asked; ``status`` is the HTTP status to answer, ``code``
+    the Kafka error name behind it (if any)."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int = 400, code: str | None = None):
         super().__init__(message)
         self.message = message
         self.status = status
+        self.code = code
 
 
 def offline(p) -> bool:
@@ -122,9 +128,7 @@ def topic_detail(admin, name: str) -> dict:
             "size": None if sizes is None else sizes.get((name, p.partition), 0),
             "under_replicated": p.under_replicated, "error": p.error,
         })
-    configs = [{"name": c.name, "value": None if c.sensitive else c.value, "source": c.source,
-                "is_default": c.is_default, "read_only": c.read_only, "sensitive": c.sensitive}
-               for c in admin.describe_configs(TOPIC_RESOURCE, name)]
+    configs = config_rows(admin.describe_configs(TOPIC_RESOURCE, name, synonyms=True))
     return {
         "name": name, "topic_id": info.topic_id, "internal": info.internal,
         "replication_factor": max((len(p.replicas) for p in info.partitions), default=0),
@@ -134,12 +138,29 @@ def topic_detail(admin, name: str) -> dict:
     }
 
 
+def config_rows(entries) -> list:
+    """ConfigEntries (described with their synonyms) as the pages show them. ``default`` is what
+    the config would be without its own setting: the next synonym from another source (Kafka
+    lists them by precedence), as ``name`` (a broker config may stand for a topic's, in its own
+    unit: log.retention.hours for retention.ms) and ``value``; null when the config is at its
+    default, is sensitive, or the broker lists no synonyms."""
+    rows = []
+    for c in entries:
+        default = None
+        if not c.is_default and not c.sensitive:
+            default = next(({"name": n, "value": v} for n, v, source in c.synonyms if source != c.source), None)
+        rows.append({"name": c.name, "value": None if c.sensitive else c.value, "source": c.source,
+                     "is_default": c.is_default, "default": default, "read_only": c.read_only,
+                     "sensitive": c.sensitive})
+    return rows
+
+
 def create_topic(admin, doc: dict) -> dict:
     name = doc.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ApiError("a topic needs a name")
-    partitions = _int_field(doc, "partitions", -1)
-    replication = _int_field(doc, "replication_factor", -1)
+    partitions = int_field(doc, "partitions", -1)
+    replication = int_field(doc, "replication_factor", -1)
     if partitions == 0 or partitions < -1 or replication == 0 or replication < -1:
         raise ApiError("partitions and replication_factor must be at least 1 (or -1: the broker's default)")
     configs = doc.get("configs") or {}
@@ -153,6 +174,56 @@ def delete_topic(admin, name: str) -> dict:
     admin.describe_topics([name])  # UNKNOWN_TOPIC_OR_PARTITION (404) before anything else
     admin.delete_topic(name)
     return {"deleted": name}
+
+
+def alter_topic_configs(admin, name: str, doc: dict) -> dict:
+    """IncrementalAlterConfigs on topic ``name``: SET each of ``doc["set"]`` ({name: value}),
+    DELETE (back to the default) each of ``doc["delete"]``. The broker checks the values: a bad
+    one is its INVALID_CONFIG, naming the config and what it expects."""
+    to_set = doc.get("set") or {}
+    to_delete = doc.get("delete") or []
+    if not isinstance(to_set, dict) or not all(isinstance(k, str) and k for k in to_set):
+        raise ApiError("'set' must be an object of config name: value")
+    if any(v is None or isinstance(v, (dict, list)) for v in to_set.values()):
+        raise ApiError("each value in 'set' is a string or a number (to go back to the default, use 'delete')")
+    if not isinstance(to_delete, list) or not all(isinstance(k, str) and k for k in to_delete):
+        raise ApiError("'delete' must be a list of config names")
+    if not to_set and not to_delete:
+        raise ApiError("nothing to change: give 'set' and/or 'delete'")
+    both = sorted(set(to_set) & set(to_delete))
+    if both:
+        raise ApiError(f"{both[0]!r} is both set and deleted")
+    values = {k: _config_text(v) for k, v in to_set.items()}
+    admin.alter_configs(TOPIC_RESOURCE, name, values, to_delete)
+    return {"topic": name, "set": values, "deleted": to_delete}
+
+
+def _config_text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def add_partitions(admin, name: str, doc: dict) -> dict:
+    """CreatePartitions: topic ``name`` grows to ``doc["count"]`` partitions (Kafka adds
+    partitions only; fewer or as many is its INVALID_PARTITIONS)."""
+    count = int_field(doc, "count", None)
+    if count is None or count < 1:
+        raise ApiError("'count' must be the topic's new number of partitions, a whole number above 0")
+    before = len(admin.describe_topics([name])[name].partitions)  # 404 for a topic that does not exist
+    admin.create_partitions(name, count)
+    return {"topic": name, "partitions_before": before, "partitions": count}
+
+
+def delete_group(admin, group_id: str) -> dict:
+    """DeleteGroups: the broker refuses a group with members (NON_EMPTY_GROUP), since they
+    would go on committing into it."""
+    try:
+        admin.delete_group(group_id)
+    except NonEmptyGroupError:
+        raise ApiError(f"NON_EMPTY_GROUP: {NON_EMPTY_GROUP_MESSAGE} Group {group_id!r} has active members: "
+                       "stop its consumers first", 409, NonEmptyGroupError.name) from None
+    return {"deleted": group_id}
 
 
 def group_list(admin) -> dict:
@@ -208,17 +279,19 @@ def group_detail(admin, group_id: str) -> dict:
 
 def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
     """The new committed offsets of ``group_id`` on every partition of ``doc["topic"]``
-    (to earliest, latest, or an offset clamped into each partition's range, as Kafka's tool
-    clamps); committed only when ``execute``. Refused while the group has members."""
+    (to earliest, latest, an offset, or the first offset at or after a time - ListOffsets by
+    timestamp, the end where no record is that late - each kept within its partition's range,
+    as Kafka's tool does); committed only when ``execute``. Refused while the group has members."""
     topic = doc.get("topic")
     if not isinstance(topic, str) or not topic:
         raise ApiError("name the topic whose offsets to reset")
     to = doc.get("to")
     if to not in RESET_TARGETS:
         raise ApiError(f"'to' must be one of {', '.join(RESET_TARGETS)}")
-    target = _int_field(doc, "offset", None) if to == "offset" else None
-    if to == "offset" and (target is None or target < 0):
-        raise ApiError("'offset' must be a whole number, 0 or more")
+    target = int_field(doc, to, None) if to in ("offset", "timestamp") else None
+    if to in ("offset", "timestamp") and (target is None or target < 0):
+        what = "milliseconds since the epoch" if to == "timestamp" else "a whole number"
+        raise ApiError(f"'{to}' must be {what}, 0 or more")
     g = admin.describe_group(group_id)
     if g.members or g.state in ACTIVE_GROUP_STATES:
         raise ApiError(f"group {group_id!r} is {g.state} with {len(g.members)} member(s): offsets can only be "
@@ -230,10 +303,15 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
         raise ApiError(f"partitions {leaderless} of {topic!r} have no leader: their offsets cannot be reset now", 409)
     bounds = _offsets(admin, {topic: info})
     current = admin.list_group_offsets(group_id, tps)
+    at_time = admin.list_offsets({tp: target for tp in tps}) if to == "timestamp" else {}
     plan = {}
     for tp in tps:
         start, end = bounds[tp]
-        plan[tp] = start if to == "earliest" else end if to == "latest" else min(max(target, start), end)
+        if to == "timestamp":
+            wanted = at_time[tp].offset if at_time[tp].offset >= 0 else end  # no record that late: the end
+        else:
+            wanted = start if to == "earliest" else end if to == "latest" else target
+        plan[tp] = min(max(wanted, start), end)
     if execute:
         admin.alter_group_offsets(group_id, plan)
     return {"group_id": group_id, "topic": topic, "executed": execute,
@@ -241,7 +319,7 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
                          "start": bounds[(t, p)][0], "end": bounds[(t, p)][1]} for t, p in tps]}
 
 
-def _int_field(doc, key, default):
+def int_field(doc, key, default):
     v = doc.get(key, default)
     if v is None or v == "":
         return default

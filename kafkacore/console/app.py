@@ -1,10 +1,11 @@
 """The console: the page shell, its static files, the JSON API and the sampler on one
 asyncio HTTP server.
 
-Writes (create or delete a topic, reset a group's offsets) are POSTs that must carry the
-server's write token (``X-Console-Token``, a random value written into the page this server
-serves: another site's page cannot read it, so it cannot forge the request) and a
-``"confirm"`` field naming the topic or group, which the page's confirmation dialog fills in.
+Writes are POSTs that must carry the server's write token (``X-Console-Token``, a random
+value written into the page this server serves: another site's page cannot read it, so it
+cannot forge the request) and a ``"confirm"`` field naming the topic or group, which the
+page's confirmation dialog fills in. They create or delete a topic, change its configs, add
+partitions, produce a record, reset a group's offsets or delete it.
 
 With ``--users`` every page and API call needs a login session (auth.py), and with
 ``--read-only`` (or for a read-only user) every write is refused with 403 before any handler
@@ -25,10 +26,11 @@ from urllib.parse import urlencode
 
 from ..client.connection import ConnectionClosed
 from ..errors import KafkaError, KafkaTimeoutError
-from . import api, records
+from . import api, brokers, records
 from .auth import Authenticator, SessionStore
 from .admin_pool import AdminPool
 from .http import HttpError, HttpServer, Request, Response, Router
+from .produce import ConsoleProducer
 from .sampler import Sampler
 
 log = logging.getLogger("kafkacore.console")
@@ -49,7 +51,8 @@ PUBLIC = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout"), ("GET", "/
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
 # the pages the single-page application draws (anything else gets the shell with a 404)
-PAGES = ("/", "/topics", "/topics/{name}", "/topics/{name}/messages", "/groups", "/groups/{group}")
+PAGES = ("/", "/topics", "/topics/{name}", "/topics/{name}/messages", "/groups", "/groups/{group}", "/brokers",
+         "/brokers/{broker}")
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 NOT_FOUND_ERRORS = ("UNKNOWN_TOPIC_OR_PARTITION", "GROUP_ID_NOT_FOUND")
@@ -63,10 +66,11 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 
 class Console:
     """``users``: {name: auth.User} to require a login (None: no login); ``read_only``: refuse
-    every write whoever asks."""
+    every write whoever asks; ``make_producer``: a Producer for the produce form (None: the
+    form's writes are refused)."""
 
     def __init__(self, make_admin, bootstrap: str, pool_size: int = 3, users: dict | None = None,
-                 read_only: bool = False):
+                 read_only: bool = False, make_producer=None):
         self.bootstrap = bootstrap
         self.token = secrets.token_urlsafe(24)
         self.read_only = read_only
@@ -75,6 +79,7 @@ class Console:
         self.cookie_name = SESSION_COOKIE
         self.pool = AdminPool(make_admin, pool_size)
         self.sampler = Sampler(self.pool)
+        self.producer = ConsoleProducer(make_producer) if make_producer else None
         self.static = _load_static()
         self.router = self._routes()
         self.http = HttpServer(self.router, on_error=self._error, not_found=self._not_found, check=self._check)
@@ -94,6 +99,8 @@ class Console:
     async def close(self):
         await self.sampler.stop()
         await self.http.close()
+        if self.producer is not None:
+            await asyncio.to_thread(self.producer.close)
         await asyncio.to_thread(self.pool.close)
 
     def _check_host(self, request: Request):
@@ -158,6 +165,13 @@ class Console:
         r.add("GET", "/api/groups/{group}", self._group)
         r.add("GET", "/api/groups/{group}/series", self._group_series)
         r.add("POST", "/api/groups/{group}/reset-offsets", self._reset_offsets)
+        # the operator's pages and actions: brokers, topic configs and partitions, producing, deleting a group
+        r.add("GET", "/api/brokers", self._call(brokers.broker_list))
+        r.add("GET", "/api/brokers/{broker}", self._broker)
+        r.add("POST", "/api/topics/{name}/configs", self._alter_topic_configs)
+        r.add("POST", "/api/topics/{name}/partitions", self._add_partitions)
+        r.add("POST", "/api/topics/{name}/produce", self._produce)
+        r.add("POST", "/api/groups/{group}/delete", self._delete_group)
         return r
 
     async def _overview(self, request: Request) -> Response:
@@ -327,10 +341,35 @@ class Console:
                             f"not confirmed: send \"confirm\": {group!r} to reset (or \"dry_run\": true to preview)")
         return Response.json(await self.pool.run(api.reset_offsets, group, doc, execute))
 
+    async def _broker(self, request: Request) -> Response:
+        return Response.json(await self.pool.run(brokers.broker_detail, request.params["broker"]))
+
+    async def _alter_topic_configs(self, request: Request) -> Response:
+        name = request.params["name"]
+        doc = self._authorised(request, name)
+        return Response.json(await self.pool.run(api.alter_topic_configs, name, doc))
+
+    async def _add_partitions(self, request: Request) -> Response:
+        name = request.params["name"]
+        doc = self._authorised(request, name)
+        return Response.json(await self.pool.run(api.add_partitions, name, doc))
+
+    async def _produce(self, request: Request) -> Response:
+        name = request.params["name"]
+        doc = self._authorised(request, name)
+        if self.producer is None:
+            raise HttpError(HTTPStatus.NOT_IMPLEMENTED, "this console was started without a producer")
+        return Response.json(await self.pool.run(self.producer.produce, name, doc), HTTPStatus.CREATED)
+
+    async def _delete_group(self, request: Request) -> Response:
+        group = request.params["group"]
+        self._authorised(request, group)
+        return Response.json(await self.pool.run(api.delete_group, group))
+
     # -- errors ------------------------------------------------------------------------------
     def _error(self, request: Request, e: Exception) -> Response | None:
         if isinstance(e, api.ApiError):
-            return Response.json({"error": e.message}, e.status)
+            return Response.json({"error": e.message, **({"code": e.code} if e.code else {})}, e.status)
         if isinstance(e, records.BrowseError):
             return Response.json({"error": str(e)}, HTTPStatus.BAD_REQUEST)
         if isinstance(e, KafkaTimeoutError):

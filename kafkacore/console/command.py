@@ -3,7 +3,7 @@ is registered by cli.py beside the operator nouns (kafkacore/tools/), whose help
 from __future__ import annotations
 
 from ..tools.common import (EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, ToolError, admin_client, bootstrap_servers,
-                            port_number)
+                            client_settings, port_number)
 
 DEFAULT_PORT = 9000
 DEFAULT_HOST = "127.0.0.1"
@@ -19,8 +19,8 @@ def register(subparsers, common):
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"the address to serve on (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--read-only", action="store_true",
-                   help="refuse every change (create or delete a topic, reset offsets) with 403, and show no "
-                        "buttons for them")
+                   help="refuse every change (topics, their configs and partitions, producing, groups' offsets "
+                        "and deletion) with 403, and show no buttons for them")
     p.add_argument("--users", metavar="FILE",
                    help="require a login: a file of name:hash or name:hash:read-only lines (the hashes made by "
                         "`kafkacore console hash-password`)")
@@ -65,6 +65,13 @@ def load_users(path: str) -> dict:
         raise ToolError(str(e), EXIT_USAGE) from None
 
 
+def make_producer(args):
+    """The produce form's Producer: the command's client settings, each record sent at once."""
+    from ..client.producer import Producer
+
+    return Producer({**client_settings(args), "linger.ms": 0})
+
+
 def run(args) -> int:
     import asyncio
     import signal
@@ -77,7 +84,8 @@ def run(args) -> int:
     admin_client(args).close()  # a bad -b or --command-config is reported before anything starts
 
     async def serve():
-        console = Console(lambda: admin_client(args), bootstrap, users=users, read_only=args.read_only)
+        console = Console(lambda: admin_client(args), bootstrap, users=users, read_only=args.read_only,
+                          make_producer=lambda: make_producer(args))
         try:
             host, port = await console.start(args.host, args.port)
         except (ConnectionClosed, ConnectionError) as e:

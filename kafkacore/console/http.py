@@ -19,6 +19,7 @@ log = logging.getLogger("kafkacore.console")
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024  # the API's bodies are small JSON documents
 IDLE_TIMEOUT_S = 60
+CLOSE_WAIT_S = 5  # at shutdown, how long a request being answered may take to finish
 
 
 @dataclass
@@ -118,17 +119,27 @@ class HttpServer:
         self.on_error = on_error
         self.not_found = not_found  # handler for paths no route matches (GET), else a JSON 404
         self._server = None
+        self._connections = {}  # {task serving a connection: its writer}
 
     async def start(self, host: str, port: int):
         self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEADER_BYTES)
         return self._server.sockets[0].getsockname()[:2]
 
     async def close(self):
+        """Stops listening, then ends the connections: an idle keep-alive one (a browser keeps
+        them) would otherwise be cancelled mid-read when the loop stops, and asyncio prints
+        that as a traceback."""
         if self._server is not None:
             self._server.close()
+            for writer in self._connections.values():
+                writer.transport.close()  # its reader sees the end of the stream: _serve returns
+            if self._connections:
+                await asyncio.wait(list(self._connections), timeout=CLOSE_WAIT_S)
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        task = asyncio.current_task()
+        self._connections[task] = writer
         try:
             while True:
                 try:
@@ -146,6 +157,7 @@ class HttpServer:
         except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            self._connections.pop(task, None)
             writer.close()
 
     async def _dispatch(self, request: Request) -> Response:

@@ -255,6 +255,40 @@ def test_each_broker_describes_its_own_config(cluster):
     assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST, refused.value
 
 
+def test_the_consoles_broker_pages_on_a_cluster(cluster):
+    """The console's Brokers pages (kafkacore/console/brokers.py) against three brokers: each
+    broker's replicas and leaders add up to the metadata's, one controller, each broker's own
+    log directory, and a broker's configs asked of that broker."""
+    from kafkacore.client.admin import AdminClient as KafkacoreAdmin
+    from kafkacore.console.brokers import broker_detail, broker_list
+
+    ensure_all_running(cluster)
+    create_topic(cluster, "console-brokers", partitions=3, rf=2)
+    with KafkacoreAdmin(cluster.bootstrap_servers) as a:
+        doc = broker_list(a)
+        info, topics = a.metadata(None)
+        parts = [p for t in topics.values() for p in t.partitions]
+        assert [b["node_id"] for b in doc["brokers"]] == sorted(cluster.brokers)
+        for b in doc["brokers"]:
+            bid = b["node_id"]
+            assert (b["replicas"], b["leaders"]) == (sum(bid in p.replicas for p in parts),
+                                                     sum(p.leader == bid for p in parts))
+            assert b["controller"] == (bid == info.controller_id)
+            assert [d["path"] for d in b["log_dirs"]] == [cluster.brokers[bid].data_dir]
+            assert b["size"] == sum(d["size"] for d in b["log_dirs"])
+        assert sum(b["controller"] for b in doc["brokers"]) == 1 and doc["controller"] == info.controller_id
+        assert sum(b["replicas"] for b in doc["brokers"]) == sum(len(p.replicas) for p in parts)
+        detail = broker_detail(a, "2")
+        configs = {c["name"]: c for c in detail["configs"]}
+        assert configs["broker.id"]["value"] == "2" and configs["listeners"]["value"].endswith(
+            f":{cluster.brokers[2].port}")
+        assert configs["min.insync.replicas"]["source"] == "STATIC_BROKER_CONFIG"
+        mine = {t["topic"]: (t["replicas"], t["leaders"]) for t in detail["topics"]}
+        ours = topics["console-brokers"].partitions
+        assert mine.get("console-brokers", (0, 0)) == (sum(2 in p.replicas for p in ours),
+                                                       sum(p.leader == 2 for p in ours))
+
+
 # -- ListOffsets and DeleteRecords ----------------------------------------------------------------------
 def test_list_offsets_and_delete_records_are_answered_by_the_leader(cluster):
     ensure_all_running(cluster)

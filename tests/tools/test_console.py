@@ -306,7 +306,8 @@ def test_api_lists_its_endpoints_and_the_docs_describe_each(console):
     status, doc = api(console, "/api")
     assert status == 200 and "GET /api/topics/{name}/messages" in doc["endpoints"]
     docs = (Path(SOURCE_ROOT) / "docs" / "tools.md").read_text()
-    documented = {e.replace("{name}", "NAME").replace("{group}", "ID") for e in doc["endpoints"]}
+    documented = {e.replace("{name}", "NAME").replace("{group}", "ID").replace("{broker}", "BROKER")
+                  for e in doc["endpoints"]}
     assert [e for e in sorted(documented) if f"`{e}" not in docs] == []
 
 
@@ -597,6 +598,189 @@ def test_reset_is_refused_while_the_group_has_members(page, console, broker, adm
         consumer.close()
 
 
+# -- the operator's pages and actions ---------------------------------------------------------
+def test_brokers_page_shows_replicas_leaders_log_dirs_and_configs(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    from kafkacore.client.admin import BROKER_RESOURCE
+
+    _, topics = admin.metadata(None)  # internal topics too: they are on the broker's disk as well
+    replicas = sum(1 for t in topics.values() for p in t.partitions if 1 in p.replicas)
+    leaders = sum(1 for t in topics.values() for p in t.partitions if p.leader == 1)
+    [log_dir] = admin.describe_log_dirs()
+    status, doc = api(console, "/api/brokers")
+    assert status == 200 and doc["controller"] == admin.describe_cluster().controller_id == 1
+    [row] = doc["brokers"]
+    assert (row["node_id"], row["controller"], row["replicas"], row["leaders"]) == (1, True, replicas, leaders)
+    assert [d["path"] for d in row["log_dirs"]] == [log_dir.path] and row["log_dirs"][0]["error"] is None
+    assert row["log_dirs"][0]["partitions"] == len(log_dir.sizes) and row["size"] >= sum(log_dir.sizes.values()) > 0
+    assert api(console, "/api/brokers/7") == (404, {"error": "broker '7' is not in the cluster (its brokers: 1)"})
+
+    page.goto(console.origin + "/")
+    page.click('.sidebar a[data-nav="brokers"]')
+    expect(page).to_have_url(console.origin + "/brokers")
+    listed = page.locator('#broker-list tr[data-broker="1"]')
+    expect(listed).to_contain_text("controller")
+    assert (cell(listed, "Replicas"), cell(listed, "Leaders")) == (count_text(replicas), count_text(leaders))
+    expect(page.locator("#log-dir-table tbody tr")).to_have_count(1)
+    assert cell(page.locator("#log-dir-table tbody tr"), "Path") == log_dir.path
+    listed.locator("a").click()
+    expect(page).to_have_url(console.origin + "/brokers/1")
+    expect(page.locator("#tile-role")).to_contain_text("controller")
+    expect(page.locator("#tile-leaders .value")).to_have_text(count_text(leaders))
+    expect(page.locator('#broker-topic-table tr[data-topic="orders"]')).to_have_count(1)
+    assert cell(page.locator('#broker-topic-table tr[data-topic="orders"]'), "Leaders") == str(ORDERS_PARTITIONS)
+    # the configs as the broker describes them, each with its source (and the default it overrides)
+    described = {c.name: c for c in admin.describe_configs(BROKER_RESOURCE, "1", synonyms=True)}
+    expect(page.locator("#config-table tbody tr")).to_have_count(len(described))
+    static = sorted(n for n, c in described.items() if c.source == "STATIC_BROKER_CONFIG")
+    assert static, "the test broker sets some configs in its configuration"
+    row = page.locator(f'#config-table tr[data-config="{static[0]}"]')
+    expect(row).to_have_class("changed")
+    assert cell(row, "Value") == described[static[0]].value and cell(row, "Source") == "static broker config"
+    page.check("#only-changed")
+    expect(page.locator("#config-table tbody tr")).to_have_count(sum(1 for c in described.values() if not c.is_default))
+    page.fill("#config-filter", static[0])
+    expect(page.locator("#config-table tbody tr")).to_have_count(1)
+
+
+def test_edit_a_topic_config_and_add_partitions(page, console, admin, produced):
+    from playwright.sync_api import expect
+
+    admin.create_topic("tunable", 1, 1)
+    page.goto(console.origin + "/topics/tunable")
+    row = page.locator('#config-table tr[data-config="retention.ms"]')
+    expect(row).not_to_have_class("changed")
+    row.locator('[data-role="edit-config"]').click()
+    page.fill("#config-value", "soon")  # the broker's refusal, on one line in the dialog
+    page.click('dialog[open] [data-role="confirm"]')
+    expect(page.locator("dialog[open] .form-error")).to_have_text(
+        "INVALID_CONFIG: topic 'tunable': retention.ms='soon': expected an integer")
+    page.fill("#config-value", "7200000")
+    page.click('dialog[open] [data-role="confirm"]')
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(row).to_have_class("changed")
+    assert (cell(row, "Value"), cell(row, "Source")) == ("7200000", "dynamic topic config")
+    assert cell(row, "Default") == "168 (log.retention.hours)"  # Kafka's synonym: the broker's default, in hours
+    described = {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "tunable")}
+    assert (described["retention.ms"].value, described["retention.ms"].source) == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    row.locator('[data-role="edit-config"]').click()
+    page.click("#config-reset")  # back to the default: the override is deleted
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(row).not_to_have_class("changed")
+    assert {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "tunable")}["retention.ms"].is_default
+
+    page.click("#add-partitions")
+    page.fill("#partition-count", "3")
+    page.click('dialog[open] [data-role="confirm"]')
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    expect(page.locator("#partition-table tbody tr")).to_have_count(3)
+    assert len(admin.describe_topics(["tunable"])["tunable"].partitions) == 3
+    status, doc = api(console, "/api/topics/tunable/partitions", {"count": 2, "confirm": "tunable"})
+    assert status == 400 and doc["code"] == "INVALID_PARTITIONS" and "would not be an increase" in doc["error"]
+    assert api(console, "/api/topics/tunable/configs", {"set": {"retention.ms": "1"}})[0] == 428  # not confirmed
+    status, doc = api(console, "/api/topics/tunable/configs", {"set": {"no.such.config": "1"}, "confirm": "tunable"})
+    assert status == 400 and doc["error"] == "INVALID_CONFIG: topic 'tunable': no.such.config='1': unknown topic config"
+
+
+def test_reset_offsets_to_a_time_and_delete_a_group(page, console, broker, admin, produced):
+    from playwright.sync_api import expect
+
+    from kafkacore import Consumer
+
+    admin.alter_group_offsets("by-time", {("payloads", 0): 0})
+    page.goto(console.origin + "/groups/by-time")
+    page.click("#reset-offsets")
+    page.select_option("#reset-to", "timestamp")
+    # a whole second in (T0 + 1 s, T0 + 2 s]: the first record at or after it is offset 2
+    moment = ((T0 + 1000) // 1000 + 1) * 1000
+    page.fill("#reset-time", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(moment / 1000)))
+    page.click('dialog[open] [data-role="confirm"]')  # Preview
+    plan = page.locator("#reset-plan-table tbody tr")
+    expect(plan).to_have_count(1)
+    assert (cell(plan, "Now"), cell(plan, "New")) == ("0", "2")
+    page.click('dialog[open] [data-role="confirm"]')  # Reset offsets
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    assert admin.list_group_offsets("by-time") == {("payloads", 0): 2}
+    # later than every record: the end, as kafka-consumer-groups.sh --to-datetime does
+    status, doc = api(console, "/api/groups/by-time/reset-offsets",
+                      {"topic": "payloads", "to": "timestamp", "timestamp": T0 + 60_000, "dry_run": True})
+    assert status == 200 and [o["new"] for o in doc["offsets"]] == [len(PAYLOADS)]
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "by-time", "enable.auto.commit": "false"})
+    try:
+        consumer.subscribe(["payloads"])
+
+        def assigned():
+            consumer.poll(0.2)
+            return bool(consumer.assignment())
+
+        wait_for(assigned, "the consumer's partitions", 30)
+        page.reload()
+        expect(page.locator("#member-table tbody tr")).to_have_count(1)
+        page.click("#delete-group")
+        page.fill("#confirm-group", "by-time")
+        page.click('dialog[open] [data-role="confirm"]')  # refused by the broker: the group has a member
+        expect(page.locator("dialog[open] .form-error")).to_have_text(
+            "NON_EMPTY_GROUP: The group is not empty. Group 'by-time' has active members: stop its consumers first")
+        assert admin.list_group_offsets("by-time") == {("payloads", 0): 2}
+    finally:
+        consumer.close()
+    page.click('dialog[open] [data-role="confirm"]')  # the member left: now it goes
+    expect(page).to_have_url(console.origin + "/groups")
+    assert "by-time" not in [g.group_id for g in admin.list_groups()]
+    assert admin.list_group_offsets("by-time") == {}
+    status, doc = api(console, "/api/groups/by-time/delete", {"confirm": "by-time"})
+    assert (status, doc) == (404, {"error": "group 'by-time' does not exist", "code": "GROUP_ID_NOT_FOUND"})
+
+
+def read_back(broker, topic, partition, count):
+    """The first ``count`` records of a partition, read with kafkacore's consumer."""
+    from kafkacore import Consumer
+
+    got = []
+    with contextlib.closing(Consumer({"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest"})) as c:
+        c.assign([(topic, partition)])
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            got += c.poll(0.5)
+    return got
+
+
+def test_produce_form_writes_key_value_headers_to_the_partition(page, console, broker, admin, produced):
+    from playwright.sync_api import expect
+
+    admin.create_topic("produce-here", 2, 1)
+    page.goto(console.origin + "/topics/produce-here")
+    page.fill("#produce-key", "customer-9")
+    page.fill("#produce-value", '{"total": 12.5}')
+    page.fill("#produce-headers", "trace-id=abc-9\nflag")
+    page.select_option("#produce-partition", "1")
+    page.click("#produce")
+    expect(page.locator("#produced-offset")).to_have_text("0")
+    expect(page.locator("#produced-partition")).to_have_text("1")
+    expect(page.locator('#partition-table tr[data-partition="1"]')).to_contain_text("1")
+    page.check("#produce-null")  # a tombstone: the key with a null value (to partition 1 again)
+    page.click("#produce")
+    expect(page.locator("#produced-offset")).to_have_text("1")
+    [first, second] = read_back(broker, "produce-here", 1, 2)
+    assert (first.key, first.value, first.headers) == (b"customer-9", b'{"total": 12.5}',
+                                                       [("trace-id", b"abc-9"), ("flag", None)])
+    assert (second.key, second.value, second.offset) == (b"customer-9", None, 1)
+    # bad input: a clear line, nothing written
+    status, doc = api(console, "/api/topics/produce-here/produce",
+                      {"value": "x", "partition": 5, "confirm": "produce-here"})
+    assert (status, doc["error"]) == (
+        400, "partition 5 of 'produce-here' does not exist (the topic has 2 partitions: 0-1)")
+    page.select_option("#produce-partition", "0")
+    page.fill("#produce-headers", "=no-name")
+    page.click("#produce")
+    expect(page.locator("#produce-error")).to_have_text("a header needs a key (text)")
+    status, doc = api(console, "/api/topics/not-there/produce", {"value": "x", "confirm": "not-there"})
+    assert (status, doc["code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION") and "not-there" not in admin.list_topics()
+    assert offsets(admin, "produce-here", 2) == {0: (0, 0), 1: (0, 2)}
+
+
 def test_a_cluster_that_goes_away_is_reported_and_the_console_recovers(browser, tmp_path):
     from playwright.sync_api import expect
 
@@ -670,15 +854,22 @@ def read_only_console(broker):
     assert c.stop() == 0, c.proc.stderr.read()
 
 
-def write_requests(console):
-    """(path, body) of every POST endpoint the console lists, filled in so that each would
-    succeed on a writable console."""
+def write_requests(console, endpoints=None, topic="ro-kept", group="ro-group"):
+    """(path, body) of every POST endpoint the console lists (``endpoints``: GET /api's list,
+    when the caller has it), filled in so that each would succeed on a writable console."""
     bodies = {"POST /api/topics": {"name": "ro-new", "partitions": 1, "confirm": "ro-new"},
               "POST /api/topics/{name}/delete": {"confirm": "ro-kept"},
-              "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"}}
-    posts = [e for e in api(console, "/api")[1]["endpoints"] if e.startswith("POST ")]
+              "POST /api/groups/{group}/reset-offsets": {"topic": "orders", "to": "latest", "confirm": "ro-group"},
+              "POST /api/topics/{name}/configs": {"set": {"retention.ms": "1000"}, "confirm": "ro-kept"},
+              "POST /api/topics/{name}/partitions": {"count": 2, "confirm": "ro-kept"},
+              "POST /api/groups/{group}/delete": {"confirm": "ro-group"},
+              "POST /api/topics/{name}/produce": {"value": "never", "confirm": "ro-kept"}}
+    endpoints = api(console, "/api")[1]["endpoints"] if endpoints is None else endpoints
+    posts = [e for e in endpoints if e.startswith("POST ")]
     assert sorted(posts) == sorted(bodies), "a new write endpoint: add it here"
-    return [(e[5:].replace("{name}", "ro-kept").replace("{group}", "ro-group"), bodies[e]) for e in posts]
+    named = {"ro-kept": topic, "ro-group": group}
+    return [(e[5:].replace("{name}", topic).replace("{group}", group),
+             {k: named.get(v, v) if isinstance(v, str) else v for k, v in bodies[e].items()}) for e in posts]
 
 
 def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_console, admin, produced):
@@ -697,15 +888,23 @@ def test_read_only_console_offers_no_writes_and_refuses_them(browser, read_only_
         expect(pg.locator("#partition-table tbody tr")).to_have_count(1)
         expect(pg.locator("#browse-messages")).to_be_visible()  # reading goes on as before
         expect(pg.locator("#delete-topic")).to_have_count(0)
+        expect(pg.locator("#add-partitions")).to_have_count(0)
+        expect(pg.locator("#produce-form")).to_have_count(0)
+        expect(pg.locator('#config-table tr[data-config="retention.ms"]')).to_have_count(1)
+        expect(pg.locator('[data-role="edit-config"]')).to_have_count(0)
         pg.goto(c.origin + "/groups/ro-group")
         expect(pg.locator("#offset-table tbody tr")).to_have_count(1)
         expect(pg.locator("#reset-offsets")).to_have_count(0)
+        expect(pg.locator("#delete-group")).to_have_count(0)
         forged = [pg.evaluate(FORGED_POST, [path, body]) for path, body in write_requests(c)]
     raw = [api(c, path, body) for path, body in write_requests(c)]
     for status, doc in forged + raw:
         assert status == 403
         assert doc["error"] == "the console is read-only (--read-only): it does not change the cluster"
     assert "ro-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
+    assert len(admin.describe_topics(["ro-kept"])["ro-kept"].partitions) == 1
+    assert offsets(admin, "ro-kept", 1) == {0: (0, 0)}
+    assert {c.name: c for c in admin.describe_configs(TOPIC_RESOURCE, "ro-kept")}["retention.ms"].is_default
     assert admin.list_group_offsets("ro-group") == {("orders", 0): 1}
 
 
@@ -837,6 +1036,7 @@ def test_a_read_only_user_sees_no_write_controls_and_cannot_write(browser, login
 
     c = login_console
     admin.create_topic("rita-kept", 1, 1)
+    admin.alter_group_offsets("rita-group", {("orders", 0): 1})
     with checked_page(browser, c.origin) as pg:
         pg.goto(c.origin + "/login")
         log_in(pg, "rita", PASSWORDS["rita"])
@@ -850,12 +1050,25 @@ def test_a_read_only_user_sees_no_write_controls_and_cannot_write(browser, login
         pg.goto(c.origin + "/topics/rita-kept")
         expect(pg.locator("#partition-table tbody tr")).to_have_count(1)
         expect(pg.locator("#delete-topic")).to_have_count(0)
+        expect(pg.locator('#config-table tr[data-config="retention.ms"]')).to_have_count(1)
+        expect(pg.locator('#add-partitions, #produce-form, [data-role="edit-config"]')).to_have_count(0)
+        pg.goto(c.origin + "/groups/rita-group")
+        expect(pg.locator("#offset-table tbody tr")).to_have_count(1)
+        expect(pg.locator("#reset-offsets, #delete-group")).to_have_count(0)
         session = pg.evaluate("async () => (await fetch('/api/session')).json()")
         assert session == {"login": True, "user": "rita", "read_only": True}
-        status, doc = pg.evaluate(FORGED_POST, ["/api/topics/rita-kept/delete", {"confirm": "rita-kept"}])
-    assert status == 403
-    assert doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
-    assert "rita-kept" in admin.list_topics()
+        endpoints = pg.evaluate("async () => (await fetch('/api')).json()")["endpoints"]
+        # every write the console has, forged from her page with the page's token
+        answers = [pg.evaluate(FORGED_POST, [path, body])
+                   for path, body in write_requests(c, endpoints, topic="rita-kept", group="rita-group")]
+    assert len(answers) >= 7
+    for status, doc in answers:
+        assert status == 403
+        assert doc["error"] == "user 'rita' may only read: the console does not change the cluster for them"
+    assert "rita-kept" in admin.list_topics() and "ro-new" not in admin.list_topics()
+    assert len(admin.describe_topics(["rita-kept"])["rita-kept"].partitions) == 1
+    assert offsets(admin, "rita-kept", 1) == {0: (0, 0)}
+    assert admin.list_group_offsets("rita-group") == {("orders", 0): 1}
 
 
 def test_logout_ends_the_session_on_the_server(browser, login_console):
@@ -924,6 +1137,10 @@ def test_console_works_against_a_sasl_listener(tmp_path):
             assert status == 200 and [br["port"] for br in doc["brokers"]] == [sasl_port]
             status, doc = api(c, "/api/topics", {"name": "over-sasl", "partitions": 2, "confirm": "over-sasl"})
             assert status == 201, doc
+            # the produce form's producer logs in with the same --command-config
+            status, doc = api(c, "/api/topics/over-sasl/produce",
+                              {"value": "hi", "partition": 1, "confirm": "over-sasl"})
+            assert (status, doc["partition"], doc["offset"]) == (201, 1, 0), doc
         finally:
             assert c.stop() == 0, c.proc.stderr.read()
         with AdminClient(b.bootstrap) as plain_admin:  # the topic is there, seen over PLAINTEXT

@@ -2,6 +2,7 @@
 // while they are shown, and shows the cluster's reachability in the sidebar.
 
 import { ApiError, TOKEN, get } from "./api.js";
+import * as brokers from "./brokers.js";
 import { el, fill, link } from "./dom.js";
 import * as group from "./group.js";
 import * as groups from "./groups.js";
@@ -18,6 +19,8 @@ const ROUTES = [
   [/^\/topics\/([^/]+)\/messages$/, messages, "topics"],
   [/^\/groups$/, groups, "groups"],
   [/^\/groups\/([^/]+)$/, group, "groups"],
+  [/^\/brokers$/, brokers, "brokers"],
+  [/^\/brokers\/([^/]+)$/, brokers, "brokers"],
 ];
 
 const RETRY_MS = 3000;
@@ -91,7 +94,7 @@ function notFound(message) {
   return el("div", { class: "card not-found", id: "not-found" },
     el("h1", {}, "Not found"),
     el("p", { class: "muted" }, message),
-    el("p", {}, link("/", "Overview"), " · ", link("/topics", "Topics"), " · ", link("/groups", "Consumer groups")));
+    el("p", {}, link("/", "Overview"), " · ", link("/topics", "Topics"), " · ", link("/groups", "Consumer groups"), " · ", link("/brokers", "Brokers")));
 }
 
 // links marked data-link change the page without reloading it

@@ -1,11 +1,12 @@
 // A consumer group: members and their partitions, committed offset and lag per partition,
-// lag over the last minutes, and resetting its offsets (only while it has no members).
+// lag over the last minutes, resetting its offsets (only while it has no members) and
+// deleting it (the broker refuses while it has members).
 
 import { get, post, seg } from "./api.js";
 import { LineChart } from "./chart.js";
 import { openDialog, field } from "./dialog.js";
 import { card, el, fill, link, pageHead, table, tile } from "./dom.js";
-import { count } from "./format.js";
+import { count, localInput } from "./format.js";
 import { stateBadge } from "./groups.js";
 import { canWrite } from "./session.js";
 
@@ -21,8 +22,9 @@ export async function render(ctx) {
   const canvas = el("canvas", { class: "chart", id: "lag-chart" });
   const legend = el("div", { class: "chart-legend" });
   const resetButton = el("button", { id: "reset-offsets", type: "button" }, "Reset offsets");
+  const deleteButton = el("button", { class: "danger", id: "delete-group", type: "button" }, "Delete group");
   fill(ctx.root,
-    pageHead([link("/groups", "Consumer groups"), " /"], groupId, canWrite() ? resetButton : null),
+    pageHead([link("/groups", "Consumer groups"), " /"], groupId, canWrite() ? [resetButton, deleteButton] : null),
     tiles,
     card("Lag", { hint: "records behind the end of the log, all partitions" }, el("div", { class: "card-body" }, canvas, legend)),
     card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),
@@ -58,6 +60,7 @@ export async function render(ctx) {
     ], doc.members, { id: "member-table", empty: "No active members." }));
   };
   draw();
+  deleteButton.addEventListener("click", () => deleteDialog(ctx, doc));
   resetButton.addEventListener("click", () => resetDialog(doc, async () => {
     doc = await get(base);
     sampledLag = null; // the samples so far predate the reset: show the new offsets' lag until a newer one
@@ -102,18 +105,26 @@ function resetDialog(doc, reload) {
   const to = el("select", { id: "reset-to" },
     el("option", { value: "earliest" }, "the earliest offset"),
     el("option", { value: "latest" }, "the latest offset (skip everything)"),
-    el("option", { value: "offset" }, "a given offset"));
+    el("option", { value: "offset" }, "a given offset"),
+    el("option", { value: "timestamp" }, "a time (the first record at or after it)"));
   const offset = el("input", { id: "reset-offset", type: "number", min: "0", value: "0" });
   const offsetField = field("Offset (kept within each partition's range)", offset);
+  // local time, to the second; partitions with no record that late go to their end
+  const time = el("input", { id: "reset-time", type: "datetime-local", step: "1", value: localInput(Date.now() - 3600_000) });
+  const timeField = field("Time (this browser's time zone)", time);
   const plan = el("div", { id: "reset-plan" });
   const warning = doc.members.length
     ? el("div", { class: "warning" }, `The group has ${doc.members.length} active member(s): stop them before resetting.`)
     : null;
   let previewed = null;
-  const request = () => ({ topic: topic.value, to: to.value, offset: to.value === "offset" ? offset.value : undefined });
+  const request = () => {
+    if (to.value === "timestamp" && Number.isNaN(new Date(time.value).getTime())) throw new Error("pick a date and time");
+    return { topic: topic.value, to: to.value, offset: to.value === "offset" ? offset.value : undefined,
+      timestamp: to.value === "timestamp" ? new Date(time.value).getTime() : undefined };
+  };
   const handle = openDialog({
     title: `Reset offsets of ${doc.group_id}`,
-    body: el("div", { class: "stack" }, warning, field("Topic", topic), field("Move to", to), offsetField, plan),
+    body: el("div", { class: "stack" }, warning, field("Topic", topic), field("Move to", to), offsetField, timeField, plan),
     confirm: { label: "Preview" },
     async onConfirm(h) {
       if (!previewed) {
@@ -135,6 +146,7 @@ function resetDialog(doc, reload) {
   });
   const changed = () => {
     offsetField.hidden = to.value !== "offset";
+    timeField.hidden = to.value !== "timestamp";
     if (previewed) { // a changed choice needs a new preview
       previewed = null;
       fill(plan);
@@ -143,7 +155,26 @@ function resetDialog(doc, reload) {
       handle.confirmButton.classList.add("primary");
     }
   };
-  [topic, to, offset].forEach((i) => i.addEventListener("input", changed));
+  [topic, to, offset, time].forEach((i) => i.addEventListener("input", changed));
   changed();
   if (!topics.length) handle.error("The group has no committed offsets to reset.");
+}
+
+// Typed confirmation, then DeleteGroups; a group with members is refused by the broker
+// (NON_EMPTY_GROUP), and its message stays in the dialog.
+function deleteDialog(ctx, doc) {
+  const typed = el("input", { id: "confirm-group", autocomplete: "off", placeholder: doc.group_id });
+  const handle = openDialog({
+    title: "Delete group",
+    body: el("div", { class: "stack" },
+      el("div", { class: "warning" }, "This deletes ", el("strong", {}, doc.group_id), " and its committed offsets. Its consumers would start again from auto.offset.reset."),
+      field("Type the group's id to confirm", typed)),
+    confirm: { label: "Delete group", danger: true, enabled: false },
+    async onConfirm() {
+      await post(`/api/groups/${seg(doc.group_id)}/delete`, { confirm: typed.value });
+      ctx.navigate("/groups");
+    },
+  });
+  typed.addEventListener("input", () => { handle.confirmButton.disabled = typed.value !== doc.group_id; });
+  typed.focus();
 }

@@ -35,7 +35,7 @@ export async function render(ctx) {
       tile("Controller", doc.controller < 0 ? "none" : `broker ${doc.controller}`, { small: true, id: "tile-controller" }),
       tile("Cluster id", doc.cluster_id || "–", { small: true, id: "tile-cluster-id" }));
     fill(brokers, table([
-      { title: "Id", cell: (b) => String(b.node_id), num: true },
+      { title: "Id", cell: (b) => link(`/brokers/${b.node_id}`, String(b.node_id)), num: true },
       { title: "Host", cell: (b) => el("span", { class: "mono" }, `${b.host}:${b.port}`) },
       { title: "Rack", cell: (b) => b.rack || "–" },
       { title: "Role", cell: (b) => (b.controller ? badge("controller", "info") : badge("broker")) },
