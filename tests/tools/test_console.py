@@ -361,37 +361,51 @@ def test_topic_page_shows_each_partitions_offsets_and_configs(page, console, adm
     expect(page.locator("#config-table tbody tr")).to_have_count(1)
 
 
-def test_message_browser_shows_key_value_headers_exactly(page, console, produced):
+def test_message_browser_table_rows_open_onto_key_value_headers_exactly(page, console, produced):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=0&limit=1")
-    record = page.locator("article.record")
+    row = page.locator("#records-table tr.record")
+    expect(row).to_have_count(1)
+    assert row.get_attribute("data-offset") == "0"
+    key, value, headers = PAYLOADS[0]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(T0 / 1000)) + f".{T0 % 1000:03d}"
+    size = len(key) + len(value) + sum(len(k) + len(v or b"") for k, v in headers)
+    assert [cell(row, c) for c in ("Partition", "Offset", "Timestamp", "Key", "Value", "Headers", "Size")] == [
+        "0", "0", stamp, "json-key", json.dumps(JSON_VALUE, separators=(",", ":")), "2", f"{size} B"]
+    expect(page.locator("tr.record-detail")).to_have_count(0)  # closed until asked
+    row.click()
+    record = page.locator("tr.record-detail")
     expect(record).to_have_count(1)
-    assert record.get_attribute("data-offset") == "0"
+    assert row.get_attribute("aria-expanded") == "true"
     assert record.locator('[data-role="key"]').text_content() == "json-key"
     headers = record.locator(".header-row")
     expect(headers).to_have_count(2)
     assert headers.nth(0).locator(".hk").text_content() == "trace-id"
     assert headers.nth(0).locator('[data-role="header"]').text_content() == "abc-123"
     assert headers.nth(1).locator('[data-role="header"]').get_attribute("data-kind") == "null"
-    value = record.locator('pre[data-role="value"]')
-    assert value.get_attribute("data-kind") == "json"
-    assert value.text_content() == json.dumps(JSON_VALUE, indent=2)  # pretty-printed, exactly
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(T0 / 1000)) + f".{T0 % 1000:03d}"
-    assert record.locator(".ts").text_content() == stamp
+    shown = record.locator('pre[data-role="value"]')
+    assert shown.get_attribute("data-kind") == "json"
+    assert shown.text_content() == json.dumps(JSON_VALUE, indent=2)  # pretty-printed, exactly
+    row.press("Enter")  # the keyboard closes it too
+    expect(page.locator("tr.record-detail")).to_have_count(0)
 
 
 def test_binary_is_escaped_and_markup_is_shown_as_text(page, console, produced):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=1&limit=2")
-    expect(page.locator("article.record")).to_have_count(2)
-    binary = page.locator('article.record[data-offset="1"] pre[data-role="value"]')
+    expect(page.locator("tr.record")).to_have_count(2)
+    assert cell(page.locator('tr.record[data-offset="1"]'), "Value") == "binary\\x00\\x01\\x02\\xff\\xfe"
+    page.click('tr.record[data-offset="1"]')
+    binary = page.locator('tr.record-detail pre[data-role="value"]')
     assert binary.get_attribute("data-kind") == "binary"
     assert binary.text_content() == "\\x00\\x01\\x02\\xff\\xfe"
-    page.click('article.record[data-offset="1"] [data-role="hex-toggle"]')
+    page.click('tr.record-detail [data-role="hex-toggle"]')
     expect(binary).to_have_text("00 01 02 ff fe")
-    html = page.locator('article.record[data-offset="2"]')
+    page.click('tr.record[data-offset="2"]')
+    html = page.locator('tr.record[data-offset="2"] + tr.record-detail')
+    assert cell(page.locator('tr.record[data-offset="2"]'), "Value") == HTML_VALUE.decode()
     assert html.locator('pre[data-role="value"]').text_content() == HTML_VALUE.decode()
     assert html.locator(".hk").text_content() == "<i>h</i>"
     assert html.locator('[data-role="header"]').text_content() == "<img src=x onerror=alert(1)>"
@@ -400,22 +414,122 @@ def test_binary_is_escaped_and_markup_is_shown_as_text(page, console, produced):
     assert page.evaluate("window.__pwned") is None
 
 
-def test_browser_newest_first_and_by_timestamp(page, console, produced):
+def test_browser_newest_first_and_jumps_to_a_timestamp_or_an_offset(page, console, produced):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/payloads/messages?partition=0&limit=3")
-    expect(page.locator("article.record")).to_have_count(3)
-    assert [r.get_attribute("data-offset") for r in page.locator("article.record").all()] == ["3", "2", "1"]
-    page.goto(console.origin + f"/topics/payloads/messages?mode=timestamp&timestamp={T0 + 2000}")
-    expect(page.locator("article.record")).to_have_count(2)
-    assert [r.get_attribute("data-offset") for r in page.locator("article.record").all()] == ["2", "3"]
+    expect(page.locator("tr.record")).to_have_count(3)
+    assert [r.get_attribute("data-offset") for r in page.locator("tr.record").all()] == ["3", "2", "1"]
+    # a time between two records' timestamps: ListOffsets by timestamp finds the next one
+    page.goto(console.origin + f"/topics/payloads/messages?mode=timestamp&timestamp={T0 + 1500}")
+    expect(page.locator("tr.record")).to_have_count(2)
+    assert [r.get_attribute("data-offset") for r in page.locator("tr.record").all()] == ["2", "3"]
     # the form: from an offset, in the URL afterwards
     page.select_option("#mode", "offset")
     page.fill("#offset", "3")
     page.click("#load")
-    expect(page.locator("article.record")).to_have_count(1)
-    assert page.locator("article.record").get_attribute("data-offset") == "3"
+    expect(page.locator("tr.record")).to_have_count(1)
+    assert page.locator("tr.record").get_attribute("data-offset") == "3"
     assert "mode=offset" in page.url and "offset=3" in page.url
+    expect(page.locator("#scan-note")).to_be_hidden()  # no search, no scan note
+
+
+@pytest.fixture(scope="module")
+def people(broker, admin):
+    """Topic "people": 40 JSON records, user i in partition i % 2 at offset i // 2, with a
+    "region" header (eu for odd i, us for even)."""
+    admin.create_topic("people", 2, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        for i in range(PEOPLE):
+            p.send("people", json.dumps(person(i)).encode(), key=b"user-%d" % i, partition=i % 2,
+                   headers=[("region", b"eu" if i % 2 else b"us")])
+        p.flush(10)
+    return PEOPLE
+
+
+PEOPLE = 40
+
+
+def person(i):
+    return {"user": {"id": i, "name": f"user-{i}"}, "tier": "gold" if i % 4 == 0 else "silver", "note": 'say "hi", ok'}
+
+
+def searched(console, query):
+    status, doc = api(console, "/api/topics/people/messages?" + urllib.parse.urlencode(query))
+    assert status == 200, doc
+    return sorted(json.loads(r["value"]["text"])["user"]["id"] for r in doc["records"]), doc["scan"]
+
+
+def test_api_search_by_substring_or_json_path_over_a_bounded_scan(console, people):
+    everything = {"searched": True, "scanned": PEOPLE, "total": PEOPLE, "limit": 10_000, "complete": True}
+    assert searched(console, {"q": "USER-1", "in": "key"}) == ([1, *range(10, 20)], everything)  # any case
+    assert searched(console, {"q": "eu", "in": "headers"})[0] == list(range(1, PEOPLE, 2))
+    assert searched(console, {"q": "eu", "in": "key"})[0] == []
+    assert searched(console, {"q": 'say "hi"', "in": "value"})[0] == list(range(PEOPLE))
+    assert searched(console, {"path": "$.user.id == 7"})[0] == [7]
+    assert searched(console, {"path": "$.tier == gold"})[0] == list(range(0, PEOPLE, 4))
+    assert searched(console, {"path": 'user["name"] ~ "R-3"'})[0] == [3, *range(30, 40)]
+    assert searched(console, {"path": "$.user.id >= 30", "q": "user-3", "in": "key"})[0] == list(range(30, 40))
+    assert searched(console, {"path": "$.user.missing"})[0] == []
+    # the scan's bound is shared by the partitions: newest reads each one's last 5 records
+    ids, scan = searched(console, {"q": "user", "scan": "10"})
+    assert ids == list(range(30, 40)) and scan == {"searched": True, "scanned": 10, "total": PEOPLE, "limit": 10,
+                                                   "complete": False}
+    # from an offset the scan stops once `limit` records matched (gold: offsets 0 and 2 of partition 0)
+    ids, scan = searched(console, {"mode": "offset", "partition": "0", "offset": "0", "limit": "2",
+                                   "path": "$.tier == gold"})
+    assert ids == [0, 4] and scan["scanned"] == 3 and scan["total"] == PEOPLE // 2
+    for query, message in [({"path": "$.user.id ="}, "expected ==, !=, <, <=, >, >= or ~ after the path"),
+                           ({"path": "$..id"}, "cannot read the JSON path"),
+                           ({"q": "x", "in": "nowhere"}, "search in must be one of any, key, value, headers"),
+                           ({"q": "x", "scan": "0"}, "scan must be between 1 and 100,000, not 0")]:
+        status, doc = api(console, "/api/topics/people/messages?" + urllib.parse.urlencode(query))
+        assert status == 400 and message in doc["error"], (query, doc)
+
+
+def test_search_in_the_browser_and_export_what_is_shown(page, console, people, tmp_path):
+    import csv
+
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/people/messages")
+    expect(page.locator("tr.record")).to_have_count(PEOPLE)
+    page.fill("#search", "user-1")
+    page.select_option("#search-in", "key")
+    page.click("#load")
+    expect(page.locator("#scan-note")).to_have_text("Scanned 40 of 40 records, 11 shown.")
+    expect(page.locator("tr.record")).to_have_count(11)
+    assert "q=user-1" in page.url and "in=key" in page.url
+    page.fill("#search", "")
+    page.fill("#json-path", "$.tier == gold")
+    page.click("#load")
+    expect(page.locator("tr.record")).to_have_count(PEOPLE // 4)
+    rows = [(int(r.get_attribute("data-partition")), int(r.get_attribute("data-offset")))
+            for r in page.locator("tr.record").all()]
+    assert sorted(rows) == [(0, i // 2) for i in range(0, PEOPLE, 4)]
+
+    with page.expect_download() as info:
+        page.click("#export-jsonl")
+    assert info.value.suggested_filename == "people-all-newest.jsonl"
+    info.value.save_as(tmp_path / "shown.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "shown.jsonl").read_text().splitlines()]
+    assert [(r["partition"], r["offset"]) for r in lines] == rows  # what is shown, in its order
+    for r in lines:
+        i = r["offset"] * 2
+        assert r["key"] == f"user-{i}" and r["value"] == person(i) and r["headers"] == [{"key": "region", "value": "us"}]
+        assert r["timestamp_type"] == "CreateTime" and isinstance(r["timestamp"], int)
+
+    with page.expect_download() as info:
+        page.click("#export-csv")
+    info.value.save_as(tmp_path / "shown.csv")
+    with open(tmp_path / "shown.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == ["partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers"]
+    assert [(int(r[0]), int(r[1])) for r in table[1:]] == rows
+    for r in table[1:]:
+        i = int(r[1]) * 2
+        assert r[4] == f"user-{i}" and json.loads(r[5]) == person(i)  # quotes and commas survive
+        assert json.loads(r[6]) == [{"key": "region", "value": "us"}]
 
 
 def test_bad_offset_and_unknown_topic_show_a_clear_message(page, console, produced):
