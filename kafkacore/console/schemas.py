@@ -13,7 +13,7 @@ Schemas come from a directory of ``<id>.avsc`` files (``--schema-dir``) and/or a
 string, "schemaType": "AVRO" (when absent) | "JSON" | "PROTOBUF"} (Confluent's Schema Registry
 API reference). Answers are kept for the console's life, failures for FAILURE_TTL_S, so a scan of
 many records asks the registry once per id. Avro is decoded with fastavro, an optional
-dependency (``pip install 'kafkacore[console]'``); schema references to other subjects are not
+dependency (kafkacore's ``console`` extra); schema references to other subjects are not
 followed.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ REGISTRY_TIMEOUT_S = 5.0
 FAILURE_TTL_S = 30.0
 REGISTRY_ACCEPT = "application/vnd.schemaregistry.v1+json"
 AVRO, JSON_SCHEMA, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
-INSTALL_HINT = "pip install 'kafkacore[console]'"
+INSTALL_HINT = "kafkacore's console extra, or fastavro alone"
 
 try:
     import fastavro

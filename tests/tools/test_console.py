@@ -8,6 +8,7 @@ or groups, so the tests do not depend on each other's order.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import http.client
 import json
@@ -77,10 +78,10 @@ def produced(broker, admin):
 class ConsoleProcess:
     """``python -m kafkacore -b BOOTSTRAP console --port 0``; ``url`` from its first line."""
 
-    def __init__(self, bootstrap, *extra):
+    def __init__(self, bootstrap, *extra, env=None):
         self.proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0",
                                       *extra], cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=env)
         line = self._first_line()
         found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
         if not found:
@@ -106,9 +107,71 @@ class ConsoleProcess:
         return self.proc.returncode
 
 
+class SchemaRegistryStandIn:
+    """Confluent Schema Registry's one endpoint the console asks, ``GET /schemas/ids/{id}``,
+    answered as Confluent's REST API reference describes ({"schema": ..., "schemaType": ...};
+    404 with error_code 40403 for an unknown id). A stand-in, since a real Schema Registry (a
+    Java service whose jars are not served here) cannot run in this environment; ``asked``
+    counts the requests per path."""
+
+    def __init__(self, schemas: dict):
+        import http.server
+
+        self.schemas = schemas
+        self.asked = collections.Counter()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.asked[self.path] += 1
+                found = re.fullmatch(r"/schemas/ids/(\d+)", self.path)
+                doc = outer.schemas.get(int(found.group(1))) if found else None
+                body = json.dumps(doc if doc else {"error_code": 40403, "message": "Schema not found"}).encode()
+                self.send_response(200 if doc else 404)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+USER_SCHEMA = {"type": "record", "name": "User", "namespace": "example", "fields": [
+    {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+    {"name": "email", "type": ["null", "string"], "default": None}, {"name": "avatar", "type": "bytes"}]}
+PAYMENT_SCHEMA = {"type": "record", "name": "Payment", "fields": [
+    {"name": "cents", "type": "long"}, {"name": "currency", "type": {"type": "enum", "name": "Currency",
+                                                                    "symbols": ["EUR", "USD"]}}]}
+USER_ID, PAYMENT_ID, JSON_SCHEMA_ID, UNKNOWN_ID = 1, 2, 3, 99  # 1 in the registry, 2 in --schema-dir
+
+
 @pytest.fixture(scope="module")
-def console(broker):
-    c = ConsoleProcess(broker.bootstrap)
+def registry():
+    r = SchemaRegistryStandIn({USER_ID: {"schema": json.dumps(USER_SCHEMA)},
+                               JSON_SCHEMA_ID: {"schema": '{"type": "object"}', "schemaType": "JSON"}})
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def schema_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("schemas")
+    (d / f"{PAYMENT_ID}.avsc").write_text(json.dumps(PAYMENT_SCHEMA))
+    return d
+
+
+@pytest.fixture(scope="module")
+def console(broker, registry, schema_dir):
+    c = ConsoleProcess(broker.bootstrap, "--schema-registry", registry.url, "--schema-dir", str(schema_dir))
     yield c
     assert c.stop() == 0, c.proc.stderr.read()
 
@@ -530,6 +593,109 @@ def test_search_in_the_browser_and_export_what_is_shown(page, console, people, t
         i = int(r[1]) * 2
         assert r[4] == f"user-{i}" and json.loads(r[5]) == person(i)  # quotes and commas survive
         assert json.loads(r[6]) == [{"key": "region", "value": "us"}]
+
+
+def framed(schema_id: int, payload: bytes) -> bytes:
+    """Confluent's wire format: magic byte 0, the schema id (4 bytes, big-endian), the payload."""
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def avro(schema, record) -> bytes:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+USERS = [{"id": 42, "name": "ann", "email": "ann@example.com", "avatar": b"\x89PNG"},
+         {"id": 43, "name": "bob", "email": None, "avatar": b""}]
+
+
+@pytest.fixture(scope="module")
+def framed_topic(broker, admin):
+    """Topic "framed": Avro (registry id), Avro (--schema-dir id), JSON Schema, an unknown id, Avro."""
+    payment = avro(PAYMENT_SCHEMA, {"cents": 1999, "currency": "USD"})
+    # the Avro spec by hand: a long is a zigzag varint (1999 -> 3998), an enum its index as one
+    assert payment == bytes([0x9E, 0x1F, 0x02])
+    admin.create_topic("framed", 1, 1)
+    values = [framed(USER_ID, avro(USER_SCHEMA, USERS[0])), framed(PAYMENT_ID, payment),
+              framed(JSON_SCHEMA_ID, b'{"sku": "sku-7", "qty": 2}'), framed(UNKNOWN_ID, b"\x02\x04\x06"),
+              framed(USER_ID, avro(USER_SCHEMA, USERS[1]))]
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        for i, v in enumerate(values):
+            assert p.send("framed", v, key=b"k%d" % i).result(10).offset == i
+    return values
+
+
+def test_api_decodes_confluent_framed_values_with_the_schemas_at_hand(console, registry, framed_topic):
+    for _ in range(2):  # twice: the registry is asked once per id all the same
+        status, doc = api(console, "/api/topics/framed/messages?mode=offset&partition=0&offset=0&limit=5")
+        assert status == 200
+    v = [r["value"] for r in doc["records"]]
+    ann = {**USERS[0], "avatar": "\\x89PNG"}  # Avro bytes shown escaped, as binary elsewhere
+    assert (v[0]["kind"], v[0]["format"], v[0]["schema_id"], json.loads(v[0]["text"])) == ("json", "avro", 1, ann)
+    assert v[0]["size"] == len(framed_topic[0])
+    assert (v[1]["format"], v[1]["schema_id"], json.loads(v[1]["text"])) == ("avro", 2, {"cents": 1999, "currency": "USD"})
+    assert (v[2]["format"], v[2]["schema_id"], json.loads(v[2]["text"])) == ("json", 3, {"sku": "sku-7", "qty": 2})
+    assert v[3]["kind"] == "binary" and v[3]["schema_id"] == UNKNOWN_ID and "format" not in v[3]
+    assert v[3]["note"] == "Confluent-framed, schema id 99: schema 99 is not in the registry"
+    import base64
+    assert base64.b64decode(v[3]["base64"]) == framed_topic[3]  # every byte still there
+    assert json.loads(v[4]["text"]) == {**USERS[1], "avatar": ""}
+    assert registry.asked == {"/schemas/ids/1": 1, "/schemas/ids/99": 1}  # (2 from the directory, 3 is JSON)
+    # decoded Avro is searched like JSON
+    status, doc = api(console, "/api/topics/framed/messages?" + urllib.parse.urlencode({"path": "$.name == bob"}))
+    assert [r["offset"] for r in doc["records"]] == [4]
+
+
+def test_framed_values_in_the_browser_show_their_schema_id(page, console, framed_topic):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/framed/messages?mode=offset&partition=0&offset=0&limit=5")
+    expect(page.locator("tr.record")).to_have_count(5)
+    row = page.locator('tr.record[data-offset="0"]')
+    assert row.locator('[data-role="schema-id"]').text_content() == "schema 1"
+    assert cell(row, "Value").startswith("Avroschema 1" + json.dumps({**USERS[0], "avatar": "\\x89PNG"}, separators=(",", ":"))[:40])
+    row.click()
+    detail = page.locator('tr.record[data-offset="0"] + tr.record-detail')
+    expect(detail.locator('[data-role="schema-id"]')).to_have_text("· Confluent-framed, schema id 1")
+    assert json.loads(detail.locator('pre[data-role="value"]').text_content())["name"] == "ann"
+    page.click('tr.record[data-offset="3"]')
+    unknown = page.locator('tr.record[data-offset="3"] + tr.record-detail')
+    expect(unknown.locator('[data-role="note"]')).to_have_text(
+        "Confluent-framed, schema id 99: schema 99 is not in the registry")
+    assert unknown.locator('pre[data-role="value"]').get_attribute("data-kind") == "binary"
+
+
+def test_without_fastavro_avro_stays_framed_bytes_with_a_note(broker, registry, framed_topic, tmp_path):
+    """fastavro is an optional extra: a console without it (here an import of it fails, as it
+    does where it is not installed) still recognises the framing and says what is missing."""
+    (tmp_path / "fastavro").mkdir()
+    (tmp_path / "fastavro" / "__init__.py").write_text('raise ImportError("no fastavro here")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    c = ConsoleProcess(broker.bootstrap, "--schema-registry", registry.url, env=env)
+    try:
+        status, doc = api(c, "/api/topics/framed/messages?mode=offset&partition=0&offset=0&limit=3")
+    finally:
+        assert c.stop() == 0
+    assert status == 200
+    v = [r["value"] for r in doc["records"]]
+    assert v[0]["kind"] == "binary" and v[0]["schema_id"] == USER_ID
+    assert v[0]["note"] == ("Confluent-framed, schema id 1: an Avro payload: decoding it needs fastavro "
+                            "(kafkacore's console extra, or fastavro alone)")
+    assert v[2]["format"] == "json" and json.loads(v[2]["text"]) == {"sku": "sku-7", "qty": 2}  # JSON needs nothing
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--schema-registry", "ftp://registry:8081"], "--schema-registry 'ftp://registry:8081' is not an http:// or https:// URL"),
+    (["--schema-dir", "/no/such/dir"], "--schema-dir '/no/such/dir' is not a directory")])
+def test_a_bad_schema_source_is_one_line_and_exit_2(option, message):
+    done = subprocess.run([sys.executable, "-m", "kafkacore", "-b", "127.0.0.1:1", "console", *option],
+                          cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"kafkacore console: error: {message}"], done.stderr
 
 
 def test_bad_offset_and_unknown_topic_show_a_clear_message(page, console, produced):
