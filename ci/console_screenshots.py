@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -30,13 +31,22 @@ sys.path.insert(0, str(ROOT))
 from kafkacore import Consumer, Producer  # noqa: E402
 from kafkacore.client.admin import AdminClient  # noqa: E402
 
-PAGES = [  # (file, path, full page)
-    ("overview.png", "/", False),
-    ("topics.png", "/topics", False),
-    ("topic.png", "/topics/orders", False),
-    ("messages.png", "/topics/orders/messages?partition=0&mode=offset&offset=0&limit=3", True),
-    ("group.png", "/groups/billing", False),
+PAGES = [  # (file, path, full page, a row to open first or None)
+    ("overview.png", "/", False, None),
+    ("topics.png", "/topics", False, None),
+    ("topic.png", "/topics/orders", False, None),
+    ("messages.png", "/topics/orders/messages?partition=0&mode=offset&offset=0&limit=16", False, "tr.record >> nth=1"),
+    ("messages-search.png", "/topics/orders/messages?" + urlencode({"path": "$.total > 390", "scan": "1200"}), False,
+     None),
+    ("messages-avro.png", "/topics/users-avro/messages?partition=0&mode=offset&offset=0&limit=8", False,
+     "tr.record >> nth=0"),
+    ("group.png", "/groups/billing", False, None),
 ]
+USER_SCHEMA_ID = 17  # the --schema-dir file 17.avsc: Confluent-framed Avro in "users-avro"
+USER_SCHEMA = {"type": "record", "name": "User", "namespace": "shop", "fields": [
+    {"name": "id", "type": "string"}, {"name": "name", "type": "string"},
+    {"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["BRONZE", "SILVER", "GOLD"]}},
+    {"name": "email", "type": ["null", "string"], "default": None}, {"name": "signed_up", "type": "long"}]}
 VIEWPORT = {"width": 1360, "height": 960}
 
 
@@ -72,6 +82,7 @@ def seed(bootstrap):
         admin.create_topic("clickstream", 12, 1, {"retention.ms": "86400000", "segment.bytes": "104857600"})
         admin.create_topic("customers", 3, 1, {"cleanup.policy": "compact"})
         admin.create_topic("audit-log", 1, 1)
+        admin.create_topic("users-avro", 1, 1)
     rnd = random.Random(7)
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as p:
         for i in range(1500):
@@ -83,7 +94,24 @@ def seed(bootstrap):
             p.send("customers", json.dumps({"id": f"c-{i:03d}", "tier": rnd.choice(["gold", "silver"])}).encode(),
                    key=b"c-%03d" % i)
         p.send("audit-log", b"\x0a\x05admin\x12\x06delete\x18\x01", key=b"proto")
+        for i in range(40):
+            p.send("users-avro", avro_user(i, rnd), key=b"c-%03d" % i)
         p.flush(30)
+
+
+def avro_user(i, rnd) -> bytes:
+    """A Confluent-framed Avro value: magic byte 0, the schema id (4 bytes, big-endian), Avro."""
+    import io
+
+    import fastavro
+
+    out = io.BytesIO(b"\x00" + USER_SCHEMA_ID.to_bytes(4, "big"))
+    out.seek(0, io.SEEK_END)
+    name = rnd.choice(["Ada", "Grace", "Linus", "Barbara", "Ken", "Margaret"])
+    fastavro.schemaless_writer(out, fastavro.parse_schema(USER_SCHEMA), {
+        "id": f"c-{i:03d}", "name": name, "tier": rnd.choice(["BRONZE", "SILVER", "GOLD"]),
+        "email": f"{name.lower()}{i}@example.com" if i % 3 else None, "signed_up": 1_700_000_000_000 + i * 86_400_000})
+    return out.getvalue()
 
 
 def traffic(bootstrap, stop):
@@ -144,7 +172,11 @@ def main():
             wait_for_port(bport, broker)
             bootstrap = f"127.0.0.1:{bport}"
             seed(bootstrap)
-            console = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0"],
+            schema_dir = Path(tmp) / "schemas"
+            schema_dir.mkdir()
+            (schema_dir / f"{USER_SCHEMA_ID}.avsc").write_text(json.dumps(USER_SCHEMA))
+            console = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0",
+                                        "--schema-dir", str(schema_dir)],
                                        env=env, stdout=subprocess.PIPE, text=True)
             procs.append(console)
             origin = re.search(r"http://[\d.]+:\d+", console.stdout.readline()).group(0)
@@ -158,10 +190,12 @@ def main():
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=chromium, headless=True)
                 page = browser.new_page(viewport=VIEWPORT)
-                for name, path, full in PAGES:
+                for name, path, full, row in PAGES:
                     page.goto(origin + path)
                     page.wait_for_load_state("networkidle")
                     page.wait_for_timeout(1500)  # a chart round after the first draw
+                    if row:
+                        page.click(row)
                     page.screenshot(path=str(out / name), full_page=full)
                     print(f"wrote {out / name}", flush=True)
                 browser.close()

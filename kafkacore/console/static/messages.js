@@ -133,7 +133,7 @@ function recordsTable(recs) {
       el("td", { class: "num mono" }, count(r.offset)),
       el("td", { class: "ts nowrap", title: `${r.timestamp} ms (${r.timestamp_type})` }, timestamp(r.timestamp)),
       el("td", { class: "preview", "data-role": "key-preview" }, preview(r.key)),
-      el("td", { class: "preview wide", "data-role": "value-preview" }, kindBadges(r.value), preview(r.value)),
+      el("td", { class: "preview", "data-role": "value-preview" }, kindBadges(r.value), preview(r.value)),
       el("td", { class: "num", "data-role": "header-count" }, String(r.headers.length)),
       el("td", { class: "num nowrap", "data-role": "size" }, bytes(r.size)));
     let detail = null;
@@ -155,6 +155,7 @@ function recordsTable(recs) {
   }
   return el("div", { class: "table-wrap" },
     el("table", { id: "records-table", class: "dense" },
+      el("colgroup", {}, COLUMNS.map((c) => el("col", { class: `c-${c.toLowerCase()}` }))),
       el("thead", {}, el("tr", {}, COLUMNS.map((c, i) => el("th", { class: [0, 1, 5, 6].includes(i) ? "num" : null }, c)))),
       body));
 }
