@@ -118,19 +118,25 @@ class RecordFilter:
     def active(self) -> bool:
         return self.text is not None or self.path is not None
 
-    def matches(self, rec, value_doc=_MISSING) -> bool:
-        """``rec`` a consumer record; ``value_doc`` its value as a decoded JSON document (or
-        MISSING): what a path test looks at, and whose strings a substring is looked for in."""
-        if self.path is not None and (value_doc is _MISSING or not self.path.matches(value_doc)):
-            return False
+    def matches(self, rec, value_document) -> bool:
+        """``rec`` a consumer record; ``value_document()`` its value as a decoded JSON document
+        (or MISSING): what a path test looks at, and whose strings a substring is looked for
+        in. It is called only when needed (at most twice: it should be cheap or remember)."""
+        if self.path is not None:
+            doc = value_document()
+            if doc is _MISSING or not self.path.matches(doc):
+                return False
         if self.text is None:
             return True
         w = self.where
         if w in ("any", "key") and self._has(rec.key):
             return True
-        if w in ("any", "value") and (self._has(rec.value) or
-                                      (isinstance(value_doc, (dict, list)) and self._in_document(value_doc))):
-            return True
+        if w in ("any", "value"):
+            if self._has(rec.value):
+                return True
+            doc = value_document()
+            if isinstance(doc, (dict, list)) and self._in_document(doc):
+                return True
         if w in ("any", "headers"):
             return any(self.text in k.casefold() or self._has(v) for k, v in (rec.headers or ()))
         return False

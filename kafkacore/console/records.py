@@ -25,6 +25,7 @@ from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..tools.output import show_bytes
 from .record_filter import MISSING, RecordFilter
+from .schemas import describe_framed, unframe
 
 _FetchRequest = request_class(ApiKey.FETCH)
 _fm = __import__("kafkacore.protocol.messages.fetch_request", fromlist=["x"])
@@ -59,15 +60,22 @@ def describe(data, schemas=None) -> tuple[dict, object]:
     data = bytes(data)
     if not data:
         return {"kind": "empty", "size": 0}, MISSING
-    framed = _framed(data, schemas)
-    if framed is not None:
-        return framed
-    return _describe_plain(data)
+    framed = describe_framed(data, schemas, _describe_plain, json_view)
+    return framed if framed is not None else _describe_plain(data)
 
 
-def _framed(data, schemas):
-    from . import schemas as schemas_mod  # (imported here: the schema support is optional)
-    return schemas_mod.describe_framed(data, schemas, _describe_plain, json_view)
+def value_document(data, schemas=None):
+    """``describe``'s document without its view (a search parses every value it reads, but
+    shows only the ones it keeps): JSON text parsed, framed bytes decoded, else MISSING."""
+    if not data:
+        return MISSING
+    data = bytes(data)
+    if unframe(data) is not None:
+        return describe(data, schemas)[1]
+    try:
+        return json.loads(data)  # (valid JSON holds no raw control characters: no _readable needed)
+    except ValueError:  # (UnicodeDecodeError is one)
+        return MISSING
 
 
 def _describe_plain(data: bytes) -> tuple[dict, object]:
@@ -199,10 +207,15 @@ def browse(admin, topic: str, mode: str = "newest", partition=None, offset=None,
     plan = {p: max(lo, bounds[p][1] - share) for p, lo in origin.items()} if mode == "newest" else origin
 
     def keep(rec):
-        value, doc = describe(rec.value, schemas)
-        if searching and not search.matches(rec, doc):
+        # the search first, on the bytes and the parsed value; views only for the records kept
+        parsed = []
+        def document():
+            if not parsed:
+                parsed.append(value_document(rec.value, schemas))
+            return parsed[0]
+        if searching and not search.matches(rec, document):
             return None
-        return record_view(rec, schemas, value)
+        return record_view(rec, schemas)
 
     views, scanned = [], 0
     for p, first in plan.items():
