@@ -48,7 +48,8 @@ class PathTest:
         while rest and rest[0] in ".[":
             m = _STEP.match(rest)
             if not m:
-                raise FilterError(f"cannot read the JSON path at {rest[:20]!r}: use $.name, $[\"a name\"] or $[0] steps")
+                raise FilterError(f"cannot read the JSON path at {rest[:20]!r}: "
+                                  "use $.name, $[\"a name\"] or $[0] steps")
             name, index, quoted = m.groups()
             if index is not None:
                 self.steps.append(int(index))

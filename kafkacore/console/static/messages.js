@@ -171,7 +171,9 @@ function preview(v) {
 function kindBadges(v) {
   const out = [];
   if (v.format === "avro") out.push(badge("Avro", "info"));
-  if (v.schema_id !== undefined) out.push(el("span", { class: "badge", "data-role": "schema-id", title: "Confluent wire format" }, `schema ${v.schema_id}`));
+  if (v.schema_id !== undefined) {
+    out.push(el("span", { class: "badge", "data-role": "schema-id", title: "Confluent wire format" }, `schema ${v.schema_id}`));
+  }
   if (v.kind === "binary") out.push(badge("binary", "warn"));
   return out.length ? el("span", { class: "badges" }, out) : null;
 }
