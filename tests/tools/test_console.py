@@ -8,6 +8,7 @@ or groups, so the tests do not depend on each other's order.
 """
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import http.client
@@ -316,7 +317,6 @@ def test_api_messages_describe_bytes_exactly(console, produced):
                                   {"key": "empty", "value": {"kind": "null"}}]
     binary = recs[1]["value"]
     assert binary["kind"] == "binary" and binary["hex"] == "00 01 02 ff fe" and binary["text"] == "\\x00\\x01\\x02\\xff\\xfe"
-    import base64
     assert base64.b64decode(binary["base64"]) == BINARY_VALUE
     assert recs[2]["value"] == {"kind": "text", "text": HTML_VALUE.decode(), "size": len(HTML_VALUE)}
     assert recs[3]["key"] == {"kind": "null"}
@@ -625,9 +625,11 @@ def framed_topic(broker, admin):
     values = [framed(USER_ID, avro(USER_SCHEMA, USERS[0])), framed(PAYMENT_ID, payment),
               framed(JSON_SCHEMA_ID, b'{"sku": "sku-7", "qty": 2}'), framed(UNKNOWN_ID, b"\x02\x04\x06"),
               framed(USER_ID, avro(USER_SCHEMA, USERS[1]))]
+    keys = [b"k%d" % i for i in range(len(values))]
+    keys[2] = framed(JSON_SCHEMA_ID, b'{"order": 7}')  # keys are framed too, by a key serializer
     with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
-        for i, v in enumerate(values):
-            assert p.send("framed", v, key=b"k%d" % i).result(10).offset == i
+        for i, (k, v) in enumerate(zip(keys, values)):
+            assert p.send("framed", v, key=k).result(10).offset == i
     return values
 
 
@@ -642,9 +644,10 @@ def test_api_decodes_confluent_framed_values_with_the_schemas_at_hand(console, r
     payment = {"cents": 1999, "currency": "USD"}
     assert (v[1]["format"], v[1]["schema_id"], json.loads(v[1]["text"])) == ("avro", 2, payment)
     assert (v[2]["format"], v[2]["schema_id"], json.loads(v[2]["text"])) == ("json", 3, {"sku": "sku-7", "qty": 2})
+    key = doc["records"][2]["key"]
+    assert (key["format"], key["schema_id"], json.loads(key["text"])) == ("json", 3, {"order": 7})
     assert v[3]["kind"] == "binary" and v[3]["schema_id"] == UNKNOWN_ID and "format" not in v[3]
     assert v[3]["note"] == "Confluent-framed, schema id 99: schema 99 is not in the registry"
-    import base64
     assert base64.b64decode(v[3]["base64"]) == framed_topic[3]  # every byte still there
     assert json.loads(v[4]["text"]) == {**USERS[1], "avatar": ""}
     assert registry.asked == {"/schemas/ids/1": 1, "/schemas/ids/99": 1}  # (2 from the directory, 3 is JSON)
@@ -653,7 +656,7 @@ def test_api_decodes_confluent_framed_values_with_the_schemas_at_hand(console, r
     assert [r["offset"] for r in doc["records"]] == [4]
 
 
-def test_framed_values_in_the_browser_show_their_schema_id(page, console, framed_topic):
+def test_framed_values_in_the_browser_show_their_schema_id(page, console, framed_topic, tmp_path):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/framed/messages?mode=offset&partition=0&offset=0&limit=5")
@@ -671,6 +674,12 @@ def test_framed_values_in_the_browser_show_their_schema_id(page, console, framed
     expect(unknown.locator('[data-role="note"]')).to_have_text(
         "Confluent-framed, schema id 99: schema 99 is not in the registry")
     assert unknown.locator('pre[data-role="value"]').get_attribute("data-kind") == "binary"
+    with page.expect_download() as info:  # the export holds what is shown: Avro decoded, with its id
+        page.click("#export-jsonl")
+    info.value.save_as(tmp_path / "framed.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "framed.jsonl").read_text().splitlines()]
+    assert lines[0]["value"] == {**USERS[0], "avatar": "\\x89PNG"} and lines[0]["value_schema_id"] == USER_ID
+    assert lines[3]["value"] == {"base64": base64.b64encode(framed_topic[3]).decode()}
 
 
 def test_without_fastavro_avro_stays_framed_bytes_with_a_note(broker, registry, framed_topic, tmp_path):
