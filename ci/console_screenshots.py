@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,17 +49,32 @@ def produced_record(page):
     page.locator("#produce-form").scroll_into_view_if_needed()
 
 
+def open_row(selector):
+    """Opens a record's row in the message browser."""
+    return lambda page: page.click(selector)
+
+
 PAGES = [  # (file, path, full page, what to do on the page first)
     ("overview.png", "/", False, None),
     ("topics.png", "/topics", False, None),
     ("topic.png", "/topics/orders", False, None),
     ("topic-produce.png", "/topics/payments", False, produced_record),
     ("topic-config.png", "/topics/orders", False, bad_config_value),
-    ("messages.png", "/topics/orders/messages?partition=0&mode=offset&offset=0&limit=3", True, None),
+    ("messages.png", "/topics/orders/messages?partition=0&mode=offset&offset=0&limit=16", False,
+     open_row("tr.record >> nth=1")),
+    ("messages-search.png", "/topics/orders/messages?" + urlencode({"path": "$.total > 390", "scan": "1200"}), False,
+     None),
+    ("messages-avro.png", "/topics/users-avro/messages?partition=0&mode=offset&offset=0&limit=8", False,
+     open_row("tr.record >> nth=0")),
     ("group.png", "/groups/billing", False, None),
     ("brokers.png", "/brokers", False, None),
     ("broker.png", "/brokers/1", False, None),
 ]
+USER_SCHEMA_ID = 17  # the --schema-dir file 17.avsc: Confluent-framed Avro in "users-avro"
+USER_SCHEMA = {"type": "record", "name": "User", "namespace": "shop", "fields": [
+    {"name": "id", "type": "string"}, {"name": "name", "type": "string"},
+    {"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["BRONZE", "SILVER", "GOLD"]}},
+    {"name": "email", "type": ["null", "string"], "default": None}, {"name": "signed_up", "type": "long"}]}
 VIEWPORT = {"width": 1360, "height": 960}
 
 
@@ -94,6 +110,7 @@ def seed(bootstrap):
         admin.create_topic("clickstream", 12, 1, {"retention.ms": "86400000", "segment.bytes": "104857600"})
         admin.create_topic("customers", 3, 1, {"cleanup.policy": "compact"})
         admin.create_topic("audit-log", 1, 1)
+        admin.create_topic("users-avro", 1, 1)
     rnd = random.Random(7)
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as p:
         for i in range(1500):
@@ -105,7 +122,24 @@ def seed(bootstrap):
             p.send("customers", json.dumps({"id": f"c-{i:03d}", "tier": rnd.choice(["gold", "silver"])}).encode(),
                    key=b"c-%03d" % i)
         p.send("audit-log", b"\x0a\x05admin\x12\x06delete\x18\x01", key=b"proto")
+        for i in range(40):
+            p.send("users-avro", avro_user(i, rnd), key=b"c-%03d" % i)
         p.flush(30)
+
+
+def avro_user(i, rnd) -> bytes:
+    """A Confluent-framed Avro value: magic byte 0, the schema id (4 bytes, big-endian), Avro."""
+    import io
+
+    import fastavro
+
+    out = io.BytesIO(b"\x00" + USER_SCHEMA_ID.to_bytes(4, "big"))
+    out.seek(0, io.SEEK_END)
+    name = rnd.choice(["Ada", "Grace", "Linus", "Barbara", "Ken", "Margaret"])
+    fastavro.schemaless_writer(out, fastavro.parse_schema(USER_SCHEMA), {
+        "id": f"c-{i:03d}", "name": name, "tier": rnd.choice(["BRONZE", "SILVER", "GOLD"]),
+        "email": f"{name.lower()}{i}@example.com" if i % 3 else None, "signed_up": 1_700_000_000_000 + i * 86_400_000})
+    return out.getvalue()
 
 
 def traffic(bootstrap, stop):
@@ -166,7 +200,11 @@ def main():
             wait_for_port(bport, broker)
             bootstrap = f"127.0.0.1:{bport}"
             seed(bootstrap)
-            console = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0"],
+            schema_dir = Path(tmp) / "schemas"
+            schema_dir.mkdir()
+            (schema_dir / f"{USER_SCHEMA_ID}.avsc").write_text(json.dumps(USER_SCHEMA))
+            console = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0",
+                                        "--schema-dir", str(schema_dir)],
                                        env=env, stdout=subprocess.PIPE, text=True)
             procs.append(console)
             origin = re.search(r"http://[\d.]+:\d+", console.stdout.readline()).group(0)

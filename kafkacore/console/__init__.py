@@ -6,6 +6,8 @@ Modules, from the wire up:
   admin_pool.py AdminClients lent to worker threads, one per thread at a time
   sampler.py    end offsets and group lag sampled every few seconds, kept in small rings
   records.py    the message browser: Fetch, decode, and show keys/values/headers safely
+  record_filter.py  the browser's search: substrings and JSON path tests
+  schemas.py    Confluent-framed keys/values: schema ids, the registry, Avro (fastavro)
   api.py        the JSON API: one function per endpoint, over the AdminClient and the sampler
   brokers.py    the Brokers pages' answers: replicas, leaders, log dirs, a broker's configs
   produce.py    the produce form's writes, through one Producer made on first use

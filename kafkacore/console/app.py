@@ -31,6 +31,7 @@ from .auth import Authenticator, SessionStore
 from .admin_pool import AdminPool
 from .http import HttpError, HttpServer, Request, Response, Router
 from .produce import ConsoleProducer
+from .record_filter import FilterError, RecordFilter
 from .sampler import Sampler
 
 log = logging.getLogger("kafkacore.console")
@@ -70,8 +71,9 @@ class Console:
     form's writes are refused)."""
 
     def __init__(self, make_admin, bootstrap: str, pool_size: int = 3, users: dict | None = None,
-                 read_only: bool = False, make_producer=None):
+                 read_only: bool = False, make_producer=None, schemas=None):
         self.bootstrap = bootstrap
+        self.schemas = schemas  # a schemas.SchemaSource (--schema-registry, --schema-dir), or None
         self.token = secrets.token_urlsafe(24)
         self.read_only = read_only
         self.auth = Authenticator(users) if users else None
@@ -223,9 +225,11 @@ class Console:
     async def _messages(self, request: Request) -> Response:
         q = request.query
         limit = records.parse_limit(q.get("limit"))
+        scan = records.parse_scan(q.get("scan"))
+        search = RecordFilter(q.get("q"), q.get("in"), q.get("path"))
         doc = await self.pool.run(lambda admin: records.browse(
             admin, request.params["name"], q.get("mode", "newest"), q.get("partition"), q.get("offset"),
-            q.get("timestamp"), limit))
+            q.get("timestamp"), limit, search, scan, self.schemas))
         return Response.json(doc)
 
     async def _topic_series(self, request: Request) -> Response:
@@ -370,7 +374,7 @@ class Console:
     def _error(self, request: Request, e: Exception) -> Response | None:
         if isinstance(e, api.ApiError):
             return Response.json({"error": e.message, **({"code": e.code} if e.code else {})}, e.status)
-        if isinstance(e, records.BrowseError):
+        if isinstance(e, (records.BrowseError, FilterError)):
             return Response.json({"error": str(e)}, HTTPStatus.BAD_REQUEST)
         if isinstance(e, KafkaTimeoutError):
             return Response.json({"error": f"the cluster did not answer in time: {e.message}"},

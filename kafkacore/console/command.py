@@ -24,6 +24,12 @@ def register(subparsers, common):
     p.add_argument("--users", metavar="FILE",
                    help="require a login: a file of name:hash or name:hash:read-only lines (the hashes made by "
                         "`kafkacore console hash-password`)")
+    p.add_argument("--schema-registry", metavar="URL",
+                   help="a Confluent Schema Registry: Confluent-framed Avro keys and values are decoded with "
+                        "the schemas it serves (GET URL/schemas/ids/ID; needs fastavro)")
+    p.add_argument("--schema-dir", metavar="DIR",
+                   help="a directory of ID.avsc files: Avro schemas by id, for Confluent-framed records "
+                        "(looked at before --schema-registry)")
     p.set_defaults(run=run)
     # `kafkacore console` alone serves; `kafkacore console hash-password` makes a users file line
     verbs = p.add_subparsers(dest="verb", metavar="[hash-password]")
@@ -72,6 +78,24 @@ def make_producer(args):
     return Producer({**client_settings(args), "linger.ms": 0})
 
 
+def schema_source(args):
+    """The SchemaSource of --schema-registry and --schema-dir, or None; a bad one is a usage error."""
+    import os
+
+    from .schemas import SchemaSource, check_registry_url
+
+    if not args.schema_registry and not args.schema_dir:
+        return None
+    if args.schema_registry:
+        try:
+            check_registry_url(args.schema_registry)
+        except ValueError as e:
+            raise ToolError(str(e), EXIT_USAGE) from None
+    if args.schema_dir and not os.path.isdir(args.schema_dir):
+        raise ToolError(f"--schema-dir {args.schema_dir!r} is not a directory", EXIT_USAGE)
+    return SchemaSource(args.schema_registry, args.schema_dir)
+
+
 def run(args) -> int:
     import asyncio
     import signal
@@ -81,11 +105,12 @@ def run(args) -> int:
 
     bootstrap = bootstrap_servers(args)
     users = load_users(args.users) if args.users else None  # (before the cluster: a usage error first)
+    schemas = schema_source(args)
     admin_client(args).close()  # a bad -b or --command-config is reported before anything starts
 
     async def serve():
         console = Console(lambda: admin_client(args), bootstrap, users=users, read_only=args.read_only,
-                          make_producer=lambda: make_producer(args))
+                          make_producer=lambda: make_producer(args), schemas=schemas)
         try:
             host, port = await console.start(args.host, args.port)
         except (ConnectionClosed, ConnectionError) as e:
@@ -94,7 +119,8 @@ def run(args) -> int:
             await console.close()
             raise ToolError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e}") from None
         shown = f"[{host}]" if ":" in host else host
-        mode = "".join([", read-only" if args.read_only else "", f", {len(users)} user(s) can log in" if users else ""])
+        mode = "".join([", read-only" if args.read_only else "", f", {len(users)} user(s) can log in" if users else "",
+                        f", schemas from {schemas.describe()}" if schemas else ""])
         print(f"kafkacore console: http://{shown}:{port}/ (cluster {bootstrap}{mode}; Ctrl-C stops)", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

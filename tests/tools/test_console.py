@@ -8,6 +8,8 @@ or groups, so the tests do not depend on each other's order.
 """
 from __future__ import annotations
 
+import base64
+import collections
 import contextlib
 import http.client
 import json
@@ -77,10 +79,10 @@ def produced(broker, admin):
 class ConsoleProcess:
     """``python -m kafkacore -b BOOTSTRAP console --port 0``; ``url`` from its first line."""
 
-    def __init__(self, bootstrap, *extra):
+    def __init__(self, bootstrap, *extra, env=None):
         self.proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "-b", bootstrap, "console", "--port", "0",
                                       *extra], cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, env=env)
         line = self._first_line()
         found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
         if not found:
@@ -106,9 +108,71 @@ class ConsoleProcess:
         return self.proc.returncode
 
 
+class SchemaRegistryStandIn:
+    """Confluent Schema Registry's one endpoint the console asks, ``GET /schemas/ids/{id}``,
+    answered as Confluent's REST API reference describes ({"schema": ..., "schemaType": ...};
+    404 with error_code 40403 for an unknown id). A stand-in, since a real Schema Registry (a
+    Java service whose jars are not served here) cannot run in this environment; ``asked``
+    counts the requests per path."""
+
+    def __init__(self, schemas: dict):
+        import http.server
+
+        self.schemas = schemas
+        self.asked = collections.Counter()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.asked[self.path] += 1
+                found = re.fullmatch(r"/schemas/ids/(\d+)", self.path)
+                doc = outer.schemas.get(int(found.group(1))) if found else None
+                body = json.dumps(doc if doc else {"error_code": 40403, "message": "Schema not found"}).encode()
+                self.send_response(200 if doc else 404)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+USER_SCHEMA = {"type": "record", "name": "User", "namespace": "example", "fields": [
+    {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+    {"name": "email", "type": ["null", "string"], "default": None}, {"name": "avatar", "type": "bytes"}]}
+PAYMENT_SCHEMA = {"type": "record", "name": "Payment", "fields": [
+    {"name": "cents", "type": "long"}, {"name": "currency", "type": {"type": "enum", "name": "Currency",
+                                                                    "symbols": ["EUR", "USD"]}}]}
+USER_ID, PAYMENT_ID, JSON_SCHEMA_ID, UNKNOWN_ID = 1, 2, 3, 99  # 1 in the registry, 2 in --schema-dir
+
+
 @pytest.fixture(scope="module")
-def console(broker):
-    c = ConsoleProcess(broker.bootstrap)
+def registry():
+    r = SchemaRegistryStandIn({USER_ID: {"schema": json.dumps(USER_SCHEMA)},
+                               JSON_SCHEMA_ID: {"schema": '{"type": "object"}', "schemaType": "JSON"}})
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def schema_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("schemas")
+    (d / f"{PAYMENT_ID}.avsc").write_text(json.dumps(PAYMENT_SCHEMA))
+    return d
+
+
+@pytest.fixture(scope="module")
+def console(broker, registry, schema_dir):
+    c = ConsoleProcess(broker.bootstrap, "--schema-registry", registry.url, "--schema-dir", str(schema_dir))
     yield c
     assert c.stop() == 0, c.proc.stderr.read()
 
@@ -253,7 +317,6 @@ def test_api_messages_describe_bytes_exactly(console, produced):
                                   {"key": "empty", "value": {"kind": "null"}}]
     binary = recs[1]["value"]
     assert binary["kind"] == "binary" and binary["hex"] == "00 01 02 ff fe" and binary["text"] == "\\x00\\x01\\x02\\xff\\xfe"
-    import base64
     assert base64.b64decode(binary["base64"]) == BINARY_VALUE
     assert recs[2]["value"] == {"kind": "text", "text": HTML_VALUE.decode(), "size": len(HTML_VALUE)}
     assert recs[3]["key"] == {"kind": "null"}
@@ -362,37 +425,51 @@ def test_topic_page_shows_each_partitions_offsets_and_configs(page, console, adm
     expect(page.locator("#config-table tbody tr")).to_have_count(1)
 
 
-def test_message_browser_shows_key_value_headers_exactly(page, console, produced):
+def test_message_browser_table_rows_open_onto_key_value_headers_exactly(page, console, produced):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=0&limit=1")
-    record = page.locator("article.record")
+    row = page.locator("#records-table tr.record")
+    expect(row).to_have_count(1)
+    assert row.get_attribute("data-offset") == "0"
+    key, value, headers = PAYLOADS[0]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(T0 / 1000)) + f".{T0 % 1000:03d}"
+    size = len(key) + len(value) + sum(len(k) + len(v or b"") for k, v in headers)
+    assert [cell(row, c) for c in ("Partition", "Offset", "Timestamp", "Key", "Value", "Headers", "Size")] == [
+        "0", "0", stamp, "json-key", json.dumps(JSON_VALUE, separators=(",", ":")), "2", f"{size} B"]
+    expect(page.locator("tr.record-detail")).to_have_count(0)  # closed until asked
+    row.click()
+    record = page.locator("tr.record-detail")
     expect(record).to_have_count(1)
-    assert record.get_attribute("data-offset") == "0"
+    assert row.get_attribute("aria-expanded") == "true"
     assert record.locator('[data-role="key"]').text_content() == "json-key"
     headers = record.locator(".header-row")
     expect(headers).to_have_count(2)
     assert headers.nth(0).locator(".hk").text_content() == "trace-id"
     assert headers.nth(0).locator('[data-role="header"]').text_content() == "abc-123"
     assert headers.nth(1).locator('[data-role="header"]').get_attribute("data-kind") == "null"
-    value = record.locator('pre[data-role="value"]')
-    assert value.get_attribute("data-kind") == "json"
-    assert value.text_content() == json.dumps(JSON_VALUE, indent=2)  # pretty-printed, exactly
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(T0 / 1000)) + f".{T0 % 1000:03d}"
-    assert record.locator(".ts").text_content() == stamp
+    shown = record.locator('pre[data-role="value"]')
+    assert shown.get_attribute("data-kind") == "json"
+    assert shown.text_content() == json.dumps(JSON_VALUE, indent=2)  # pretty-printed, exactly
+    row.press("Enter")  # the keyboard closes it too
+    expect(page.locator("tr.record-detail")).to_have_count(0)
 
 
 def test_binary_is_escaped_and_markup_is_shown_as_text(page, console, produced):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/payloads/messages?mode=offset&partition=0&offset=1&limit=2")
-    expect(page.locator("article.record")).to_have_count(2)
-    binary = page.locator('article.record[data-offset="1"] pre[data-role="value"]')
+    expect(page.locator("tr.record")).to_have_count(2)
+    assert cell(page.locator('tr.record[data-offset="1"]'), "Value") == "binary\\x00\\x01\\x02\\xff\\xfe"
+    page.click('tr.record[data-offset="1"]')
+    binary = page.locator('tr.record-detail pre[data-role="value"]')
     assert binary.get_attribute("data-kind") == "binary"
     assert binary.text_content() == "\\x00\\x01\\x02\\xff\\xfe"
-    page.click('article.record[data-offset="1"] [data-role="hex-toggle"]')
+    page.click('tr.record-detail [data-role="hex-toggle"]')
     expect(binary).to_have_text("00 01 02 ff fe")
-    html = page.locator('article.record[data-offset="2"]')
+    page.click('tr.record[data-offset="2"]')
+    html = page.locator('tr.record[data-offset="2"] + tr.record-detail')
+    assert cell(page.locator('tr.record[data-offset="2"]'), "Value") == HTML_VALUE.decode()
     assert html.locator('pre[data-role="value"]').text_content() == HTML_VALUE.decode()
     assert html.locator(".hk").text_content() == "<i>h</i>"
     assert html.locator('[data-role="header"]').text_content() == "<img src=x onerror=alert(1)>"
@@ -401,22 +478,239 @@ def test_binary_is_escaped_and_markup_is_shown_as_text(page, console, produced):
     assert page.evaluate("window.__pwned") is None
 
 
-def test_browser_newest_first_and_by_timestamp(page, console, produced):
+def test_browser_newest_first_and_jumps_to_a_timestamp_or_an_offset(page, console, produced):
     from playwright.sync_api import expect
 
     page.goto(console.origin + "/topics/payloads/messages?partition=0&limit=3")
-    expect(page.locator("article.record")).to_have_count(3)
-    assert [r.get_attribute("data-offset") for r in page.locator("article.record").all()] == ["3", "2", "1"]
-    page.goto(console.origin + f"/topics/payloads/messages?mode=timestamp&timestamp={T0 + 2000}")
-    expect(page.locator("article.record")).to_have_count(2)
-    assert [r.get_attribute("data-offset") for r in page.locator("article.record").all()] == ["2", "3"]
+    expect(page.locator("tr.record")).to_have_count(3)
+    assert [r.get_attribute("data-offset") for r in page.locator("tr.record").all()] == ["3", "2", "1"]
+    # a time between two records' timestamps: ListOffsets by timestamp finds the next one
+    page.goto(console.origin + f"/topics/payloads/messages?mode=timestamp&timestamp={T0 + 1500}")
+    expect(page.locator("tr.record")).to_have_count(2)
+    assert [r.get_attribute("data-offset") for r in page.locator("tr.record").all()] == ["2", "3"]
     # the form: from an offset, in the URL afterwards
     page.select_option("#mode", "offset")
     page.fill("#offset", "3")
     page.click("#load")
-    expect(page.locator("article.record")).to_have_count(1)
-    assert page.locator("article.record").get_attribute("data-offset") == "3"
+    expect(page.locator("tr.record")).to_have_count(1)
+    assert page.locator("tr.record").get_attribute("data-offset") == "3"
     assert "mode=offset" in page.url and "offset=3" in page.url
+    expect(page.locator("#scan-note")).to_be_hidden()  # no search, no scan note
+
+
+@pytest.fixture(scope="module")
+def people(broker, admin):
+    """Topic "people": 40 JSON records, user i in partition i % 2 at offset i // 2, with a
+    "region" header (eu for odd i, us for even)."""
+    admin.create_topic("people", 2, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        for i in range(PEOPLE):
+            p.send("people", json.dumps(person(i)).encode(), key=b"user-%d" % i, partition=i % 2,
+                   headers=[("region", b"eu" if i % 2 else b"us")])
+        p.flush(10)
+    return PEOPLE
+
+
+PEOPLE = 40
+
+
+def person(i):
+    return {"user": {"id": i, "name": f"user-{i}"}, "tier": "gold" if i % 4 == 0 else "silver", "note": 'say "hi", ok'}
+
+
+def searched(console, query):
+    status, doc = api(console, "/api/topics/people/messages?" + urllib.parse.urlencode(query))
+    assert status == 200, doc
+    return sorted(json.loads(r["value"]["text"])["user"]["id"] for r in doc["records"]), doc["scan"]
+
+
+def test_api_search_by_substring_or_json_path_over_a_bounded_scan(console, people):
+    everything = {"searched": True, "scanned": PEOPLE, "total": PEOPLE, "limit": 10_000, "complete": True}
+    assert searched(console, {"q": "USER-1", "in": "key"}) == ([1, *range(10, 20)], everything)  # any case
+    assert searched(console, {"q": "eu", "in": "headers"})[0] == list(range(1, PEOPLE, 2))
+    assert searched(console, {"q": "eu", "in": "key"})[0] == []
+    assert searched(console, {"q": 'say "hi"', "in": "value"})[0] == list(range(PEOPLE))
+    assert searched(console, {"path": "$.user.id == 7"})[0] == [7]
+    assert searched(console, {"path": "$.tier == gold"})[0] == list(range(0, PEOPLE, 4))
+    assert searched(console, {"path": 'user["name"] ~ "R-3"'})[0] == [3, *range(30, 40)]
+    assert searched(console, {"path": "$.user.id >= 30", "q": "user-3", "in": "key"})[0] == list(range(30, 40))
+    assert searched(console, {"path": "$.user.missing"})[0] == []
+    # the scan's bound is shared by the partitions: newest reads each one's last 5 records
+    ids, scan = searched(console, {"q": "user", "scan": "10"})
+    assert ids == list(range(30, 40)) and scan == {"searched": True, "scanned": 10, "total": PEOPLE, "limit": 10,
+                                                   "complete": False}
+    # from an offset the scan stops once `limit` records matched (gold: offsets 0 and 2 of partition 0)
+    ids, scan = searched(console, {"mode": "offset", "partition": "0", "offset": "0", "limit": "2",
+                                   "path": "$.tier == gold"})
+    assert ids == [0, 4] and scan["scanned"] == 3 and scan["total"] == PEOPLE // 2
+    for query, message in [({"path": "$.user.id ="}, "expected ==, !=, <, <=, >, >= or ~ after the path"),
+                           ({"path": "$..id"}, "cannot read the JSON path"),
+                           ({"q": "x", "in": "nowhere"}, "search in must be one of any, key, value, headers"),
+                           ({"q": "x", "scan": "0"}, "scan must be between 1 and 100,000, not 0")]:
+        status, doc = api(console, "/api/topics/people/messages?" + urllib.parse.urlencode(query))
+        assert status == 400 and message in doc["error"], (query, doc)
+
+
+def test_search_in_the_browser_and_export_what_is_shown(page, console, people, tmp_path):
+    import csv
+
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/people/messages")
+    expect(page.locator("tr.record")).to_have_count(PEOPLE)
+    page.fill("#search", "user-1")
+    page.select_option("#search-in", "key")
+    page.click("#load")
+    expect(page.locator("#scan-note")).to_have_text("Scanned 40 of 40 records, 11 shown.")
+    expect(page.locator("tr.record")).to_have_count(11)
+    assert "q=user-1" in page.url and "in=key" in page.url
+    page.fill("#search", "")
+    page.fill("#json-path", "$.tier == gold")
+    page.click("#load")
+    expect(page.locator("tr.record")).to_have_count(PEOPLE // 4)
+    rows = [(int(r.get_attribute("data-partition")), int(r.get_attribute("data-offset")))
+            for r in page.locator("tr.record").all()]
+    assert sorted(rows) == [(0, i // 2) for i in range(0, PEOPLE, 4)]
+
+    with page.expect_download() as info:
+        page.click("#export-jsonl")
+    assert info.value.suggested_filename == "people-all-newest.jsonl"
+    info.value.save_as(tmp_path / "shown.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "shown.jsonl").read_text().splitlines()]
+    assert [(r["partition"], r["offset"]) for r in lines] == rows  # what is shown, in its order
+    for r in lines:
+        i = r["offset"] * 2
+        assert r["key"] == f"user-{i}" and r["value"] == person(i)
+        assert r["headers"] == [{"key": "region", "value": "us"}]
+        assert r["timestamp_type"] == "CreateTime" and isinstance(r["timestamp"], int)
+
+    with page.expect_download() as info:
+        page.click("#export-csv")
+    info.value.save_as(tmp_path / "shown.csv")
+    with open(tmp_path / "shown.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == ["partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers"]
+    assert [(int(r[0]), int(r[1])) for r in table[1:]] == rows
+    for r in table[1:]:
+        i = int(r[1]) * 2
+        assert r[4] == f"user-{i}" and json.loads(r[5]) == person(i)  # quotes and commas survive
+        assert json.loads(r[6]) == [{"key": "region", "value": "us"}]
+
+
+def framed(schema_id: int, payload: bytes) -> bytes:
+    """Confluent's wire format: magic byte 0, the schema id (4 bytes, big-endian), the payload."""
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def avro(schema, record) -> bytes:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+USERS = [{"id": 42, "name": "ann", "email": "ann@example.com", "avatar": b"\x89PNG"},
+         {"id": 43, "name": "bob", "email": None, "avatar": b""}]
+
+
+@pytest.fixture(scope="module")
+def framed_topic(broker, admin):
+    """Topic "framed": Avro (registry id), Avro (--schema-dir id), JSON Schema, an unknown id, Avro."""
+    payment = avro(PAYMENT_SCHEMA, {"cents": 1999, "currency": "USD"})
+    # the Avro spec by hand: a long is a zigzag varint (1999 -> 3998), an enum its index as one
+    assert payment == bytes([0x9E, 0x1F, 0x02])
+    admin.create_topic("framed", 1, 1)
+    values = [framed(USER_ID, avro(USER_SCHEMA, USERS[0])), framed(PAYMENT_ID, payment),
+              framed(JSON_SCHEMA_ID, b'{"sku": "sku-7", "qty": 2}'), framed(UNKNOWN_ID, b"\x02\x04\x06"),
+              framed(USER_ID, avro(USER_SCHEMA, USERS[1]))]
+    keys = [b"k%d" % i for i in range(len(values))]
+    keys[2] = framed(JSON_SCHEMA_ID, b'{"order": 7}')  # keys are framed too, by a key serializer
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        for i, (k, v) in enumerate(zip(keys, values)):
+            assert p.send("framed", v, key=k).result(10).offset == i
+    return values
+
+
+def test_api_decodes_confluent_framed_values_with_the_schemas_at_hand(console, registry, framed_topic):
+    for _ in range(2):  # twice: the registry is asked once per id all the same
+        status, doc = api(console, "/api/topics/framed/messages?mode=offset&partition=0&offset=0&limit=5")
+        assert status == 200
+    v = [r["value"] for r in doc["records"]]
+    ann = {**USERS[0], "avatar": "\\x89PNG"}  # Avro bytes shown escaped, as binary elsewhere
+    assert (v[0]["kind"], v[0]["format"], v[0]["schema_id"], json.loads(v[0]["text"])) == ("json", "avro", 1, ann)
+    assert v[0]["size"] == len(framed_topic[0])
+    payment = {"cents": 1999, "currency": "USD"}
+    assert (v[1]["format"], v[1]["schema_id"], json.loads(v[1]["text"])) == ("avro", 2, payment)
+    assert (v[2]["format"], v[2]["schema_id"], json.loads(v[2]["text"])) == ("json", 3, {"sku": "sku-7", "qty": 2})
+    key = doc["records"][2]["key"]
+    assert (key["format"], key["schema_id"], json.loads(key["text"])) == ("json", 3, {"order": 7})
+    assert v[3]["kind"] == "binary" and v[3]["schema_id"] == UNKNOWN_ID and "format" not in v[3]
+    assert v[3]["note"] == "Confluent-framed, schema id 99: schema 99 is not in the registry"
+    assert base64.b64decode(v[3]["base64"]) == framed_topic[3]  # every byte still there
+    assert json.loads(v[4]["text"]) == {**USERS[1], "avatar": ""}
+    assert registry.asked == {"/schemas/ids/1": 1, "/schemas/ids/99": 1}  # (2 from the directory, 3 is JSON)
+    # decoded Avro is searched like JSON
+    status, doc = api(console, "/api/topics/framed/messages?" + urllib.parse.urlencode({"path": "$.name == bob"}))
+    assert [r["offset"] for r in doc["records"]] == [4]
+
+
+def test_framed_values_in_the_browser_show_their_schema_id(page, console, framed_topic, tmp_path):
+    from playwright.sync_api import expect
+
+    page.goto(console.origin + "/topics/framed/messages?mode=offset&partition=0&offset=0&limit=5")
+    expect(page.locator("tr.record")).to_have_count(5)
+    row = page.locator('tr.record[data-offset="0"]')
+    assert row.locator('[data-role="schema-id"]').text_content() == "schema 1"
+    ann = json.dumps({**USERS[0], "avatar": "\\x89PNG"}, separators=(",", ":"))
+    assert cell(row, "Value").startswith("Avroschema 1" + ann[:40])
+    row.click()
+    detail = page.locator('tr.record[data-offset="0"] + tr.record-detail')
+    expect(detail.locator('[data-role="schema-id"]')).to_have_text("· Confluent-framed, schema id 1")
+    assert json.loads(detail.locator('pre[data-role="value"]').text_content())["name"] == "ann"
+    page.click('tr.record[data-offset="3"]')
+    unknown = page.locator('tr.record[data-offset="3"] + tr.record-detail')
+    expect(unknown.locator('[data-role="note"]')).to_have_text(
+        "Confluent-framed, schema id 99: schema 99 is not in the registry")
+    assert unknown.locator('pre[data-role="value"]').get_attribute("data-kind") == "binary"
+    with page.expect_download() as info:  # the export holds what is shown: Avro decoded, with its id
+        page.click("#export-jsonl")
+    info.value.save_as(tmp_path / "framed.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "framed.jsonl").read_text().splitlines()]
+    assert lines[0]["value"] == {**USERS[0], "avatar": "\\x89PNG"} and lines[0]["value_schema_id"] == USER_ID
+    assert lines[3]["value"] == {"base64": base64.b64encode(framed_topic[3]).decode()}
+
+
+def test_without_fastavro_avro_stays_framed_bytes_with_a_note(broker, registry, framed_topic, tmp_path):
+    """fastavro is an optional extra: a console without it (here an import of it fails, as it
+    does where it is not installed) still recognises the framing and says what is missing."""
+    (tmp_path / "fastavro").mkdir()
+    (tmp_path / "fastavro" / "__init__.py").write_text('raise ImportError("no fastavro here")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    c = ConsoleProcess(broker.bootstrap, "--schema-registry", registry.url, env=env)
+    try:
+        status, doc = api(c, "/api/topics/framed/messages?mode=offset&partition=0&offset=0&limit=3")
+    finally:
+        assert c.stop() == 0
+    assert status == 200
+    v = [r["value"] for r in doc["records"]]
+    assert v[0]["kind"] == "binary" and v[0]["schema_id"] == USER_ID
+    assert v[0]["note"] == ("Confluent-framed, schema id 1: an Avro payload: decoding it needs fastavro "
+                            "(kafkacore's console extra, or fastavro alone)")
+    assert v[2]["format"] == "json" and json.loads(v[2]["text"]) == {"sku": "sku-7", "qty": 2}  # JSON needs nothing
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--schema-registry", "ftp://registry:8081"],
+     "--schema-registry 'ftp://registry:8081' is not an http:// or https:// URL"),
+    (["--schema-dir", "/no/such/dir"], "--schema-dir '/no/such/dir' is not a directory")])
+def test_a_bad_schema_source_is_one_line_and_exit_2(option, message):
+    done = subprocess.run([sys.executable, "-m", "kafkacore", "-b", "127.0.0.1:1", "console", *option],
+                          cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [f"kafkacore console: error: {message}"]
 
 
 def test_bad_offset_and_unknown_topic_show_a_clear_message(page, console, produced):
