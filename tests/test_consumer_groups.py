@@ -1,0 +1,256 @@
+"""KIP-848 consumer groups against a real ``kafkacore serve`` process, at the wire:
+ConsumerGroupHeartbeat's checks and Kafka's error codes, member and group epochs, the
+revoke-before-assign reconciliation (a partition never has two owners), static members
+(leave with -2, rejoin under a new member id), the assignors, and the server-side assignors'
+own rules. The confluent-kafka clients' side is tests/test_consumer_groups_clients.py."""
+import pytest
+
+from _kcutil import wait_for
+from broker_client import BrokerProcess, auto_create, find_coordinators, request
+from kafkacore.coordinator.assignors import MemberSpec, assign
+from kafkacore.protocol.messages.consumer_group_heartbeat_request import TopicPartitions
+from kafkacore.protocol.messages.join_group_request import JoinGroupRequestProtocol
+
+HEARTBEAT, DESCRIBE, API_VERSIONS, JOIN = 68, 69, 18, 11
+NONE = 0
+FENCED_INSTANCE_ID = 82
+GROUP_ID_NOT_FOUND = 69
+GROUP_MAX_SIZE_REACHED = 81
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_REQUEST = 42
+UNKNOWN_MEMBER_ID = 25
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+
+SETTINGS = {"num.partitions": "4", "offsets.topic.num.partitions": "3",
+            "group.consumer.session.timeout.ms": "2000", "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "250", "group.consumer.min.heartbeat.interval.ms": "100",
+            "group.consumer.max.size": "3"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("cgroups") / "data", settings=SETTINGS) as b:
+        with b.client() as c:
+            for topic in ("t4", "u2"):
+                auto_create(c, topic)
+            find_coordinators(c)
+        yield b
+
+
+@pytest.fixture()
+def conn(broker):
+    with broker.client() as c:
+        yield c
+
+
+def topic_id(conn, name):
+    md = conn.call(3, 12, request(3, topics=None, allow_auto_topic_creation=False))
+    return next(t.topic_id for t in md.topics if t.name == name)
+
+
+def hb(conn, group, member_id, epoch, topics=None, owned=None, instance=None, assignor=None, timeout=30000,
+       regex=None, version=1):
+    """One heartbeat; ``owned`` {topic id: [partitions]} or None (not sent)."""
+    return conn.call(HEARTBEAT, version, request(
+        HEARTBEAT, group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance,
+        rebalance_timeout_ms=timeout if epoch == 0 else -1, subscribed_topic_names=topics,
+        subscribed_topic_regex=regex, server_assignor=assignor,
+        topic_partitions=None if owned is None else [TopicPartitions(topic_id=t, partitions=sorted(p))
+                                                     for t, p in owned.items()]))
+
+
+def assigned(resp):
+    return {tp.topic_id: set(tp.partitions) for tp in resp.assignment.topic_partitions}
+
+
+def describe(conn, group):
+    return conn.call(DESCRIBE, 0, request(DESCRIBE, group_ids=[group], include_authorized_operations=False)).groups[0]
+
+
+def assert_no_partition_twice(group):
+    seen = set()
+    for m in group.members:
+        for tp in m.assignment.topic_partitions:
+            for p in tp.partitions:
+                assert (tp.topic_name, p) not in seen, f"{tp.topic_name}-{p} owned twice: {group}"
+                seen.add((tp.topic_name, p))
+    return seen
+
+
+def test_api_versions_advertise_the_consumer_group_apis(conn):
+    keys = {k.api_key: (k.min_version, k.max_version)
+            for k in conn.call(API_VERSIONS, 3, request(API_VERSIONS, client_software_name="t",
+                                                        client_software_version="1")).api_keys}
+    assert keys[HEARTBEAT] == (0, 1) and keys[DESCRIBE] == (0, 0)
+
+
+def test_heartbeat_request_checks_and_errors(conn):
+    t4 = topic_id(conn, "t4")
+    checks = [
+        (dict(group="", member_id="m", epoch=0, topics=["t4"], owned={}), INVALID_REQUEST, "GroupId"),
+        (dict(group="e", member_id="", epoch=0, topics=["t4"], owned={}), INVALID_REQUEST, "MemberId"),
+        (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned=None), INVALID_REQUEST, "TopicPartitions"),
+        (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={t4: [0]}), INVALID_REQUEST,
+         "TopicPartitions"),
+        (dict(group="e", member_id="m", epoch=0, topics=None, owned={}), INVALID_REQUEST, "SubscribedTopicNames"),
+        (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={}, regex="t.*"), INVALID_REQUEST, "Regex"),
+        (dict(group="e", member_id="m", epoch=-3), INVALID_REQUEST, "MemberEpoch"),
+        (dict(group="e", member_id="m", epoch=-2), INVALID_REQUEST, "InstanceId"),
+        (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={}, instance=""), INVALID_REQUEST,
+         "InstanceId"),
+        (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={}, assignor="sticky"),
+         UNSUPPORTED_ASSIGNOR, "uniform, range"),
+        (dict(group="nobody-here", member_id="m", epoch=3, owned={}), UNKNOWN_MEMBER_ID, "not found"),
+    ]
+    for kw, code, words in checks:
+        r = hb(conn, **kw)
+        assert r.error_code == code and words in (r.error_message or ""), (kw, r)
+    # librdkafka's empty regex means none
+    r = hb(conn, "e", "m", 0, topics=["t4"], owned={}, regex="")
+    assert r.error_code == NONE and r.member_epoch == 1
+    assert hb(conn, "e", "other", 1, owned={}).error_code == UNKNOWN_MEMBER_ID
+    assert hb(conn, "e", "m", 2, owned={}).error_code == FENCED_MEMBER_EPOCH  # ahead of the coordinator
+    assert hb(conn, "e", "m", -1).error_code == NONE
+    assert hb(conn, "e", "m", 1, owned={}).error_code == UNKNOWN_MEMBER_ID  # it left
+
+
+def test_v0_names_the_joining_member(conn):
+    r = hb(conn, "v0-group", "", 0, topics=["u2"], owned={}, version=0)
+    assert r.error_code == NONE and r.member_id and r.member_epoch == 1
+    assert hb(conn, "v0-group", r.member_id, -1, version=0).error_code == NONE
+
+
+def test_group_max_size_and_other_group_types(conn, broker):
+    members = [f"max-{i}" for i in range(3)]
+    for m in members:
+        assert hb(conn, "full", m, 0, topics=["u2"], owned={}).error_code == NONE
+    r = hb(conn, "full", "max-3", 0, topics=["u2"], owned={})
+    assert r.error_code == GROUP_MAX_SIZE_REACHED, r
+    # a classic JoinGroup cannot join a consumer group with members (no migration yet)
+    join = conn.call(JOIN, 5, request(JOIN, group_id="full", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                      member_id="", protocol_type="consumer",
+                                      protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    assert join.error_code == INCONSISTENT_GROUP_PROTOCOL
+    for m in members:
+        assert hb(conn, "full", m, -1).error_code == NONE
+    # ... and a consumer group cannot take over a classic group with members
+    with broker.client() as classic:
+        classic.call(JOIN, 3, request(JOIN, group_id="classic-one", session_timeout_ms=10000,
+                                      rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
+                                      protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        r = hb(conn, "classic-one", "m", 0, topics=["u2"], owned={})
+        assert r.error_code == GROUP_ID_NOT_FOUND, r
+
+
+def test_revocation_comes_before_assignment(conn):
+    t4 = topic_id(conn, "t4")
+    a = hb(conn, "rec", "a", 0, topics=["t4"], owned={})
+    assert a.member_epoch == 1 and assigned(a) == {t4: {0, 1, 2, 3}}
+    assert hb(conn, "rec", "a", 1, owned={t4: [0, 1, 2, 3]}).assignment is None  # nothing changed
+    b = hb(conn, "rec", "b", 0, topics=["t4"], owned={})
+    # the target gives b half, but a still owns it: b is at the new epoch with nothing yet
+    assert b.member_epoch == 2 and assigned(b) == {}
+    g = describe(conn, "rec")
+    assert g.group_state == "Reconciling" and g.group_epoch == 2 and g.assignment_epoch == 2
+    targets = {m.member_id: {p for tp in m.target_assignment.topic_partitions for p in tp.partitions}
+               for m in g.members}
+    assert sorted(map(len, targets.values())) == [2, 2] and targets["a"] | targets["b"] == {0, 1, 2, 3}
+    # a is asked to give up b's half and stays at epoch 1 while it owns them
+    a = hb(conn, "rec", "a", 1, owned={t4: [0, 1, 2, 3]})
+    assert a.member_epoch == 1 and assigned(a) == {t4: targets["a"]}
+    assert_no_partition_twice(describe(conn, "rec"))
+    b = hb(conn, "rec", "b", 2, owned={})
+    assert b.assignment is None and b.member_epoch == 2  # still unreleased
+    a = hb(conn, "rec", "a", 1, owned={t4: sorted(targets["a"])})  # revoked: a moves to epoch 2
+    assert a.member_epoch == 2
+    b = hb(conn, "rec", "b", 2, owned={})
+    assert assigned(b) == {t4: targets["b"]}
+    g = describe(conn, "rec")
+    assert g.group_state == "Stable" and len(assert_no_partition_twice(g)) == 4
+    # a lost response: the previous epoch with partitions within the assignment is accepted
+    assert hb(conn, "rec", "a", 1, owned={t4: sorted(targets["a"])}).error_code == NONE
+    assert hb(conn, "rec", "a", 1, owned={t4: [0, 1, 2, 3]}).error_code == FENCED_MEMBER_EPOCH
+    # b leaves: a gets everything at the next epoch
+    assert hb(conn, "rec", "b", -1).member_epoch == -1
+    a = hb(conn, "rec", "a", 2, owned={t4: sorted(targets["a"])})
+    assert a.member_epoch == 3 and assigned(a) == {t4: {0, 1, 2, 3}}
+    hb(conn, "rec", "a", -1)
+
+
+def test_session_timeout_fences_a_silent_member(conn):
+    t4 = topic_id(conn, "t4")
+    hb(conn, "silent", "a", 0, topics=["t4"], owned={})
+    b = hb(conn, "silent", "b", 0, topics=["t4"], owned={})
+    # b heartbeats, a stays silent: after the session timeout (2 s) b owns every partition
+    def b_has_all():
+        nonlocal b
+        b = hb(conn, "silent", "b", b.member_epoch, owned={t4: sorted(assigned_b)})
+        if b.assignment is not None:
+            assigned_b.clear()
+            assigned_b.update(assigned(b).get(t4, set()))
+        return assigned_b == {0, 1, 2, 3}
+    assigned_b = set(assigned(b).get(t4, set()))
+    wait_for(b_has_all, "b to take over the silent member's partitions", timeout=15, interval=0.2)
+    assert [m.member_id for m in describe(conn, "silent").members] == ["b"]
+    hb(conn, "silent", "b", -1)
+
+
+def test_static_member_leaves_for_now_and_comes_back(conn):
+    u2 = topic_id(conn, "u2")
+    s1 = hb(conn, "static", "s1", 0, topics=["u2"], owned={}, instance="i1")
+    s2 = hb(conn, "static", "s2", 0, topics=["u2"], owned={}, instance="i2")
+    half = assigned(hb(conn, "static", "s1", s1.member_epoch, owned={u2: [0, 1, 2, 3]}))  # revoke s2's half
+    s1 = hb(conn, "static", "s1", s1.member_epoch, owned={u2: sorted(half[u2])})
+    s2 = hb(conn, "static", "s2", s2.member_epoch, owned={})
+    mine = assigned(s2)[u2]
+    assert len(mine) == 2
+    # another member id with the same instance id while s2 is there: not released
+    assert hb(conn, "static", "s2-new", 0, topics=["u2"], owned={}, instance="i2").error_code == \
+        UNRELEASED_INSTANCE_ID
+    assert hb(conn, "static", "s1", s1.member_epoch, owned={}, instance="i2").error_code == FENCED_INSTANCE_ID
+    # leave for now (-2): the partition stays with the instance, nobody else gets it
+    r = hb(conn, "static", "s2", -2, instance="i2")
+    assert r.error_code == NONE and r.member_epoch == -2
+    s1 = hb(conn, "static", "s1", s1.member_epoch, owned={u2: sorted(half[u2])}, instance="i1")
+    assert s1.error_code == NONE and s1.assignment is None  # nothing new for s1
+    back = hb(conn, "static", "s2-new", 0, topics=["u2"], owned={}, instance="i2")
+    assert back.error_code == NONE and assigned(back) == {u2: mine}
+    assert sorted(m.member_id for m in describe(conn, "static").members) == ["s1", "s2-new"]
+    assert hb(conn, "static", "s2", 1, owned={}, instance="i2").error_code == FENCED_INSTANCE_ID
+    for mid, iid in (("s1", "i1"), ("s2-new", "i2")):
+        assert hb(conn, "static", mid, -1, instance=iid).error_code == NONE
+
+
+def test_range_assignor_by_member_choice(conn):
+    t4, u2 = topic_id(conn, "t4"), topic_id(conn, "u2")
+    a = hb(conn, "ranged", "a", 0, topics=["t4", "u2"], owned={}, assignor="range")
+    assert hb(conn, "ranged", "b", 0, topics=["t4", "u2"], owned={}, assignor="range").error_code == NONE
+    a = hb(conn, "ranged", "a", a.member_epoch, owned={t: sorted(p) for t, p in assigned(a).items()})
+    g = describe(conn, "ranged")
+    assert g.assignor_name == "range"
+    targets = {m.member_id: {tp.topic_id: set(tp.partitions) for tp in m.target_assignment.topic_partitions}
+               for m in g.members}
+    # co-partitioned ranges: a the first half of each topic, b the second
+    assert targets == {"a": {t4: {0, 1}, u2: {0, 1}}, "b": {t4: {2, 3}, u2: {2, 3}}}
+    for m in ("a", "b"):
+        hb(conn, "ranged", m, -1)
+
+
+def test_uniform_assignor_balances_and_sticks():
+    t1, t2 = b"\1" * 16, b"\2" * 16
+    topics = {t1: 6, t2: 3}
+    first = assign("uniform", {m: MemberSpec({t1, t2}, {}) for m in "ab"}, topics)
+    assert sorted(sum(map(len, a.values())) for a in first.values()) == [4, 5]
+    # a third member joins: only what it needs moves, the others keep the rest
+    second = assign("uniform", {**{m: MemberSpec({t1, t2}, first[m]) for m in "ab"}, "c": MemberSpec({t1, t2}, {})},
+                    topics)
+    assert sorted(sum(map(len, a.values())) for a in second.values()) == [3, 3, 3]
+    kept = sum(len(second[m].get(t, set()) & first[m].get(t, set())) for m in "ab" for t in topics)
+    assert kept == 6
+    # subscriptions differ: each partition goes to a member subscribed to its topic
+    mixed = assign("uniform", {"a": MemberSpec({t1}, {}), "b": MemberSpec({t1, t2}, {})}, topics)
+    assert t2 not in mixed["a"] and mixed["b"][t2] == {0, 1, 2}
+    counts = sorted(sum(map(len, a.values())) for a in mixed.values())
+    assert counts in ([4, 5],)
