@@ -10,6 +10,8 @@ from broker_client import BrokerProcess, auto_create, find_coordinators, request
 from kafkacore.coordinator.assignors import MemberSpec, assign
 from kafkacore.protocol.messages.consumer_group_heartbeat_request import TopicPartitions
 from kafkacore.protocol.messages.join_group_request import JoinGroupRequestProtocol
+from kafkacore.protocol.messages.offset_commit_request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
+from kafkacore.protocol.messages.offset_fetch_request import OffsetFetchRequestGroup, OffsetFetchRequestTopics
 
 HEARTBEAT, DESCRIBE, API_VERSIONS, JOIN = 68, 69, 18, 11
 NONE = 0
@@ -22,6 +24,8 @@ UNKNOWN_MEMBER_ID = 25
 FENCED_MEMBER_EPOCH = 110
 UNRELEASED_INSTANCE_ID = 111
 UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
+UNSUPPORTED_VERSION = 35
 
 SETTINGS = {"num.partitions": "4", "offsets.topic.num.partitions": "3",
             "group.consumer.session.timeout.ms": "2000", "group.consumer.min.session.timeout.ms": "1000",
@@ -254,3 +258,63 @@ def test_uniform_assignor_balances_and_sticks():
     assert t2 not in mixed["a"] and mixed["b"][t2] == {0, 1, 2}
     counts = sorted(sum(map(len, a.values())) for a in mixed.values())
     assert counts in ([4, 5],)
+
+
+def commit(conn, group, member_id, epoch, version=9, partition=0, offset=5):
+    r = conn.call(8, version, request(8, group_id=group, generation_id_or_member_epoch=epoch, member_id=member_id,
+                                      group_instance_id=None, topics=[OffsetCommitRequestTopic(name="u2", partitions=[
+                                          OffsetCommitRequestPartition(partition_index=partition,
+                                                                       committed_offset=offset,
+                                                                       committed_metadata="")])]))
+    return r.topics[0].partitions[0].error_code
+
+
+def fetch(conn, group, member_id, epoch):
+    r = conn.call(9, 9, request(9, require_stable=False, groups=[OffsetFetchRequestGroup(
+        group_id=group, member_id=member_id, member_epoch=epoch,
+        topics=[OffsetFetchRequestTopics(name="u2", partition_indexes=[0])])]))
+    g = r.groups[0]
+    return g.error_code, [p.committed_offset for t in g.topics for p in t.partitions]
+
+
+def test_offsets_carry_the_member_epoch(conn):
+    m = hb(conn, "commits", "m", 0, topics=["u2"], owned={})
+    epoch = m.member_epoch
+    assert commit(conn, "commits", "m", epoch, offset=7) == NONE
+    assert fetch(conn, "commits", "m", epoch) == (NONE, [7])
+    assert fetch(conn, "commits", None, -1) == (NONE, [7])  # an admin's fetch
+    assert commit(conn, "commits", "m", epoch + 1) == STALE_MEMBER_EPOCH
+    assert commit(conn, "commits", "m", epoch - 1) == STALE_MEMBER_EPOCH
+    assert fetch(conn, "commits", "m", epoch - 1)[0] == STALE_MEMBER_EPOCH
+    assert commit(conn, "commits", "ghost", epoch) == UNKNOWN_MEMBER_ID
+    assert fetch(conn, "commits", "ghost", epoch)[0] == UNKNOWN_MEMBER_ID
+    assert commit(conn, "commits", "m", epoch, version=8) == UNSUPPORTED_VERSION  # members commit with v9+
+    assert commit(conn, "commits", "", -1) == UNKNOWN_MEMBER_ID  # an admin commit needs an empty group
+    assert hb(conn, "commits", "m", -1).error_code == NONE
+    assert commit(conn, "commits", "", -1, offset=9) == NONE
+    assert fetch(conn, "commits", None, -1) == (NONE, [9])
+
+
+def test_list_and_describe_report_the_group_type(conn):
+    hb(conn, "typed", "m", 0, topics=["u2"], owned={})
+    listed = conn.call(16, 5, request(16, states_filter=[], types_filter=[])).groups
+    row = next(g for g in listed if g.group_id == "typed")
+    assert (row.group_type, row.protocol_type, row.group_state) == ("consumer", "consumer", "Stable")
+    consumers = conn.call(16, 5, request(16, states_filter=[], types_filter=["Consumer"])).groups
+    classics = conn.call(16, 5, request(16, states_filter=[], types_filter=["classic"])).groups
+    assert "typed" in {g.group_id for g in consumers} and "typed" not in {g.group_id for g in classics}
+    assert {g.group_type for g in consumers} == {"consumer"}
+    # DescribeGroups (the classic API) does not describe it, as Kafka: Dead
+    assert conn.call(15, 5, request(15, groups=["typed"], include_authorized_operations=False)).groups[0]\
+        .group_state == "Dead"
+    g = describe(conn, "typed")
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == \
+        (NONE, "Stable", 1, 1, "uniform")
+    (m,) = g.members
+    assert (m.member_id, m.member_epoch, m.subscribed_topic_names, m.client_id) == ("m", 1, ["u2"], "kafkacore-tests")
+    assert [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions] == [("u2", [0, 1, 2, 3])]
+    assert m.target_assignment == m.assignment
+    for gid in ("no-such-group", "classic-one"):  # unknown, and a classic group
+        r = describe(conn, gid)
+        assert r.error_code == GROUP_ID_NOT_FOUND and r.error_message, r
+    hb(conn, "typed", "m", -1)

@@ -164,6 +164,16 @@ def test_members_come_and_go_while_records_flow(broker):
             third.kill()
     for t in threads:
         t.join(10)
+    # the members committed with their epochs (OffsetCommit v9): a's last commit, at its leave, is at the end
+    probe = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
+    try:
+        parts = [confluent_kafka.TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        committed = {tp.partition: tp.offset for tp in probe.committed(parts, timeout=10)}
+        ends = {p: probe.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=10)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        probe.close()
+    assert committed == ends
     assert not overlaps, overlaps[:5]
     assert not a.emptied and not b.emptied, "a member that stayed lost its whole assignment (stop-the-world)"
     history.extend(_third_history(lines, killed_at))

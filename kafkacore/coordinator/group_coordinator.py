@@ -891,7 +891,7 @@ class GroupCoordinator:
     def describe_group(self, group_id) -> GroupSummary:
         self._ensure_started()
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):  # Kafka: only classic groups are described here
             return GroupSummary(group_id, g.DEAD)
         if group.state == g.STABLE:
             members = [(m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(group.protocol_name),
