@@ -3,15 +3,24 @@ ConsumerGroupHeartbeat's checks and Kafka's error codes, member and group epochs
 revoke-before-assign reconciliation (a partition never has two owners), static members
 (leave with -2, rejoin under a new member id), the assignors, and the server-side assignors'
 own rules. The confluent-kafka clients' side is tests/test_consumer_groups_clients.py."""
+import threading
+
 import pytest
 
 from _kcutil import wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, request
+from kafkacore.coordinator import consumer_group_records as cg_records
 from kafkacore.coordinator.assignors import MemberSpec, assign
+from kafkacore.coordinator.offset_store import partition_for
+from kafkacore.protocol.coordinator.consumer_group_current_member_assignment_value import \
+    ConsumerGroupCurrentMemberAssignmentValue
+from kafkacore.protocol.coordinator.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from kafkacore.protocol.coordinator.consumer_group_metadata_value import ConsumerGroupMetadataValue
 from kafkacore.protocol.messages.consumer_group_heartbeat_request import TopicPartitions
 from kafkacore.protocol.messages.join_group_request import JoinGroupRequestProtocol
 from kafkacore.protocol.messages.offset_commit_request import OffsetCommitRequestPartition, OffsetCommitRequestTopic
 from kafkacore.protocol.messages.offset_fetch_request import OffsetFetchRequestGroup, OffsetFetchRequestTopics
+from kafkacore.protocol.wire import Reader
 
 HEARTBEAT, DESCRIBE, API_VERSIONS, JOIN = 68, 69, 18, 11
 NONE = 0
@@ -28,7 +37,7 @@ STALE_MEMBER_EPOCH = 113
 UNSUPPORTED_VERSION = 35
 
 SETTINGS = {"num.partitions": "4", "offsets.topic.num.partitions": "3",
-            "group.consumer.session.timeout.ms": "2000", "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "1000",
             "group.consumer.heartbeat.interval.ms": "250", "group.consumer.min.heartbeat.interval.ms": "100",
             "group.consumer.max.size": "3"}
 
@@ -187,7 +196,7 @@ def test_session_timeout_fences_a_silent_member(conn):
     t4 = topic_id(conn, "t4")
     hb(conn, "silent", "a", 0, topics=["t4"], owned={})
     b = hb(conn, "silent", "b", 0, topics=["t4"], owned={})
-    # b heartbeats, a stays silent: after the session timeout (2 s) b owns every partition
+    # b heartbeats, a stays silent: after the session timeout (5 s) b owns every partition
     def b_has_all():
         nonlocal b
         b = hb(conn, "silent", "b", b.member_epoch, owned={t4: sorted(assigned_b)})
@@ -318,3 +327,90 @@ def test_list_and_describe_report_the_group_type(conn):
         r = describe(conn, gid)
         assert r.error_code == GROUP_ID_NOT_FOUND and r.error_message, r
     hb(conn, "typed", "m", -1)
+
+
+def _offsets_topic_records(bootstrap, partition):
+    """Every (key, value) of one __consumer_offsets partition, read with kafka-python."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tp = TopicPartition("__consumer_offsets", partition)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        out = []
+        wait_for(lambda: out.extend((r.key, r.value) for rs in consumer.poll(timeout_ms=100).values() for r in rs)
+                 or consumer.position(tp) >= end, "the whole partition read", timeout=15)
+        return out
+    finally:
+        consumer.close()
+
+
+def test_records_in_kafkas_format_and_a_restart_reloads_the_group(broker):
+    """Last in this module: it restarts the broker."""
+    with broker.client() as conn:
+        t4 = topic_id(conn, "t4")
+        a = hb(conn, "durable", "a", 0, topics=["t4"], owned={}, instance="ia")
+        b = hb(conn, "durable", "b", 0, topics=["t4"], owned={})
+        half = assigned(hb(conn, "durable", "a", a.member_epoch, owned={t4: [0, 1, 2, 3]}))[t4]
+        a = hb(conn, "durable", "a", a.member_epoch, owned={t4: sorted(half)})
+        b = hb(conn, "durable", "b", b.member_epoch, owned={})
+        assert a.member_epoch == b.member_epoch == 2 and assigned(b)[t4] == {0, 1, 2, 3} - half
+        assert hb(conn, "durable", "c", 0, topics=["u2"], owned={}).error_code == NONE
+        assert hb(conn, "durable", "c", -1).error_code == NONE  # c's records are deleted
+        assert describe(conn, "durable").group_state == "Assigning"  # until a heartbeat computes the target
+        previous = a.member_epoch
+        a = hb(conn, "durable", "a", a.member_epoch, owned={t4: sorted(half)})
+        b = hb(conn, "durable", "b", b.member_epoch, owned={t4: sorted({0, 1, 2, 3} - half)})
+        assert a.member_epoch == b.member_epoch == 4 and a.assignment is b.assignment is None
+        assert commit(conn, "durable", "a", a.member_epoch, offset=42) == NONE
+        before = describe(conn, "durable")
+        assert before.group_state == "Stable"
+    stop = threading.Event()
+
+    def keep_alive():  # both members heartbeat until the restart
+        with broker.client() as c:
+            while not stop.wait(0.25):
+                for mid, parts in (("a", half), ("b", {0, 1, 2, 3} - half)):
+                    assert hb(c, "durable", mid, 4, owned={t4: sorted(parts)}).error_code == NONE
+    keeper = threading.Thread(target=keep_alive, daemon=True)
+    keeper.start()
+    try:
+        partition = partition_for("durable", 3)  # Kafka's group -> partition
+        records = [(cg_records.decode_key(k), v) for k, v in _offsets_topic_records(broker.bootstrap, partition)]
+    finally:
+        stop.set()
+        keeper.join(10)
+    mine = [(kind, member, v) for (kind, gid, member), v in ((k, v) for k, v in records if k) if gid == "durable"]
+    assert {kind for kind, _m, _v in mine} == {3, 4, 5, 6, 7, 8}
+    # c left: its current assignment, target and metadata are tombstoned, in Kafka's order
+    assert [kind for kind, member, v in mine if member == "c" and v is None] == [8, 7, 5]
+    values = {(kind, member): v for kind, member, v in mine}  # the last value of each key
+    current = ConsumerGroupCurrentMemberAssignmentValue.read(Reader(values[(8, "a")], 2), 0)
+    assert Reader(values[(8, "a")]).int16() == 0  # value version 0
+    assert (current.member_epoch, current.previous_member_epoch, current.state) == (4, previous, 0)
+    assert [(tp.topic_id, set(tp.partitions)) for tp in current.assigned_partitions] == [(t4, half)]
+    member = ConsumerGroupMemberMetadataValue.read(Reader(values[(5, "a")], 2), 0)
+    assert (member.instance_id, member.subscribed_topic_names, member.rebalance_timeout_ms) == ("ia", ["t4"], 30000)
+    assert ConsumerGroupMetadataValue.read(Reader(values[(3, None)], 2), 0).epoch == before.group_epoch
+
+    broker.restart()
+    with broker.client() as conn:
+        after = wait_for(lambda: describe(conn, "durable"), "the group loaded", tolerate=(OSError,))
+        assert (after.group_state, after.group_epoch, after.assignment_epoch) == \
+            (before.group_state, before.group_epoch, before.assignment_epoch)
+        assert sorted((m.member_id, m.instance_id, m.member_epoch, str(m.assignment)) for m in after.members) == \
+            sorted((m.member_id, m.instance_id, m.member_epoch, str(m.assignment)) for m in before.members)
+        assert fetch(conn, "durable", "a", 4) == (NONE, [42])
+        # a carries on at its epoch; b stays silent and is fenced after its session, loaded or not
+        def a_has_all():
+            r = hb(conn, "durable", "a", state["epoch"], owned={t4: sorted(state["owned"])})
+            assert r.error_code == NONE, r
+            state["epoch"] = r.member_epoch
+            if r.assignment is not None:
+                state["owned"] = assigned(r).get(t4, set())
+            return state["owned"] == {0, 1, 2, 3}
+        state = {"epoch": 4, "owned": half}
+        wait_for(a_has_all, "a to take b's partitions once b's session expired", timeout=15, interval=0.2)
+        assert [m.member_id for m in describe(conn, "durable").members] == ["a"]
