@@ -4,11 +4,12 @@ revoke-before-assign reconciliation (a partition never has two owners), static m
 (leave with -2, rejoin under a new member id), the assignors, and the server-side assignors'
 own rules. The confluent-kafka clients' side is tests/test_consumer_groups_clients.py."""
 import threading
+import urllib.request
 
 import pytest
 
 from _kcutil import wait_for
-from broker_client import BrokerProcess, auto_create, find_coordinators, request
+from broker_client import BrokerProcess, auto_create, find_coordinators, free_port, request
 from kafkacore.coordinator import consumer_group_records as cg_records
 from kafkacore.coordinator.assignors import MemberSpec, assign
 from kafkacore.coordinator.offset_store import partition_for
@@ -39,7 +40,7 @@ UNSUPPORTED_VERSION = 35
 SETTINGS = {"num.partitions": "4", "offsets.topic.num.partitions": "3",
             "group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "1000",
             "group.consumer.heartbeat.interval.ms": "250", "group.consumer.min.heartbeat.interval.ms": "100",
-            "group.consumer.max.size": "3"}
+            "group.consumer.max.size": "3", "metrics.port": str(free_port())}
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +168,8 @@ def test_revocation_comes_before_assignment(conn):
     assert b.member_epoch == 2 and assigned(b) == {}
     g = describe(conn, "rec")
     assert g.group_state == "Reconciling" and g.group_epoch == 2 and g.assignment_epoch == 2
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{SETTINGS['metrics.port']}/metrics", timeout=10).read()
+    assert b'kafka_server_groupcoordinatormetrics_consumergroupcount{state="reconciling"} 1' in metrics
     targets = {m.member_id: {p for tp in m.target_assignment.topic_partitions for p in tp.partitions}
                for m in g.members}
     assert sorted(map(len, targets.values())) == [2, 2] and targets["a"] | targets["b"] == {0, 1, 2, 3}

@@ -28,6 +28,7 @@ ASSIGNING = "Assigning"
 RECONCILING = "Reconciling"
 STABLE = g.STABLE
 DEAD = g.DEAD
+STATES = (EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD)
 
 GROUP_TYPE = "consumer"
 PROTOCOL_TYPE = g.CONSUMER_PROTOCOL_TYPE  # what ListGroups / DescribeGroups report
