@@ -35,6 +35,8 @@ FENCED_MEMBER_EPOCH = 110
 UNRELEASED_INSTANCE_ID = 111
 UNSUPPORTED_ASSIGNOR = 112
 STALE_MEMBER_EPOCH = 113
+MEMBER_ID_REQUIRED = 79
+NON_EMPTY_GROUP = 68
 UNSUPPORTED_VERSION = 35
 
 SETTINGS = {"num.partitions": "4", "offsets.topic.num.partitions": "3",
@@ -330,6 +332,43 @@ def test_list_and_describe_report_the_group_type(conn):
         r = describe(conn, gid)
         assert r.error_code == GROUP_ID_NOT_FOUND and r.error_message, r
     hb(conn, "typed", "m", -1)
+
+
+def test_a_topic_created_after_the_subscription_is_assigned(conn):
+    m = hb(conn, "waiting", "m", 0, topics=["later"], owned={})
+    assert m.error_code == NONE and assigned(m) == {}
+    auto_create(conn, "later")
+    later = topic_id(conn, "later")
+    # the next heartbeat sees the topic: the group epoch goes up and the member gets its partitions
+    m2 = hb(conn, "waiting", "m", m.member_epoch, owned={})
+    assert m2.member_epoch == m.member_epoch + 1 and assigned(m2) == {later: {0, 1, 2, 3}}
+    assert hb(conn, "waiting", "m", -1).error_code == NONE
+
+
+def test_empty_groups_change_type_and_keep_their_offsets(conn):
+    assert commit(conn, "convert", "", -1, offset=11) == NONE  # a classic group holding offsets
+    m = hb(conn, "convert", "m", 0, topics=["u2"], owned={})
+    assert m.error_code == NONE and describe(conn, "convert").group_state == "Stable"
+    assert fetch(conn, "convert", "m", m.member_epoch) == (NONE, [11])
+    assert hb(conn, "convert", "m", -1).error_code == NONE
+    # the empty consumer group gives way to a classic JoinGroup, the offsets stay
+    join = conn.call(JOIN, 5, request(JOIN, group_id="convert", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                                      member_id="", protocol_type="consumer",
+                                      protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    assert join.error_code == MEMBER_ID_REQUIRED
+    assert describe(conn, "convert").error_code == GROUP_ID_NOT_FOUND
+    assert fetch(conn, "convert", None, -1) == (NONE, [11])
+
+
+def test_delete_an_empty_consumer_group(conn):
+    m = hb(conn, "doomed", "m", 0, topics=["u2"], owned={})
+    assert commit(conn, "doomed", "m", m.member_epoch, offset=3) == NONE
+    delete = conn.call(42, 2, request(42, groups_names=["doomed"])).results[0]
+    assert delete.error_code == NON_EMPTY_GROUP
+    assert hb(conn, "doomed", "m", -1).error_code == NONE
+    assert conn.call(42, 2, request(42, groups_names=["doomed"])).results[0].error_code == NONE
+    assert describe(conn, "doomed").error_code == GROUP_ID_NOT_FOUND
+    assert fetch(conn, "doomed", None, -1) == (NONE, [-1])
 
 
 def _offsets_topic_records(bootstrap, partition):
