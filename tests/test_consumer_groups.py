@@ -38,6 +38,7 @@ STALE_MEMBER_EPOCH = 113
 MEMBER_ID_REQUIRED = 79
 NON_EMPTY_GROUP = 68
 UNSUPPORTED_VERSION = 35
+INVALID_REGULAR_EXPRESSION = 128
 
 SETTINGS = {"num.partitions": "4", "offsets.topic.num.partitions": "3",
             "group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "1000",
@@ -111,7 +112,10 @@ def test_heartbeat_request_checks_and_errors(conn):
         (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={t4: [0]}), INVALID_REQUEST,
          "TopicPartitions"),
         (dict(group="e", member_id="m", epoch=0, topics=None, owned={}), INVALID_REQUEST, "SubscribedTopicNames"),
-        (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={}, regex="t.*"), INVALID_REQUEST, "Regex"),
+        (dict(group="e", member_id="m", epoch=0, topics=[], owned={}, regex="t(?=4)"), INVALID_REGULAR_EXPRESSION,
+         "RE2/J"),
+        (dict(group="e", member_id="m", epoch=0, topics=[], owned={}, regex="t[4"), INVALID_REGULAR_EXPRESSION,
+         "not a valid regular expression"),
         (dict(group="e", member_id="m", epoch=-3), INVALID_REQUEST, "MemberEpoch"),
         (dict(group="e", member_id="m", epoch=-2), INVALID_REQUEST, "InstanceId"),
         (dict(group="e", member_id="m", epoch=0, topics=["t4"], owned={}, instance=""), INVALID_REQUEST,
@@ -343,6 +347,22 @@ def test_a_topic_created_after_the_subscription_is_assigned(conn):
     m2 = hb(conn, "waiting", "m", m.member_epoch, owned={})
     assert m2.member_epoch == m.member_epoch + 1 and assigned(m2) == {later: {0, 1, 2, 3}}
     assert hb(conn, "waiting", "m", -1).error_code == NONE
+
+
+def test_a_regex_subscription_follows_the_topics(conn):
+    t4 = topic_id(conn, "t4")
+    m = hb(conn, "regexed", "m", 0, topics=[], regex="(^t4)|(^rx-.*)", owned={})
+    assert m.error_code == NONE and assigned(m) == {t4: {0, 1, 2, 3}}
+    auto_create(conn, "rx-new")
+    rx = topic_id(conn, "rx-new")
+    m2 = hb(conn, "regexed", "m", m.member_epoch, owned={t4: [0, 1, 2, 3]})
+    assert m2.member_epoch == m.member_epoch + 1 and assigned(m2) == {t4: {0, 1, 2, 3}, rx: {0, 1, 2, 3}}
+    (member,) = describe(conn, "regexed").members
+    assert (member.subscribed_topic_names, member.subscribed_topic_regex) == ([], "(^t4)|(^rx-.*)")
+    # a new regex: only what it matches (never an internal topic)
+    m3 = hb(conn, "regexed", "m", m2.member_epoch, regex=".*offsets|rx-.*", owned={t4: [0, 1, 2, 3], rx: [0, 1, 2, 3]})
+    assert assigned(m3) == {rx: {0, 1, 2, 3}}
+    assert hb(conn, "regexed", "m", -1).error_code == NONE
 
 
 def test_empty_groups_change_type_and_keep_their_offsets(conn):

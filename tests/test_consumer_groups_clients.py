@@ -207,3 +207,32 @@ def _assert_one_owner_at_a_time(history):
                 owner[p] = member
             elif owner.get(p) == member:
                 del owner[p]
+
+
+def test_a_regex_subscription_picks_up_a_new_topic(broker):
+    with broker.client() as c:
+        auto_create(c, "rx-first")
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("rx-first", b"one")
+    producer.flush(10)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "regex-group",
+                                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                         "topic.metadata.refresh.interval.ms": 500})
+    got = []
+    try:
+        consumer.subscribe(["^rx-.*"])
+
+        def consumed(n):
+            m = consumer.poll(0.1)
+            if m is not None and not m.error():
+                got.append((m.topic(), m.value()))
+            return len(got) >= n
+        wait_for(lambda: consumed(1), "the record of the first matching topic", timeout=20)
+        with broker.client() as c:
+            auto_create(c, "rx-second")  # created after the subscription: the coordinator resolves it
+        producer.produce("rx-second", b"two")
+        producer.flush(10)
+        wait_for(lambda: consumed(2), "the record of the topic created later", timeout=20)
+    finally:
+        consumer.close()
+    assert sorted(got) == [("rx-first", b"one"), ("rx-second", b"two")]

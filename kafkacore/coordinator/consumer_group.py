@@ -124,7 +124,8 @@ class ConsumerGroupMember:
 
 class ConsumerGroup:
     __slots__ = ("group_id", "group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",
-                 "partition_epochs", "subscription_metadata", "dead", "current_state_timestamp", "offsets",
+                 "partition_epochs", "subscription_metadata", "resolved_regexes", "dead", "current_state_timestamp",
+                 "offsets",
                  "offset_batches", "pending_txn_offsets", "session_timers", "rebalance_timers", "_state")
 
     pending_members: dict = {}  # never any (the classic MEMBER_ID_REQUIRED dance); read by the manager
@@ -140,6 +141,8 @@ class ConsumerGroup:
         # topic name -> (topic id, partition count): the subscribed topics as last recorded
         # (Kafka's subscription metadata, its ConsumerGroupPartitionMetadata record)
         self.subscription_metadata: dict = {}
+        # regex -> the topic names it matched when last resolved (the members' regex subscriptions)
+        self.resolved_regexes: dict[str, frozenset] = {}
         self.dead = False
         self.current_state_timestamp = now_ms
         self.offsets: dict = {}
@@ -172,13 +175,21 @@ class ConsumerGroup:
             self.dead = True
         self.current_state_timestamp = now_ms
 
+    def member_topics(self, member, resolved=None):
+        """The topics a member subscribes to: its names and what its regex matched."""
+        resolved = self.resolved_regexes if resolved is None else resolved
+        topics = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            topics |= resolved.get(member.subscribed_topic_regex, frozenset())
+        return topics
+
     @property
     def subscribed_topics(self):
         """The topics some member subscribes to (the manager keeps their offsets from expiring)."""
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+        return {t for m in self.members.values() for t in self.member_topics(m)}
 
     def is_subscribed_to(self, topic):
-        return any(topic in m.subscribed_topic_names for m in self.members.values())
+        return any(topic in self.member_topics(m) for m in self.members.values())
 
     # -- state ----------------------------------------------------------------------------------
     def update_state(self, now_ms):

@@ -7,8 +7,8 @@ A heartbeat (Kafka's rules, in this order):
    member id (v1+, KIP-1082: the client makes its own; v0 without one joining gets one made
    here); joining (epoch 0) needs the rebalance timeout, the subscription and an empty owned
    list; epoch -2 needs an instance id; no epoch below -2. An assignor not in
-   ``group.consumer.assignors`` is UNSUPPORTED_ASSIGNOR. A non-empty ``SubscribedTopicRegex``
-   is not served yet (INVALID_REQUEST); librdkafka's empty one means none.
+   ``group.consumer.assignors`` is UNSUPPORTED_ASSIGNOR; a ``SubscribedTopicRegex`` RE2/J would
+   refuse is INVALID_REGULAR_EXPRESSION (``topic_regex``; librdkafka's empty one means none).
 2. Epoch -1 leaves (a static member too, for good); -2 is a static member's temporary leave:
    it keeps its partitions until its session expires or it rejoins under a new member id.
 3. The group: created by a join (an Empty classic group is replaced, its offsets kept, as
@@ -21,7 +21,8 @@ A heartbeat (Kafka's rules, in this order):
    UNKNOWN_MEMBER_ID. An epoch above the member's, or below it other than its previous epoch
    with owned partitions within its assignment (a lost response), is FENCED_MEMBER_EPOCH. A
    known member joining again at epoch 0 starts over with nothing owned.
-5. A changed subscription, or a change in the subscribed topics (created, grown), bumps the
+5. A changed subscription (names or regex), or a change in the subscribed topics (created,
+   grown, deleted, or a topic newly matching a member's regex, resolved at every heartbeat), bumps the
    group epoch; a group epoch above the assignment epoch computes a new target assignment with
    the preferred assignor (the one most members name, else the first configured).
 6. The member is reconciled towards its target (``reconciliation``): partitions are revoked
@@ -58,6 +59,7 @@ from .consumer_group import (JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, 
                              preferred_assignor)
 from .offset_store import StoreError, group_key
 from .reconciliation import reconcile
+from .topic_regex import compile_regex, matching_topics
 
 log = logging.getLogger("kafkacore.coordinator")
 
@@ -234,7 +236,7 @@ class ConsumerGroupCoordinator:
         if req.rack_id == "":
             invalid("RackId can't be empty.")
         if req.subscribed_topic_regex:
-            invalid("SubscribedTopicRegex is not supported yet.")
+            compile_regex(req.subscribed_topic_regex)  # INVALID_REGULAR_EXPRESSION
         if req.api_version >= CONSUMER_GENERATED_MEMBER_ID_VERSION or req.member_epoch > 0 \
                 or req.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if not req.member_id:
@@ -344,11 +346,17 @@ class ConsumerGroupCoordinator:
             raise GroupMaxSizeReachedError(f"The consumer group has reached its maximum capacity of {self.max_size} "
                                            "members.")
 
-    def _subscription_metadata(self, members):
+    def _resolve(self, members):
+        """{regex: the topic names it matches now} for the members' regex subscriptions."""
+        topics = self.broker.topics
+        return {rx: frozenset(matching_topics(rx, topics))
+                for rx in {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}}
+
+    def _subscription_metadata(self, group, members, resolved):
         """{topic name: (topic id, partition count)} of the existing topics ``members`` subscribe to."""
         out = {}
         for m in members:
-            for name in m.subscribed_topic_names:
+            for name in group.member_topics(m, resolved):
                 info = self.broker.topic(name)
                 if info is not None and name not in out:
                     out[name] = (info.topic_id, info.partitions)
@@ -370,6 +378,8 @@ class ConsumerGroupCoordinator:
             updated.server_assignor = req.server_assignor
         if req.subscribed_topic_names is not None:
             updated.subscribed_topic_names = tuple(sorted(set(req.subscribed_topic_names)))
+        if req.subscribed_topic_regex is not None:
+            updated.subscribed_topic_regex = req.subscribed_topic_regex or None  # librdkafka's "": none
         updated.client_id, updated.client_host = req.client_id, req.client_host
         new_member = replaced_id is None and member.member_id not in group.members
         if replaced_id is not None:
@@ -380,9 +390,11 @@ class ConsumerGroupCoordinator:
             records.append(rec.current_assignment_record(gid, updated))
         elif new_member or not updated.same_metadata(member):
             records.append(rec.member_metadata_record(gid, updated))
-        bump = new_member or updated.subscribed_topic_names != member.subscribed_topic_names
+        bump = new_member or updated.subscribed_topic_names != member.subscribed_topic_names \
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
         members = [m for mid, m in group.members.items() if mid not in (member.member_id, replaced_id)] + [updated]
-        metadata = self._subscription_metadata(members)
+        resolved = self._resolve(members)
+        metadata = self._subscription_metadata(group, members, resolved)
         if metadata != group.subscription_metadata:
             records.append(rec.subscription_metadata_record(gid, metadata))
             bump = True
@@ -398,7 +410,7 @@ class ConsumerGroupCoordinator:
             topics = {tid: n for tid, n in metadata.values()}
             by_id = {name: tid for name, (tid, _n) in metadata.items()}
             assignor = preferred_assignor(members, self.assignors[0])
-            specs = {m.member_id: MemberSpec({by_id[t] for t in m.subscribed_topic_names if t in by_id},
+            specs = {m.member_id: MemberSpec({by_id[t] for t in group.member_topics(m, resolved) if t in by_id},
                                              targets.get(m.member_id, {})) for m in members}
             new_targets = assign(assignor, specs, topics)
             for mid, target in new_targets.items():
@@ -430,6 +442,7 @@ class ConsumerGroupCoordinator:
                 self._cancel_member_timers(group, replaced_id)
             group.group_epoch = group_epoch
             group.subscription_metadata = metadata
+            group.resolved_regexes = resolved
             group.assignment_epoch = assignment_epoch
             group.target_assignment = {mid: t for mid, t in targets.items() if mid in group.members
                                        or mid == reconciled.member_id}
@@ -483,7 +496,8 @@ class ConsumerGroupCoordinator:
         gid = group.group_id
         records = rec.member_tombstones(gid, member.member_id)
         rest = [m for mid, m in group.members.items() if mid != member.member_id]
-        metadata = self._subscription_metadata(rest)
+        resolved = self._resolve(rest)
+        metadata = self._subscription_metadata(group, rest, resolved)
         if metadata != group.subscription_metadata:
             records.append(rec.subscription_metadata_record(gid, metadata))
         epoch = group.group_epoch + 1
@@ -493,6 +507,7 @@ class ConsumerGroupCoordinator:
             group.remove_member(member.member_id)
             self._cancel_member_timers(group, member.member_id)
             group.subscription_metadata = metadata
+            group.resolved_regexes = resolved
             group.group_epoch = epoch
             group.update_state(wall_ms())
             log.info("consumer group %s: member %s removed (%s), group epoch %d", gid, member.member_id, reason,
