@@ -565,14 +565,14 @@ class ConsumerGroupCoordinator:
 
 def _owned_by_other(group, member_id, replaced_id):
     """(topic id, partition) -> True while a member other than this one (or the static member
-    it replaces) holds the partition."""
-    others = {}
-    for mid, m in group.members.items():
-        if mid in (member_id, replaced_id):
-            continue
-        for tid, parts in m.owned().items():
-            others.setdefault(tid, set()).update(parts)
+    it replaces) holds the partition: the group's partition owners, less the member's own."""
+    own = set()
+    for mid in (member_id, replaced_id):
+        m = group.members.get(mid)
+        if m is not None:
+            own.update((tid, p) for tid, parts in m.owned().items() for p in parts)
+    held = group.partition_epochs
 
     def owned(tid, p):
-        return p in others.get(tid, ())
+        return (tid, p) in held and (tid, p) not in own
     return owned
