@@ -18,6 +18,7 @@ import time
 import confluent_kafka
 import pytest
 
+from _cli import kafkacore
 from _kcutil import wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, request
 
@@ -134,6 +135,11 @@ def test_members_come_and_go_while_records_flow(broker):
     third = None
     try:
         wait_for(lambda: len(a.owned) == 3 and len(b.owned) == 3, "a and b to share the partitions", timeout=20)
+        # the operator's view: `kafkacore groups describe` finds the consumer group through ConsumerGroupDescribe
+        d = kafkacore("groups", "describe", GROUP, "-o", "json", bootstrap=broker.bootstrap).json()
+        assert (d["state"], d["protocol_type"], d["protocol"]) == ("Stable", "consumer", "uniform")
+        assert sorted(m["client_id"] for m in d["members"]) == ["a", "b"]
+        assert sorted(tp for m in d["members"] for tp in m["assignment"]) == [f"{TOPIC}-{p}" for p in range(PARTITIONS)]
         third = subprocess.Popen([sys.executable, "-c", MEMBER, broker.bootstrap, GROUP, TOPIC],
                                  stdout=subprocess.PIPE, text=True, env={**os.environ})
         lines = []
