@@ -5,14 +5,14 @@ GroupCoordinatorRecordHelpers), and their replay when a partition is loaded.
 Each key is an int16 version, which names the record type, then the key struct; each value an
 int16 version (0) then the value struct (flexible); a null value (tombstone) deletes the key.
 
-| key version | record | key | value |
-|---|---|---|---|
-| 3 | ConsumerGroupMetadata | group | the group epoch |
-| 4 | ConsumerGroupPartitionMetadata | group | the subscribed topics: id, name, partition count |
-| 5 | ConsumerGroupMemberMetadata | group, member | instance id, rack, client id and host, subscription, rebalance timeout, server assignor |
-| 6 | ConsumerGroupTargetAssignmentMetadata | group | the assignment epoch |
-| 7 | ConsumerGroupTargetAssignmentMember | group, member | the member's target partitions |
-| 8 | ConsumerGroupCurrentMemberAssignment | group, member | member epoch, previous epoch, state, assigned and pending-revocation partitions |
+- 3 ConsumerGroupMetadata (key: group): the group epoch;
+- 4 ConsumerGroupPartitionMetadata (group): the subscribed topics' ids, names, partition counts;
+- 5 ConsumerGroupMemberMetadata (group, member): instance id, rack, client id and host,
+  subscription (names, regex), rebalance timeout, server assignor;
+- 6 ConsumerGroupTargetAssignmentMetadata (group): the assignment epoch;
+- 7 ConsumerGroupTargetAssignmentMember (group, member): the member's target partitions;
+- 8 ConsumerGroupCurrentMemberAssignment (group, member): member epoch, previous epoch, state,
+  assigned and pending-revocation partitions.
 
 Kafka's order, kept here: a member's records before the group epoch that counts them; a
 member leaves with the tombstones of its current assignment, target and metadata, in that
@@ -95,7 +95,8 @@ def subscription_metadata_record(group_id, metadata):
     """``metadata``: {topic name: (topic id, partition count)}."""
     topics = [TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
               for name, (tid, n) in sorted(metadata.items())]
-    return _key(PARTITION_METADATA, group_id), _encode(VALUE_VERSION, ConsumerGroupPartitionMetadataValue(topics=topics))
+    return (_key(PARTITION_METADATA, group_id),
+            _encode(VALUE_VERSION, ConsumerGroupPartitionMetadataValue(topics=topics)))
 
 
 def member_metadata_record(group_id, m):

@@ -30,8 +30,8 @@ def _describe(ctx, cg, group_id, with_ops):
         return DescribedGroup(group_id=group_id, error_code=GroupAuthorizationFailedError.code)
     error, group = cg.describe(group_id)
     if group is None:
-        return DescribedGroup(group_id=group_id, error_code=error,
-                              error_message=f"Group {group_id} not found." if error == GroupIdNotFoundError.code else None)
+        message = f"Group {group_id} not found." if error == GroupIdNotFoundError.code else None
+        return DescribedGroup(group_id=group_id, error_code=error, error_message=message)
     return DescribedGroup(
         group_id=group_id, group_state=group.state, group_epoch=group.group_epoch,
         assignment_epoch=group.assignment_epoch,
