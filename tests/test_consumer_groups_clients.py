@@ -242,3 +242,49 @@ def test_a_regex_subscription_picks_up_a_new_topic(broker):
     finally:
         consumer.close()
     assert sorted(got) == [("rx-first", b"one"), ("rx-second", b"two")]
+
+
+def test_a_static_member_comes_back_to_its_partitions(broker):
+    """group.instance.id: a closing static member leaves for now (epoch -2) and keeps its
+    partitions; the same instance under a new member id gets them back, the other member's
+    stay where they are."""
+    with broker.client() as c:
+        auto_create(c, "static-flow")
+
+    def member(instance):
+        owned = set()
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "static-group",
+                                             "group.protocol": "consumer", "group.instance.id": instance})
+        consumer.subscribe(["static-flow"], on_assign=lambda _c, ps: owned.update(p.partition for p in ps),
+                           on_revoke=lambda _c, ps: owned.difference_update(p.partition for p in ps))
+        return consumer, owned
+
+    def settle(*pairs, want):
+        def done():
+            for consumer, _owned in pairs:
+                consumer.poll(0.05)
+            return [len(o) for _c, o in pairs] == want
+        wait_for(done, f"assignments of {want}", timeout=20)
+
+    one, one_owned = member("one")
+    two, two_owned = member("two")
+    try:
+        settle((one, one_owned), (two, two_owned), want=[3, 3])
+        before = (set(one_owned), set(two_owned))
+        members_before = {m.member_id: m.instance_id for m in _describe_group(broker, "static-group").members}
+        one.close()
+        away = [m for m in _describe_group(broker, "static-group").members if m.instance_id == "one"]
+        assert [m.member_epoch for m in away] == [-2]  # still there, left for now
+        one, one_owned = member("one")
+        settle((one, one_owned), (two, two_owned), want=[3, 3])
+        assert (one_owned, two_owned) == before
+        members_after = {m.member_id: m.instance_id for m in _describe_group(broker, "static-group").members}
+        assert sorted(members_after.values()) == ["one", "two"] and members_after != members_before
+    finally:
+        one.close()
+        two.close()
+
+
+def _describe_group(broker, group):
+    with broker.client() as conn:
+        return conn.call(69, 0, request(69, group_ids=[group], include_authorized_operations=False)).groups[0]
