@@ -476,3 +476,21 @@ def test_records_in_kafkas_format_and_a_restart_reloads_the_group(broker):
         state = {"epoch": 4, "owned": half}
         wait_for(a_has_all, "a to take b's partitions once b's session expired", timeout=15, interval=0.2)
         assert [m.member_id for m in describe(conn, "durable").members] == ["a"]
+
+
+def test_the_group_consumer_configs_are_checked():
+    from kafkacore.broker.config import BrokerConfig
+    from kafkacore.errors import InvalidConfigurationError
+
+    defaults = BrokerConfig({})
+    assert (defaults["group.consumer.session.timeout.ms"], defaults["group.consumer.heartbeat.interval.ms"],
+            defaults["group.consumer.assignors"]) == (45000, 5000, ["uniform", "range"])
+    cfg = BrokerConfig({"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"})
+    assert cfg["group.consumer.assignors"] == ["range"]
+    for props, words in (({"group.consumer.session.timeout.ms": "1000"}, "within group.consumer.min.session"),
+                         ({"group.consumer.heartbeat.interval.ms": "20000"}, "within group.consumer.min.heartbeat"),
+                         ({"group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "10",
+                           "group.consumer.heartbeat.interval.ms": "5000"}, "less than group.consumer.session"),
+                         ({"group.consumer.assignors": "sticky"}, "not an assignor")):
+        with pytest.raises(InvalidConfigurationError, match=words):
+            BrokerConfig(props)
