@@ -491,6 +491,21 @@ def test_the_group_consumer_configs_are_checked():
                          ({"group.consumer.heartbeat.interval.ms": "20000"}, "within group.consumer.min.heartbeat"),
                          ({"group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "10",
                            "group.consumer.heartbeat.interval.ms": "5000"}, "less than group.consumer.session"),
-                         ({"group.consumer.assignors": "sticky"}, "not an assignor")):
+                         ({"group.consumer.assignors": "sticky"}, "not an assignor"),
+                         ({"group.coordinator.rebalance.protocols": "consumer"}, "must include classic"),
+                         ({"group.coordinator.rebalance.protocols": "classic,share"}, "share not served")):
         with pytest.raises(InvalidConfigurationError, match=words):
             BrokerConfig(props)
+
+
+def test_the_consumer_protocol_can_be_switched_off(tmp_path):
+    """group.coordinator.rebalance.protocols=classic (Kafka's name): the KIP-848 APIs are neither
+    advertised nor served (an API outside ApiVersions closes the connection, as in Kafka)."""
+    with BrokerProcess(tmp_path / "data", settings={"group.coordinator.rebalance.protocols": "classic"}) as b:
+        with b.client() as c:
+            keys = {k.api_key for k in c.call(API_VERSIONS, 3, request(API_VERSIONS, client_software_name="t",
+                                                                       client_software_version="1")).api_keys}
+            assert HEARTBEAT not in keys and DESCRIBE not in keys and JOIN in keys
+            c.send(HEARTBEAT, 1, request(HEARTBEAT, group_id="g", member_id="m", member_epoch=0,
+                                         rebalance_timeout_ms=1000, subscribed_topic_names=[], topic_partitions=[]))
+            assert c.is_closed_by_peer()

@@ -107,6 +107,19 @@ def _assignors(key, value):
     return names
 
 
+def _rebalance_protocols(key, value):
+    """group.coordinator.rebalance.protocols: Kafka requires ``classic``; ``consumer`` (KIP-848)
+    is served here, ``share`` and ``streams`` not yet."""
+    names = [n.lower() for n in _list(key, value)]
+    if "classic" not in names:
+        raise InvalidConfigurationError(f"{key}={value!r}: must include classic")
+    unknown = sorted(set(names) - {"classic", "consumer"})
+    if unknown:
+        raise InvalidConfigurationError(f"{key}={value!r}: {', '.join(unknown)} not served (classic and consumer "
+                                        "are)")
+    return names
+
+
 def _ip_overrides(key, value):
     """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides) -> {host: count}."""
     out = {}
@@ -183,6 +196,7 @@ BROKER_CONFIGS = {
     "group.consumer.max.heartbeat.interval.ms": (_int(1, INT_MAX), 15000),
     "group.consumer.max.size": (_int(1, INT_MAX), INT_MAX),
     "group.consumer.assignors": (_assignors, ["uniform", "range"]),
+    "group.coordinator.rebalance.protocols": (_rebalance_protocols, ["classic", "consumer"]),
     "producer.id.expiration.ms": (_int(1, INT_MAX), 86400000),
     "producer.id.expiration.check.interval.ms": (_int(1, INT_MAX), 600000),
     "transactional.id.expiration.ms": (_int(1, INT_MAX), 604800000),

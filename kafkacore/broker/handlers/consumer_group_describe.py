@@ -17,6 +17,7 @@ from ._group_common import coordinator
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = (0, 0)
+GROUP_PROTOCOL = "consumer"  # served while group.coordinator.rebalance.protocols names it
 
 
 def _assignment(cg, assignment):

@@ -19,6 +19,7 @@ from ._group_common import client_host, coordinator
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = (0, 1)
+GROUP_PROTOCOL = "consumer"  # served while group.coordinator.rebalance.protocols names it
 
 
 def _response(r):
