@@ -195,6 +195,12 @@ GroupMaxSizeReachedError = _error("GROUP_MAX_SIZE_REACHED", 81)
 FencedInstanceIdError = _error("FENCED_INSTANCE_ID", 82)
 GroupSubscribedToTopicError = _error("GROUP_SUBSCRIBED_TO_TOPIC", 86)
 UnstableOffsetCommitError = _error("UNSTABLE_OFFSET_COMMIT", 88, True)
+# KIP-848 consumer groups
+FencedMemberEpochError = _error("FENCED_MEMBER_EPOCH", 110)
+UnreleasedInstanceIdError = _error("UNRELEASED_INSTANCE_ID", 111)
+UnsupportedAssignorError = _error("UNSUPPORTED_ASSIGNOR", 112)
+StaleMemberEpochError = _error("STALE_MEMBER_EPOCH", 113)
+InvalidRegularExpressionError = _error("INVALID_REGULAR_EXPRESSION", 128)
 ThrottlingQuotaExceededError = _error("THROTTLING_QUOTA_EXCEEDED", 89, True)  # KIP-599: retriable
 ProducerFencedError = _error("PRODUCER_FENCED", 90)
 UnknownTopicIdError = _error("UNKNOWN_TOPIC_ID", 100, True)

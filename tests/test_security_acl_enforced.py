@@ -307,6 +307,13 @@ ROWS = [
      [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
     ("txn-offset-commit", ApiKey.TXN_OFFSET_COMMIT, 3, _txn_offset_commit, _topic_partitions_codes,
      [((TXN, X, Op.WRITE), TXN_AUTH), ((GROUP, G, Op.READ), GROUP_AUTH), ((TOPIC, T, Op.READ), TOPIC_AUTH)]),
+    # a KIP-848 group of its own: a member joined here must not turn the classic rows' group
+    ("consumer-group-heartbeat", ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+     lambda: request(ApiKey.CONSUMER_GROUP_HEARTBEAT, group_id="acl-cg", member_id="m", member_epoch=-1), _top,
+     [((GROUP, "acl-cg", Op.READ), GROUP_AUTH)]),
+    ("consumer-group-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+     lambda: request(ApiKey.CONSUMER_GROUP_DESCRIBE, group_ids=["acl-cg"], include_authorized_operations=True),
+     _results_codes("groups"), [((GROUP, "acl-cg", Op.DESCRIBE), GROUP_AUTH)]),
     ("describe-acls", ApiKey.DESCRIBE_ACLS, 3,
      lambda: request(ApiKey.DESCRIBE_ACLS, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
                      principal_filter=None, host_filter=None, operation=1, permission_type=1),

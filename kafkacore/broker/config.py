@@ -90,6 +90,36 @@ def _list(key, value):
     return [s.strip() for s in str(value).split(",") if s.strip()]
 
 
+def _assignors(key, value):
+    """group.consumer.assignors: Kafka's class names or the assignors' names, the first the
+    default; kept as the names (``uniform``, ``range``)."""
+    from ..coordinator.assignors import assignor_name
+
+    names = []
+    for item in _list(key, value):
+        name = assignor_name(item)
+        if name is None:
+            raise InvalidConfigurationError(f"{key}={value!r}: {item!r} is not an assignor here (uniform, range "
+                                            "or Kafka's class names of them)")
+        names.append(name)
+    if not names:
+        raise InvalidConfigurationError(f"{key}={value!r}: at least one assignor is needed")
+    return names
+
+
+def _rebalance_protocols(key, value):
+    """group.coordinator.rebalance.protocols: Kafka requires ``classic``; ``consumer`` (KIP-848)
+    is served here, ``share`` and ``streams`` not yet."""
+    names = [n.lower() for n in _list(key, value)]
+    if "classic" not in names:
+        raise InvalidConfigurationError(f"{key}={value!r}: must include classic")
+    unknown = sorted(set(names) - {"classic", "consumer"})
+    if unknown:
+        raise InvalidConfigurationError(f"{key}={value!r}: {', '.join(unknown)} not served (classic and consumer "
+                                        "are)")
+    return names
+
+
 def _ip_overrides(key, value):
     """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides) -> {host: count}."""
     out = {}
@@ -157,6 +187,16 @@ BROKER_CONFIGS = {
     "group.min.session.timeout.ms": (_int(0, INT_MAX), 6000),
     "group.max.session.timeout.ms": (_int(0, INT_MAX), 1800000),
     "group.max.size": (_int(1, INT_MAX), INT_MAX),
+    # KIP-848 consumer groups (Kafka 4's GroupCoordinatorConfig names and defaults)
+    "group.consumer.session.timeout.ms": (_int(1, INT_MAX), 45000),
+    "group.consumer.min.session.timeout.ms": (_int(1, INT_MAX), 45000),
+    "group.consumer.max.session.timeout.ms": (_int(1, INT_MAX), 60000),
+    "group.consumer.heartbeat.interval.ms": (_int(1, INT_MAX), 5000),
+    "group.consumer.min.heartbeat.interval.ms": (_int(1, INT_MAX), 5000),
+    "group.consumer.max.heartbeat.interval.ms": (_int(1, INT_MAX), 15000),
+    "group.consumer.max.size": (_int(1, INT_MAX), INT_MAX),
+    "group.consumer.assignors": (_assignors, ["uniform", "range"]),
+    "group.coordinator.rebalance.protocols": (_rebalance_protocols, ["classic", "consumer"]),
     "producer.id.expiration.ms": (_int(1, INT_MAX), 86400000),
     "producer.id.expiration.check.interval.ms": (_int(1, INT_MAX), 600000),
     "transactional.id.expiration.ms": (_int(1, INT_MAX), 604800000),
@@ -341,10 +381,26 @@ class BrokerConfig:
             raise InvalidConfigurationError(
                 f"connection.failed.authentication.delay.ms={v['connection.failed.authentication.delay.ms']}: "
                 f"must be less than connections.max.idle.ms={idle}")
+        self._check_consumer_group_bounds(v)
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise InvalidConfigurationError(
                 f"group.min.session.timeout.ms={v['group.min.session.timeout.ms']!r}: above "
                 f"group.max.session.timeout.ms={v['group.max.session.timeout.ms']}")
+
+    @staticmethod
+    def _check_consumer_group_bounds(v):
+        """Kafka's GroupCoordinatorConfig checks: each default within its min and max, the
+        heartbeat interval below the session timeout."""
+        for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+            lo, value, hi = (v[f"group.consumer.{k}"] for k in (f"min.{what}", what, f"max.{what}"))
+            if not lo <= value <= hi:
+                raise InvalidConfigurationError(
+                    f"group.consumer.{what}={value}: must be within group.consumer.min.{what}={lo} and "
+                    f"group.consumer.max.{what}={hi}")
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise InvalidConfigurationError(
+                f"group.consumer.heartbeat.interval.ms={v['group.consumer.heartbeat.interval.ms']}: must be less "
+                f"than group.consumer.session.timeout.ms={v['group.consumer.session.timeout.ms']}")
 
     def __getitem__(self, key):
         return self.values[key]

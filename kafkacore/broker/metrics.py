@@ -326,15 +326,20 @@ class BrokerMetrics:
                   "(kafka.controller:type=KafkaController,name=GlobalPartitionCount)")
 
     def _render_groups(self, out):
+        from ..coordinator import consumer_group as cg
         from ..coordinator import group as g
 
         broker = self.broker
         coordinator = broker.group_coordinator
         groups = sorted((gid, grp) for gid, grp in coordinator.groups.items() if grp.state != g.DEAD)
-        by_state = dict.fromkeys(g.STATES, 0)
+        by_state = dict.fromkeys(g.STATES, 0)  # classic groups (Kafka's NumGroups<State>)
+        consumer_by_state = dict.fromkeys(cg.STATES, 0)
         offsets = 0
         for _gid, grp in groups:
-            by_state[grp.state] += 1
+            if grp.group_type == cg.GROUP_TYPE:
+                consumer_by_state[grp.state] += 1
+            else:
+                by_state[grp.state] += 1
             offsets += len(grp.offsets)
         prefix = "kafka_coordinator_group_groupmetadatamanager_"
         mbean = "kafka.coordinator.group:type=GroupMetadataManager,name="
@@ -343,6 +348,11 @@ class BrokerMetrics:
             out.gauge(prefix + "numgroups" + state.lower(), by_state[state],
                       f"groups coordinated here in state {state} ({mbean}NumGroups{state})")
         out.gauge(prefix + "numoffsets", offsets, f"committed offsets held by this coordinator ({mbean}NumOffsets)")
+        family = "kafka_server_groupcoordinatormetrics_consumergroupcount"
+        out.family(family, "gauge", "KIP-848 consumer groups coordinated here by state "
+                                    "(kafka.server:type=group-coordinator-metrics,name=consumer-group-count,state=...)")
+        for state in cg.STATES:
+            out.sample(family, (("state", state.lower()),), consumer_by_state[state])
 
         # kafka_exporter's names and labels (danielqsj/kafka_exporter), for the groups coordinated here
         lag_rows = []

@@ -330,6 +330,9 @@ class Connection(asyncio.BufferedProtocol):
         entry = HANDLERS.get(api_key)
         if entry is not None and entry.cluster_only and not self.broker.cluster.serves_inter_broker_apis:
             entry = None  # an inter-broker API on a single node: not served
+        if entry is not None and entry.group_protocol is not None \
+                and entry.group_protocol not in self.broker.config["group.coordinator.rebalance.protocols"]:
+            entry = None  # a group protocol switched off
         if entry is None or not entry.min_version <= version <= entry.max_version:
             self._unsupported(frame, api_key, version, correlation_id, entry, t0)
             return
@@ -483,7 +486,9 @@ class Connection(asyncio.BufferedProtocol):
         if api_key == api_versions.API_KEY:
             log.info("connection %d from %s: ApiVersions v%d is not supported, answering v0", self.id, self.peer,
                      version)
-            body = api_versions.response(UnsupportedVersionError.code, 0, clustered=self.broker.cluster.serves_inter_broker_apis)
+            body = api_versions.response(
+                UnsupportedVersionError.code, 0, clustered=self.broker.cluster.serves_inter_broker_apis,
+                group_protocols=self.broker.config["group.coordinator.rebalance.protocols"])
             self._write(encode_response(api_key, 0, correlation_id, body, header_version=0).parts())
             if self.metrics is not None:
                 self.metrics.request_done(api_key, 0, None, None, t0)  # answered in v0

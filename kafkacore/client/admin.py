@@ -18,8 +18,9 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from ..errors import (BrokerNotAvailableError, KafkaError, KafkaTimeoutError, NotControllerError,
-                      UnknownTopicOrPartitionError, UnsupportedVersionError, error_for_code, error_name)
+from ..errors import (BrokerNotAvailableError, GroupIdNotFoundError, KafkaError, KafkaTimeoutError,
+                      NotControllerError, UnknownTopicOrPartitionError, UnsupportedVersionError, error_for_code,
+                      error_name)
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from ..protocol.wire import ProtocolDecodeError
@@ -511,10 +512,16 @@ class AdminClient:
             return node, resp
 
     def describe_group(self, group_id: str) -> GroupInfo:
+        """A classic group through DescribeGroups; one that answers Dead there (as a KIP-848
+        consumer group does, in Kafka too) through ConsumerGroupDescribe when the broker has it."""
         body = _req(ApiKey.DESCRIBE_GROUPS)(groups=[group_id], include_authorized_operations=False)
         node, resp = self._call_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, body, lambda r: r.groups[0].error_code)
         g = resp.groups[0]
         _raise(g.error_code, f"group {group_id!r}")
+        if g.group_state == "Dead" and self.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+            consumer = self._describe_consumer_group(group_id)
+            if consumer is not None:
+                return consumer
         members = []
         for m in g.members:
             assignment = []
@@ -525,6 +532,22 @@ class AdminClient:
                     assignment = []
             members.append(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment))
         return GroupInfo(g.group_id, g.group_state, g.protocol_type, g.protocol_data, node,
+                         sorted(members, key=lambda m: m.member_id))
+
+    def _describe_consumer_group(self, group_id):
+        """GroupInfo of a KIP-848 consumer group (protocol type "consumer", the assignor as its
+        protocol, each member's current assignment), or None when there is none by that id."""
+        body = _req(ApiKey.CONSUMER_GROUP_DESCRIBE)(group_ids=[group_id], include_authorized_operations=False)
+        node, resp = self._call_coordinator(group_id, ApiKey.CONSUMER_GROUP_DESCRIBE, body,
+                                            lambda r: r.groups[0].error_code)
+        g = resp.groups[0]
+        if g.error_code == GroupIdNotFoundError.code:
+            return None
+        _raise(g.error_code, f"group {group_id!r}", g.error_message)
+        members = [MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host,
+                              sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions))
+                   for m in g.members]
+        return GroupInfo(g.group_id, g.group_state, "consumer", g.assignor_name, node,
                          sorted(members, key=lambda m: m.member_id))
 
     def list_group_offsets(self, group_id: str, partitions=None) -> dict:

@@ -50,6 +50,9 @@ from ..errors import (CoordinatorNotAvailableError, NotCoordinatorError, FencedI
                       MemberIdRequiredError, NonEmptyGroupError, OffsetMetadataTooLargeError,
                       RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from . import group as g
+from .consumer_group import ConsumerGroup
+from .consumer_group_coordinator import ConsumerGroupCoordinator
+from .consumer_group_records import group_tombstones
 from .group import Group, Member
 from .group_metadata_manager import GroupMetadataManager
 from .offset_store import TOPIC, OffsetStore, StoreError
@@ -119,6 +122,8 @@ class GroupCoordinator:
             cfg["offsets.retention.check.interval.ms"], cfg["offset.metadata.max.bytes"],
             on_members_loaded=self._on_members_loaded, on_group_unloaded=self._on_group_unloaded,
             on_group_removed=self._cancel_group_timers)
+        # KIP-848 groups share the groups, the store and the loading with the classic ones
+        self.consumer = ConsumerGroupCoordinator(broker, self.group_manager)
         self.loop = None
         self._started = False
         self._closed = False
@@ -151,11 +156,15 @@ class GroupCoordinator:
         """Everything is already in the log; only the timers are stopped."""
         self._closed = True
         self.group_manager.shutdown()
+        self.consumer.shutdown()
         for group in self.groups.values():
             self._cancel_group_timers(group)
         log.info("group coordinator stopped (%d groups)", len(self.groups))
 
     def _cancel_group_timers(self, group):
+        if isinstance(group, ConsumerGroup):
+            self.consumer.cancel_timers(group)
+            return
         for handle in (group.join_timer, group.sync_timer, *group.pending_members.values(),
                        *(m.timer for m in group.members.values())):
             if handle is not None:
@@ -173,6 +182,9 @@ class GroupCoordinator:
     # -- the manager's hooks ------------------------------------------------------------------------
     def _on_members_loaded(self, group):
         """Members read back from the log: their sessions start now."""
+        if isinstance(group, ConsumerGroup):
+            self.consumer.on_loaded(group)
+            return
         for member in group.members.values():
             self._schedule_heartbeat(group, member)
 
@@ -182,6 +194,8 @@ class GroupCoordinator:
         and members waiting here are told to find the new coordinator."""
         group.transition(g.DEAD, wall_ms())
         self._cancel_group_timers(group)
+        if isinstance(group, ConsumerGroup):
+            return
         for member in group.members.values():
             self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
             self._complete_sync(member, SyncResult(NotCoordinatorError.code))
@@ -403,7 +417,10 @@ class GroupCoordinator:
             fut.set_result(JoinResult(InvalidSessionTimeoutError.code, member_id))
             return fut
         unknown = member_id == ""
-        group = self.groups.get(group_id)
+        group = self._classic_group(group_id)
+        if isinstance(group, ConsumerGroup):
+            fut.set_result(JoinResult(InconsistentGroupProtocolError.code, member_id))
+            return fut
         if group is None:
             if not unknown:
                 fut.set_result(JoinResult(UnknownMemberIdError.code, member_id))
@@ -423,6 +440,24 @@ class GroupCoordinator:
         if group.state == g.PREPARING_REBALANCE:
             self._try_complete_join(group)
         return fut
+
+    def _classic_group(self, group_id):
+        """The group; an Empty consumer group gives way to a classic one (its records deleted,
+        its committed offsets kept), as Kafka's JoinGroup does; None when there is none."""
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.members or group.state == g.DEAD:
+            return group
+        try:
+            self.group_manager.store.append(group_id, group_tombstones(group_id), for_offsets=False)
+        except StoreError as e:
+            log.warning("could not delete the empty consumer group %s: error %d", group_id, e.code)
+            return group
+        self.consumer.cancel_timers(group)
+        classic = self.groups[group_id] = Group(group_id, wall_ms())
+        classic.offsets, classic.offset_batches = group.offsets, group.offset_batches
+        classic.pending_txn_offsets = group.pending_txn_offsets
+        log.info("empty consumer group %s becomes a classic group", group_id)
+        return classic
 
     def _accept_joining_member(self, group, member_id, instance_id):
         """group.max.size: new members are refused once the group is full. A known static
@@ -581,7 +616,7 @@ class GroupCoordinator:
         if not group_id:
             return SyncResult(InvalidGroupIdError.code)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(UnknownMemberIdError.code)
         if group.state == g.DEAD:
             return SyncResult(CoordinatorNotAvailableError.code)
@@ -638,7 +673,7 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return UnknownMemberIdError.code
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code
@@ -663,7 +698,7 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code, []
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return NONE, [UnknownMemberIdError.code] * len(leaving)
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code, []
@@ -737,6 +772,8 @@ class GroupCoordinator:
         error = None
         if group.state == g.DEAD:
             error = CoordinatorNotAvailableError.code
+        elif isinstance(group, ConsumerGroup):
+            error = self.consumer.check_commit(group, member_id, generation, 9, transactional=True)
         elif group.is_static_fenced(member_id, instance_id):
             error = FencedInstanceIdError.code
         elif member_id and member_id not in group.members:
@@ -767,6 +804,8 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, wall_ms())  # a group only storing offsets
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.check_commit(group, member_id, generation, api_version)
         if generation >= 0 or member_id or instance_id is not None:
             if group.is_static_fenced(member_id, instance_id):
                 return FencedInstanceIdError.code
@@ -783,13 +822,19 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member)
         return None
 
-    def fetch_offsets(self, group_id, partitions=None):
-        """``partitions``: [(topic, partition)] or None for all. Returns (error, [(topic,
-        partition, OffsetAndMetadata or None)])."""
+    def fetch_offsets(self, group_id, partitions=None, member_id=None, member_epoch=-1):
+        """``partitions``: [(topic, partition)] or None for all; ``member_id`` and
+        ``member_epoch`` (OffsetFetch v9) are checked against a consumer group. Returns (error,
+        [(topic, partition, OffsetAndMetadata or None)])."""
         self._ensure_started()
         not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return not_coordinator, []
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            error = self.consumer.check_fetch(group, member_id, member_epoch)
+            if error is not None:
+                return error, []
         return NONE, self.group_manager.get_offsets(group_id, partitions)
 
     def delete_offsets(self, group_id, partitions):
@@ -846,7 +891,7 @@ class GroupCoordinator:
     def describe_group(self, group_id) -> GroupSummary:
         self._ensure_started()
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):  # Kafka: only classic groups are described here
             return GroupSummary(group_id, g.DEAD)
         if group.state == g.STABLE:
             members = [(m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(group.protocol_name),

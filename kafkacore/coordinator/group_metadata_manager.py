@@ -18,7 +18,9 @@ import threading
 
 from ..clock import wall_ms
 from ..errors import NotCoordinatorError, OffsetMetadataTooLargeError
+from . import consumer_group_records as cg_records
 from . import group as g
+from .consumer_group import ConsumerGroup
 from .group import Group, Member, apply_committed_txn_offsets
 from .offset_store import (TOPIC, StoreError, decode_group_value, decode_key, decode_offset_value, group_key,
                            group_value, offset_key, offset_value)
@@ -72,6 +74,7 @@ class GroupMetadataManager:
         if not self.store.exists():
             return
         metadata: dict[str, object] = {}
+        consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, replayed record by record
         offsets: dict[str, dict] = {}
         batches: dict[str, dict] = {}  # group id -> {(topic, partition): batch offset of its commit}
         records = 0
@@ -90,6 +93,15 @@ class GroupMetadataManager:
                 records += 1
                 kind = decode_key(key)
                 if kind is None:
+                    consumer_kind = cg_records.decode_key(key)
+                    if consumer_kind is not None:
+                        try:
+                            cg_records.replay(consumer_groups, *consumer_kind, value)
+                            if consumer_kind[0] == cg_records.GROUP_METADATA:
+                                metadata.pop(consumer_kind[1], None)  # a consumer group replaced the classic one
+                        except Exception as e:  # noqa: BLE001 - one bad record must not stop the load
+                            log.error("%s-%d: skipping a consumer group record that does not decode: %s", TOPIC,
+                                      partition, e)
                     continue
                 try:
                     if kind[0] == "offset" and txn_producer is not None:
@@ -110,13 +122,19 @@ class GroupMetadataManager:
                             metadata.pop(group_id, None)
                         else:
                             metadata[group_id] = decode_group_value(value)
+                            consumer_groups.pop(group_id, None)  # a classic group replaced the consumer one
                 except Exception as e:  # noqa: BLE001 - one bad record must not stop the load
                     log.error("%s-%d: skipping a record that does not decode: %s", TOPIC, partition, e)
         loaded = {}
-        for group_id in sorted(set(metadata) | {gid for gid, o in offsets.items() if o}):
-            group = loaded[group_id] = Group(group_id, -1)
+        now = wall_ms()
+        for group_id in sorted(set(metadata) | set(consumer_groups) | {gid for gid, o in offsets.items() if o}):
+            if group_id in consumer_groups:
+                group = loaded[group_id] = consumer_groups[group_id]
+                cg_records.finish(group, now)
+            else:
+                group = loaded[group_id] = Group(group_id, -1)
             value = metadata.get(group_id)
-            if value is not None:
+            if value is not None and isinstance(group, Group):
                 self._restore_metadata(group, value)
             group.offsets = offsets.get(group_id, {})
             group.offset_batches = batches.get(group_id, {})
@@ -315,7 +333,9 @@ class GroupMetadataManager:
         # retention check must not pull the group from under its JoinGroup
         dead = remove_group or (group.state == g.EMPTY and remaining == 0 and not group.pending_members)
         records = [(offset_key(group.group_id, t, p), None) for t, p in partitions]
-        if dead:
+        if dead and isinstance(group, ConsumerGroup):
+            records.extend(cg_records.group_tombstones(group.group_id))
+        elif dead:
             records.append((group_key(group.group_id), None))
         if records:
             self.store.append(group.group_id, records)

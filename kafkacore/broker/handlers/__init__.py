@@ -5,7 +5,9 @@
   handlers/produce.py), versions between it and VERSIONS[0] are answered UNSUPPORTED_VERSION;
 - ``handle(ctx, request)``: returns the response object, None for no response, or an awaitable;
 - optionally ``error_response(request, version, code)``: the response that answers the whole
-  request with one error code (used for refused versions and for unexpected failures).
+  request with one error code (used for refused versions and for unexpected failures);
+- optionally ``GROUP_PROTOCOL``: the group protocol the API belongs to; it is served (and
+  advertised) only while ``group.coordinator.rebalance.protocols`` names it.
 
 ``HANDLERS`` maps api_key -> HandlerEntry; ApiVersions advertises exactly this table. The
 modules are found, not listed: every module here whose name does not start with '_'.
@@ -36,6 +38,7 @@ class HandlerEntry(NamedTuple):
     handle: object
     error_response: object
     cluster_only: bool
+    group_protocol: str | None
 
 
 def _load():
@@ -53,7 +56,8 @@ def _load():
         lo, hi = mod.VERSIONS
         table[mod.API_KEY] = HandlerEntry(api_name(mod.API_KEY), mod.API_KEY, lo, hi,
                                           getattr(mod, "ADVERTISED_MIN", lo), mod.handle,
-                                          getattr(mod, "error_response", None), getattr(mod, "CLUSTER_ONLY", False))
+                                          getattr(mod, "error_response", None), getattr(mod, "CLUSTER_ONLY", False),
+                                          getattr(mod, "GROUP_PROTOCOL", None))
     return table
 
 

@@ -16,20 +16,23 @@ VERSIONS = (0, 4)
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def response(error_code=0, throttle_time_ms=0, clustered=False):
+def response(error_code=0, throttle_time_ms=0, clustered=False, group_protocols=None):
+    """``group_protocols``: group.coordinator.rebalance.protocols (None: every one)."""
     from . import HANDLERS
 
     keys = [ApiVersion(api_key=e.api_key, min_version=e.advertised_min, max_version=e.max_version)
-            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key) if clustered or not e.cluster_only]
+            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key) if (clustered or not e.cluster_only)
+            and (e.group_protocol is None or group_protocols is None or e.group_protocol in group_protocols)]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=throttle_time_ms)
 
 
 def handle(ctx, req):
     clustered = ctx.broker.cluster.serves_inter_broker_apis
+    protocols = ctx.broker.config["group.coordinator.rebalance.protocols"]
     if ctx.api_version >= 3 and not (_SOFTWARE.match(req.client_software_name)
                                      and _SOFTWARE.match(req.client_software_version)):
-        return response(error_code=42, clustered=clustered)  # INVALID_REQUEST
-    return response(clustered=clustered)
+        return response(error_code=42, clustered=clustered, group_protocols=protocols)  # INVALID_REQUEST
+    return response(clustered=clustered, group_protocols=protocols)
 
 
 def error_response(req, version, code):

@@ -3,7 +3,8 @@
 Each group's state, protocol type and members (member id, v4+ group.instance.id, client id,
 client host). As in Kafka the selected protocol and each member's metadata and assignment are
 only given while the group is Stable. An unknown group is described as Dead with no error
-(v0-5 have no GROUP_ID_NOT_FOUND). v3+: with ``include_authorized_operations`` the group's
+(v0-5 have no GROUP_ID_NOT_FOUND); so is a KIP-848 consumer group, as in Kafka (ConsumerGroupDescribe
+describes those). v3+: with ``include_authorized_operations`` the group's
 operations (READ, DELETE, DESCRIBE: there are no ACLs here), otherwise the "not requested"
 value.
 """

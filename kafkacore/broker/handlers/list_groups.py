@@ -3,7 +3,8 @@
 Every group this node coordinates (all of them), sorted by id, with its protocol type ("" for
 groups that only store offsets). v4+: ``states_filter`` (Empty, PreparingRebalance,
 CompletingRebalance, Stable; matched case-insensitively) and the group state in the answer.
-v5+: ``types_filter`` and the group type: every group here is "classic".
+v5+: ``types_filter`` and the group type: "classic", or "consumer" for a KIP-848 group (whose
+protocol type is "consumer" and states Empty, Assigning, Reconciling, Stable).
 """
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse

@@ -14,6 +14,10 @@
 - v1: a per-partition commit timestamp (-1: now). v2-4: a retention time (-1: the broker's
   offsets.retention.minutes), kept as an expire timestamp (written as OffsetCommitValue v1).
   v6+: the committed leader epoch. v7+: group.instance.id.
+- A KIP-848 consumer group (Kafka's ConsumerGroup.validateOffsetCommit): the generation field
+  is the member epoch; a member must commit with v9+ (UNSUPPORTED_VERSION) at its current
+  epoch (STALE_MEMBER_EPOCH), an unknown member is UNKNOWN_MEMBER_ID; a commit without a
+  member epoch is taken only while the group has no members.
 """
 import asyncio
 

@@ -8,7 +8,8 @@
   (v2-7). v7+: ``require_stable`` (KIP-447): a partition for which an open transaction holds
   offsets of the group (TxnOffsetCommit not yet committed or aborted) answers
   UNSTABLE_OFFSET_COMMIT with offset -1, and the client retries. v8+: several groups per request, each with its own topics (null: all) and error.
-  v9's member id and epoch only apply to KIP-848 consumer groups and are ignored.
+  v9: a member id and epoch, checked against a KIP-848 consumer group (UNKNOWN_MEMBER_ID,
+  STALE_MEMBER_EPOCH; none given: an admin's fetch, answered).
 - With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on each
   topic asked for (else the partition's TOPIC_AUTHORIZATION_FAILED); asked for every partition,
   the topics the principal may not describe are left out.
@@ -25,14 +26,14 @@ API_KEY = ApiKey.OFFSET_FETCH
 VERSIONS = (0, 9)
 
 
-def _fetch(ctx, gc, group_id, topics):
+def _fetch(ctx, gc, group_id, topics, member_id=None, member_epoch=-1):
     """(error, [(topic, [(partition, offset, epoch, metadata)])], the partitions the principal may
     not describe) in request order. Asked for every partition, the topics it may not describe
     are left out instead (Kafka's rule)."""
     if not authorize(ctx, DESCRIBE, GROUP, group_id):
         return GroupAuthorizationFailedError.code, [], set()
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, rows = gc.fetch_offsets(group_id, partitions)
+    error, rows = gc.fetch_offsets(group_id, partitions, member_id, member_epoch)
     describable = authorized_names(ctx, DESCRIBE, TOPIC, {topic for topic, _p, _om in rows})
     denied = set()
     out = []
@@ -66,7 +67,8 @@ def handle(ctx, req):
     if v >= 8:
         groups = []
         for grp in req.groups:
-            error, topics, denied = _fetch(ctx, gc, grp.group_id, grp.topics)
+            error, topics, denied = _fetch(ctx, gc, grp.group_id, grp.topics,
+                                           *((grp.member_id, grp.member_epoch) if v >= 9 else ()))
             unstable = _unstable(gc, grp.group_id, topics) if stable else set()
             groups.append(OffsetFetchResponseGroup(group_id=grp.group_id, error_code=error, topics=[
                 OffsetFetchResponseTopics(name=name, partitions=[
