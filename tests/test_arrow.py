@@ -83,6 +83,13 @@ def test_bad_topic_or_partition(kw):
         decode_to_arrow(_batch([b"a"]), **kw)
 
 
+@pytest.mark.parametrize("partition", [2**31, -(2**31) - 1])
+def test_partition_outside_int32_is_refused(partition):
+    with pytest.raises(ValueError, match=f"partition {partition} does not fit an int32"):
+        decode_to_arrow(_batch([b"a"]), topic="t", partition=partition)
+    assert decode_to_arrow(_batch([b"a"]), topic="", partition=-(2**31)).column("partition").to_pylist() == [-(2**31)]
+
+
 def test_values_keys_nulls_and_empties():
     data = _batch([b"v0", None, b"", b"v3"], keys=[None, b"k1", b"", b"k3"])
     t = decode_to_arrow(data)

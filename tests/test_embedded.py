@@ -150,3 +150,43 @@ def test_an_embedded_broker_locks_its_data_directory(tmp_path):
         c = again.consumer({"auto.offset.reset": "earliest"})
         c.assign([("t", 0)])
         assert [r.value for r in _poll_all(c, 1)] == [b"still mine"]
+
+
+COLUMNAR_CHILD = r"""
+import sys
+import numpy as np
+from kafkacore import Broker
+
+with Broker(sys.argv[1]) as b:
+    b.create_topic("cols", partitions=2)
+    p = b.producer({})
+    values = np.array([b"v%05d" % i for i in range(3000)], dtype="S6")
+    assert p.send_many("cols", values, partition=1).result(30) == 3000
+    p.close()
+    c = b.consumer({})
+    c.assign([("cols", 0, 0)])
+    empty = c.poll_arrow(0.2)  # partition 0 is empty: the empty batch, in the full schema
+    assert empty.num_rows == 0 and empty.schema.names[:2] == ["key", "value"], empty.schema
+    c.assign([("cols", 1, 1234)])  # mid-batch: the fetched batch starts before the position
+    got = []
+    while sum(x.num_rows for x in got) < 3000 - 1234:
+        got.append(c.poll_arrow(5.0))
+    c.close()
+    rows = [r for x in got for r in x.to_pylist()]
+    assert [r["offset"] for r in rows] == list(range(1234, 3000)), rows[:2]
+    assert [r["value"] for r in rows] == [bytes(v) for v in values[1234:]]
+    assert {(r["topic"], r["partition"]) for r in rows} == {("cols", 1)}
+print("pandas" in sys.modules)
+"""
+
+
+def test_columnar_round_trip_in_a_fresh_process_leaves_pandas_unimported(tmp_path):
+    """send_many(numpy) then poll_arrow in a fresh interpreter, as an application runs them:
+    the rows are right (an empty poll, a position inside a batch), and nothing made pyarrow
+    convert Python values or call to_numpy, which import pandas when it is installed (seconds
+    on a loaded machine at the process's first poll_arrow)."""
+    pytest.importorskip("pandas")
+    out = subprocess.run([sys.executable, "-c", COLUMNAR_CHILD, str(tmp_path / "data")], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False", out.stdout

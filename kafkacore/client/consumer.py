@@ -516,9 +516,8 @@ class Consumer:
 
     @staticmethod
     def _empty_arrow():
-        from ..record import SPARK_KAFKA_SCHEMA
-        import pyarrow as pa
-        return pa.RecordBatch.from_pylist([], schema=SPARK_KAFKA_SCHEMA)
+        from ..record.arrow_schema import empty_batch
+        return empty_batch()
 
     # -- commits --------------------------------------------------------------------------
     def _commit_positions(self, tps):
@@ -588,7 +587,9 @@ def _first_at(batch, position) -> int:
     if batch.num_rows == 0:
         return 0
     import numpy as np
-    offsets = batch.column(4).to_numpy(zero_copy_only=False)
+    col = batch.column(4)  # int64, never null: its values buffer read in place; to_numpy()
+    # would make pyarrow import pandas when it is installed (seconds at a process's first poll)
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int64, count=len(col), offset=col.offset * 8)
     return int(np.searchsorted(offsets, position, side="left"))
 
 

@@ -1,5 +1,9 @@
 """The Arrow schema of decoded records: the columns and types of Spark's Kafka source."""
+import struct
+
 import pyarrow as pa
+
+_INT32 = struct.Struct("=i")  # native order, as Arrow buffers hold their values
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(HEADER_TYPE)
@@ -22,8 +26,27 @@ def constant_columns(topic, partition, rows: int):
         raise TypeError("topic must be a str or None")
     if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
         raise TypeError("partition must be an int or None")
-    # Typed scalars: letting pyarrow infer the type costs more than decoding a small batch.
-    topic_col = pa.nulls(rows, pa.string()) if topic is None else pa.repeat(pa.scalar(topic, pa.string()), rows)
-    part_col = pa.nulls(rows, pa.int32()) if partition is None else pa.repeat(pa.scalar(partition, pa.int32()), rows)
+    if partition is not None and not -(1 << 31) <= partition < 1 << 31:
+        raise ValueError(f"partition {partition} does not fit an int32")
+    # Typed scalars: letting pyarrow infer the type costs more than decoding a small batch. They
+    # are made from buffers, not from Python values: converting a Python value makes pyarrow
+    # import pandas when it is installed, seconds on a loaded machine at a process's first poll.
+    if topic is None:
+        topic_col = pa.nulls(rows, pa.string())
+    else:
+        data = topic.encode("utf-8")
+        one = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(_INT32.pack(0) + _INT32.pack(len(data))),
+                                                    pa.py_buffer(data)])
+        topic_col = pa.repeat(one[0], rows)
+    if partition is None:
+        part_col = pa.nulls(rows, pa.int32())
+    else:
+        one = pa.Array.from_buffers(pa.int32(), 1, [None, pa.py_buffer(_INT32.pack(partition))])
+        part_col = pa.repeat(one[0], rows)
     return topic_col, part_col
 
+
+def empty_batch():
+    """A record batch of SPARK_KAFKA_SCHEMA with no rows (made without Python-value conversion,
+    as constant_columns' are)."""
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in SPARK_KAFKA_SCHEMA], schema=SPARK_KAFKA_SCHEMA)
