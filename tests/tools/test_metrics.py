@@ -325,6 +325,27 @@ def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
                                    (503, "the Kafka listener is not serving\n"), (503, "the storage is closed\n")]
 
 
+def test_the_idle_share_is_the_event_loops_time_waiting_in_its_selector():
+    """What the idle-percent gauges report (broker/loop_idle.py): a loop that waits 0.3 s and
+    is then blocked 0.3 s was idle for the wait only."""
+    import asyncio
+    from time import perf_counter
+
+    from kafkacore.broker.loop_idle import LoopIdle
+
+    async def main():
+        t0 = perf_counter()
+        idle = LoopIdle(asyncio.get_running_loop())
+        assert idle.watching
+        await asyncio.sleep(0.3)  # the loop waits in select()
+        time.sleep(0.3)  # the loop is busy (blocked)
+        return idle.mean_since_start(), idle.recent(), perf_counter() - t0
+
+    mean, recent, elapsed = asyncio.run(main())
+    assert 0.29 <= mean * elapsed <= elapsed - 0.29
+    assert recent == pytest.approx(mean, abs=0.01)  # the first window runs from the start
+
+
 def test_prometheus_scrapes_what_was_produced(broker, tmp_path):
     prom = Prometheus(tmp_path, [f"127.0.0.1:{broker.metrics_port}"])
     try:
