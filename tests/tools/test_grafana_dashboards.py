@@ -12,7 +12,7 @@ The dashboards are Strimzi's (github strimzi/strimzi-kafka-operator at commit
 The queries below are theirs, character for character; docs/tools.md lists them panel by panel.
 Their filters want the labels Strimzi's PodMonitor gives a broker pod (``namespace``,
 ``kubernetes_pod_name``, ``strimzi_io_*``, and the operator's ``pod``, ``container``): the
-Prometheus here adds them to the target, as docs/tools.md shows.
+Prometheus here adds to the target the ones docs/tools.md's scrape configuration gives.
 
 A broker with traffic (a producer and a consumer group running through the checks) and a group
 with a known lag; every panel answers with data, and with the right value where it can be known.
@@ -31,12 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/broker_
 from _prometheus import Prometheus  # noqa: E402
 from broker_client import BrokerProcess, free_port  # noqa: E402
 
-# What Strimzi's PodMonitor (packaging/examples/metrics/prometheus-install/pod-monitors/
-# kafka-resources-metrics.yaml) and the Prometheus operator put on a broker pod's samples, for a
-# cluster "local" in namespace "kafkacore"
-POD_LABELS = {"namespace": "kafkacore", "strimzi_io_cluster": "local", "strimzi_io_name": "local-kafka",
-              "strimzi_io_kind": "Kafka", "kubernetes_pod_name": "local-kafka-0", "pod": "local-kafka-0",
-              "container": "kafka"}
+def documented_pod_labels():
+    """The labels docs/tools.md ("Grafana dashboards") tells a user to give the first broker's
+    target: what Strimzi's PodMonitor (packaging/examples/metrics/prometheus-install/pod-monitors/
+    kafka-resources-metrics.yaml) and the Prometheus operator put on a broker pod's samples."""
+    from _kcutil import SOURCE_ROOT
+
+    docs = Path(SOURCE_ROOT, "docs", "tools.md").read_text()
+    section = docs[docs.index("### Grafana dashboards"):]
+    block = section[section.index("```yaml"):section.index("```", section.index("```yaml") + 3)]
+    flow = re.search(r"labels: \{(.*?)\}", block, re.S).group(1)
+    return dict(item.strip().split(": ", 1) for item in flow.split(","))
+
 
 # (name, query, regex, include All, All's value): each dashboard's templating, in its order
 STRIMZI_KAFKA_VARIABLES = [
@@ -315,7 +321,9 @@ def dashboard_env(tmp_path_factory):
                  asynchronous=False)
         c.close()
         traffic = Traffic(broker.bootstrap)
-        prom = Prometheus(d, [f"127.0.0.1:{broker.settings['metrics.port']}"], labels=POD_LABELS)
+        labels = documented_pod_labels()
+        assert labels["kubernetes_pod_name"] == labels["pod"] == "local-kafka-1"  # broker 1
+        prom = Prometheus(d, [f"127.0.0.1:{broker.settings['metrics.port']}"], labels=labels)
         prom.wait_ready()
         metadata = admin.list_topics(timeout=20)
         known = {"topics": len(metadata.topics),
