@@ -9,7 +9,8 @@ The dashboards are Strimzi's (github strimzi/strimzi-kafka-operator at commit
   brokers behind the JMX exporter, with the rules of ``packaging/examples/metrics/kafka-metrics.yaml``;
 - ``packaging/examples/metrics/grafana-dashboards/strimzi-kafka-exporter.json`` ("Strimzi Kafka
   Exporter"): topics and consumer lag from kafka_exporter (danielqsj/kafka_exporter).
-The queries below are theirs, character for character; docs/tools.md lists them panel by panel.
+The queries below are theirs, character for character (one with its leading spaces trimmed);
+docs/tools.md lists them panel by panel.
 Their filters want the labels Strimzi's PodMonitor gives a broker pod (``namespace``,
 ``kubernetes_pod_name``, ``strimzi_io_*``, and the operator's ``pod``, ``container``): the
 Prometheus here adds to the target the ones docs/tools.md's scrape configuration gives.
