@@ -360,8 +360,16 @@ def _run_panels(prom, variables, panels, known, timeout=30.0):
         time.sleep(1.0)
 
 
-def test_every_panel_of_strimzis_kafka_dashboard(dashboard_env):
-    _broker, prom, _traffic, known = dashboard_env
+def test_every_panel_of_both_dashboards(dashboard_env):
+    """One test for both dashboards: the broker and the Prometheus they share are set up once,
+    even where xdist spreads a module's tests over its workers (xdist 3.8 here does, whatever
+    their xdist_group)."""
+    _broker, prom, traffic, known = dashboard_env
+    check_strimzi_kafka(prom, known)
+    check_strimzi_kafka_exporter(prom, traffic, known)
+
+
+def check_strimzi_kafka(prom, known):
     results, values = _run_panels(prom, STRIMZI_KAFKA_VARIABLES, STRIMZI_KAFKA_PANELS, known)
     assert values["kubernetes_namespace"] == "kafkacore" and values["strimzi_cluster_name"] == "local"
     assert values["kafka_broker"] == ".*"  # All
@@ -372,8 +380,7 @@ def test_every_panel_of_strimzis_kafka_dashboard(dashboard_env):
     assert len(sizes) == known["partitions"] and (LAGGING, "1") in sizes
 
 
-def test_every_panel_of_strimzis_kafka_exporter_dashboard(dashboard_env):
-    _broker, prom, traffic, known = dashboard_env
+def check_strimzi_kafka_exporter(prom, traffic, known):
     results, values = _run_panels(prom, STRIMZI_EXPORTER_VARIABLES, STRIMZI_EXPORTER_PANELS, known)
     assert set(values["consumergroup"].strip("()").split("|")) == {"dash-lagging", "dash-live"}  # All
     rows = {title: {tuple(sorted(r["metric"].items())): float(r["value"][1]) for r in result}
