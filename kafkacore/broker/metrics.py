@@ -98,6 +98,15 @@ class BrokerMetrics:
         self.requests[ApiKey.FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
         self.fetch_follower = RequestCounters("FetchFollower", fetch.max_version)
         self.started = _process_start_time()
+        self.socket_server = None  # the SocketServer, for the connection counts (set by main.py)
+        self.loop_idle = None  # a LoopIdle once watch_loop ran
+
+    def watch_loop(self, loop):
+        """Times the event loop's waits, for the idle-percent gauges (broker/loop_idle.py)."""
+        from .loop_idle import LoopIdle
+
+        idle = LoopIdle(loop)
+        self.loop_idle = idle if idle.watching else None
 
     # -- the request path ---------------------------------------------------------------------
     def topic(self, name) -> TopicCounters:
@@ -186,12 +195,15 @@ class BrokerMetrics:
         self._render_requests(out)
         self._render_logs(out)
         self._render_replicas(out)
+        self._render_partitions(out)
         self._render_fetch_sessions(out)
         self._render_controller(out)
+        self._render_network(out)
         out.gauge("kafka_server_kafkaserver_brokerstate", BROKER_STATE_RUNNING,
                   "3 (RUNNING) while the broker serves; Kafka's BrokerState "
                   "(kafka.server:type=KafkaServer,name=BrokerState)")
         self._render_groups(out)
+        self._render_topics_exporter(out)
         self._render_quotas(out)
         self._render_process(out)
         return out.text()
@@ -295,6 +307,58 @@ class BrokerMetrics:
         out.counter(prefix + "isrexpands_total", rm.isr_expands, "ISR changes of partitions led here that "
                     "added replicas (kafka.server:type=ReplicaManager,name=IsrExpandsPerSec)")
 
+    def _render_partitions(self, out):
+        """Kafka's per-partition gauges (kafka.cluster:type=Partition,name=N,topic=T,partition=P),
+        for every replica on this broker, with Kafka's rules: the counts and the ISR checks are
+        the leader's (0 on a follower); LastStableOffsetLag is the high watermark minus the LSO."""
+        rows = []
+        for p in sorted(self.broker.replica_manager.partitions.values(), key=lambda p: (p.topic, p.partition)):
+            lg = p.log
+            labels = (("topic", p.topic), ("partition", str(p.partition)))
+            if p.is_leader:
+                isr, replicas, min_isr = len(p.isr), len(p.replicas), lg.config.min_insync_replicas
+                values = (isr, replicas, int(isr < replicas), int(isr < min_isr), int(isr == min_isr))
+            else:
+                values = (0, 0, 0, 0, 0)
+            rows.append((labels, values + (max(lg.high_watermark - lg.last_stable_offset, 0),)))
+        for i, (metric, mbean, what) in enumerate((
+                ("insyncreplicascount", "InSyncReplicasCount", "the ISR's size, on the leader (0 on a follower)"),
+                ("replicascount", "ReplicasCount", "the replica set's size, on the leader (0 on a follower)"),
+                ("underreplicated", "UnderReplicated", "1 on the leader while the ISR is smaller than the replica set"),
+                ("underminisr", "UnderMinIsr", "1 on the leader while the ISR is below min.insync.replicas"),
+                ("atminisr", "AtMinIsr", "1 on the leader while the ISR's size equals min.insync.replicas"),
+                ("laststableoffsetlag", "LastStableOffsetLag",
+                 "high watermark minus last stable offset: records held back by open transactions"))):
+            name = "kafka_cluster_partition_" + metric
+            out.family(name, "gauge", f"{what} (kafka.cluster:type=Partition,name={mbean})")
+            for labels, values in rows:
+                out.sample(name, labels, values[i])
+
+    def _render_network(self, out):
+        """Connections per listener, the event loop's idle share (it is the network thread and
+        the request handler: broker/loop_idle.py) and the unclean elections of the controller."""
+        server = self.socket_server
+        if server is not None:
+            per_listener = server.connection_limits.per_listener
+            name = "kafka_server_socket_server_metrics_connection_count"
+            out.family(name, "gauge", "open connections of the listener; one network processor, the event loop "
+                                      "(kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N "
+                                      "connection-count)")
+            for listener in sorted({ep.listener_name for ep in self.broker.config.listeners} | set(per_listener)):
+                out.sample(name, (("listener", listener), ("networkProcessor", "0")), per_listener.get(listener, 0))
+        idle = self.loop_idle
+        if idle is not None:
+            out.gauge("kafka_network_socketserver_networkprocessoravgidle_percent", idle.recent(),
+                      "share (0-1) of the last 30-60 s the event loop waited for work "
+                      "(kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent)")
+            out.gauge("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent", idle.mean_since_start(),
+                      "share (0-1) of the time since the start the event loop, which runs the handlers, waited for "
+                      "work (kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent MeanRate)")
+        out.counter("kafka_controller_controllerstats_uncleanleaderelections_total",
+                    self.broker.cluster.unclean_leader_elections(),
+                    "leaders this broker's controller elected from outside the ISR "
+                    "(kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec)")
+
     def _render_fetch_sessions(self, out):
         cache = FetchSessionCache.of_broker(self.broker)
         sessions = list(cache.sessions.values()) if cache is not None else []
@@ -373,9 +437,66 @@ class BrokerMetrics:
                    "at least 0 (kafka_exporter's name)")
         for labels, _offset, lag in lag_rows:
             out.sample("kafka_consumergroup_lag", labels, lag)
+        sums = {}
+        for labels, offset, lag in lag_rows:
+            key = (labels[0], labels[2])  # consumergroup, topic
+            o, g = sums.get(key, (0, 0))
+            sums[key] = (o + offset, g + lag)
+        out.family("kafka_consumergroup_current_offset_sum", "gauge",
+                   "the group's committed offsets of the topic's partitions, summed (kafka_exporter's name)")
+        for key, (offset, _lag) in sorted(sums.items()):
+            out.sample("kafka_consumergroup_current_offset_sum", key, offset)
+        out.family("kafka_consumergroup_lag_sum", "gauge",
+                   "the group's lag over the topic's partitions, summed (kafka_exporter's name)")
+        for key, (_offset, lag) in sorted(sums.items()):
+            out.sample("kafka_consumergroup_lag_sum", key, lag)
         out.family("kafka_consumergroup_members", "gauge", "members of the group (kafka_exporter's name)")
         for gid, grp in groups:
             out.sample("kafka_consumergroup_members", (("consumergroup", gid),), len(grp.members))
+
+    def _render_topics_exporter(self, out):
+        """kafka_exporter's cluster and topic metrics (danielqsj/kafka_exporter), each series from
+        one broker of the cluster: a partition's from its leader (its offsets, replicas and ISR
+        as the leader holds them), the brokers and the topics' partition counts from the active
+        controller (from its metadata cache: what a Metadata request would have told the exporter)."""
+        broker = self.broker
+        active = broker.cluster.controller_gauges()[0]
+        cache = broker.metadata_cache
+        out.family("kafka_brokers", "gauge", "live brokers of the cluster; from the active controller "
+                                             "(kafka_exporter's name)")
+        if active:
+            out.sample("kafka_brokers", (), len(cache.live_brokers()))
+        out.family("kafka_broker_info", "gauge", "1 per live broker, its id and address; from the active "
+                                                 "controller (kafka_exporter's name)")
+        if active:
+            for b in cache.live_brokers():
+                out.sample("kafka_broker_info", (("address", f"{b.host}:{b.port}"), ("id", str(b.node_id))), 1)
+        out.family("kafka_topic_partitions", "gauge", "partitions of the topic; from the active controller "
+                                                      "(kafka_exporter's name)")
+        if active:
+            for topic, count in sorted(cache.topics().items()):
+                out.sample("kafka_topic_partitions", (("topic", topic),), count)
+        rows = []
+        local = broker.node_id
+        for p in sorted(broker.replica_manager.partitions.values(), key=lambda p: (p.topic, p.partition)):
+            if not p.is_leader:
+                continue
+            isr, replicas = len(p.isr), len(p.replicas)
+            rows.append(((("partition", str(p.partition)), ("topic", p.topic)),
+                         (p.log.high_watermark, p.log.log_start_offset, local, replicas, isr,
+                          int(bool(p.replicas) and p.replicas[0] == local), int(isr < replicas))))
+        for i, (metric, what) in enumerate((
+                ("current_offset", "the partition's high watermark (the newest offset a consumer can read)"),
+                ("oldest_offset", "the partition's log start offset"),
+                ("leader", "the partition's leader"),
+                ("replicas", "replicas of the partition"),
+                ("in_sync_replica", "replicas in the partition's ISR"),
+                ("leader_is_preferred", "1 while the preferred replica (the first) leads the partition"),
+                ("under_replicated_partition", "1 while the ISR is smaller than the replica set"))):
+            name = "kafka_topic_partition_" + metric
+            out.family(name, "gauge", f"{what}; from its leader (kafka_exporter's name)")
+            for labels, values in rows:
+                out.sample(name, labels, values[i])
 
     def _render_quotas(self, out):
         """Kafka's per-entity quota metrics (kafka.server:type=Produce|Fetch|Request|ControllerMutation,
@@ -425,6 +546,31 @@ class BrokerMetrics:
             out.gauge("process_resident_memory_bytes", rss, "resident memory of the broker")
         except (OSError, ValueError, IndexError):
             pass
+        try:
+            fds = len(os.listdir("/proc/self/fd"))
+            out.gauge("process_open_fds", fds, "open file descriptors of the broker")
+            out.gauge("process_max_fds", resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                      "the broker's limit of open file descriptors")
+        except OSError:
+            pass
+        io = _proc_io()
+        if io is not None:
+            # Kafka's LinuxIoMetricsCollector reads the same file
+            out.gauge("kafka_server_kafkaserver_linux_disk_read_bytes", io.get("read_bytes", 0),
+                      "bytes the broker process caused to be read from storage, /proc/self/io read_bytes "
+                      "(kafka.server:type=KafkaServer,name=linux-disk-read-bytes)")
+            out.gauge("kafka_server_kafkaserver_linux_disk_write_bytes", io.get("write_bytes", 0),
+                      "bytes the broker process caused to be written to storage, /proc/self/io write_bytes "
+                      "(kafka.server:type=KafkaServer,name=linux-disk-write-bytes)")
+
+
+def _proc_io() -> dict | None:
+    """/proc/self/io's counters, None where it cannot be read (not Linux, no permission)."""
+    try:
+        with open("/proc/self/io") as f:
+            return {k: int(v) for k, _sep, v in (line.partition(":") for line in f) if v.strip()}
+    except (OSError, ValueError):
+        return None
 
 
 def _process_start_time() -> float:

@@ -353,6 +353,10 @@ class ClusterNode:
             return False, 0, 0, 0
         return True, len(c.offline), len(c.assignments), sum(len(a) for a in c.assignments.values())
 
+    def unclean_leader_elections(self) -> int:
+        """Leaders this broker's controller elected from outside the ISR since it started."""
+        return self.controller.unclean_leader_elections
+
     def health(self):
         """None while registered in ZooKeeper, else why not (one line)."""
         if self._session_lost:

@@ -181,6 +181,8 @@ class KafkaController:
         self.states: dict[tuple, LeaderIsr] = {}
         self.deleting: set = set()
         self.offline: set = set()  # partitions with no live leader that could be elected
+        # leaders written from outside the ISR (Kafka's ControllerStats UncleanLeaderElectionsPerSec)
+        self.unclean_leader_elections = 0
         self.shutting_down: set = set()
         self.reassignments: dict[tuple, Reassignment] = {}
         self.zk_reassignments: set = set()  # keys asked through /admin/reassign_partitions
@@ -481,6 +483,8 @@ class KafkaController:
                 if new is not None:
                     log.info("%s-%d: leader %d -> %d, epoch %d, ISR %s", key[0], key[1], li.leader, leader,
                              new.leader_epoch, isr)
+                    if leader not in li.isr:
+                        self.unclean_leader_elections += 1
                     self.offline.discard(key)
                     changed.add(key)
                     break
@@ -885,6 +889,8 @@ class KafkaController:
             if new is not None:
                 if leader != NO_LEADER:
                     self.offline.discard(key)
+                    if leader not in li.isr:
+                        self.unclean_leader_elections += 1
                 self._announce({key})
                 return
             li = self.states.get(key)
@@ -997,6 +1003,8 @@ class KafkaController:
                     results[key] = (NOT_CONTROLLER_OR_RACE, "the partition changed meanwhile; try again")
                     continue
                 self.offline.discard(key)
+                if leader not in li.isr:
+                    self.unclean_leader_elections += 1
                 changed.add(key)
                 results[key] = (0, None)
             if changed:

@@ -124,6 +124,17 @@ def test_controller_and_under_replicated_partitions(metrics_cluster):
     assert [f for f in families if f"`{f}`" not in docs] == []  # the cluster's metrics are documented too
     assert value(m, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert value(m, "kafka_controller_kafkacontroller_globalpartitioncount") == len(hosted)
+    # kafka_exporter's series come once per cluster (a partition's from its leader, the brokers and
+    # the topics from the controller), so the dashboards' sums over every broker are right
+    assert total(c, "kafka_brokers") == 3 and len(m["kafka_broker_info"]) == 3
+    assert total(c, "kafka_topic_partitions", topic="metered") == 3
+
+    def per_partition(name, topic="metered"):
+        return sum(total(c, name, topic=topic, partition=str(p)) for p in range(3))
+    assert per_partition("kafka_topic_partition_current_offset") == 300
+    assert per_partition("kafka_topic_partition_replicas") == 9
+    assert per_partition("kafka_cluster_partition_replicascount") == 9
+    assert per_partition("kafka_topic_partition_in_sync_replica") == 9
 
     # a follower stops (controlled shutdown): every partition now misses a replica, whoever leads it
     follower_id = next(r for r in topic_metadata(c, "metered")[0].replicas
@@ -133,6 +144,8 @@ def test_controller_and_under_replicated_partitions(metrics_cluster):
     assert follower.stop() == 0
     wait_for(lambda: total(c, "kafka_server_replicamanager_underreplicatedpartitions") == len(hosted),
              f"{len(hosted)} under-replicated partitions on the live brokers", 60)
+    assert per_partition("kafka_topic_partition_under_replicated_partition") == 3
+    assert per_partition("kafka_cluster_partition_underreplicated") == 3
     assert total(c, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     # back again: it catches up and the leaders take it into their ISRs
     follower.start()

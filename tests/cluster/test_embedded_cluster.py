@@ -98,3 +98,34 @@ def test_a_stopped_cluster_starts_again_with_its_topics_and_records(tmp_path):
                  "the kept topic led again", tolerate=(Exception,))
         assert read_all(again.bootstrap_servers, "kept", 3) == before
         check_history(producer.acked, before)
+
+
+def test_an_unclean_election_is_counted_by_the_controller(tmp_path):
+    """RF=2 on brokers 1 and 2 with unclean.leader.election.enable: 2 stops (and leaves the ISR),
+    1 dies, 2 returns and is elected from outside the ISR; its controller's
+    kafka_controller_controllerstats_uncleanleaderelections_total says 1 (Kafka's
+    ControllerStats UncleanLeaderElectionsPerSec, read by Strimzi's dashboard)."""
+    import asyncio
+
+    from _exposition import parse_exposition, value
+    from kafkacore.broker.metrics import BrokerMetrics
+
+    def unclean_elections(broker):
+        async def render():
+            return BrokerMetrics(broker.server).render()
+        text = asyncio.run_coroutine_threadsafe(render(), broker.server.loop).result(10)  # on its loop
+        return value(parse_exposition(text)[0], "kafka_controller_controllerstats_uncleanleaderelections_total")
+
+    with EmbeddedKafkaCluster(tmp_path, brokers=2, settings={"min.insync.replicas": "1"}) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("dirty", num_partitions=1, replica_assignment=[[1, 2]],
+                                      config={"unclean.leader.election.enable": "true"})])["dirty"].result(30)
+        wait_for(lambda: describe(c, "dirty") == {0: (1, [1, 2])}, "leader 1, ISR [1, 2]", tolerate=(Exception,))
+        assert [unclean_elections(b) for b in c.brokers.values()] == [0, 0]
+        c.brokers[2].stop()  # a controlled shutdown takes it out of the ISR
+        c.kill(1)
+        c.brokers[2].start()
+        wait_for(lambda: describe(c, "dirty")[0][0] == 2, "broker 2 elected from outside the ISR",
+                 tolerate=(Exception,))
+        assert unclean_elections(c.brokers[2]) == 1
+        del admin  # no client outlives the cluster

@@ -1,19 +1,16 @@
 """``kafkacore serve --set metrics.port=N``: Prometheus metrics and /healthz over HTTP, against a
 real broker process (one for the module, started with ``--log-format json``), read by this
 module's own parser of the text exposition format and scraped by a real Prometheus server
-(Debian's ``prometheus``, skipped without it except under CI, as tests/_zookeeper.py does for
-ZooKeeper)."""
+(tests/_prometheus.py)."""
 import json
 import logging
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -22,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/broker_client.py
 
 from _exposition import parse_exposition, value  # noqa: E402
+from _prometheus import Prometheus  # noqa: E402
 from broker_client import BrokerProcess, KafkaConnection, free_port, request  # noqa: E402
 from kafkacore import Consumer, Producer  # noqa: E402
 from kafkacore.client.admin import TOPIC_RESOURCE, AdminClient  # noqa: E402
@@ -327,71 +325,52 @@ def test_healthz_says_why_a_broker_is_not_serving(tmp_path):
                                    (503, "the Kafka listener is not serving\n"), (503, "the storage is closed\n")]
 
 
+def test_the_idle_share_is_the_event_loops_time_waiting_in_its_selector():
+    """What the idle-percent gauges report (broker/loop_idle.py): a loop that waits 0.3 s and
+    is then blocked 0.3 s was idle for the wait only."""
+    import asyncio
+    from time import perf_counter
+
+    from kafkacore.broker.loop_idle import LoopIdle
+
+    async def main():
+        t0 = perf_counter()
+        idle = LoopIdle(asyncio.get_running_loop())
+        assert idle.watching
+        await asyncio.sleep(0.3)  # the loop waits in select()
+        time.sleep(0.3)  # the loop is busy (blocked)
+        return idle.mean_since_start(), idle.recent(), perf_counter() - t0
+
+    mean, recent, elapsed = asyncio.run(main())
+    assert 0.29 <= mean * elapsed <= elapsed - 0.29
+    assert recent == pytest.approx(mean, abs=0.01)  # the first window runs from the start
+
+
 def test_prometheus_scrapes_what_was_produced(broker, tmp_path):
-    if shutil.which("prometheus") is None:
-        reason = "prometheus is not installed (ci/compat_deps.sh installs Debian's prometheus package)"
-        if os.environ.get("CI"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    create_topic(broker.bootstrap, "m-prom", 2)
-    produce(broker.bootstrap, "m-prom", 123)
-    on_disk = segment_bytes(broker.data_dir, "m-prom")
-    port = free_port()
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"
-                   "  - job_name: kafkacore\n    static_configs:\n"
-                   f"      - targets: ['127.0.0.1:{broker.metrics_port}']\n")
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-
-    def api(path, **params):
-        url = f"http://127.0.0.1:{port}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=5) as r:
-            out = json.loads(r.read())
-        assert out["status"] == "success", out
-        return out["data"]
-
-    def query(q):
-        result = api("query", query=q)["result"]
-        return float(result[0]["value"][1]) if result else None
-
-    want = {
-        'kafka_server_brokertopicmetrics_messagesin_total{topic="m-prom"}': 123,
-        'kafka_server_brokertopicmetrics_bytesin_total{topic="m-prom"}': on_disk,
-        'sum(kafka_log_log_size{topic="m-prom"})': on_disk,
-        'sum(kafka_log_log_logendoffset{topic="m-prom"})': 123,
-        'up{job="kafkacore"}': 1,
-    }
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{broker.metrics_port}"])
     try:
-        deadline = time.monotonic() + 60
-        got = {}
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited with {proc.returncode}:\n"
-                            f"{(tmp_path / 'prometheus.log').read_text()[-3000:]}")
-            try:
-                got = {q: query(q) for q in want}
-            except (OSError, urllib.error.URLError):
-                got = {}  # not listening yet
-            if got == want:
-                break
+        create_topic(broker.bootstrap, "m-prom", 2)
+        produce(broker.bootstrap, "m-prom", 123)
+        on_disk = segment_bytes(broker.data_dir, "m-prom")
+        want = {
+            'kafka_server_brokertopicmetrics_messagesin_total{topic="m-prom"}': 123,
+            'kafka_server_brokertopicmetrics_bytesin_total{topic="m-prom"}': on_disk,
+            'sum(kafka_log_log_size{topic="m-prom"})': on_disk,
+            'sum(kafka_log_log_logendoffset{topic="m-prom"})': 123,
+            'up{job="kafkacore"}': 1,
+        }
+        targets = prom.wait_ready()
+        assert [(t["health"], t["lastError"]) for t in targets] == [("up", "")]
+        deadline = time.monotonic() + 30
+        while (got := {q: prom.value(q) for q in want}) != want and time.monotonic() < deadline:
             time.sleep(0.5)
         assert got == want, f"Prometheus scraped {got}, want {want}"
-        targets = api("targets")["activeTargets"]
-        assert [(t["health"], t["lastError"]) for t in targets] == [("up", "")]
         # the histograms parsed as histograms: a quantile over Produce's buckets is a number
-        q = query('histogram_quantile(0.5, sum by (le) (kafka_network_requestmetrics_totaltimems_bucket'
-                  '{request="Produce"}))')
+        q = prom.value('histogram_quantile(0.5, sum by (le) (kafka_network_requestmetrics_totaltimems_bucket'
+                       '{request="Produce"}))')
         assert q is not None and 0 < q <= 30000
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        prom.stop()
 
 
 def test_log_format_json_makes_every_line_a_json_object(broker):
