@@ -47,8 +47,10 @@ echo "[env] building native extension (only what changed since the last build)"
 export PATH="$VENV/bin:$PATH"
 
 # pytest's arguments for KAFKACORE_TEST_WORKERS xdist workers (ci/test.sh sets it; unset or 1:
-# one process). --dist loadgroup honours the groups tests/conftest.py gives.
+# one process). --dist loadfile keeps a module's tests on one worker, so its module-scoped
+# brokers and clusters start once (xdist_group marks cannot: pytest 9 ignores the node ids
+# xdist 3.8 rewrites for them, and the modules' tests were spread over both workers).
 xdist_args() {
     local n="${KAFKACORE_TEST_WORKERS:-1}"
-    if [ "$n" -gt 1 ]; then echo "-n $n --dist loadgroup"; fi
+    if [ "$n" -gt 1 ]; then echo "-n $n --dist loadfile"; fi
 }

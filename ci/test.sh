@@ -9,8 +9,8 @@
 export KAFKACORE_EXTRAS="test"
 # the fault loops' budget in CI (each is a soak with a larger budget: docs/cluster.md)
 export KAFKACORE_KILL_LOOP_SECONDS="${KAFKACORE_KILL_LOOP_SECONDS:-45}"
-# pytest-xdist workers per pass (tests/conftest.py keeps a module's tests, and the Spark and
-# cluster suites, on one worker each); 1 runs the suite in one process
+# pytest-xdist workers per pass (ci/env.sh keeps each module's tests on one worker); 1 runs the
+# suite in one process
 export KAFKACORE_TEST_WORKERS="${KAFKACORE_TEST_WORKERS:-2}"
 source "$(dirname "$0")/env.sh"
 

@@ -79,27 +79,6 @@ def _record_mode(record_testsuite_property):
         assert kafkacore.native_extensions() is False, line
 
 
-# Suites that start heavy servers for a whole session or module: under pytest-xdist each such
-# group keeps to one worker (one Spark JVM, one three-broker ZooKeeper cluster at a time).
-_ONE_WORKER_SUITES = ("spark", "cluster")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (ci/ runs ``-n 2 --dist loadgroup``) a module's tests stay together on
-    one worker, since they share its module-scoped brokers, and the suites above keep to one
-    worker each. Without xdist the marks do nothing."""
-    root = config.rootpath
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        try:
-            parts = item.path.relative_to(root).parts
-        except ValueError:
-            parts = item.path.parts
-        group = next((s for s in _ONE_WORKER_SUITES if s in parts[:-1]), None)
-        item.add_marker(pytest.mark.xdist_group(group or "/".join(parts)))
-
-
 def pytest_terminal_summary(terminalreporter):
     _, line = _describe()
     terminalreporter.write_line(f"tested: {line}")

@@ -361,9 +361,7 @@ def _run_panels(prom, variables, panels, known, timeout=30.0):
 
 
 def test_every_panel_of_both_dashboards(dashboard_env):
-    """One test for both dashboards: the broker and the Prometheus they share are set up once,
-    even where xdist spreads a module's tests over its workers (xdist 3.8 here does, whatever
-    their xdist_group)."""
+    """One test for both dashboards, sharing one broker and one Prometheus."""
     _broker, prom, traffic, known = dashboard_env
     check_strimzi_kafka(prom, known)
     check_strimzi_kafka_exporter(prom, traffic, known)
