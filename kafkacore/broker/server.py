@@ -49,6 +49,7 @@ from ..errors import KafkaError, UnsupportedVersionError
 from ..protocol.api_table import API_TABLE, ApiKey
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
+from .connection_quotas import Acceptor, ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .request import RequestContext
 from .sasl_authenticator import SaslAuthenticator
@@ -102,9 +103,13 @@ class Listener:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server, listener):
+    def __init__(self, server, listener, counted_address=None):
         self.server = server
         self.listener = listener
+        # the address this connection counts under in the server's ConnectionQuotas, until it
+        # gives its slot back (_release_slot); None: not counted
+        self.counted_address = counted_address
+        self.delayed_close = None  # the timer of a close after a failed login
         self.principal = ANONYMOUS
         self.sasl = None  # a SaslAuthenticator on a SASL listener (made when the peer is known)
         self.handshake_task = None
@@ -151,6 +156,7 @@ class Connection(asyncio.BufferedProtocol):
                                                  ssl_handshake_timeout=timeout_s)
         except asyncio.CancelledError:
             transport.abort()
+            self._release_slot()
             raise
         except (OSError, ConnectionError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
             if not self.closed:
@@ -159,15 +165,17 @@ class Connection(asyncio.BufferedProtocol):
             self.closed = True
             self.server.connections.discard(self)
             transport.abort()
+            self._release_slot()  # a failed handshake never reaches connection_lost
             return
         if self.closed:
             tls_transport.abort()
+            self._release_slot()
             return
         self.transport = tls_transport
         try:
             self.principal = self.listener.tls.principal_mapper.principal(tls_transport.get_extra_info("peercert"))
         except NoMatchingRule as e:  # Kafka fails the authentication
-            self.close(f"authentication failed: {e}")
+            self._close_failed_authentication(f"TLS authentication failed: {e}")
             return
         self.last_read = monotonic()
         log.debug("connection %d from %s on listener %s: TLS %s, principal %s", self.id, self.peer,
@@ -179,6 +187,9 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc):
         self.closed = True
         self.server.connections.discard(self)
+        self._release_slot()
+        if self.delayed_close is not None:
+            self.delayed_close.cancel()
         for item in self.pending:
             resp = item[4]
             if isinstance(resp, asyncio.Future) and not resp.done():
@@ -192,6 +203,12 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self):
         self.can_write.set()
+
+    def _release_slot(self):
+        """Gives this connection's place in the connection limits back, once, whichever way it ended."""
+        address, self.counted_address = self.counted_address, None
+        if address is not None:
+            self.server.quotas.release(self.listener.name, address)
 
     def close(self, reason: str, level=logging.WARNING):
         if not self.closed:
@@ -342,16 +359,33 @@ class Connection(asyncio.BufferedProtocol):
             answer = self.sasl.raw_token(bytes(frame))
         except KafkaError as e:
             log.info("connection %d from %s: SASL login failed: %s", self.id, self.peer, e.message)
-            self.close("the SASL login failed", logging.INFO)
+            self._close_failed_authentication("the SASL login failed")  # v0 has no way to say why
             return
         self.transport.write(_size.pack(len(answer)) + answer)
 
     def _close_after_answer(self, reason):
         """Closes once what was written has gone (the client reads why it failed first)."""
-        if not self.closed:
-            log.info("closing connection %d from %s: %s", self.id, self.peer, reason)
-            self.closed = True
+        self._close_failed_authentication(reason)
+
+    def _close_failed_authentication(self, reason):
+        """Kafka's delayed close after a failed authentication: what was written (the failure's
+        answer) goes, nothing more is read, and the connection closes after
+        connection.failed.authentication.delay.ms, so a client retrying a password cannot do it
+        at the rate of the network (the event loop serves the others meanwhile). A failed
+        re-authentication closes at once, as in Kafka (that client did log in once)."""
+        if self.closed:
+            return
+        self.closed = True
+        delay_s = self.server.failed_authentication_delay_s
+        if self.sasl is not None and self.sasl.authenticated:
+            delay_s = 0
+        log.info("closing connection %d from %s: %s%s", self.id, self.peer, reason,
+                 f" (in {delay_s * 1000:.0f} ms: connection.failed.authentication.delay.ms)" if delay_s else "")
+        if delay_s <= 0:
             self.transport.close()
+            return
+        self.transport.pause_reading()
+        self.delayed_close = asyncio.get_running_loop().call_later(delay_s, self.transport.close)
 
     async def _once_started(self, entry, ctx, request, version):
         """A client's request that came while the broker was starting: handled once it is in
@@ -585,8 +619,11 @@ class SocketServer:
     def __init__(self, broker):
         self.broker = broker
         self.connections = set()
-        self.servers = {}  # listener name -> asyncio.Server
+        self.servers = {}  # listener name -> its connection_quotas.Acceptor
         self._expiry_task = None
+        self.quotas = ConnectionQuotas(broker.config)  # max.connections and the others (connection_quotas.py)
+        self.quotas.on_over_broker_limit = self._make_room
+        self.failed_authentication_delay_s = broker.config["connection.failed.authentication.delay.ms"] / 1000
 
     async def start(self, host=None, port=None, sock=None, listener=None):
         """Serves one listener on host:port, or on ``sock`` already bound by bind_listener;
@@ -595,15 +632,25 @@ class SocketServer:
         if listener is None:
             listener = Listener(self.broker.config.primary_listener_name)
         loop = asyncio.get_running_loop()
-        if sock is not None:
-            server = await loop.create_server(lambda: Connection(self, listener), sock=sock, backlog=1024)
-        else:
-            server = await loop.create_server(lambda: Connection(self, listener), host, port, reuse_address=True,
-                                              backlog=1024)
+        if sock is None:
+            sock = bind_listener(host, port)
+        self.quotas.add_listener(listener.name)
+        # our own accept loop, not loop.create_server: the connection limits must be able to stop accepting
+        server = Acceptor(sock, listener.name, self.quotas, lambda address: Connection(self, listener, address))
+        server.start()
         self.servers[listener.name] = server
         if self._expiry_task is None:
             self._expiry_task = loop.create_task(self._expire_connections())
         return server.sockets[0].getsockname()[:2]
+
+    def _make_room(self, listener_name):
+        """An inter-broker connection took the broker over max.connections: the least recently
+        active connection of another listener makes room (Kafka's KIP-402)."""
+        others = [c for c in self.connections if c.listener.name != listener_name and not c.closed]
+        if others:
+            victim = min(others, key=lambda c: c.last_read)
+            victim.close(f"making room for an inter-broker connection on listener {listener_name} "
+                         f"(max.connections={self.quotas.max_connections})", logging.INFO)
 
     async def _expire_connections(self):
         idle_ms = self.broker.config["connections.max.idle.ms"]
