@@ -11,7 +11,10 @@ One ``Connection`` per client socket:
   or an awaitable (a long-poll fetch, a JoinGroup waiting for the rebalance). Responses leave
   in request order: a ready response behind a pending one waits for it, and a slow request
   blocks only its own connection;
-- one asyncio server per listener (``listeners``: PLAINTEXT or SSL, any names); each connection
+- one accept loop per listener (``listeners``: PLAINTEXT or SSL, any names; connection_quotas.py's
+  Acceptor, which stops accepting at Kafka's connection limits); a connection counts in the
+  limits until it closes, however that happens (``_release_slot``), and after a failed login it
+  is muted and closed connection.failed.authentication.delay.ms later; each connection
   knows its ``Listener`` and, once authenticated, its principal (broker/security.py), and hands
   both to the handlers in the RequestContext;
 - an SSL listener's connection starts with the TLS handshake (``loop.start_tls``, bounded by
