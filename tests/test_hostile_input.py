@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 PASSWORD = "alice-hostile-pw"
 WRONG_PASSWORDS = ["wrong-hostile-pw-1", "wrong-hostile-pw-2"]
 DELAY_S = 0.6
-LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL")
+LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "MTLS")
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,10 @@ def broker(tmp_path_factory, tls):
     ports = {name: free_port() for name in LISTENERS}
     settings = {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,MTLS:SSL",
+        # certificates required, and a mapping rule no client's name matches: every login fails
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=nobody$/nobody/",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
             f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORD}";',
@@ -153,6 +157,21 @@ def test_a_failed_login_is_answered_then_closed_after_the_delay_and_others_are_s
     good.close()
 
 
+def test_a_tls_client_no_mapping_rule_names_is_closed_after_the_delay(broker, tls):
+    since = len(broker.output())
+    ctx = ssl.create_default_context(cafile=tls["ca"])
+    ctx.load_cert_chain(tls["client_cert"], tls["client_key"])
+    conn = connect(broker.ports["MTLS"])
+    t0 = time.monotonic()
+    conn.sock = ctx.wrap_socket(conn.sock, server_hostname="localhost")  # the handshake itself succeeds
+    took = closed_within(conn.sock, 10)
+    assert took is not None and time.monotonic() - t0 >= DELAY_S - 0.1
+    conn.close()
+    wait_for(lambda: "TLS authentication failed: no ssl.principal.mapping.rules rule applies to 'CN=client,OU=test,"
+             "O=kafkacore' (in 600 ms: connection.failed.authentication.delay.ms)" in broker.output()[since:],
+             "the TLS authentication failure's line", 10)
+
+
 def test_a_huge_frame_before_the_login_is_refused_without_allocating_it(broker):
     pid = broker.proc.pid
     before = rss_bytes(pid)
@@ -260,15 +279,17 @@ def _uvarint(n):
 
 
 def _throw(port, data, wait_s):
-    """Sends ``data`` as a client's first bytes, says it is done sending, and reads until the
-    broker closes (or ``wait_s``): each input is handled before the next."""
+    """Sends ``data`` as a client's first bytes, says it is done sending, and waits for the
+    broker's first answer or its close (or ``wait_s``), so inputs are handled one after another
+    (a failed login's delayed close is not waited out)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         try:
             s.sendall(data)
             s.shutdown(socket.SHUT_WR)
-        except OSError:
-            return  # closed while we wrote: refused, which is fine
-        closed_within(s, wait_s)
+            s.settimeout(wait_s)
+            s.recv(65536)
+        except OSError:  # closed while we wrote (refused), reset, or nothing within wait_s
+            pass
 
 
 def test_random_first_frames_on_the_sasl_listener_leave_the_broker_serving(broker):
