@@ -271,6 +271,8 @@ class Acceptor:
                 continue  # the peer left before we took it
             except OSError as e:
                 if e.errno not in _ACCEPT_RESOURCE_ERRNOS:
+                    # the listening socket itself failed: said once, and /healthz reports the listener down
+                    log.exception("listener %s: accepting connections failed; the listener stops", self.listener_name)
                     raise
                 log.warning("listener %s: cannot accept connections: %s; trying again in %.0f s", self.listener_name,
                             e.strerror or e, ACCEPT_RETRY_S)
