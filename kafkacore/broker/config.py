@@ -360,7 +360,7 @@ class BrokerConfig:
         if data_dir and "," in data_dir:
             raise InvalidConfigurationError(f"log.dirs={data_dir!r}: one data directory only (JBOD is not supported)")
         self.data_dir = data_dir or default_data_dir()
-        self._check_connection_limits()
+        self._check_connection_quotas()
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise InvalidConfigurationError(
                 f"group.min.session.timeout.ms={v['group.min.session.timeout.ms']!r}: above "
@@ -369,7 +369,7 @@ class BrokerConfig:
     def __getitem__(self, key):
         return self.values[key]
 
-    def _check_connection_limits(self):
+    def _check_connection_quotas(self):
         v = self.values
         delay, idle = v["connection.failed.authentication.delay.ms"], v["connections.max.idle.ms"]
         # Kafka's rule, so a delayed close is not overtaken by the idle expiry; with -1 (no idle
