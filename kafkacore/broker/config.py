@@ -247,7 +247,7 @@ SSL_CONFIGS = {
 BROKER_CONFIGS.update(SSL_CONFIGS)
 # shown as Kafka shows a PASSWORD config (DescribeConfigs: no value, sensitive) and never logged
 PASSWORD_CONFIGS = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
-                              "ssl.keystore.key"})
+                              "ssl.keystore.key", "password.encoder.secret", "password.encoder.old.secret"})
 # SASL listeners (docs/security.md, broker/sasl_authenticator.py), Kafka's names and defaults
 SASL_CONFIGS = {
     # Kafka's default is GSSAPI (Kerberos), which kafkacore does not offer: a SASL listener
@@ -281,6 +281,16 @@ BROKER_CONFIGS.update({
     "max.connections.per.ip.overrides": (_ip_overrides, {}),
     # Kafka's delayed close after a failed login: a client retrying a wrong password at once is slowed
     "connection.failed.authentication.delay.ms": (_int(0, INT_MAX), 100),
+})
+# how dynamic password configs are stored (security/password_encoder.py): Kafka's names and
+# defaults; without the secret, password configs cannot be set dynamically
+BROKER_CONFIGS.update({
+    "password.encoder.secret": (_string, None),
+    "password.encoder.old.secret": (_string, None),  # decodes what the previous secret encoded
+    "password.encoder.keyfactory.algorithm": (_string, None),  # none: PBKDF2WithHmacSHA512
+    "password.encoder.cipher.algorithm": (_string, "AES/CBC/PKCS5Padding"),
+    "password.encoder.key.length": (_int(8, INT_MAX), 128),
+    "password.encoder.iterations": (_int(1024, INT_MAX), 4096),
 })
 # client quotas' measurement (security/client_quotas.py): Kafka's names and defaults
 BROKER_CONFIGS.update({
@@ -361,6 +371,7 @@ class BrokerConfig:
             raise InvalidConfigurationError(f"log.dirs={data_dir!r}: one data directory only (JBOD is not supported)")
         self.data_dir = data_dir or default_data_dir()
         self._check_connection_quotas()
+        self.password_encoder()  # its algorithms checked now, in one line
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise InvalidConfigurationError(
                 f"group.min.session.timeout.ms={v['group.min.session.timeout.ms']!r}: above "
@@ -388,6 +399,17 @@ class BrokerConfig:
                 raise InvalidConfigurationError(
                     f"{LISTENER_PREFIX}{name.lower()}.{quota_keys[0]}: there is no listener {name} "
                     f"(listeners: {', '.join(sorted(names))})")
+
+    def password_encoder(self, secret_key="password.encoder.secret"):
+        """The PasswordEncoder of ``password.encoder.secret`` (or of the old secret), None
+        without one."""
+        from ..security.password_encoder import PasswordEncoder
+        v = self.values
+        if not v[secret_key]:
+            return None
+        return PasswordEncoder(v[secret_key], v["password.encoder.keyfactory.algorithm"],
+                               v["password.encoder.cipher.algorithm"], v["password.encoder.key.length"],
+                               v["password.encoder.iterations"])
 
     def listener_quota(self, listener_name, key) -> int:
         """max.connections or max.connection.creation.rate of one listener:
@@ -579,6 +601,14 @@ class BrokerConfig:
 def _reachable(host):
     """What a client can dial for a bind address: a wildcard or missing host as 127.0.0.1."""
     return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else host
+
+
+def is_password(key) -> bool:
+    """Whether ``key``, bare or as listener.name.<l>.<key>, is a PASSWORD config in Kafka's
+    sense: never shown, stored encoded when set dynamically."""
+    if key.startswith(LISTENER_PREFIX):
+        key = key[len(LISTENER_PREFIX):].partition(".")[2]
+    return key in PASSWORD_CONFIGS or key.endswith("sasl.jaas.config")
 
 
 def shown(key, value) -> str:
