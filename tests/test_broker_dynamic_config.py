@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from _kcutil import wait_for
 from _tls import KEY_PASSWORD, keystore_with_password, make_tls_material
 from broker_client import BrokerProcess, KafkaConnection, free_port, request
 from kafkacore.protocol.api_table import ApiKey
@@ -197,7 +198,10 @@ def test_a_tls_listener_reloads_its_key_store_without_a_restart(tmp_path):
         stored = b"".join(f.read_bytes() for f in (tmp_path / "data").rglob("*") if f.is_file())
         assert NEW_KEY_PASSWORD.encode() not in stored
         assert b"keyFactoryAlgorithm:PBKDF2WithHmacSHA512" in stored and b"cipherAlgorithm:AES/CBC/PKCS5Padding" in stored
+        since = len(b.output())
         b.restart()
+        # the stored configs are applied by the config manager's first round, just after the listeners open
+        wait_for(lambda: "listener SSL: key store reloaded" in b.output()[since:], "the stored key store", 30)
         assert _server_certificate_issuer(ssl_port, newest["ca"]) == "ca"
         assert NEW_KEY_PASSWORD not in b.output() and ENCODER_SECRET not in b.output()
 

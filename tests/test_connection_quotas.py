@@ -15,11 +15,10 @@ import pytest
 
 from _kcutil import wait_for
 from _netutil import api_versions, connect, connection_counts, served, wait_for_counts
-from broker_client import ROOT, BrokerProcess, free_port
+from broker_client import ROOT, BrokerProcess, KafkaConnection, free_port, request
 from kafkacore.broker.config import BrokerConfig
 from kafkacore.errors import InvalidConfigurationError
 from kafkacore.protocol.api_table import ApiKey
-from broker_client import request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -211,6 +210,49 @@ def test_the_connection_count_is_exported_per_listener(broker, clean):
     assert served(c)
     counts = connection_counts(broker)
     assert counts == {**ALL_CLOSED, "OPEN": 1}, counts
+
+
+def _alter_cluster_default(broker, ops):
+    """IncrementalAlterConfigs of the cluster-wide default (BROKER resource ""), as
+    kafka-configs --entity-default sends it: [(name, value or None to delete)]."""
+    from kafkacore.protocol.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
+    resource = AlterConfigsResource(resource_type=4, resource_name="", configs=[
+        AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v) for k, v in ops])
+    with KafkaConnection("127.0.0.1", broker.ports["PLAINTEXT"]) as conn:
+        resp = conn.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, resources=[resource], validate_only=False))
+    return resp.responses[0]
+
+
+def test_the_limits_change_at_run_time(broker, clean):
+    """Kafka's DynamicConnectionQuota: a listener's limit and an address's override raised for
+    the whole cluster take effect for the next connections and a waiting one is accepted;
+    lowered again, the open connections stay and new ones wait."""
+    limited, open_port = broker.ports["LIMITED"], broker.ports["OPEN"]
+    first = [connect(limited) for _ in range(3)]
+    clean.extend(first)
+    assert all(served(c) for c in first)
+    fourth = connect(limited)
+    clean.append(fourth)
+    assert waiting(fourth)
+    r = _alter_cluster_default(broker, [("listener.name.limited.max.connections", "4"),
+                                        ("max.connections.per.ip.overrides", "127.0.0.3:3")])
+    assert r.error_code == 0, r.error_message
+    assert answered_later(fourth)  # the waiting accept loop looked again
+    from_3 = [connect(open_port, "127.0.0.3") for _ in range(3)]
+    clean.extend(from_3)
+    assert all(served(c) for c in from_3)
+    r = _alter_cluster_default(broker, [("listener.name.limited.max.connections", None),
+                                        ("max.connections.per.ip.overrides", None)])
+    assert r.error_code == 0, r.error_message
+    assert served(first[0]) and served(from_3[2])  # over the lowered limits, still open and served
+    first[0].close()
+    wait_for_counts(broker, {"LIMITED": 3})
+    fifth = connect(limited)
+    clean.append(fifth)
+    assert waiting(fifth)  # 3 open: the listener's own limit of 3 again
+    r = _alter_cluster_default(broker, [("listener.name.nosuch.max.connections", "3")])
+    assert r.error_code == 40 and "there is no listener NOSUCH" in r.error_message  # INVALID_CONFIG
 
 
 # -- settings -------------------------------------------------------------------------------------

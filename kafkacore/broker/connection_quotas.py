@@ -26,6 +26,10 @@ Kafka's settings and behaviour (docs/security.md, "Connection limits"):
   waits, as Kafka's acceptor is throttled. The inter-broker listener is exempt from the
   broker-wide rate.
 
+All of them can change at run time (AlterConfigs on BROKER resources, Kafka's
+DynamicConnectionQuota: broker/dynamic_config.py calls ``reconfigure``): accept loops waiting
+for a slot look again, and connections over a lowered limit stay open, as in Kafka.
+
 A connection counts from its accept to its close, whatever ends it (a client's close, a failed
 TLS handshake or login, idle expiry, the broker stopping): the Connection gives its slot back
 exactly once (server.Connection._forget).
@@ -88,15 +92,11 @@ class ConnectionQuotas:
     """The connection counts of a broker (per listener, per address, in all) and its limits."""
 
     def __init__(self, config, clock=monotonic):
-        self._config = config
         self._clock = clock
-        self.max_connections = config["max.connections"]
-        self.max_per_ip = config["max.connections.per.ip"]
-        self.per_ip_overrides = dict(config["max.connections.per.ip.overrides"])
         self.inter_broker_listener = config.inter_broker_listener_name
         self._window_s = max(1, config["quota.window.num"] - 1) * config["quota.window.size.seconds"]
-        rate = config["max.connection.creation.rate"]
-        self._broker_rate = _CreationRate(rate, self._window_s) if rate < INT_MAX else None
+        self._broker_rate = None
+        self._read_limits(config)
         self.total = 0
         self.by_listener = {}  # listener name -> open connections
         self.max_by_listener = {}
@@ -106,11 +106,46 @@ class ConnectionQuotas:
         self._waiters = []  # futures of accept loops waiting for a connection to close
         self.on_over_broker_limit = None  # called when an inter-broker connection exceeds max.connections
 
+    def _read_limits(self, config):
+        self._config = config
+        self.max_connections = config["max.connections"]
+        self.max_per_ip = config["max.connections.per.ip"]
+        self.per_ip_overrides = dict(config["max.connections.per.ip.overrides"])
+        self._broker_rate = self._rate(config["max.connection.creation.rate"], self._broker_rate)
+
+    def _rate(self, rate, current):
+        """The _CreationRate for ``rate`` (None: no limit), keeping the connections ``current``
+        has seen in its window."""
+        if rate >= INT_MAX:
+            return None
+        new = _CreationRate(rate, self._window_s)
+        if current is not None:
+            new.times = current.times
+        return new
+
+    def _limits(self):
+        rates = (self._broker_rate, *self._listener_rate.values())
+        return (self.max_connections, self.max_per_ip, self.per_ip_overrides, dict(self.max_by_listener),
+                tuple(r and r.limit for r in rates))
+
     def add_listener(self, name):
         self.by_listener.setdefault(name, 0)
         self.max_by_listener[name] = self._config.listener_quota(name, "max.connections")
-        rate = self._config.listener_quota(name, "max.connection.creation.rate")
-        self._listener_rate[name] = _CreationRate(rate, self._window_s) if rate < INT_MAX else None
+        self._listener_rate[name] = self._rate(self._config.listener_quota(name, "max.connection.creation.rate"),
+                                               self._listener_rate.get(name))
+
+    def reconfigure(self, config):
+        """New limits (a dynamic config change): applied to the next connections; accept loops
+        waiting for a slot look again."""
+        before = self._limits()
+        self._read_limits(config)
+        for name in self.by_listener:
+            self.add_listener(name)
+        if self._limits() == before:
+            return  # another dynamic config changed
+        log.info("connection limits now max.connections=%d, max.connections.per.ip=%d, per listener %s",
+                 self.max_connections, self.max_per_ip, self.max_by_listener)
+        self._wake()
 
     def protected(self, listener) -> bool:
         """Kafka's rule: the inter-broker listener is exempt from the broker-wide limits when the
@@ -195,6 +230,9 @@ class ConnectionQuotas:
         else:
             self.by_ip.pop(address, None)
             self._end_burst(address)  # an address without connections keeps no entry
+        self._wake()
+
+    def _wake(self):
         waiters, self._waiters = self._waiters, []
         for w in waiters:
             if not w.done():

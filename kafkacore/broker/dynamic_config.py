@@ -16,6 +16,11 @@ and where (Kafka's rules):
   (``log.cleaner.threads`` and its buffers and rate) are accepted and stored for Kafka's tools but
   change nothing here: kafkacore's network and request work is one event loop, its cleaner a
   background pass;
+- anywhere: the connection limits (``max.connections``, ``max.connections.per.ip``,
+  ``max.connections.per.ip.overrides``, ``max.connection.creation.rate``, and
+  ``listener.name.<l>.max.connections`` / ``.max.connection.creation.rate``, Kafka's
+  DynamicConnectionQuota): the accept loops follow at once (broker/connection_quotas.py); open
+  connections are not closed by a lower limit, as in Kafka;
 - per broker only: a listener's key store and trust store (``[listener.name.<l>.]ssl.keystore.*``,
   ``ssl.key.password``, ``ssl.truststore.*``): the listener's TLS context is rebuilt and new
   connections get it (certificates renewed without a restart); existing connections keep theirs.
@@ -39,7 +44,7 @@ from ..errors import InvalidConfigurationError, InvalidRequestError
 from ..security.client_quotas import DEFAULT as DEFAULT_ENTITY  # Kafka's ConfigEntityName.Default
 from ..storage.config import BROKER_DEFAULTS
 from ..security.password_encoder import PasswordDecodeError
-from .config import LISTENER_PREFIX, BrokerConfig, is_password
+from .config import LISTENER_PREFIX, LISTENER_QUOTA_CONFIGS, BrokerConfig, is_password
 
 log = logging.getLogger("kafkacore.broker")
 
@@ -53,7 +58,10 @@ NO_EFFECT_KEYS = frozenset({
     "background.threads", "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.backoff.ms"})
-CLUSTER_WIDE_KEYS = LOG_DEFAULT_KEYS | NO_EFFECT_KEYS
+# Kafka's DynamicConnectionQuota.ReconfigurableConfigs
+CONNECTION_QUOTA_KEYS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                                   "max.connection.creation.rate"})
+CLUSTER_WIDE_KEYS = LOG_DEFAULT_KEYS | NO_EFFECT_KEYS | CONNECTION_QUOTA_KEYS
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: a key store or trust store, per broker
 KEYSTORE_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -72,8 +80,22 @@ def _ssl_setting(key):
     return None
 
 
+def _listener_quota(key) -> bool:
+    """listener.name.<l>.max.connections or .max.connection.creation.rate (Kafka's cluster-level
+    listener configs)."""
+    if not key.startswith(LISTENER_PREFIX):
+        return False
+    name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
+    return bool(name) and setting in LISTENER_QUOTA_CONFIGS
+
+
+def cluster_wide(key) -> bool:
+    """May be set as the cluster default as well as per broker."""
+    return key in CLUSTER_WIDE_KEYS or _listener_quota(key)
+
+
 def is_dynamic(key) -> bool:
-    return key in CLUSTER_WIDE_KEYS or _ssl_setting(key) is not None
+    return cluster_wide(key) or _ssl_setting(key) is not None
 
 
 def check_keys(entity, keys, encoder=None) -> None:
@@ -83,7 +105,7 @@ def check_keys(entity, keys, encoder=None) -> None:
     if static:
         raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(static)}")
     if entity == DEFAULT_ENTITY:
-        per_broker = sorted(k for k in keys if k not in CLUSTER_WIDE_KEYS)
+        per_broker = sorted(k for k in keys if not cluster_wide(k))
         if per_broker:
             raise InvalidRequestError("Cannot update these configs at default cluster level, broker id must be "
                                       f"specified: {', '.join(per_broker)}")
@@ -230,6 +252,9 @@ class DynamicBrokerConfig:
         if cfg.log_config.describe() != effective.log_config.describe():
             cfg.log_config = effective.log_config
             broker.log_manager.set_default_config(effective.log_config)
+        quotas = broker.connection_quotas
+        if quotas is not None:
+            broker.loop.call_soon_threadsafe(quotas.reconfigure, cfg)
         listeners = getattr(broker, "listener_tls", None) or {}
         for name, new in tls.items():
             listeners[name].context = new.context  # new connections; open ones keep their session

@@ -171,8 +171,6 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
         listener_sasl.credential_cache = broker.credential_cache  # SCRAM's users, from the metadata store
     broker.attach_loop(loop)
     server = SocketServer(broker)
-    if broker.metrics is not None:
-        broker.metrics.connection_quotas = server.connection_quotas
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:

@@ -98,7 +98,6 @@ class BrokerMetrics:
         self.requests[ApiKey.FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
         self.fetch_follower = RequestCounters("FetchFollower", fetch.max_version)
         self.started = _process_start_time()
-        self.connection_quotas = None  # the SocketServer's ConnectionQuotas, once it serves
 
     # -- the request path ---------------------------------------------------------------------
     def topic(self, name) -> TopicCounters:
@@ -311,7 +310,7 @@ class BrokerMetrics:
                     "(kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec)")
 
     def _render_connections(self, out):
-        quotas = self.connection_quotas
+        quotas = self.broker.connection_quotas
         if quotas is None:
             return
         name = "kafka_server_socket_server_metrics_connection_count"

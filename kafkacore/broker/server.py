@@ -688,6 +688,7 @@ class SocketServer:
         # max.connections and the other limits (Kafka's ConnectionQuotas, connection_quotas.py)
         self.connection_quotas = ConnectionQuotas(broker.config)
         self.connection_quotas.on_over_broker_limit = self._make_room
+        broker.connection_quotas = self.connection_quotas  # dynamic configs reconfigure it
         self.failed_authentication_delay_s = broker.config["connection.failed.authentication.delay.ms"] / 1000
 
     async def start(self, host=None, port=None, sock=None, listener=None):
