@@ -59,3 +59,14 @@ def make_tls_material(directory) -> dict:
         ("server_keystore", "server-keystore.pem"), ("server_p12", "server.p12"),
         ("client_cert", "client.pem"), ("client_key", "client.key"),
         ("stranger_cert", "stranger.pem"), ("stranger_key", "stranger.key"), ("other_ca", "other-ca.pem")]}
+
+
+def keystore_with_password(material: dict, password: str, path) -> str:
+    """A PEM key store of ``material``'s server (key, certificate, CA) whose key is encrypted
+    with ``password`` instead of KEY_PASSWORD; returns its path."""
+    path = Path(path)
+    _openssl("pkey", "-in", material["server_key"], "-aes256", "-passout", f"pass:{password}", "-out",
+             str(path) + ".key", cwd=path.parent)
+    path.write_text(Path(str(path) + ".key").read_text() + Path(material["server_cert"]).read_text()
+                    + Path(material["ca"]).read_text())
+    return str(path)

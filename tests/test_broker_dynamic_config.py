@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from _tls import KEY_PASSWORD, make_tls_material
+from _kcutil import wait_for
+from _tls import KEY_PASSWORD, keystore_with_password, make_tls_material
 from broker_client import BrokerProcess, KafkaConnection, free_port, request
 from kafkacore.protocol.api_table import ApiKey
 
@@ -21,6 +22,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 pytestmark = pytest.mark.timeout(180)
 BROKER = confluent_kafka.admin.ResourceType.BROKER
+ENCODER_SECRET = "encoder-secret-for-tests"
+NEW_KEY_PASSWORD = "the-newest-key-pass"
 
 
 def _incremental(admin, name, ops):
@@ -134,8 +137,11 @@ def test_kafkas_refusals_change_nothing(broker):
     assert err.code() == confluent_kafka.KafkaError.INVALID_REQUEST and "broker id must be specified" in err.str()
     err = _refused(admin, "1", [("log.retention.ms", "soon", SET)])
     assert err.code() == confluent_kafka.KafkaError.INVALID_CONFIG and "log.retention.ms" in err.str()
+    # without password.encoder.secret a password config cannot be stored (Kafka's answer)
     err = _refused(admin, "1", [("ssl.key.password", "hunter2", SET)])
-    assert err.code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert err.code() == confluent_kafka.KafkaError.INVALID_REQUEST
+    assert "Invalid config value for resource ConfigResource(type=BROKER, name='1'): Password encoder secret " \
+           "not configured" in err.str()
     with pytest.raises(confluent_kafka.KafkaException) as e:  # librdkafka would send it to broker 7
         _raw_alter(admin, "7", [("log.retention.ms", "1000", SET)])
     assert e.value.args[0].code() == confluent_kafka.KafkaError.INVALID_REQUEST
@@ -177,7 +183,7 @@ def test_a_tls_listener_reloads_its_key_store_without_a_restart(tmp_path):
     port, ssl_port = free_port(), free_port()
     settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
                 "ssl.keystore.type": "PEM", "ssl.keystore.location": old["server_keystore"],
-                "ssl.key.password": KEY_PASSWORD}
+                "ssl.key.password": KEY_PASSWORD, "password.encoder.secret": ENCODER_SECRET}
     with BrokerProcess(tmp_path / "data", settings, port=port) as b:
         assert _server_certificate_issuer(ssl_port, old["ca"]) == "ca"
         assert _server_certificate_issuer(ssl_port, new["ca"]) == "CERTIFICATE_VERIFY_FAILED"
@@ -192,6 +198,28 @@ def test_a_tls_listener_reloads_its_key_store_without_a_restart(tmp_path):
                                      AlterConfigOpType.SET)])
         assert err.code() == confluent_kafka.KafkaError.INVALID_CONFIG
         assert _server_certificate_issuer(ssl_port, new["ca"]) == "ca"
+
+        # a key store whose key has another password, with that password: set together, stored
+        # encrypted with password.encoder.secret, never shown, and decoded again after a restart
+        newest = make_tls_material(tmp_path / "newest")
+        keystore = keystore_with_password(newest, NEW_KEY_PASSWORD, tmp_path / "newest-keystore.pem")
+        err = _refused(admin, "1", [("listener.name.ssl.ssl.keystore.location", keystore, AlterConfigOpType.SET)])
+        assert err.code() == confluent_kafka.KafkaError.INVALID_CONFIG  # the old password cannot open its key
+        _incremental(admin, "1", [("listener.name.ssl.ssl.keystore.location", keystore, AlterConfigOpType.SET),
+                                  ("listener.name.ssl.ssl.key.password", NEW_KEY_PASSWORD, AlterConfigOpType.SET)])
+        assert _server_certificate_issuer(ssl_port, newest["ca"]) == "ca"
+        described = _raw_describe(admin, "1")["listener.name.ssl.ssl.key.password"]
+        assert (described.value, described.is_sensitive, described.read_only) == (None, True, False)
+        assert all(s.value is None for s in described.synonyms)
+        stored = b"".join(f.read_bytes() for f in (tmp_path / "data").rglob("*") if f.is_file())
+        assert NEW_KEY_PASSWORD.encode() not in stored
+        assert b"keyFactoryAlgorithm:PBKDF2WithHmacSHA512" in stored and b"cipherAlgorithm:AES/CBC/PKCS5Padding" in stored
+        since = len(b.output())
+        b.restart()
+        # the stored configs are applied by the config manager's first round, just after the listeners open
+        wait_for(lambda: "listener SSL: key store reloaded" in b.output()[since:], "the stored key store", 30)
+        assert _server_certificate_issuer(ssl_port, newest["ca"]) == "ca"
+        assert NEW_KEY_PASSWORD not in b.output() and ENCODER_SECRET not in b.output()
 
 
 def test_every_broker_of_a_cluster_follows_the_cluster_default(tmp_path):

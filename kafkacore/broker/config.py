@@ -120,17 +120,6 @@ def _rebalance_protocols(key, value):
     return names
 
 
-def _ip_overrides(key, value):
-    """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides) -> {host: count}."""
-    out = {}
-    for item in filter(None, (part.strip() for part in str(value).split(","))):
-        host, sep, count = item.rpartition(":")
-        if not sep or not host or not count.strip().isdigit():
-            raise InvalidConfigurationError(f"{key}={value!r}: expected host:count entries separated by commas")
-        out[host.strip().strip("[]")] = int(count)
-    return out
-
-
 def _store_type(key, value):
     text = str(value).strip().upper()
     if text == "JKS":
@@ -139,6 +128,31 @@ def _store_type(key, value):
     if text not in ("PEM", "PKCS12"):
         raise InvalidConfigurationError(f"{key}={value!r}: one of PEM, PKCS12")
     return text
+
+
+def _ip_overrides(key, value):
+    """``host:count,host:count`` (Kafka's max.connections.per.ip.overrides) as {address: count};
+    a host name is resolved now, as Kafka resolves it when the broker starts."""
+    import ipaddress
+    import socket
+
+    out = {}
+    for item in filter(None, (s.strip() for s in str(value).split(","))):
+        host, sep, count = (part.strip() for part in item.rpartition(":"))  # rpartition: IPv6 hosts
+        if not sep or not host:
+            raise InvalidConfigurationError(f"{key}={value!r}: expected host:count pairs, got {item!r}")
+        count = _int(0, INT_MAX)(f"{key} ({host})", count)
+        host = host.strip("[]")
+        try:
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            try:
+                address = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
+            except OSError as e:
+                raise InvalidConfigurationError(f"{key}={value!r}: cannot resolve host {host!r} "
+                                                f"({e.strerror or e})") from None
+        out[address] = count
+    return out
 
 
 def _mapping_rules(key, value):
@@ -168,11 +182,6 @@ BROKER_CONFIGS = {
     "socket.request.max.bytes": (_int(1, INT_MAX), 104857600),
     # a connection with no traffic for this long is closed (Kafka's Selector idle expiry; -1: never)
     "connections.max.idle.ms": (_int(-1), 600000),
-    # connection limits (Kafka's ConnectionQuotas, broker/connection_quotas.py)
-    "max.connections": (_int(0, INT_MAX), INT_MAX),
-    "max.connections.per.ip": (_int(0, INT_MAX), INT_MAX),
-    "max.connections.per.ip.overrides": (_ip_overrides, {}),
-    "connection.failed.authentication.delay.ms": (_int(0), 100),
     # Kafka's broker-side request.timeout.ms (its inter-broker clients' answer timeout): here also
     # how long a request may stall half-received before its connection is closed
     "request.timeout.ms": (_int(1, INT_MAX), 30000),
@@ -278,7 +287,7 @@ SSL_CONFIGS = {
 BROKER_CONFIGS.update(SSL_CONFIGS)
 # shown as Kafka shows a PASSWORD config (DescribeConfigs: no value, sensitive) and never logged
 PASSWORD_CONFIGS = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
-                              "ssl.keystore.key"})
+                              "ssl.keystore.key", "password.encoder.secret", "password.encoder.old.secret"})
 # SASL listeners (docs/security.md, broker/sasl_authenticator.py), Kafka's names and defaults
 SASL_CONFIGS = {
     # Kafka's default is GSSAPI (Kerberos), which kafkacore does not offer: a SASL listener
@@ -299,6 +308,30 @@ SASL_CONFIGS = {
     "sasl.oauthbearer.clock.skew.seconds": (_int(0), 30),
 }
 BROKER_CONFIGS.update(SASL_CONFIGS)
+# connection limits (broker/connection_quotas.py, docs/security.md "Connection limits"): Kafka's
+# names and defaults (Integer.MAX_VALUE: no limit); max.connections and
+# max.connection.creation.rate may also be given per listener as listener.name.<l>.<name>
+LISTENER_QUOTA_CONFIGS = {
+    "max.connections": (_int(0, INT_MAX), INT_MAX),
+    "max.connection.creation.rate": (_int(0, INT_MAX), INT_MAX),  # KIP-612: new connections per second
+}
+BROKER_CONFIGS.update(LISTENER_QUOTA_CONFIGS)
+BROKER_CONFIGS.update({
+    "max.connections.per.ip": (_int(0, INT_MAX), INT_MAX),
+    "max.connections.per.ip.overrides": (_ip_overrides, {}),
+    # Kafka's delayed close after a failed login: a client retrying a wrong password at once is slowed
+    "connection.failed.authentication.delay.ms": (_int(0, INT_MAX), 100),
+})
+# how dynamic password configs are stored (security/password_encoder.py): Kafka's names and
+# defaults; without the secret, password configs cannot be set dynamically
+BROKER_CONFIGS.update({
+    "password.encoder.secret": (_string, None),
+    "password.encoder.old.secret": (_string, None),  # decodes what the previous secret encoded
+    "password.encoder.keyfactory.algorithm": (_string, None),  # none: PBKDF2WithHmacSHA512
+    "password.encoder.cipher.algorithm": (_string, "AES/CBC/PKCS5Padding"),
+    "password.encoder.key.length": (_int(8, INT_MAX), 128),
+    "password.encoder.iterations": (_int(1024, INT_MAX), 4096),
+})
 # client quotas' measurement (security/client_quotas.py): Kafka's names and defaults
 BROKER_CONFIGS.update({
     "quota.window.num": (_int(1, INT_MAX), 11),
@@ -306,7 +339,8 @@ BROKER_CONFIGS.update({
 })
 LISTENER_PREFIX = "listener.name."
 # other settings a listener may override (listener.name.<l>.<setting>), with their parsers
-LISTENER_SETTINGS = {"sasl.enabled.mechanisms": _list, "max.connections": _int(0, INT_MAX)}
+LISTENER_SETTINGS = {"sasl.enabled.mechanisms": _list,
+                     **{key: parse for key, (parse, _default) in LISTENER_QUOTA_CONFIGS.items()}}
 JAAS_SUFFIX = ".sasl.jaas.config"  # listener.name.<listener>.<mechanism>.sasl.jaas.config
 # listener.name.<listener>.<mechanism>.sasl.server.callback.handler.class: how a mechanism checks
 # a login (OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler checks signed tokens)
@@ -376,11 +410,8 @@ class BrokerConfig:
         if data_dir and "," in data_dir:
             raise InvalidConfigurationError(f"log.dirs={data_dir!r}: one data directory only (JBOD is not supported)")
         self.data_dir = data_dir or default_data_dir()
-        idle = v["connections.max.idle.ms"]
-        if 0 <= idle <= v["connection.failed.authentication.delay.ms"]:  # Kafka's check
-            raise InvalidConfigurationError(
-                f"connection.failed.authentication.delay.ms={v['connection.failed.authentication.delay.ms']}: "
-                f"must be less than connections.max.idle.ms={idle}")
+        self._check_connection_quotas()
+        self.password_encoder()  # its algorithms checked now, in one line
         self._check_consumer_group_bounds(v)
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise InvalidConfigurationError(
@@ -404,6 +435,42 @@ class BrokerConfig:
 
     def __getitem__(self, key):
         return self.values[key]
+
+    def _check_connection_quotas(self):
+        v = self.values
+        delay, idle = v["connection.failed.authentication.delay.ms"], v["connections.max.idle.ms"]
+        # Kafka's rule, so a delayed close is not overtaken by the idle expiry; with -1 (no idle
+        # expiry, which Kafka's check would refuse) nothing can overtake it
+        if idle >= 0 and delay >= idle:
+            raise InvalidConfigurationError(
+                f"connection.failed.authentication.delay.ms={delay}: must be less than connections.max.idle.ms={idle}")
+        if v["max.connections.per.ip"] == 0 and not v["max.connections.per.ip.overrides"]:
+            raise InvalidConfigurationError(
+                "max.connections.per.ip=0: allowed only with max.connections.per.ip.overrides (else no address "
+                "could connect)")
+        names = {ep.listener_name for ep in self.listeners}
+        for name, overrides in self.listener_overrides.items():
+            quota_keys = sorted(k for k in overrides if k in LISTENER_QUOTA_CONFIGS)
+            if quota_keys and name not in names:
+                raise InvalidConfigurationError(
+                    f"{LISTENER_PREFIX}{name.lower()}.{quota_keys[0]}: there is no listener {name} "
+                    f"(listeners: {', '.join(sorted(names))})")
+
+    def password_encoder(self, secret_key="password.encoder.secret"):
+        """The PasswordEncoder of ``password.encoder.secret`` (or of the old secret), None
+        without one."""
+        from ..security.password_encoder import PasswordEncoder
+        v = self.values
+        if not v[secret_key]:
+            return None
+        return PasswordEncoder(v[secret_key], v["password.encoder.keyfactory.algorithm"],
+                               v["password.encoder.cipher.algorithm"], v["password.encoder.key.length"],
+                               v["password.encoder.iterations"])
+
+    def listener_quota(self, listener_name, key) -> int:
+        """max.connections or max.connection.creation.rate of one listener:
+        listener.name.<l>.<key>, else the broker-wide value (Kafka's prefix override)."""
+        return self.listener_overrides.get(listener_name, {}).get(key, self.values[key])
 
     def _is_listener_override(self, key):
         if not key.startswith(LISTENER_PREFIX):
@@ -590,6 +657,14 @@ class BrokerConfig:
 def _reachable(host):
     """What a client can dial for a bind address: a wildcard or missing host as 127.0.0.1."""
     return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else host
+
+
+def is_password(key) -> bool:
+    """Whether ``key``, bare or as listener.name.<l>.<key>, is a PASSWORD config in Kafka's
+    sense: never shown, stored encoded when set dynamically."""
+    if key.startswith(LISTENER_PREFIX):
+        key = key[len(LISTENER_PREFIX):].partition(".")[2]
+    return key in PASSWORD_CONFIGS or key.endswith("sasl.jaas.config")
 
 
 def shown(key, value) -> str:

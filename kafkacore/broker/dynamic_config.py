@@ -16,6 +16,11 @@ and where (Kafka's rules):
   (``log.cleaner.threads`` and its buffers and rate) are accepted and stored for Kafka's tools but
   change nothing here: kafkacore's network and request work is one event loop, its cleaner a
   background pass;
+- anywhere: the connection limits (``max.connections``, ``max.connections.per.ip``,
+  ``max.connections.per.ip.overrides``, ``max.connection.creation.rate``, and
+  ``listener.name.<l>.max.connections`` / ``.max.connection.creation.rate``, Kafka's
+  DynamicConnectionQuota): the accept loops follow at once (broker/connection_quotas.py); open
+  connections are not closed by a lower limit, as in Kafka;
 - per broker only: a listener's key store and trust store (``[listener.name.<l>.]ssl.keystore.*``,
   ``ssl.key.password``, ``ssl.truststore.*``): the listener's TLS context is rebuilt and new
   connections get it (certificates renewed without a restart); existing connections keep theirs.
@@ -24,9 +29,12 @@ and where (Kafka's rules):
   for its static configs.
 
 Password configs (``ssl.keystore.password``, ``ssl.key.password``, ``ssl.truststore.password``,
-``ssl.keystore.key``) are stored encrypted by Kafka with ``password.encoder.secret``; kafkacore
-does not encrypt them yet and refuses them dynamically (INVALID_CONFIG): keep passwords static and
-renew key stores that use them."""
+``ssl.keystore.key``, bare or listener-prefixed) are stored encrypted, as Kafka stores them, with
+``password.encoder.secret`` (security/password_encoder.py): the store holds Kafka's encoded text,
+this broker keeps the decoded value. Without the secret an alteration that sets one is refused
+as Kafka refuses it (INVALID_REQUEST, "Password encoder secret not configured"); a stored value
+this broker cannot decode (another secret) is logged and ignored, as in Kafka, and
+``password.encoder.old.secret`` decodes what the previous secret encoded."""
 from __future__ import annotations
 
 import logging
@@ -35,7 +43,8 @@ import threading
 from ..errors import InvalidConfigurationError, InvalidRequestError
 from ..security.client_quotas import DEFAULT as DEFAULT_ENTITY  # Kafka's ConfigEntityName.Default
 from ..storage.config import BROKER_DEFAULTS
-from .config import LISTENER_PREFIX, PASSWORD_CONFIGS, BrokerConfig
+from ..security.password_encoder import PasswordDecodeError
+from .config import LISTENER_PREFIX, LISTENER_QUOTA_CONFIGS, BrokerConfig, is_password
 
 log = logging.getLogger("kafkacore.broker")
 
@@ -49,7 +58,10 @@ NO_EFFECT_KEYS = frozenset({
     "background.threads", "log.cleaner.threads", "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.backoff.ms"})
-CLUSTER_WIDE_KEYS = LOG_DEFAULT_KEYS | NO_EFFECT_KEYS
+# Kafka's DynamicConnectionQuota.ReconfigurableConfigs
+CONNECTION_QUOTA_KEYS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                                   "max.connection.creation.rate"})
+CLUSTER_WIDE_KEYS = LOG_DEFAULT_KEYS | NO_EFFECT_KEYS | CONNECTION_QUOTA_KEYS
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: a key store or trust store, per broker
 KEYSTORE_KEYS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -68,24 +80,39 @@ def _ssl_setting(key):
     return None
 
 
+def _listener_quota(key) -> bool:
+    """listener.name.<l>.max.connections or .max.connection.creation.rate (Kafka's cluster-level
+    listener configs)."""
+    if not key.startswith(LISTENER_PREFIX):
+        return False
+    name, _dot, setting = key[len(LISTENER_PREFIX):].partition(".")
+    return bool(name) and setting in LISTENER_QUOTA_CONFIGS
+
+
+def cluster_wide(key) -> bool:
+    """May be set as the cluster default as well as per broker."""
+    return key in CLUSTER_WIDE_KEYS or _listener_quota(key)
+
+
 def is_dynamic(key) -> bool:
-    return key in CLUSTER_WIDE_KEYS or _ssl_setting(key) is not None
+    return cluster_wide(key) or _ssl_setting(key) is not None
 
 
-def check_keys(entity, keys) -> None:
-    """Kafka's checks of the keys of an alteration (INVALID_REQUEST / INVALID_CONFIG)."""
+def check_keys(entity, keys, encoder=None) -> None:
+    """Kafka's checks of the keys of an alteration (INVALID_REQUEST / INVALID_CONFIG);
+    ``encoder``: the broker's PasswordEncoder, None without password.encoder.secret."""
     static = sorted(k for k in keys if not is_dynamic(k))
     if static:
         raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(static)}")
     if entity == DEFAULT_ENTITY:
-        per_broker = sorted(k for k in keys if k not in CLUSTER_WIDE_KEYS)
+        per_broker = sorted(k for k in keys if not cluster_wide(k))
         if per_broker:
             raise InvalidRequestError("Cannot update these configs at default cluster level, broker id must be "
                                       f"specified: {', '.join(per_broker)}")
-    passwords = sorted(k for k in keys if (_ssl_setting(k) or (None, k))[1] in PASSWORD_CONFIGS)
-    if passwords:
-        raise InvalidConfigurationError(f"{', '.join(passwords)}: password configs cannot be set dynamically here "
-                                        "(they would need password.encoder.secret's encryption); set them statically")
+    if encoder is None and any(is_password(k) for k in keys):
+        name = "" if entity == DEFAULT_ENTITY else entity
+        raise InvalidRequestError(f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): "
+                                  "Password encoder secret not configured")  # Kafka's words
 
 
 class DynamicBrokerConfig:
@@ -97,6 +124,9 @@ class DynamicBrokerConfig:
         self.cluster_default: dict[str, str] = {}
         self.per_broker: dict[str, str] = {}
         self._lock = threading.Lock()  # the handlers' worker threads and the config manager
+        # password configs' encryption in the store (static settings, as in Kafka)
+        self.encoder = broker.config.password_encoder()
+        self.old_encoder = broker.config.password_encoder("password.encoder.old.secret")
 
     def entity_of(self) -> str:
         return str(self.broker.node_id)
@@ -116,7 +146,7 @@ class DynamicBrokerConfig:
         """(effective BrokerConfig, rebuilt TLS listeners) if the entity's configs became
         ``configs``; INVALID_CONFIG naming the key at fault otherwise. ``reload_keys``: key-store
         keys named by the request, whose listeners are rebuilt even when the value is the same."""
-        check_keys(entity, configs)
+        check_keys(entity, configs, self.encoder)
         cluster_default = configs if entity == DEFAULT_ENTITY else self.cluster_default
         per_broker = self.per_broker if entity == DEFAULT_ENTITY else configs
         effective = self._effective(cluster_default, per_broker)
@@ -144,7 +174,7 @@ class DynamicBrokerConfig:
             effective, tls = self.validate(entity, configs, reload_keys)
             if validate_only:
                 return
-            store(entity, configs)
+            store(entity, {k: self.encoder.encode(v) if is_password(k) else v for k, v in configs.items()})
             if entity == DEFAULT_ENTITY:
                 self.cluster_default = dict(configs)
             else:
@@ -155,8 +185,8 @@ class DynamicBrokerConfig:
         """The stored layers (start-up, or another broker's change): applied when valid; a
         layer written by another tool that this broker cannot apply is logged and skipped."""
         with self._lock:
-            cluster_default = {k: v for k, v in cluster_default.items() if self._usable(DEFAULT_ENTITY, k)}
-            per_broker = {k: v for k, v in per_broker.items() if self._usable(self.entity_of(), k)}
+            cluster_default = self._decoded(DEFAULT_ENTITY, cluster_default)
+            per_broker = self._decoded(self.entity_of(), per_broker)
             if (cluster_default, per_broker) == (self.cluster_default, self.per_broker):
                 return
             try:
@@ -168,9 +198,34 @@ class DynamicBrokerConfig:
             self.cluster_default, self.per_broker = cluster_default, per_broker
             self._apply(effective, tls)
 
+    def _decoded(self, entity, stored) -> dict:
+        """A stored layer as this broker applies it: the keys it may apply, passwords decoded
+        (with the old secret when the current one cannot); the rest logged and left out."""
+        out = {}
+        for key, value in stored.items():
+            if not self._usable(entity, key):
+                continue
+            if is_password(key) and value is not None:
+                value = self._decode(key, value)
+                if value is None:
+                    continue
+            out[key] = value
+        return out
+
+    def _decode(self, key, value):
+        for encoder in (self.encoder, self.old_encoder):
+            if encoder is not None:
+                try:
+                    return encoder.decode(value)
+                except PasswordDecodeError:
+                    continue
+        log.error("broker %d: dynamic password config %s could not be decoded, ignoring (password.encoder.secret "
+                  "is not the one it was stored with)", self.broker.node_id, key)
+        return None
+
     def _usable(self, entity, key):
         try:
-            check_keys(entity, [key])
+            check_keys(entity, [key], self.encoder)
             return True
         except (InvalidRequestError, InvalidConfigurationError) as e:
             log.warning("broker %d: dynamic config %s of %s ignored: %s", self.broker.node_id, key, entity,
@@ -197,6 +252,9 @@ class DynamicBrokerConfig:
         if cfg.log_config.describe() != effective.log_config.describe():
             cfg.log_config = effective.log_config
             broker.log_manager.set_default_config(effective.log_config)
+        quotas = broker.connection_quotas
+        if quotas is not None:
+            broker.loop.call_soon_threadsafe(quotas.reconfigure, cfg)
         listeners = getattr(broker, "listener_tls", None) or {}
         for name, new in tls.items():
             listeners[name].context = new.context  # new connections; open ones keep their session

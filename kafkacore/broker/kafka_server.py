@@ -96,8 +96,11 @@ class KafkaServer:
         # same way; the TLS listeners whose key stores they may reload (set by broker/main.py)
         self.dynamic_config = DynamicBrokerConfig(self)
         self.listener_tls = {}
-        # ... and their sensors, which the connections record on (broker/quotas.py)
+        # the client quotas' sensors, which the connections record on (broker/quotas.py)
         self.quotas = ClientQuotaManagers(self.quota_configs, cfg["quota.window.size.seconds"], cfg["quota.window.num"])
+        # the SocketServer's connection limits (broker/connection_quotas.py) while it serves;
+        # dynamic configs reconfigure them
+        self.connection_quotas = None
         # the ACLs and decisions on them, filled from the metadata store by the ACL store
         # (kafkacore/cluster/acl_store.py); None without authorizer.class.name
         self.authorizer = Authorizer(parse_super_users(cfg["super.users"]), cfg["allow.everyone.if.no.acl.found"]) \

@@ -197,6 +197,7 @@ class BrokerMetrics:
         self._render_replicas(out)
         self._render_partitions(out)
         self._render_fetch_sessions(out)
+        self._render_connections(out)
         self._render_controller(out)
         self._render_network(out)
         out.gauge("kafka_server_kafkaserver_brokerstate", BROKER_STATE_RUNNING,
@@ -371,6 +372,17 @@ class BrokerMetrics:
         out.counter(prefix + "incrementalfetchsessionevictions_total", cache.evictions if cache is not None else 0,
                     "sessions evicted to make room for new ones "
                     "(kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec)")
+
+    def _render_connections(self, out):
+        quotas = self.broker.connection_quotas
+        if quotas is None:
+            return
+        name = "kafka_server_socket_server_metrics_connection_count"
+        out.family(name, "gauge", "open connections of a listener, counted as max.connections counts them "
+                   "(kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N connection-count, "
+                   "summed over the processors)")
+        for listener, count in sorted(quotas.by_listener.items()):
+            out.sample(name, (("listener", listener),), count)
 
     def _render_controller(self, out):
         prefix = "kafka_controller_kafkacontroller_"

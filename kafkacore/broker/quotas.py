@@ -2,7 +2,7 @@
 KIP-219 and KIP-599; the arithmetic and sensors are security/client_quotas.py).
 
 With no quota set on any entity (``QuotaConfigs.active`` false) a connection tests that one
-flag per request and nothing else. Otherwise each connection keeps a ``ConnectionQuotas``: the
+flag per request and nothing else. Otherwise each connection keeps a ``ClientQuotaSensors``: the
 sensors of its (user, client id) resolved once and cached until the quota configs change, so a
 client without a quota costs a tuple comparison per request. After a request is handled (once
 its response is ready, for a long-poll fetch or a delayed produce):
@@ -43,7 +43,7 @@ THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."  #
 _NANOS_TO_PERCENTAGE = 100.0  # seconds of handler time -> percent of one thread over a second
 
 
-class ConnectionQuotas:
+class ClientQuotaSensors:
     """A connection's sensors for its current (user, client id), re-resolved when either or the
     broker's quota configs change."""
 

@@ -25,7 +25,7 @@ class RequestContext:
         self.sasl = sasl  # the connection's SaslAuthenticator on a SASL listener, else None
         # True for the broker's requests to itself (broker/local_channel.py): never refused by ACLs
         self.trusted = trusted
-        # the connection's broker/quotas.ConnectionQuotas while any client quota is set, else None;
+        # the connection's broker/quotas.ClientQuotaSensors while any client quota is set, else None;
         # mutation_quota: the request's controller_mutation_rate quota once a handler asked for it
         self.quotas = quotas
         self.mutation_quota = None

@@ -11,7 +11,10 @@ One ``Connection`` per client socket:
   or an awaitable (a long-poll fetch, a JoinGroup waiting for the rebalance). Responses leave
   in request order: a ready response behind a pending one waits for it, and a slow request
   blocks only its own connection;
-- one asyncio server per listener (``listeners``: PLAINTEXT or SSL, any names); each connection
+- one accept loop per listener (``listeners``: PLAINTEXT or SSL, any names; connection_quotas.py's
+  Acceptor, which stops accepting at Kafka's connection limits); a connection counts in the
+  limits until it closes, however that happens (``_forget``), and after a failed login it
+  is muted and closed connection.failed.authentication.delay.ms later; each connection
   knows its ``Listener`` and, once authenticated, its principal (broker/security.py), and hands
   both to the handlers in the RequestContext;
 - an SSL listener's connection starts with the TLS handshake (``loop.start_tls``, bounded by
@@ -49,9 +52,9 @@ from ..errors import KafkaError, UnsupportedVersionError
 from ..protocol.api_table import API_TABLE, ApiKey
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
+from .connection_quotas import Acceptor, ConnectionQuotas
 from .handlers import HANDLERS, api_versions
-from .connection_limits import ConnectionLimits
-from .quotas import EXEMPT_APIS, ConnectionQuotas
+from .quotas import EXEMPT_APIS, ClientQuotaSensors
 from .request import RequestContext
 from .sasl_authenticator import SaslAuthenticator
 from .security import ANONYMOUS, NoMatchingRule
@@ -105,9 +108,13 @@ class Listener:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server, listener):
+    def __init__(self, server, listener, counted_address=None):
         self.server = server
         self.listener = listener
+        # the address this connection counts under in the server's connection_quotas until it
+        # gives its place back (_forget); None: not counted
+        self.counted_address = counted_address
+        self.delayed_close = None  # the timer of a close after a failed login
         self.principal = ANONYMOUS
         self.sasl = None  # a SaslAuthenticator on a SASL listener (made when the peer is known)
         self.handshake_task = None
@@ -120,8 +127,6 @@ class Connection(asyncio.BufferedProtocol):
         self.id = next(_ids)
         self.transport = None
         self.peer = "?"
-        self.ip = "?"
-        self.counted = False  # in the server's connection counts (connection_limits.py)
         self.buf = bytearray(READ_BUFFER_BYTES)
         self.view = memoryview(self.buf)
         self.start = 0  # first unparsed byte in buf
@@ -147,15 +152,6 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.ip = peer[0] if peer else "?"
-        quotas = self.server.connection_limits
-        why = quotas.admit(self.ip, self.listener.name)
-        if why is not None:
-            quotas.refused(self.ip, why)
-            self.closed = True
-            transport.abort()
-            return
-        self.counted = True
         self.server.connections.add(self)
         if self.listener.sasl is not None:
             self.sasl = SaslAuthenticator(self.listener.sasl, self.peer)
@@ -171,23 +167,25 @@ class Connection(asyncio.BufferedProtocol):
                                                  ssl_handshake_timeout=timeout_s)
         except asyncio.CancelledError:
             transport.abort()
+            self._forget()
             raise
         except (OSError, ConnectionError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
             if not self.closed:
                 log.info("connection %d from %s on listener %s: TLS handshake failed: %s", self.id, self.peer,
                          self.listener.name, _one_line(e))
             self.closed = True
-            self._forget()
             transport.abort()
+            self._forget()  # a failed handshake never reaches connection_lost
             return
         if self.closed:
             tls_transport.abort()
+            self._forget()
             return
         self.transport = tls_transport
         try:
             self.principal = self.listener.tls.principal_mapper.principal(tls_transport.get_extra_info("peercert"))
         except NoMatchingRule as e:  # Kafka fails the authentication
-            self.close(f"authentication failed: {e}")
+            self._close_failed_authentication(f"TLS authentication failed: {e}")
             return
         self.last_read = monotonic()
         log.debug("connection %d from %s on listener %s: TLS %s, principal %s", self.id, self.peer,
@@ -197,15 +195,18 @@ class Connection(asyncio.BufferedProtocol):
             self._parse_frames()
 
     def _forget(self):
-        """Out of the server's connections and its connection counts (once)."""
+        """Out of the server's connections, and its place in the connection limits given back
+        (once, whichever way the connection ended)."""
         self.server.connections.discard(self)
-        if self.counted:
-            self.counted = False
-            self.server.connection_limits.release(self.ip, self.listener.name)
+        address, self.counted_address = self.counted_address, None
+        if address is not None:
+            self.server.connection_quotas.release(self.listener.name, address)
 
     def connection_lost(self, exc):
         self.closed = True
         self._forget()
+        if self.delayed_close is not None:
+            self.delayed_close.cancel()
         for item in self.pending:
             resp = item[4]
             if isinstance(resp, asyncio.Future) and not resp.done():
@@ -373,7 +374,7 @@ class Connection(asyncio.BufferedProtocol):
             # the common case: answered at once, nothing queued ahead
             self._write_ready(api_key, version, correlation_id, request, response, entry, t0)
             if sasl is not None and sasl.failed:
-                self._close_after_answer("the SASL login failed")
+                self._close_failed_authentication("the SASL login failed")
             return
         self.pending.append([api_key, version, correlation_id, request, response, entry, t0])
         if self.writer_task is None or self.writer_task.done():
@@ -384,10 +385,10 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.pause_reading()
 
     def _quotas(self, sasl, header):
-        """This connection's ConnectionQuotas, resolved for the request's principal and client id."""
+        """This connection's ClientQuotaSensors, resolved for the request's principal and client id."""
         quotas = self.quotas
         if quotas is None:
-            quotas = self.quotas = ConnectionQuotas(self.broker.quotas)
+            quotas = self.quotas = ClientQuotaSensors(self.broker.quotas)
         principal = sasl.principal if sasl is not None and sasl.authenticated else self.principal
         quotas.resolve(principal.name, header.client_id or "")
         return quotas
@@ -428,23 +429,29 @@ class Connection(asyncio.BufferedProtocol):
             answer = self.sasl.raw_token(bytes(frame))
         except KafkaError as e:
             log.info("connection %d from %s: SASL login failed: %s", self.id, self.peer, e.message)
-            self.close("the SASL login failed", logging.INFO)
+            self._close_failed_authentication("the SASL login failed")  # v0 has no way to say why
             return
         self.transport.write(_size.pack(len(answer)) + answer)
 
-    def _close_after_answer(self, reason):
-        """Closes once what was written has gone (the client reads why it failed first), after
-        connection.failed.authentication.delay.ms (Kafka's delayed close: a client retrying a
-        wrong password in a loop costs the broker little); nothing more is read meanwhile."""
-        if not self.closed:
-            log.info("closing connection %d from %s: %s", self.id, self.peer, reason)
-            self.closed = True
-            delay_ms = self.broker.config["connection.failed.authentication.delay.ms"]
-            if delay_ms > 0:
-                self.transport.pause_reading()
-                asyncio.get_running_loop().call_later(delay_ms / 1000, self.transport.close)
-            else:
-                self.transport.close()
+    def _close_failed_authentication(self, reason):
+        """Kafka's delayed close after a failed authentication: what was written (the failure's
+        answer) goes, nothing more is read, and the connection closes after
+        connection.failed.authentication.delay.ms, so a client retrying a password cannot do it
+        at the rate of the network (the event loop serves the others meanwhile). A failed
+        re-authentication closes at once, as in Kafka (that client did log in once)."""
+        if self.closed:
+            return
+        self.closed = True
+        delay_s = self.server.failed_authentication_delay_s
+        if self.sasl is not None and self.sasl.authenticated:
+            delay_s = 0
+        log.info("closing connection %d from %s: %s%s", self.id, self.peer, reason,
+                 f" (in {delay_s * 1000:.0f} ms: connection.failed.authentication.delay.ms)" if delay_s else "")
+        if delay_s <= 0:
+            self.transport.close()
+            return
+        self.transport.pause_reading()
+        self.delayed_close = asyncio.get_running_loop().call_later(delay_s, self.transport.close)
 
     async def _once_started(self, entry, ctx, request, version):
         """A client's request that came while the broker was starting: handled once it is in
@@ -587,7 +594,7 @@ class Connection(asyncio.BufferedProtocol):
                         await self._send_slice(part)
                 self.pending.popleft()
                 if self.sasl is not None and self.sasl.failed and not self.pending:
-                    self._close_after_answer("the SASL login failed")
+                    self._close_failed_authentication("the SASL login failed")
                     return
                 if self.metrics is not None:
                     # a Writer here was made by _write_ready, which counted its record bytes
@@ -681,9 +688,13 @@ class SocketServer:
     def __init__(self, broker):
         self.broker = broker
         self.connections = set()
-        self.connection_limits = ConnectionLimits(broker.config)
-        self.servers = {}  # listener name -> asyncio.Server
+        self.servers = {}  # listener name -> its connection_quotas.Acceptor
         self._expiry_task = None
+        # max.connections and the other limits (Kafka's ConnectionQuotas, connection_quotas.py)
+        self.connection_quotas = ConnectionQuotas(broker.config)
+        self.connection_quotas.on_over_broker_limit = self._make_room
+        broker.connection_quotas = self.connection_quotas  # dynamic configs reconfigure it
+        self.failed_authentication_delay_s = broker.config["connection.failed.authentication.delay.ms"] / 1000
 
     async def start(self, host=None, port=None, sock=None, listener=None):
         """Serves one listener on host:port, or on ``sock`` already bound by bind_listener;
@@ -692,15 +703,26 @@ class SocketServer:
         if listener is None:
             listener = Listener(self.broker.config.primary_listener_name)
         loop = asyncio.get_running_loop()
-        if sock is not None:
-            server = await loop.create_server(lambda: Connection(self, listener), sock=sock, backlog=1024)
-        else:
-            server = await loop.create_server(lambda: Connection(self, listener), host, port, reuse_address=True,
-                                              backlog=1024)
+        if sock is None:
+            sock = bind_listener(host, port)
+        self.connection_quotas.add_listener(listener.name)
+        # our own accept loop, not loop.create_server: the connection limits must be able to stop accepting
+        server = Acceptor(sock, listener.name, self.connection_quotas,
+                          lambda address: Connection(self, listener, address))
+        server.start()
         self.servers[listener.name] = server
         if self._expiry_task is None:
             self._expiry_task = loop.create_task(self._expire_connections())
         return server.sockets[0].getsockname()[:2]
+
+    def _make_room(self, listener_name):
+        """An inter-broker connection took the broker over max.connections: the least recently
+        active connection of another listener makes room (Kafka's KIP-402)."""
+        others = [c for c in self.connections if c.listener.name != listener_name and not c.closed]
+        if others:
+            victim = min(others, key=lambda c: c.last_read)
+            victim.close(f"making room for an inter-broker connection on listener {listener_name} "
+                         f"(max.connections={self.connection_quotas.max_connections})", logging.INFO)
 
     async def _expire_connections(self):
         idle_ms = self.broker.config["connections.max.idle.ms"]

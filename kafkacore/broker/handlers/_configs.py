@@ -21,7 +21,7 @@ from ...errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailed
 from ...storage.config import BROKER_DEFAULTS, TOPIC_CONFIGS, LogConfig
 from ...storage.log_manager import validate_topic_name
 from ..authorization import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, authorize
-from ..config import BROKER_CONFIGS, PASSWORD_CONFIGS
+from ..config import BROKER_CONFIGS, is_password
 from ..dynamic_config import DEFAULT_ENTITY as BROKER_DEFAULT_ENTITY
 from ..dynamic_config import SOURCE_DYNAMIC_DEFAULT_BROKER, is_dynamic
 
@@ -162,7 +162,7 @@ def broker_entries(broker) -> list[DescribedConfig]:
         synonyms = [(name, v, src) for v, src in dynamic.source(name)] + [(name, value, source)]
         value, source = synonyms[0][1], synonyms[0][2]
         read_only = not is_dynamic(name)
-        if name in PASSWORD_CONFIGS:
+        if is_password(name):
             out.append(DescribedConfig(name, None, source, [(n, None, src) for n, _v, src in synonyms], read_only,
                                        T_PASSWORD, doc, True))
         else:
