@@ -206,6 +206,13 @@ def test_oauthbearer_takes_a_valid_unsecured_token_and_its_principal():
     assert server.authorization_id == "u"
 
 
+def _raw_token(claims_json):
+    """An unsecured JWS whose claims are ``claims_json`` exactly as written."""
+    def part(text):
+        return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+    return part('{"alg":"none"}') + "." + part(claims_json) + "."
+
+
 @pytest.mark.parametrize("token,why", [
     (oauthbearer.unsecured_token("u", lifetime_s=-1, now_s=NOW_S), "expired"),
     (oauthbearer.unsecured_token("u", now_s=NOW_S + 600), "issued in the future"),
@@ -213,6 +220,10 @@ def test_oauthbearer_takes_a_valid_unsecured_token_and_its_principal():
     (oauthbearer.unsecured_token("u", now_s=NOW_S) + "c2lnbmVk", "only unsecured"),
     ("a.b", "three dot-separated"),
     ("bm90anNvbg.e30.", "not base64url-encoded JSON"),
+    # numbers JSON allows that are no time (found by ci/fuzz_sasl.py: iat 1e999 raised OverflowError)
+    (_raw_token('{"sub": "u", "exp": 1e999}'), "exp claim is not a time"),
+    (_raw_token('{"sub": "u", "exp": NaN}'), "exp claim is not a time"),
+    (_raw_token('{"sub": "u", "exp": %d, "iat": 1795925e569}' % (NOW_S + 60)), "iat claim is not a time"),
 ])
 def test_oauthbearer_refuses_a_bad_token_with_the_error_challenge_then_fails(token, why):
     server = oauthbearer.OAuthBearerServer(_validator(unsecuredValidatorRequiredScope="kafka")

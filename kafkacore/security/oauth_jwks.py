@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Callable
 
 from ..errors import InvalidConfigurationError
-from .oauthbearer import TokenValidationError, ValidatedToken
+from .oauthbearer import TokenValidationError, ValidatedToken, claim_time_ms
 
 log = logging.getLogger("kafkacore.security")
 
@@ -263,20 +263,21 @@ class JwksValidator:
         if not key.verify(alg, f"{parts[0]}.{parts[1]}".encode("ascii"), signature):
             raise TokenValidationError("the token's signature does not verify")
         now = self.clock_ms()
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+        exp_ms = claim_time_ms(claims, "exp")
+        if exp_ms is None:
             raise TokenValidationError("the token has no numeric exp claim")
-        if now - self.skew_ms >= exp * 1000:
+        if now - self.skew_ms >= exp_ms:
             raise TokenValidationError("the token has expired")
         for name in ("iat", "nbf"):
-            value = claims.get(name)
-            if value is not None and (not isinstance(value, (int, float)) or value * 1000 > now + self.skew_ms):
+            value_ms = claim_time_ms(claims, name)
+            if value_ms is not None and value_ms > now + self.skew_ms:
                 raise TokenValidationError(f"the token's {name} is not a time before now")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise TokenValidationError("the token's issuer (iss) is not the expected one")
         if self.audience:
             aud = claims.get("aud")
-            auds = {aud} if isinstance(aud, str) else set(aud) if isinstance(aud, list) else set()
+            auds = {aud} if isinstance(aud, str) else {a for a in aud if isinstance(a, str)} if isinstance(aud, list) \
+                else set()
             if not auds & self.audience:
                 raise TokenValidationError("the token's audience (aud) is not an expected one")
         principal = claims.get(self.sub_claim)
@@ -285,5 +286,4 @@ class JwksValidator:
         scope_claim = claims.get(self.scope_claim, [])
         scope = frozenset(scope_claim.split() if isinstance(scope_claim, str) else
                           (s for s in scope_claim if isinstance(s, str)) if isinstance(scope_claim, list) else ())
-        iat = claims.get("iat")
-        return ValidatedToken(principal, int(exp * 1000), scope, int(iat * 1000) if iat is not None else None)
+        return ValidatedToken(principal, exp_ms, scope, claim_time_ms(claims, "iat"))

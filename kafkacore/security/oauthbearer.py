@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -77,20 +78,14 @@ class UnsecuredJwsValidator:
         if header.get("alg") != "none" or parts[2]:
             raise TokenValidationError("only unsecured tokens (alg none, no signature) are accepted by this validator")
         now = self.clock_ms()
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+        exp_ms = claim_time_ms(claims, "exp")
+        if exp_ms is None:
             raise TokenValidationError("the token has no numeric exp claim")
-        exp_ms = int(exp * 1000)
         if now - self.clock_skew_ms >= exp_ms:
             raise TokenValidationError("the token has expired")
-        iat = claims.get("iat")
-        iat_ms = None
-        if iat is not None:
-            if not isinstance(iat, (int, float)) or isinstance(iat, bool):
-                raise TokenValidationError("the token's iat claim is not a number")
-            iat_ms = int(iat * 1000)
-            if iat_ms > now + self.clock_skew_ms:
-                raise TokenValidationError("the token was issued in the future (iat)")
+        iat_ms = claim_time_ms(claims, "iat")
+        if iat_ms is not None and iat_ms > now + self.clock_skew_ms:
+            raise TokenValidationError("the token was issued in the future (iat)")
         principal = claims.get(self.principal_claim)
         if not isinstance(principal, str) or not principal.strip():
             raise TokenValidationError(f"the token has no {self.principal_claim} claim naming the principal")
@@ -101,6 +96,23 @@ class UnsecuredJwsValidator:
         if missing:
             raise TokenValidationError(f"the token's scope lacks {' '.join(sorted(missing))}")
         return ValidatedToken(principal, exp_ms, scope, iat_ms)
+
+
+# RFC 7519's NumericDate is seconds; beyond this (about 300,000 years) a number is no time a token
+# could mean, and JSON's 1e999 or NaN would not convert to milliseconds at all
+_MAX_NUMERIC_DATE_S = 1e13
+
+
+def claim_time_ms(claims: Mapping, name: str) -> int | None:
+    """A NumericDate claim (exp, iat, nbf) in milliseconds; None when the token has none.
+    Anything but a finite number of seconds is a TokenValidationError."""
+    value = claims.get(name)
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or abs(value) > _MAX_NUMERIC_DATE_S):
+        raise TokenValidationError(f"the token's {name} claim is not a time (a number of seconds)")
+    return int(value * 1000)
 
 
 def _fail(what):
