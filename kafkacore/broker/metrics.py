@@ -98,7 +98,6 @@ class BrokerMetrics:
         self.requests[ApiKey.FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
         self.fetch_follower = RequestCounters("FetchFollower", fetch.max_version)
         self.started = _process_start_time()
-        self.socket_server = None  # the SocketServer, for the connection counts (set by main.py)
         self.loop_idle = None  # a LoopIdle once watch_loop ran
 
     def watch_loop(self, loop):
@@ -336,17 +335,9 @@ class BrokerMetrics:
                 out.sample(name, labels, values[i])
 
     def _render_network(self, out):
-        """Connections per listener, the event loop's idle share (it is the network thread and
-        the request handler: broker/loop_idle.py) and the unclean elections of the controller."""
-        server = self.socket_server
-        if server is not None:
-            per_listener = server.connection_limits.per_listener
-            name = "kafka_server_socket_server_metrics_connection_count"
-            out.family(name, "gauge", "open connections of the listener; one network processor, the event loop "
-                                      "(kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N "
-                                      "connection-count)")
-            for listener in sorted({ep.listener_name for ep in self.broker.config.listeners} | set(per_listener)):
-                out.sample(name, (("listener", listener), ("networkProcessor", "0")), per_listener.get(listener, 0))
+        """The event loop's idle share (it is the network thread and the request handler:
+        broker/loop_idle.py) and the unclean elections of the controller; the connections per
+        listener are _render_connections'."""
         idle = self.loop_idle
         if idle is not None:
             out.gauge("kafka_network_socketserver_networkprocessoravgidle_percent", idle.recent(),
