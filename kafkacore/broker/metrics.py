@@ -18,6 +18,7 @@ import os
 import resource
 import time
 from bisect import bisect_left
+from collections import deque
 from time import perf_counter
 
 from ..errors import MessageTooLargeError, RecordListTooLargeError
@@ -31,6 +32,16 @@ from .fetch_session import FetchSessionCache
 TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
                    10000.0, 30000.0)
 _LE = tuple(f"{b:g}" for b in TIME_BUCKETS_MS) + ("+Inf",)
+
+# The percentiles Kafka's Yammer histograms expose (50thPercentile ... 999thPercentile), as the
+# JMX exporter's kafka-2_0_0.yml rule labels them: quantile="0.$N" from the attribute's digits.
+QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99), ("0.999", 0.999))
+# Kafka's histograms sample into an exponentially decaying reservoir biased to the last ~5
+# minutes; the quantiles here are over the requests of about the last QUANTILE_WINDOW_S seconds.
+QUANTILE_WINDOW_S = 300.0
+# A scrape keeps the bucket counts it saw as a window start at most this often, bounding the
+# marks kept to QUANTILE_WINDOW_S / MARK_EVERY_S per request name whatever the scrape rate.
+MARK_EVERY_S = 5.0
 
 
 # Kafka's BrokerState value while serving (RunningAsBroker in ZooKeeper mode, RUNNING in KRaft):
@@ -59,7 +70,7 @@ class TopicCounters:
 class RequestCounters:
     """Kafka's RequestMetrics of one request name: RequestsPerSec by version, TotalTimeMs."""
 
-    __slots__ = ("name", "by_version", "buckets", "sum_ms", "count")
+    __slots__ = ("name", "by_version", "buckets", "sum_ms", "count", "marks")
 
     def __init__(self, name, max_version):
         self.name = name
@@ -67,12 +78,53 @@ class RequestCounters:
         self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)  # per bucket, not cumulative; the last is +Inf
         self.sum_ms = 0.0
         self.count = 0
+        # (monotonic time, bucket counts then) taken by scrapes, oldest first: the window's start
+        # is the newest mark at least QUANTILE_WINDOW_S old (the broker's start before any)
+        self.marks = deque()
+
+    def recent_quantiles(self, now):
+        """The QUANTILES of the request times of about the last QUANTILE_WINDOW_S seconds, in ms,
+        interpolated within the buckets (as histogram_quantile does); of all requests since the
+        start when none came in the window (a Yammer reservoir, too, keeps its samples while no
+        new ones come). Scrape time only: the request path keeps just its bucket increments."""
+        marks = self.marks
+        while len(marks) > 1 and marks[1][0] <= now - QUANTILE_WINDOW_S:
+            marks.popleft()
+        current = tuple(self.buckets)
+        counts = current
+        if marks:
+            start = marks[0][1]
+            window = tuple(c - s for c, s in zip(current, start))
+            if any(window):
+                counts = window
+        if not marks or now - marks[-1][0] >= MARK_EVERY_S:
+            marks.append((now, current))
+        return [(label, bucket_quantile(q, counts)) for label, q in QUANTILES]
 
     def observe(self, version, ms):
         self.count += 1
         self.sum_ms += ms
         self.by_version[version] += 1
         self.buckets[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+
+
+def bucket_quantile(q, counts):
+    """The q-quantile (0 < q < 1) of times counted per TIME_BUCKETS_MS bucket (``counts``: not
+    cumulative, the last one +Inf), linearly interpolated within its bucket; the highest finite
+    bound for the +Inf bucket; NaN for no times at all (Prometheus' summaries say NaN too)."""
+    total = sum(counts)
+    if not total:
+        return float("nan")
+    rank = q * total
+    below = 0
+    for i, n in enumerate(counts):
+        if n and below + n >= rank:
+            if i == len(TIME_BUCKETS_MS):
+                return TIME_BUCKETS_MS[-1]
+            lower = TIME_BUCKETS_MS[i - 1] if i else 0.0
+            return lower + (TIME_BUCKETS_MS[i] - lower) * (rank - below) / n
+        below += n
+    return TIME_BUCKETS_MS[-1]
 
 
 def _fetch_replica_id(request, version):
@@ -252,9 +304,32 @@ class BrokerMetrics:
             for version, n in enumerate(r.by_version):
                 if n:
                     out.sample(name, (("request", r.name), ("version", str(version))), n)
+        # Kafka's TotalTimeMs as the JMX exporter's rules serve it: the percentile attributes as
+        # gauges with a quantile label, the Count as its own family. Typed gauge as it types
+        # them, not summary: Prometheus 3 normalises a summary's quantile values ("0.50" to
+        # "0.5", its 3.0 migration guide), which panels written for the exporter would miss. The buckets are served too, as a
+        # histogram under a name of its own (one family cannot be both).
         name = "kafka_network_requestmetrics_totaltimems"
+        out.family(name, "gauge", "milliseconds from a request's arrival to its response written to the "
+                                  "socket, percentiles of about the last 5 minutes' requests "
+                                  "(kafka.network:type=RequestMetrics,name=TotalTimeMs, *thPercentile)")
+        now = time.monotonic()
+        for r in used:
+            labels = (("request", r.name),)
+            for label, ms in r.recent_quantiles(now):
+                out.sample(name, labels + (("quantile", label),), ms)
+        out.family(name + "_count", "counter", "requests timed since the broker started "
+                                               "(kafka.network:type=RequestMetrics,name=TotalTimeMs, Count)")
+        for r in used:
+            out.sample(name + "_count", (("request", r.name),), r.count)
+        out.family(name + "_sum", "counter", "milliseconds of the requests timed since the broker started "
+                                             "(kafka.network:type=RequestMetrics,name=TotalTimeMs: Mean x Count)")
+        for r in used:
+            out.sample(name + "_sum", (("request", r.name),), r.sum_ms)
+        name = "kafka_network_requestmetrics_totaltimems_histogram"
         out.family(name, "histogram", "milliseconds from a request's arrival to its response written to the "
-                                      "socket (kafka.network:type=RequestMetrics,name=TotalTimeMs)")
+                                      "socket, in buckets since the broker started "
+                                      "(kafka.network:type=RequestMetrics,name=TotalTimeMs)")
         for r in used:
             labels = (("request", r.name),)
             cumulative = 0
