@@ -477,3 +477,27 @@ def test_a_metrics_port_in_use_or_equal_to_the_listener_is_one_line(tmp_path):
     assert r.stderr.startswith(f"kafkacore: cannot serve metrics on 127.0.0.1:{taken} (metrics.port): ")
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "d").exists()  # refused before the data directory was made
+
+
+def test_percentiles_cover_about_the_last_five_minutes():
+    """Scrapes keep window starts; requests older than QUANTILE_WINDOW_S leave the percentiles,
+    and a name idle for the whole window keeps those of all its requests."""
+    from kafkacore.broker.metrics import MARK_EVERY_S, QUANTILE_WINDOW_S, RequestCounters
+
+    r = RequestCounters("Produce", 9)
+    assert all(v != v for _q, v in r.recent_quantiles(1000.0))  # NaN: nothing timed; a window start
+    for _ in range(100):
+        r.observe(9, 0.3)  # fast ones, (0.25, 0.5] ms
+    fast = dict(r.recent_quantiles(1000.0 + MARK_EVERY_S))  # a second window start
+    assert 0.25 < fast["0.50"] <= fast["0.999"] <= 0.5
+    for _ in range(10):
+        r.observe(9, 400.0)  # slow ones, (250, 500] ms
+    mixed = dict(r.recent_quantiles(1000.0 + 2 * MARK_EVERY_S))
+    assert mixed["0.50"] <= 0.5 and 250 < mixed["0.95"] <= 500
+    # the first window start too old: from the second one on, only the slow ones
+    late = dict(r.recent_quantiles(1000.0 + MARK_EVERY_S + QUANTILE_WINDOW_S))
+    assert 250 < late["0.50"] <= late["0.999"] <= 500
+    # nothing new for a whole window: all of them again, not nothing
+    idle = dict(r.recent_quantiles(1000.0 + 3 * QUANTILE_WINDOW_S))
+    assert idle == mixed
+    assert len(r.marks) <= QUANTILE_WINDOW_S / MARK_EVERY_S + 1
