@@ -10,7 +10,8 @@ Two kinds, so the request path pays for nothing it does not need:
   broker counts on its event loop; the replica fetchers too). ``KafkaServer.metrics`` is None when
   ``metrics.port`` is not set, and the request path then only tests that;
 - gauges (log sizes, partition counts, groups, consumer lag), computed at scrape time by walking
-  the broker's own structures, never maintained on the request path.
+  the broker's own structures, never maintained on the request path. The request-time
+  percentiles too: from the request path's bucket counts, at scrape time (RequestCounters).
 """
 from __future__ import annotations
 
