@@ -172,7 +172,6 @@ async def run(config: BrokerConfig, ready=None, *, znodes=None, stop=None, crash
     broker.attach_loop(loop)
     server = SocketServer(broker)
     if broker.metrics is not None:
-        broker.metrics.socket_server = server
         broker.metrics.watch_loop(loop)
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

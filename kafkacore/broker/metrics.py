@@ -10,7 +10,8 @@ Two kinds, so the request path pays for nothing it does not need:
   broker counts on its event loop; the replica fetchers too). ``KafkaServer.metrics`` is None when
   ``metrics.port`` is not set, and the request path then only tests that;
 - gauges (log sizes, partition counts, groups, consumer lag), computed at scrape time by walking
-  the broker's own structures, never maintained on the request path.
+  the broker's own structures, never maintained on the request path. The request-time
+  percentiles too: from the request path's bucket counts, at scrape time (RequestCounters).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import os
 import resource
 import time
 from bisect import bisect_left
+from collections import deque
 from time import perf_counter
 
 from ..errors import MessageTooLargeError, RecordListTooLargeError
@@ -31,6 +33,16 @@ from .fetch_session import FetchSessionCache
 TIME_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
                    10000.0, 30000.0)
 _LE = tuple(f"{b:g}" for b in TIME_BUCKETS_MS) + ("+Inf",)
+
+# The percentiles Kafka's Yammer histograms expose (50thPercentile ... 999thPercentile), as the
+# JMX exporter's kafka-2_0_0.yml rule labels them: quantile="0.$N" from the attribute's digits.
+QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99), ("0.999", 0.999))
+# Kafka's histograms sample into an exponentially decaying reservoir biased to the last ~5
+# minutes; the quantiles here are over the requests of about the last QUANTILE_WINDOW_S seconds.
+QUANTILE_WINDOW_S = 300.0
+# A scrape keeps the bucket counts it saw as a window start at most this often, bounding the
+# marks kept to QUANTILE_WINDOW_S / MARK_EVERY_S per request name whatever the scrape rate.
+MARK_EVERY_S = 5.0
 
 
 # Kafka's BrokerState value while serving (RunningAsBroker in ZooKeeper mode, RUNNING in KRaft):
@@ -59,7 +71,7 @@ class TopicCounters:
 class RequestCounters:
     """Kafka's RequestMetrics of one request name: RequestsPerSec by version, TotalTimeMs."""
 
-    __slots__ = ("name", "by_version", "buckets", "sum_ms", "count")
+    __slots__ = ("name", "by_version", "buckets", "sum_ms", "count", "marks")
 
     def __init__(self, name, max_version):
         self.name = name
@@ -67,12 +79,53 @@ class RequestCounters:
         self.buckets = [0] * (len(TIME_BUCKETS_MS) + 1)  # per bucket, not cumulative; the last is +Inf
         self.sum_ms = 0.0
         self.count = 0
+        # (monotonic time, bucket counts then) taken by scrapes, oldest first: the window's start
+        # is the newest mark at least QUANTILE_WINDOW_S old (the broker's start before any)
+        self.marks = deque()
+
+    def recent_quantiles(self, now):
+        """The QUANTILES of the request times of about the last QUANTILE_WINDOW_S seconds, in ms,
+        interpolated within the buckets (as histogram_quantile does); of all requests since the
+        start when none came in the window (a Yammer reservoir, too, keeps its samples while no
+        new ones come). Scrape time only: the request path keeps just its bucket increments."""
+        marks = self.marks
+        while len(marks) > 1 and marks[1][0] <= now - QUANTILE_WINDOW_S:
+            marks.popleft()
+        current = tuple(self.buckets)
+        counts = current
+        if marks:
+            start = marks[0][1]
+            window = tuple(c - s for c, s in zip(current, start))
+            if any(window):
+                counts = window
+        if not marks or now - marks[-1][0] >= MARK_EVERY_S:
+            marks.append((now, current))
+        return [(label, bucket_quantile(q, counts)) for label, q in QUANTILES]
 
     def observe(self, version, ms):
         self.count += 1
         self.sum_ms += ms
         self.by_version[version] += 1
         self.buckets[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+
+
+def bucket_quantile(q, counts):
+    """The q-quantile (0 < q < 1) of times counted per TIME_BUCKETS_MS bucket (``counts``: not
+    cumulative, the last one +Inf), linearly interpolated within its bucket; the highest finite
+    bound for the +Inf bucket; NaN for no times at all (Prometheus' summaries say NaN too)."""
+    total = sum(counts)
+    if not total:
+        return float("nan")
+    rank = q * total
+    below = 0
+    for i, n in enumerate(counts):
+        if n and below + n >= rank:
+            if i == len(TIME_BUCKETS_MS):
+                return TIME_BUCKETS_MS[-1]
+            lower = TIME_BUCKETS_MS[i - 1] if i else 0.0
+            return lower + (TIME_BUCKETS_MS[i] - lower) * (rank - below) / n
+        below += n
+    return TIME_BUCKETS_MS[-1]
 
 
 def _fetch_replica_id(request, version):
@@ -98,7 +151,6 @@ class BrokerMetrics:
         self.requests[ApiKey.FETCH] = RequestCounters("FetchConsumer", fetch.max_version)
         self.fetch_follower = RequestCounters("FetchFollower", fetch.max_version)
         self.started = _process_start_time()
-        self.socket_server = None  # the SocketServer, for the connection counts (set by main.py)
         self.loop_idle = None  # a LoopIdle once watch_loop ran
 
     def watch_loop(self, loop):
@@ -253,9 +305,32 @@ class BrokerMetrics:
             for version, n in enumerate(r.by_version):
                 if n:
                     out.sample(name, (("request", r.name), ("version", str(version))), n)
+        # Kafka's TotalTimeMs as the JMX exporter's rules serve it: the percentile attributes as
+        # gauges with a quantile label, the Count as its own family. Typed gauge as it types
+        # them, not summary: Prometheus 3 normalises a summary's quantile values ("0.50" to
+        # "0.5", its 3.0 migration guide), which panels written for the exporter would miss. The buckets are served too, as a
+        # histogram under a name of its own (one family cannot be both).
         name = "kafka_network_requestmetrics_totaltimems"
+        out.family(name, "gauge", "milliseconds from a request's arrival to its response written to the "
+                                  "socket, percentiles of about the last 5 minutes' requests "
+                                  "(kafka.network:type=RequestMetrics,name=TotalTimeMs, *thPercentile)")
+        now = time.monotonic()
+        for r in used:
+            labels = (("request", r.name),)
+            for label, ms in r.recent_quantiles(now):
+                out.sample(name, labels + (("quantile", label),), ms)
+        out.family(name + "_count", "counter", "requests timed since the broker started "
+                                               "(kafka.network:type=RequestMetrics,name=TotalTimeMs, Count)")
+        for r in used:
+            out.sample(name + "_count", (("request", r.name),), r.count)
+        out.family(name + "_sum", "counter", "milliseconds of the requests timed since the broker started "
+                                             "(kafka.network:type=RequestMetrics,name=TotalTimeMs: Mean x Count)")
+        for r in used:
+            out.sample(name + "_sum", (("request", r.name),), r.sum_ms)
+        name = "kafka_network_requestmetrics_totaltimems_histogram"
         out.family(name, "histogram", "milliseconds from a request's arrival to its response written to the "
-                                      "socket (kafka.network:type=RequestMetrics,name=TotalTimeMs)")
+                                      "socket, in buckets since the broker started "
+                                      "(kafka.network:type=RequestMetrics,name=TotalTimeMs)")
         for r in used:
             labels = (("request", r.name),)
             cumulative = 0
@@ -336,17 +411,9 @@ class BrokerMetrics:
                 out.sample(name, labels, values[i])
 
     def _render_network(self, out):
-        """Connections per listener, the event loop's idle share (it is the network thread and
-        the request handler: broker/loop_idle.py) and the unclean elections of the controller."""
-        server = self.socket_server
-        if server is not None:
-            per_listener = server.connection_limits.per_listener
-            name = "kafka_server_socket_server_metrics_connection_count"
-            out.family(name, "gauge", "open connections of the listener; one network processor, the event loop "
-                                      "(kafka.server:type=socket-server-metrics,listener=L,networkProcessor=N "
-                                      "connection-count)")
-            for listener in sorted({ep.listener_name for ep in self.broker.config.listeners} | set(per_listener)):
-                out.sample(name, (("listener", listener), ("networkProcessor", "0")), per_listener.get(listener, 0))
+        """The event loop's idle share (it is the network thread and the request handler:
+        broker/loop_idle.py) and the unclean elections of the controller; the connections per
+        listener are _render_connections'."""
         idle = self.loop_idle
         if idle is not None:
             out.gauge("kafka_network_socketserver_networkprocessoravgidle_percent", idle.recent(),

@@ -217,8 +217,10 @@ def test_large_and_long_polling_fetches_are_counted_once(broker):
     assert delta("kafka_server_brokertopicmetrics_bytesout_total") == size
     assert delta("kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer") == 2
     assert delta("kafka_network_requestmetrics_totaltimems_sum", request="FetchConsumer") >= 290
-    assert delta("kafka_network_requestmetrics_totaltimems_bucket", request="FetchConsumer", le="250") <= 1
-    assert delta("kafka_network_requestmetrics_totaltimems_bucket", request="FetchConsumer", le="+Inf") == 2
+    hist = "kafka_network_requestmetrics_totaltimems_histogram"
+    assert delta(hist + "_bucket", request="FetchConsumer", le="250") <= 1
+    assert delta(hist + "_bucket", request="FetchConsumer", le="+Inf") == 2
+    assert delta(hist + "_count", request="FetchConsumer") == 2
 
 
 def test_consumer_lag_is_log_end_minus_committed(broker):
@@ -366,11 +368,55 @@ def test_prometheus_scrapes_what_was_produced(broker, tmp_path):
             time.sleep(0.5)
         assert got == want, f"Prometheus scraped {got}, want {want}"
         # the histograms parsed as histograms: a quantile over Produce's buckets is a number
-        q = prom.value('histogram_quantile(0.5, sum by (le) (kafka_network_requestmetrics_totaltimems_bucket'
+        q = prom.value('histogram_quantile(0.5, sum by (le) (kafka_network_requestmetrics_totaltimems_histogram_bucket'
                        '{request="Produce"}))')
         assert q is not None and 0 < q <= 30000
+        # the percentile gauges as panels written for the JMX exporter's Kafka rules query them
+        # (docs/tools.md names their sources), in ms: FetchConsumer's top one holds a long poll
+        # that waited out its 300 ms at the log end of an empty topic
+        create_topic(broker.bootstrap, "m-prom-wait", 1)
+        with KafkaConnection("127.0.0.1", broker.port) as c:
+            t = time.monotonic()
+            c.call(FETCH, 12, request(FETCH, max_wait_ms=300, min_bytes=1, topics=[
+                FetchTopic(topic="m-prom-wait", partitions=[FetchPartition(partition=0, fetch_offset=0,
+                                                                           partition_max_bytes=1024)])]))
+            assert time.monotonic() - t >= 0.29
+        panels = {
+            "p50": 'kafka_network_requestmetrics_totaltimems{quantile="0.50",request="Produce"}',
+            "p99": 'kafka_network_requestmetrics_totaltimems{quantile="0.99",request="Produce"}',
+            "p999": 'kafka_network_requestmetrics_totaltimems{quantile="0.999",request="Produce"}',
+            "avg": 'avg(kafka_network_requestmetrics_totaltimems{quantile="0.99"})',
+            "count": 'kafka_network_requestmetrics_totaltimems_count{request="Produce"}',
+            "fetch_p999": 'kafka_network_requestmetrics_totaltimems{quantile="0.999",request="FetchConsumer"}',
+        }
+        deadline = time.monotonic() + 30
+        while ((got := {k: prom.value(q) for k, q in panels.items()})["fetch_p999"] or 0) < 250 \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert all(v is not None for v in got.values()), got
+        assert 0 < got["p50"] <= got["p99"] <= got["p999"] <= 30000, got
+        assert got["count"] > 0 and got["avg"] > 0, got
+        assert 250 <= got["fetch_p999"] <= 30000, got  # ms: the long poll, in seconds, would be 0.3
     finally:
         prom.stop()
+
+
+def test_percentiles_are_interpolated_within_the_buckets():
+    """The quantile gauges' arithmetic, on counts whose quantiles are known exactly."""
+    import math
+
+    from kafkacore.broker.metrics import TIME_BUCKETS_MS, bucket_quantile
+
+    counts = [0] * (len(TIME_BUCKETS_MS) + 1)
+    assert math.isnan(bucket_quantile(0.5, counts))
+    i1, i2 = TIME_BUCKETS_MS.index(1.0), TIME_BUCKETS_MS.index(500.0)
+    counts[i1] = 90  # 90 requests in (0.5, 1] ms
+    counts[i2] = 10  # 10 long polls in (250, 500] ms
+    assert bucket_quantile(0.45, counts) == pytest.approx(0.75)  # half-way through (0.5, 1]
+    assert bucket_quantile(0.90, counts) == pytest.approx(1.0)
+    assert bucket_quantile(0.95, counts) == pytest.approx(375.0)  # ms, not seconds
+    counts[-1] = 1  # beyond the last bound: the highest finite bound, as histogram_quantile says
+    assert bucket_quantile(0.999, counts) == TIME_BUCKETS_MS[-1]
 
 
 def test_log_format_json_makes_every_line_a_json_object(broker):
@@ -431,3 +477,27 @@ def test_a_metrics_port_in_use_or_equal_to_the_listener_is_one_line(tmp_path):
     assert r.stderr.startswith(f"kafkacore: cannot serve metrics on 127.0.0.1:{taken} (metrics.port): ")
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "d").exists()  # refused before the data directory was made
+
+
+def test_percentiles_cover_about_the_last_five_minutes():
+    """Scrapes keep window starts; requests older than QUANTILE_WINDOW_S leave the percentiles,
+    and a name idle for the whole window keeps those of all its requests."""
+    from kafkacore.broker.metrics import MARK_EVERY_S, QUANTILE_WINDOW_S, RequestCounters
+
+    r = RequestCounters("Produce", 9)
+    assert all(v != v for _q, v in r.recent_quantiles(1000.0))  # NaN: nothing timed; a window start
+    for _ in range(100):
+        r.observe(9, 0.3)  # fast ones, (0.25, 0.5] ms
+    fast = dict(r.recent_quantiles(1000.0 + MARK_EVERY_S))  # a second window start
+    assert 0.25 < fast["0.50"] <= fast["0.999"] <= 0.5
+    for _ in range(10):
+        r.observe(9, 400.0)  # slow ones, (250, 500] ms
+    mixed = dict(r.recent_quantiles(1000.0 + 2 * MARK_EVERY_S))
+    assert mixed["0.50"] <= 0.5 and 250 < mixed["0.95"] <= 500
+    # the first window start too old: from the second one on, only the slow ones
+    late = dict(r.recent_quantiles(1000.0 + MARK_EVERY_S + QUANTILE_WINDOW_S))
+    assert 250 < late["0.50"] <= late["0.999"] <= 500
+    # nothing new for a whole window: all of them again, not nothing
+    idle = dict(r.recent_quantiles(1000.0 + 3 * QUANTILE_WINDOW_S))
+    assert idle == mixed
+    assert len(r.marks) <= QUANTILE_WINDOW_S / MARK_EVERY_S + 1
