@@ -3,7 +3,7 @@
 quotas").
 
     python bench/bench_quota.py [--seconds 30] [--warmup S] [--quota 1048576] [--window-num 11] [--rounds 3]
-                                [--batch-size N] [--workdir DIR]
+                                [--pace-period 1] [--batch-size N] [--workdir DIR]
 
 One ``kafkacore serve`` broker (Kafka's quota.window.num / quota.window.size.seconds unless
 --window-num says otherwise). AlterClientQuotas sets producer_byte_rate for (user ANONYMOUS,
@@ -14,7 +14,9 @@ client id ``held``). Then, for --seconds each:
 2. --rounds times, alternating which goes first, two runs of two processes each:
    - ``held`` (the quota, sending as fast as it is let) beside ``neighbour``;
    - the paced control: ``paced`` (no quota; it holds itself to the quota's rate, the same
-     bytes a second in the same values and batches as ``held``) beside ``neighbour``.
+     bytes a second in the same values and batch settings as ``held``, a --pace-period's worth
+     at a time: by default a second's, so that its requests are as large as the throttled
+     client's, about one 1 MB request a second) beside ``neighbour``.
    The neighbour beside ``held`` over the neighbour beside ``paced`` is what the quota mechanism
    costs a client without one, apart from the CPU two busy clients take from it on a small
    machine (the neighbour beside/alone ratio mixes both).
@@ -44,11 +46,18 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
 
 VALUE = b"b" * 1000
+# the neighbour writes 100-200 MB/s: a run of 7 x 41 s filled 20 GB of /tmp before the topics
+# kept only their last segments (Kafka's retention.bytes, checked every second here, the files
+# removed a second after, not Kafka's 60 s: ~9 GB were waiting with 60 s)
+TOPIC_CONFIGS = {"segment.bytes": str(64 << 20), "retention.bytes": str(256 << 20), "file.delete.delay.ms": "1000"}
+BROKER_SETTINGS = {"log.retention.check.interval.ms": "1000"}
 
 
-def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0, batch_size=None, pace=None):
+def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0, batch_size=None, pace=None, pace_period=0.0):
     """Sends VALUE as fast as it can, or with ``pace`` (bytes/s) no faster than that: before each
-    value it waits until the bytes handed to the producer so far are within the pace."""
+    value it waits until the bytes handed to the producer so far are within the pace, counted
+    in steps of ``pace_period`` seconds (0: value by value; 1: a second's worth at once, which
+    librdkafka sends in requests as large as the throttled client's)."""
     from confluent_kafka import KafkaError, Producer
 
     acked, throttles, errors = [], [], []
@@ -68,7 +77,10 @@ def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0, batch_size=No
     handed = 0
     while time.monotonic() < end:
         if pace:
-            ahead = handed / pace - (time.monotonic() - start)
+            elapsed = time.monotonic() - start
+            if pace_period:
+                elapsed = (elapsed // pace_period + 1) * pace_period
+            ahead = handed / pace - elapsed
             if ahead > 0:
                 p.poll(min(ahead, 0.005))  # serves delivery reports while it waits
                 continue
@@ -88,13 +100,13 @@ def produce(bootstrap, client_id, topic, seconds, out, warmup=0.0, batch_size=No
              "throttles": len(throttles), "max_throttle_ms": max(throttles, default=0), "errors": errors[:3]})
 
 
-def run_together(bootstrap, specs, seconds, warmup=0.0, batch_size=None, pace=None):
+def run_together(bootstrap, specs, seconds, warmup=0.0, batch_size=None, pace=None, pace_period=0.0):
     """``specs``: (client id, topic) of each process; the ``held`` and ``paced`` clients get
     ``batch_size``, ``paced`` also ``pace``; the neighbour keeps librdkafka's defaults."""
     out = mp.Queue()
     procs = [mp.Process(target=produce, args=(bootstrap, cid, topic, seconds, out, warmup,
                                               batch_size if cid != "neighbour" else None,
-                                              pace if cid == "paced" else None))
+                                              pace if cid == "paced" else None, pace_period))
              for cid, topic in specs]
     for p in procs:
         p.start()
@@ -118,22 +130,27 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="pairs of runs (quota-held beside the neighbour, paced control beside the neighbour), "
                          "alternating which goes first")
+    ap.add_argument("--pace-period", type=float, default=1.0,
+                    help="the paced client hands over this many seconds' worth of values at once (1: requests "
+                         "as large as the throttled client's; 0: value by value, many small requests)")
     ap.add_argument("--workdir", default=os.path.join(HERE, ".work", "quota"))
     args = ap.parse_args()
 
     from broker_client import BrokerProcess, request
     from kafkacore.protocol.api_table import ApiKey
     from kafkacore.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
-    from kafkacore.protocol.messages.create_topics_request import CreatableTopic
+    from kafkacore.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
-    settings = {} if args.window_num is None else {"quota.window.num": str(args.window_num)}
+    settings = dict(BROKER_SETTINGS, **({} if args.window_num is None else {"quota.window.num": str(args.window_num)}))
     with BrokerProcess(os.path.join(args.workdir, "data"), settings=settings) as broker:
         with broker.client() as conn:
             for topic in ("held", "neighbour", "paced"):
                 resp = conn.call(ApiKey.CREATE_TOPICS, 5, request(ApiKey.CREATE_TOPICS, topics=[CreatableTopic(
-                    name=topic, num_partitions=1, replication_factor=1)], timeout_ms=10000))
+                    name=topic, num_partitions=1, replication_factor=1,
+                    configs=[CreatableTopicConfig(name=k, value=v) for k, v in TOPIC_CONFIGS.items()])],
+                    timeout_ms=10000))
                 assert resp.topics[0].error_code == 0, resp.topics[0].error_message
             entry = EntryData(entity=[EntityData(entity_type="user", entity_name="ANONYMOUS"),
                                       EntityData(entity_type="client-id", entity_name="held")],
@@ -150,7 +167,8 @@ def main():
             for arm in (("held", "paced") if i % 2 == 0 else ("paced", "held")):
                 loads.append(os.getloadavg()[0])
                 pair[arm] = run_together(broker.bootstrap, [(arm, arm), ("neighbour", "neighbour")], args.seconds,
-                                         args.warmup, args.batch_size, pace=args.quota)
+                                         args.warmup, args.batch_size, pace=args.quota,
+                                         pace_period=args.pace_period)
             rounds.append(pair)
         loads.append(os.getloadavg()[0])
     mb = 1024 * 1024
@@ -161,7 +179,8 @@ def main():
     ratios = [r["held"]["neighbour"]["rate"] / r["paced"]["neighbour"]["rate"] for r in rounds]
     print(f"quota: {args.quota / mb:.2f} MiB/s, {args.seconds:.0f} s per run after {args.warmup:.0f} s of warm-up, "
           f"quota.window.num={args.window_num or 11}, batch.size {args.batch_size or 'librdkafka default'} "
-          f"(held, paced), {args.rounds} rounds; load average {min(loads):.1f}-{max(loads):.1f}")
+          f"(held, paced), paced in steps of {args.pace_period:g} s, {args.rounds} rounds; load average "
+          f"{min(loads):.1f}-{max(loads):.1f}")
     for i, r in enumerate(rounds, 1):
         held, paced = r["held"]["held"], r["paced"]["paced"]
         print(f"round {i}: held {held['rate'] / mb:.3f} MiB/s = {held['rate'] / args.quota:.3f}x the quota "
