@@ -31,12 +31,25 @@ class KafkaConnection:
     """One TCP connection; ``call`` sends a request and returns the decoded response;
     ``send``/``receive`` let a test pipeline several."""
 
-    def __init__(self, host, port, client_id="kafkacore-tests", timeout=30.0):
+    def __init__(self, host, port, client_id="kafkacore-tests", timeout=30.0, security=None):
+        """``security``: a kafkacore ClientSecurity (kafkacore/client/security.py): the TLS
+        handshake and the SASL login are done before the connection is handed over."""
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self.correlation_id = 0
         self.inflight = {}
+        if security is not None and security.tls:
+            self.sock = security.wrap(self.sock, host)
+        if security is not None and security.sasl:
+            steps = security.login_requests(f"{host}:{port}", 1)
+            response = None
+            while True:
+                try:
+                    api_key, version, body = steps.send(response)
+                except StopIteration:
+                    break
+                response = self.call(api_key, version, body)
 
     def close(self):
         self.sock.close()

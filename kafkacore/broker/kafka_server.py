@@ -74,6 +74,7 @@ class KafkaServer:
         self.data_dir = self.log_manager.data_dir
         self.loop = None
         self._started = None  # an asyncio.Event once the loop runs (attach_loop)
+        self._credentials_loaded = None  # likewise
         self._auto_creating: set[str] = set()  # topics a Metadata request is creating on a cluster
         self.loop_thread = None
         self._lock = threading.RLock()
@@ -138,7 +139,20 @@ class KafkaServer:
         return self._started is not None and self._started.is_set()
 
     def mark_started(self):
+        self._credentials_loaded.set()
         self._started.set()
+
+    @property
+    def credentials_loaded(self) -> bool:
+        """The SCRAM users are read from the metadata store (ClusterNode.start, before the
+        broker registers): SASL logins are answered from then on."""
+        return self._credentials_loaded is not None and self._credentials_loaded.is_set()
+
+    def mark_credentials_loaded(self):
+        self._credentials_loaded.set()
+
+    async def wait_credentials_loaded(self):
+        await self._credentials_loaded.wait()
 
     async def wait_started(self):
         await self._started.wait()
@@ -147,6 +161,7 @@ class KafkaServer:
         """Called by the server once the event loop runs: timers and wake-ups use it."""
         self.loop = loop
         self._started = asyncio.Event()
+        self._credentials_loaded = asyncio.Event()
         self.loop_thread = threading.get_ident()
         self.group_coordinator.start(loop)
         self.transaction_coordinator.start(loop)  # after the groups: its markers may complete their offsets

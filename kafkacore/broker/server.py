@@ -62,7 +62,8 @@ from .security import ANONYMOUS, NoMatchingRule
 log = logging.getLogger("kafkacore.broker")
 
 # what a starting broker serves at once: its controller's requests (its start waits for them),
-# and the SASL login that comes before them on a SASL inter-broker listener
+# and the SASL login that comes before them on a SASL inter-broker listener (SaslAuthenticate
+# once the credentials are loaded: before that a login would be refused as invalid)
 STARTUP_APIS = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA,
                           ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
@@ -353,8 +354,11 @@ class Connection(asyncio.BufferedProtocol):
                              sasl.principal if sasl is not None and sasl.authenticated else self.principal, sasl,
                              quotas=quotas)
         try:
-            if self.broker.started or api_key in STARTUP_APIS:
+            if self.broker.started or (api_key in STARTUP_APIS and (api_key != ApiKey.SASL_AUTHENTICATE
+                                                                    or self.broker.credentials_loaded)):
                 response = entry.handle(ctx, request)
+            elif api_key == ApiKey.SASL_AUTHENTICATE:
+                response = self._once_started(entry, ctx, request, version, self.broker.wait_credentials_loaded)
             else:
                 response = self._once_started(entry, ctx, request, version)
         except Exception as e:  # noqa: BLE001 - a handler bug must not take the broker down
@@ -453,11 +457,12 @@ class Connection(asyncio.BufferedProtocol):
         self.transport.pause_reading()
         self.delayed_close = asyncio.get_running_loop().call_later(delay_s, self.transport.close)
 
-    async def _once_started(self, entry, ctx, request, version):
+    async def _once_started(self, entry, ctx, request, version, wait=None):
         """A client's request that came while the broker was starting: handled once it is in
         its cluster (Kafka's broker only starts processing requests then); the controller's
-        requests are not held (the start waits for them)."""
-        await self.broker.wait_started()
+        requests are not held (the start waits for them). ``wait``: what to wait for instead
+        (a SASL login: the credentials)."""
+        await (wait or self.broker.wait_started)()
         try:
             response = entry.handle(ctx, request)
             if asyncio.isfuture(response) or asyncio.iscoroutine(response):

@@ -124,6 +124,11 @@ class ClusterNode:
         self.loop = loop
         self.advertised = tuple(endpoints)
         self.zk.add_state_listener(self._on_zk_state)
+        # the SCRAM users before the registration: the controller dials this broker once it sees
+        # it registered, and its login must find the credentials (clients' logins are held in
+        # the server until then)
+        await self.config_manager.load_users_and_clients(loop)
+        self.broker.mark_credentials_loaded()
         await self._register()
         self.replica_manager.start(loop)
         self.controller.start(loop)

@@ -26,7 +26,9 @@ user into its CredentialCache (kafkacore/security/credential_cache.py). Users, c
 users' clients (/config/users/<u>/clients/<c>, /config/clients/<c>, <default> for defaults)
 hold client quotas: AlterClientQuotas writes them the same way and every broker reloads the
 entity into its QuotaConfigs (kafkacore/security/client_quotas.py). At start-up every user and
-client entity is read.
+client entity is read, before the broker registers (``load_users_and_clients``): a SASL login
+answered from an empty credential cache would be refused as invalid credentials (Kafka's broker
+processes no request before its DynamicConfigManager has read them).
 
 Brokers (/config/brokers/<id> and /config/brokers/<default>) hold dynamic broker configs:
 AlterConfigs on a BROKER resource writes the entity with a notification ("brokers/<id>" or
@@ -102,6 +104,7 @@ class ZkConfigManager:
         self.controller = controller
         self.node_id = broker.node_id
         self._bootstrap = True  # the first round also re-reads every topic this broker has logs of
+        self._entities_loaded = False  # users and clients read at start-up (load_users_and_clients)
         self.listener = ChangeNotificationListener(zk, ConfigEntityChangeNotificationZNode.path, PREFIX,
                                                    self._on_changes, node_id=self.node_id, what="config changes")
 
@@ -232,6 +235,13 @@ class ZkConfigManager:
         dynamic.reload(from_store(ConfigType.BROKER, BROKER_DEFAULT_ENTITY), from_store(ConfigType.BROKER,
                                                                                           str(self.node_id)))
 
+    async def load_users_and_clients(self, loop):
+        """Every user's SCRAM credentials and every client quota entity, from the store (before
+        the broker registers, so that no login it answers finds the cache empty)."""
+        for entity_type, name in await loop.run_in_executor(None, self.quota_entity_paths):
+            await loop.run_in_executor(None, self._reload_entity, entity_type, name)
+        self._entities_loaded = True
+
     # -- the listener ----------------------------------------------------------------------------------
     async def start(self, loop):
         await self.listener.start(loop)
@@ -246,7 +256,8 @@ class ZkConfigManager:
         brokers = self._bootstrap  # this broker's dynamic configs to read again
         if self._bootstrap:
             topics.update(t for t, _p in list(self.broker.log_manager.logs))
-            entities.update(await call(self.quota_entity_paths))
+            if not self._entities_loaded:  # a change since then has its notification, read below
+                entities.update(await call(self.quota_entity_paths))
         for name, data in changes:
             try:
                 entity_type, entity = entity_of(data)

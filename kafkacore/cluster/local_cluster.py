@@ -343,11 +343,19 @@ class LocalCluster:
             for i in range(1, brokers + 1)}
         if security is not None:
             security.prepare()  # the test CA, before anything starts
-            from .local_security import write_properties
             for i, b in self.brokers.items():
-                b.broker_port = (base_port + brokers + i - 1) if base_port else free_port()
-                b.config_file = write_properties(os.path.join(self.root, f"broker-{i}.properties"),
-                                                 security.broker_settings(b.port, b.broker_port))
+                self.secure(b, (base_port + brokers + i - 1) if base_port else None)
+
+    def secure(self, broker, broker_port=None):
+        """Gives ``broker`` (one of this cluster's, or one that joins it) the cluster's listeners:
+        its port becomes the CLIENT listener's, BROKER gets ``broker_port`` (None: a free one)."""
+        from .local_security import write_properties
+
+        broker.broker_port = broker_port or free_port(broker.host or "127.0.0.1")
+        broker.config_file = write_properties(
+            os.path.join(self.root, f"broker-{broker.broker_id}.properties"),
+            self.security.broker_settings(broker.port, broker.broker_port, broker.host or "127.0.0.1"))
+        return broker
 
     @property
     def bootstrap_servers(self):

@@ -14,6 +14,7 @@ Each broker has two listeners: CLIENT on its port (PLAINTEXT, or the cluster's p
 The material and settings live under ``<root>/security``; nothing here is meant for production."""
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import shutil
@@ -54,9 +55,10 @@ def _key_and_cert(name, subject, ca, cwd, extensions=None):
     os.chmod(os.path.join(cwd, f"{name}.key"), 0o600)
 
 
-def make_tls_material(directory) -> dict:
+def make_tls_material(directory, hosts=()) -> dict:
     """A CA and the brokers' and a client's keys and certificates (EC P-256, 30 days) in
-    ``directory``: {what: path}. Made once: an existing set is reused."""
+    ``directory``: {what: path}; the brokers' certificate names 127.0.0.1, localhost and
+    ``hosts`` (addresses or names). Made once: an existing set is reused."""
     d = os.path.abspath(directory)
     out = {"ca": os.path.join(d, "ca.pem"), "broker_keystore": os.path.join(d, "broker-keystore.pem"),
            "client_cert": os.path.join(d, "client.pem"), "client_key": os.path.join(d, "client.key")}
@@ -66,7 +68,8 @@ def make_tls_material(directory) -> dict:
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key",
              "-out", "ca.pem", "-days", "30", "-subj", "/CN=kafkacore-local-ca", cwd=d)
     os.chmod(os.path.join(d, "ca.key"), 0o600)
-    _key_and_cert("broker", BROKER_SUBJECT, "ca", d, "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    names = ["IP:127.0.0.1", "DNS:localhost"] + [f"{_san_kind(h)}:{h}" for h in hosts]
+    _key_and_cert("broker", BROKER_SUBJECT, "ca", d, f"subjectAltName={','.join(dict.fromkeys(names))}\n")
     _key_and_cert("client", CLIENT_SUBJECT, "ca", d)
     fd = os.open(out["broker_keystore"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:  # a PEM key store: the key, then its chain
@@ -76,11 +79,23 @@ def make_tls_material(directory) -> dict:
     return out
 
 
+def _san_kind(host):
+    try:
+        ipaddress.ip_address(host)
+        return "IP"
+    except ValueError:
+        return "DNS"
+
+
 class LocalSecurity:
     """The security of one local cluster. ``client_protocol``: the CLIENT listener's protocol
-    (default: the same as between brokers)."""
+    (default: the same as between brokers); ``hosts``: addresses other than 127.0.0.1 the
+    brokers listen on (their certificate must name them)."""
 
-    def __init__(self, root, protocol, client_protocol=None, password=None):
+    user = USER
+    mechanism = MECHANISM
+
+    def __init__(self, root, protocol, client_protocol=None, password=None, hosts=()):
         protocol = protocol.lower()
         if protocol not in PROTOCOLS:
             raise LocalSecurityError(f"--security {protocol}: one of {', '.join(PROTOCOLS)}")
@@ -88,6 +103,7 @@ class LocalSecurity:
         self.protocol = protocol
         self.client_protocol = (client_protocol or protocol).lower()
         self.password = password or secrets.token_urlsafe(18)
+        self.hosts = tuple(hosts)
         self.files = None
 
     @property
@@ -95,7 +111,7 @@ class LocalSecurity:
         return self.protocol.startswith("sasl_")
 
     def prepare(self):
-        self.files = make_tls_material(self.dir)
+        self.files = make_tls_material(self.dir, self.hosts)
         return self
 
     def bootstrap_zookeeper(self, zk_connect):
@@ -117,10 +133,10 @@ class LocalSecurity:
         finally:
             zk.close()
 
-    def broker_settings(self, client_port, broker_port) -> dict:
+    def broker_settings(self, client_port, broker_port, host="127.0.0.1") -> dict:
         """Every security setting of one broker (the password among them: goes in a 0600 file)."""
         broker_protocol = self.protocol.upper()
-        s = {"listeners": f"CLIENT://127.0.0.1:{client_port},BROKER://127.0.0.1:{broker_port}",
+        s = {"listeners": f"CLIENT://{host}:{client_port},BROKER://{host}:{broker_port}",
              "listener.security.protocol.map": f"CLIENT:{self.client_protocol.upper()},BROKER:{broker_protocol}",
              "inter.broker.listener.name": "BROKER",
              "ssl.keystore.type": "PEM", "ssl.keystore.location": self.files["broker_keystore"],

@@ -1,12 +1,31 @@
 """What the cluster's tests share (a module of its own: several test directories have a
-conftest, so `from conftest import ...` would find the wrong one)."""
+conftest, so `from conftest import ...` would find the wrong one).
+
+The security the clusters run with: KAFKACORE_CLUSTER_SECURITY=sasl_ssl (or ssl) makes every
+cluster the fixtures start (``new_cluster``) a secured one - the same listeners as ``kafkacore
+cluster up --security``: SASL_SSL with SCRAM-SHA-512 (or mutual TLS) on the BROKER listener
+between brokers and on the CLIENT listener the tests' clients use - and the clients' settings
+(``client_conf`` and its siblings) follow the cluster they are pointed at, so the fault tests run
+unchanged over it. Unset or ``plaintext``: PLAINTEXT, as before."""
+import os
 import signal
+import ssl
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import _kcutil
+from kafkacore.cluster.local_cluster import LocalCluster
+from kafkacore.cluster.local_security import LocalSecurity
 from kafkacore.storage.segment_files import walk_batch_headers
+
+SECURITY_ENV = "KAFKACORE_CLUSTER_SECURITY"
+SECURITY_CHOICES = ("plaintext", "ssl", "sasl_ssl")
+# the replication fault tests: the modules whose clusters follow KAFKACORE_CLUSTER_SECURITY (the
+# others' tests speak PLAINTEXT to the brokers on purpose, or test listeners themselves)
+FAULT_SUITE = ("test_replication.py", "test_kill_loop.py", "test_controller_bounce.py",
+               "test_controller_failover_race.py", "test_cluster_transactions.py", "test_control_requests.py",
+               "test_reassignment.py", "test_leader_rebalance.py", "test_network_partition.py", "test_fault_run.py")
 
 CLUSTER_SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -22,8 +41,105 @@ CLUSTER_SETTINGS = {
 }
 
 
+def cluster_security():
+    """The protocol KAFKACORE_CLUSTER_SECURITY asks for (plaintext when unset)."""
+    value = os.environ.get(SECURITY_ENV, "plaintext").strip().lower() or "plaintext"
+    if value not in SECURITY_CHOICES:
+        raise ValueError(f"{SECURITY_ENV}={value!r}: one of {', '.join(SECURITY_CHOICES)}")
+    return value
+
+
+# broker address ("host:port" of a CLIENT listener) -> the LocalSecurity of its cluster: a
+# client finds its settings from the first address of its bootstrap list
+_SECURED = {}
+
+
+def new_cluster(root, brokers=3, settings=None, hosts=(), protocol=None, **kwargs):
+    """A LocalCluster (not started) with the security ``protocol`` (None: the one
+    KAFKACORE_CLUSTER_SECURITY selects); ``hosts``: more addresses the brokers' certificate must
+    name (the network namespaces')."""
+    protocol = protocol or cluster_security()
+    security = None if protocol == "plaintext" else LocalSecurity(root, protocol, hosts=hosts)
+    c = LocalCluster(root, brokers=brokers, settings=CLUSTER_SETTINGS if settings is None else settings,
+                     security=security, **kwargs)
+    for b in c.brokers.values():
+        register_broker(c, b)
+    return c
+
+
+def register_broker(cluster, broker):
+    """Clients pointed at ``broker`` use ``cluster``'s client settings (a broker added later)."""
+    if cluster.security is not None:
+        _SECURED[broker.address] = cluster.security
+
+
+def security_of(bootstrap):
+    """The LocalSecurity of the cluster ``bootstrap`` (a list or a cluster) points at; None:
+    PLAINTEXT."""
+    if isinstance(bootstrap, LocalCluster):
+        return bootstrap.security
+    return _SECURED.get(bootstrap.split(",")[0].strip())
+
+
+def client_conf(bootstrap):
+    """confluent-kafka's (librdkafka's) settings for a cluster: bootstrap.servers and its
+    security."""
+    if isinstance(bootstrap, LocalCluster):
+        bootstrap = bootstrap.bootstrap_servers
+    conf = {"bootstrap.servers": bootstrap}
+    sec = security_of(bootstrap)
+    if sec is None or sec.client_protocol == "plaintext":
+        return conf
+    conf["security.protocol"] = sec.client_protocol.upper()
+    conf["ssl.ca.location"] = sec.files["ca"]
+    if sec.client_protocol.startswith("sasl_"):
+        conf.update({"sasl.mechanism": sec.mechanism, "sasl.username": sec.user, "sasl.password": sec.password})
+    return conf
+
+
+def java_conf(bootstrap):
+    """kafkacore's clients' settings (Java's names) for a cluster."""
+    if isinstance(bootstrap, LocalCluster):
+        bootstrap = bootstrap.bootstrap_servers
+    sec = security_of(bootstrap)
+    return {"bootstrap.servers": bootstrap, **(sec.client_config() if sec is not None else {})}
+
+
+def kafka_python_conf(bootstrap, aiokafka=False):
+    """kafka-python's (``aiokafka=True``: aiokafka's) keyword arguments for a cluster."""
+    if isinstance(bootstrap, LocalCluster):
+        bootstrap = bootstrap.bootstrap_servers
+    kw = {"bootstrap_servers": bootstrap}
+    sec = security_of(bootstrap)
+    if sec is None or sec.client_protocol == "plaintext":
+        return kw
+    kw["security_protocol"] = sec.client_protocol.upper()
+    if aiokafka:
+        kw["ssl_context"] = ssl.create_default_context(cafile=sec.files["ca"])
+    else:
+        kw["ssl_cafile"] = sec.files["ca"]
+    if sec.client_protocol.startswith("sasl_"):
+        kw.update(sasl_mechanism=sec.mechanism, sasl_plain_username=sec.user, sasl_plain_password=sec.password)
+    return kw
+
+
+def connect(cluster, broker_id):
+    """A raw KafkaConnection (tests/broker_client.py) to a broker's CLIENT listener, through its
+    TLS and SASL login when the cluster has them."""
+    from broker_client import KafkaConnection
+
+    b = cluster.brokers[broker_id]
+    host, port = b.address.rsplit(":", 1)
+    security = None
+    if cluster.security is not None and cluster.security.client_protocol != "plaintext":
+        from kafkacore.client.config import security_config
+        from kafkacore.client.security import client_security
+        security = client_security(security_config(cluster.security.client_config()))
+    return KafkaConnection(host, int(port), security=security)
+
+
 def admin(cluster):
-    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    return AdminClient(client_conf(cluster))
 
 
 def create_topic(cluster, name, partitions=3, rf=3, configs=None):

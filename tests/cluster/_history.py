@@ -11,6 +11,8 @@ from collections import defaultdict
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from _cluster import client_conf
+
 
 class AckedProducer:
     """confluent-kafka's idempotent acks=all producer, remembering what was acknowledged."""
@@ -26,7 +28,7 @@ class AckedProducer:
         # here), and a refresh sent to a broker a test has SIGSTOPped waits out socket.timeout.ms
         # (60 s): the cached leaders then expired and every record waited for metadata (two CI
         # runs of the seed scenario: 100 records unacknowledged for 30 s, the brokers idle)
-        conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+        conf = {**client_conf(bootstrap), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                 "message.timeout.ms": 60000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
                 "metadata.max.age.ms": 60000}
         conf.update(extra)
@@ -99,7 +101,7 @@ def produce_in_background(producer, stop, errors, rate=300):
 def read_values(bootstrap, topic, partitions, isolation, timeout=60):
     """Every record value of the topic up to its end, as a consumer with ``isolation``
     ("read_committed" or "read_uncommitted") sees them."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"values-{time.monotonic_ns()}",
+    c = Consumer({**client_conf(bootstrap), "group.id": f"values-{time.monotonic_ns()}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation,
                   "enable.partition.eof": True})
     try:
@@ -124,7 +126,7 @@ def read_values(bootstrap, topic, partitions, isolation, timeout=60):
 
 def read_all(bootstrap, topic, partitions, timeout=60):
     """{partition: [(offset, key, value)]} of the whole topic up to its end offsets."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"history-{time.monotonic_ns()}",
+    c = Consumer({**client_conf(bootstrap), "group.id": f"history-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"})
     try:
         tps = [TopicPartition(topic, p, 0) for p in range(partitions)]

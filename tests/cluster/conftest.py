@@ -3,7 +3,10 @@ port) and real `kafkacore serve` brokers, through kafkacore.cluster.local_cluste
 launcher as `kafkacore cluster up`.
 
 Settings are Kafka's, shortened where a test would otherwise wait minutes: a 6 s ZooKeeper
-session (brokers declared dead 6 s after a SIGKILL), a 3 s replica lag limit."""
+session (brokers declared dead 6 s after a SIGKILL), a 3 s replica lag limit.
+
+    KAFKACORE_CLUSTER_SECURITY=sasl_ssl pytest tests/cluster/...   # every cluster over SASL_SSL
+"""
 import os
 import sys
 from pathlib import Path
@@ -12,17 +15,19 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/broker_client.py, _kcutil
 
-from _cluster import CLUSTER_SETTINGS  # noqa: E402
+from _cluster import FAULT_SUITE, new_cluster  # noqa: E402
 from _zookeeper import skip_or_fail_without_zookeeper  # noqa: E402
 from kafkacore.cluster.local_cluster import LocalCluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """Three brokers and a ZooKeeper for the test module; each test leaves it with every broker
-    running again."""
+def cluster(request, tmp_path_factory):
+    """Three brokers and a ZooKeeper for the test module - for the fault suite's modules secured
+    as KAFKACORE_CLUSTER_SECURITY says (_cluster.new_cluster); each test leaves it with every
+    broker running again."""
     skip_or_fail_without_zookeeper()
-    c = LocalCluster(tmp_path_factory.mktemp("cluster"), brokers=3, settings=CLUSTER_SETTINGS)
+    follows = Path(request.module.__file__).name in FAULT_SUITE
+    c = new_cluster(tmp_path_factory.mktemp("cluster"), brokers=3, protocol=None if follows else "plaintext")
     try:
         c.start()
         yield c

@@ -9,14 +9,14 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from _cluster import create_topic, ensure_all_running, partition_logs, topic_metadata, wait_for
+from _cluster import client_conf, create_topic, ensure_all_running, partition_logs, topic_metadata, wait_for
 from _history import read_values
 
 WAIT = 60
 
 
 def _producer(cluster, txn_id):
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txn_id, "linger.ms": 5,
+    p = Producer({**client_conf(cluster), "transactional.id": txn_id, "linger.ms": 5,
                   "transaction.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000,
                   "metadata.max.age.ms": 60000})  # see _history.AckedProducer
     p.init_transactions(WAIT)
@@ -28,7 +28,7 @@ def _read(cluster, topic, partitions, isolation, timeout=WAIT):
 
 
 def _coordinator_of(cluster, txn_id):
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = AdminClient(client_conf(cluster))
     from kafkacore.coordinator.transaction_log import partition_for_transactional_id
     md = admin.list_topics("__transaction_state", timeout=10).topics["__transaction_state"]
     return md.partitions[partition_for_transactional_id(txn_id, len(md.partitions))].leader

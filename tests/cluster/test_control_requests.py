@@ -9,8 +9,8 @@ import time
 
 from kazoo.client import KazooClient
 
-from _cluster import create_topic, topic_metadata
-from broker_client import KafkaConnection, request
+from _cluster import client_conf, connect, create_topic, topic_metadata
+from broker_client import request
 from kafkacore.protocol.messages.leader_and_isr_request import LeaderAndIsrPartitionState, LeaderAndIsrTopicState
 from kafkacore.protocol.messages.stop_replica_request import StopReplicaPartitionState, StopReplicaTopicState
 
@@ -48,8 +48,7 @@ def test_requests_for_an_earlier_incarnation_or_from_a_deposed_controller_are_re
                                    partition_index=0, leader_epoch=1000, delete_partition=True)])])
     update_metadata = request(UPDATE_METADATA, controller_id=controller_id, controller_epoch=controller_epoch,
                               broker_epoch=broker_epoch - 1, topic_states=[], live_brokers=[])
-    host, port = cluster.brokers[target].address.rsplit(":", 1)
-    with KafkaConnection(host, int(port)) as c:
+    with connect(cluster, target) as c:
         assert c.call(LEADER_AND_ISR, 5, leader_and_isr(controller_epoch, broker_epoch - 1)).error_code == \
             STALE_BROKER_EPOCH
         assert c.call(LEADER_AND_ISR, 5, leader_and_isr(controller_epoch - 1, broker_epoch)).error_code == \
@@ -86,8 +85,7 @@ def test_followers_keep_fetching_from_a_leader_that_lost_the_partition_and_got_i
         replicas = sorted(json.loads(zk.get(f"/brokers/topics/{topic}")[0])["partitions"]["0"])
         followers = [b for b in replicas if b != leader]
         logs = {b: len(open(cluster.brokers[b].log_path, "rb").read()) for b in followers}
-        host, port = cluster.brokers[leader].address.rsplit(":", 1)
-        with KafkaConnection(host, int(port)) as c:
+        with connect(cluster, leader) as c:
             stop = request(STOP_REPLICA, controller_id=controller_id, controller_epoch=controller_epoch,
                            broker_epoch=broker_epoch, topic_states=[StopReplicaTopicState(
                                topic_name=topic, partition_states=[StopReplicaPartitionState(
@@ -114,7 +112,7 @@ def test_followers_keep_fetching_from_a_leader_that_lost_the_partition_and_got_i
                            live_leaders=[])
             assert c.call(LEADER_AND_ISR, 5, back).error_code == 0
         # the same leader epoch, so nobody tells the followers anything: they must come back alone
-        p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "message.timeout.ms": 20000})
+        p = Producer({**client_conf(cluster), "acks": "all", "message.timeout.ms": 20000})
         errors = []
         for i in range(20):
             p.produce(topic, b"after %d" % i, partition=0, on_delivery=lambda err, _m: err and errors.append(err))

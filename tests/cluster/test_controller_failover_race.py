@@ -19,10 +19,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from _cluster import CLUSTER_SETTINGS, wait_for
+from _cluster import CLUSTER_SETTINGS, client_conf, new_cluster, wait_for
 from _zookeeper import skip_or_fail_without_zookeeper
 from kafkacore.cluster.controller import FAILOVER_DELAY_ENV
-from kafkacore.cluster.local_cluster import LocalCluster
 
 FAILOVER_DELAY_S = 12.0  # far longer than a broker's restart takes to register (1-3 s here)
 SESSION_S = int(CLUSTER_SETTINGS["zookeeper.session.timeout.ms"]) / 1000
@@ -32,7 +31,7 @@ TOPIC = "failover-race"
 @pytest.fixture
 def slow_failover_cluster(tmp_path):
     skip_or_fail_without_zookeeper()
-    cluster = LocalCluster(tmp_path / "c", brokers=3, settings=CLUSTER_SETTINGS)
+    cluster = new_cluster(tmp_path / "c", brokers=3)
     for b in cluster.brokers.values():
         b.prefix = ["env", f"{FAILOVER_DELAY_ENV}={FAILOVER_DELAY_S}"]
     try:
@@ -55,7 +54,7 @@ def produce_acks_all(cluster, partitions, timeout_s):
     """One acks=all record to each partition; the delivery errors (none: every one written to
     min.insync.replicas replicas within timeout_s)."""
     errors = []
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+    p = Producer({**client_conf(cluster), "acks": "all",
                   "message.timeout.ms": int(timeout_s * 1000), "retry.backoff.ms": 100})
     for n in range(partitions):
         p.produce(TOPIC, value=b"probe", partition=n, on_delivery=lambda err, _m: err and errors.append(err))
@@ -70,7 +69,7 @@ def test_leader_restarted_between_two_controllers_gets_a_new_epoch(slow_failover
     try:
         old = wait_for(lambda: controller(zk), "a controller", 60)
         others = [b for b in sorted(cluster.brokers) if b != old]
-        client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        client = AdminClient(client_conf(cluster))
         client.create_topics([NewTopic(TOPIC, num_partitions=2, replica_assignment=[[old] + others,
                                                                                     [old] + others[::-1]])],
                              operation_timeout=30)[TOPIC].result(60)

@@ -33,10 +33,10 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from kazoo.client import KazooClient
 
-from _cluster import CLUSTER_SETTINGS, create_topic, ensure_all_running, wait_for, wait_replicas_identical
+from _cluster import (CLUSTER_SETTINGS, client_conf, create_topic, ensure_all_running, new_cluster, wait_for,
+                      wait_replicas_identical)
 from _zookeeper import skip_or_fail_without_zookeeper
 from _history import AckedProducer, check_history, produce_in_background, read_all, read_values
-from kafkacore.cluster.local_cluster import LocalCluster
 
 SECONDS = float(os.environ.get("KAFKACORE_FAULT_RUN_SECONDS", "0"))
 PARTITIONS = 3
@@ -64,7 +64,7 @@ class TransactionalWriter:
         self.producer = self._new_producer()
 
     def _new_producer(self):
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id, "linger.ms": 5,
+        p = Producer({**client_conf(self.bootstrap), "transactional.id": self.txn_id, "linger.ms": 5,
                       "transaction.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000,
                       "metadata.max.age.ms": 60000, "message.timeout.ms": 60000})
         p.init_transactions(120)
@@ -153,7 +153,7 @@ def controller_id(zk):
 @pytest.fixture
 def fault_cluster(tmp_path):
     skip_or_fail_without_zookeeper()
-    cluster = LocalCluster(tmp_path / "c", brokers=3, settings=CLUSTER_SETTINGS)
+    cluster = new_cluster(tmp_path / "c", brokers=3)
     try:
         cluster.start()
         yield cluster

@@ -4,7 +4,8 @@ and a BROKER listener that replication, the controller's requests and transactio
 
 - SASL_SSL with SCRAM-SHA-512: the brokers' user is written into ZooKeeper before any broker
   starts (kafka-configs --zookeeper in Kafka's docs); acks=all writes survive a leader's SIGKILL
-  (the history check of the fault tests) and the replicas end byte-identical;
+  (the history check of the fault tests), the replicas end byte-identical, and no login between
+  the brokers was refused, at the start or the restart;
 - a broker whose inter-broker password is wrong stays out of every ISR and says why in one log
   line per broker it cannot log in to; no password reaches any log;
 - SSL with mutual TLS: the brokers replicate, and each sees the other as the principal its
@@ -65,9 +66,30 @@ def test_registrations_name_the_sasl_ssl_broker_listener(cluster):
         zk.stop()
 
 
+def _add_users(cluster, n):
+    """``n`` more SCRAM users, named to be read before ``admin`` (a-000...): a restarting broker
+    takes a moment to read them all."""
+    from kafkacore.cluster.zk_client import KafkaZkClient
+    from kafkacore.cluster.zk_data import ConfigType
+    from kafkacore.security import scram
+
+    value = scram.make_credential(scram.MECHANISMS["SCRAM-SHA-512"], "user-pw-3").to_config_value()
+    zk = KafkaZkClient(cluster.zookeeper.connect_string, session_timeout_ms=10000, connection_timeout_ms=10000)
+    zk.start()
+    try:
+        for i in range(n):
+            zk.set_or_create_entity_configs(ConfigType.USER, f"a-{i:03d}", {"SCRAM-SHA-512": value})
+    finally:
+        zk.close()
+
+
 def test_acks_all_over_sasl_ssl_survives_a_leader_kill(cluster):
     create_topic(cluster, "secured", partitions=2, rf=3)
     leader = topic_metadata(cluster, "secured")[0].leader
+    # users to read before the brokers' own: the restarted leader registered before it had read
+    # them and refused its controller's first login as invalid credentials (the fix reads them
+    # before registering)
+    _add_users(cluster, 200)
     p = AckedProducer(cluster.bootstrap_servers, "secured")
     p.run_for(2.0)
     cluster.brokers[leader].kill()
@@ -82,6 +104,11 @@ def test_acks_all_over_sasl_ssl_survives_a_leader_kill(cluster):
              "the restarted broker back in the ISR", 60)
     check_history(p.acked, read_all(cluster.bootstrap_servers, "secured", 2))
     wait_replicas_identical(cluster, "secured", 2)
+    # every login between the brokers was answered from the users read at start-up: a broker
+    # that registered before reading them refused its controller's first login as invalid
+    # credentials (and the controller logged an ERROR), at the cluster's start and at a restart
+    for b in cluster.brokers.values():
+        assert "SASL login failed" not in _log(b) and "invalid credentials" not in _log(b), b.log_path
 
 
 def test_a_wrong_inter_broker_password_keeps_the_broker_out_and_says_why(cluster):

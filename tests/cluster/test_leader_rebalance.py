@@ -5,17 +5,16 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from _cluster import CLUSTER_SETTINGS
+from _cluster import CLUSTER_SETTINGS, client_conf, new_cluster
 from _zookeeper import skip_or_fail_without_zookeeper
-from kafkacore.cluster.local_cluster import LocalCluster
 
 
 def test_preferred_leaders_come_back_by_themselves(tmp_path):
     skip_or_fail_without_zookeeper()
     settings = dict(CLUSTER_SETTINGS, **{"auto.leader.rebalance.enable": "true",
                                          "leader.imbalance.check.interval.seconds": "1"})
-    with LocalCluster(tmp_path / "c", brokers=2, settings=settings) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    with new_cluster(tmp_path / "c", brokers=2, settings=settings) as cluster:
+        admin = AdminClient(client_conf(cluster))
         admin.create_topics([NewTopic("rebalanced", num_partitions=2, replica_assignment=[[1, 2], [1, 2]])],
                             operation_timeout=30)["rebalanced"].result(60)
 

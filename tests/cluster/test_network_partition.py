@@ -25,8 +25,8 @@ from _cluster import CLUSTER_SETTINGS
 from _zookeeper import skip_or_fail_without_zookeeper
 from _history import AckedProducer, check_history, read_all
 from _netns import Network, NetnsUnavailable
-from kafkacore.cluster.local_cluster import LocalBroker, LocalCluster, LocalZooKeeper
-from _cluster import wait_for, wait_replicas_identical
+from kafkacore.cluster.local_cluster import LocalBroker, LocalZooKeeper
+from _cluster import client_conf, new_cluster, register_broker, wait_for, wait_replicas_identical
 
 TOPIC = "cut-off"
 PARTITIONS = 2
@@ -53,12 +53,17 @@ def net():
 def ns_cluster(net, tmp_path_factory):
     skip_or_fail_without_zookeeper()
     root = str(tmp_path_factory.mktemp("netns-cluster"))
-    c = LocalCluster(root, brokers=3, settings=CLUSTER_SETTINGS)
+    hosts = {i: net.address(f"b{i}") for i in (1, 2, 3)}
+    c = new_cluster(root, brokers=3, hosts=hosts.values())
     # every process on its own host; the well-known ports, since every host has its own address
     c.zookeeper = LocalZooKeeper(os.path.join(root, "zookeeper"), port=2181, host=net.address("zk"),
                                  prefix=net.exec_prefix("zk"))
     c.brokers = {i: LocalBroker(i, root, c.zookeeper.connect_string, port=9092, settings=CLUSTER_SETTINGS,
-                                host=net.address(f"b{i}"), prefix=net.exec_prefix(f"b{i}")) for i in (1, 2, 3)}
+                                host=hosts[i], prefix=net.exec_prefix(f"b{i}")) for i in (1, 2, 3)}
+    for b in c.brokers.values():
+        if c.security is not None:
+            c.secure(b, 9093)
+        register_broker(c, b)
     try:
         c.start()
         yield c
@@ -83,7 +88,7 @@ def test_a_leader_cut_off_from_zookeeper_and_followers_acknowledges_nothing_that
         # both partitions led by the controller: the cut then moves the controller too
         old = json.loads(zk.get("/controller")[0])["brokerid"]
         others = [b for b in sorted(c.brokers) if b != old]
-        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin = AdminClient(client_conf(c))
         admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS,
                                       replica_assignment=[[old] + others, [old] + others[::-1]])],
                             operation_timeout=30)[TOPIC].result(60)

@@ -15,7 +15,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError, UnknownTopicOrPartitionError
 from kazoo.client import KazooClient
 
-from _cluster import CLUSTER_SETTINGS, admin, create_topic, partition_logs, topic_metadata, wait_for
+from _cluster import CLUSTER_SETTINGS, admin, create_topic, kafka_python_conf, register_broker, partition_logs, topic_metadata, wait_for
 from _history import AckedProducer, check_history, read_all
 from kafkacore.cluster.local_cluster import LocalBroker
 
@@ -24,7 +24,10 @@ from kafkacore.cluster.local_cluster import LocalBroker
 def new_broker(cluster):
     """Broker 4 joins the three-broker cluster (scale-out); stopped with the cluster."""
     b = LocalBroker(4, cluster.root, cluster.zookeeper.connect_string, settings=CLUSTER_SETTINGS)
+    if cluster.security is not None:
+        cluster.secure(b)
     cluster.brokers[4] = b
+    register_broker(cluster, b)
     b.start()
     wait_for(lambda: 4 in admin(cluster).list_topics(timeout=10).brokers, "broker 4 registered", 60)
     return b
@@ -32,7 +35,7 @@ def new_broker(cluster):
 
 @pytest.fixture(scope="module")
 def kadmin(cluster, new_broker):
-    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=30000)
+    client = KafkaAdminClient(**kafka_python_conf(cluster), request_timeout_ms=30000)
     yield client
     client.close()
 

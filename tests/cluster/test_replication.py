@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from _cluster import (admin, create_topic, ensure_all_running, partition_logs, topic_metadata,  # noqa: F401
+from _cluster import (admin, client_conf, connect, create_topic, java_conf, kafka_python_conf, ensure_all_running, partition_logs, topic_metadata,  # noqa: F401
                       wait_for, wait_replicas_identical)
 from _history import AckedProducer, check_history, read_all
 
@@ -23,7 +23,9 @@ def test_brokers_register_and_one_controller_is_elected(cluster):
     try:
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]
         reg = json.loads(zk.get("/brokers/ids/2")[0])
-        assert reg["endpoints"] == [f"PLAINTEXT://127.0.0.1:{cluster.brokers[2].port}"]
+        b2 = cluster.brokers[2]
+        assert reg["endpoints"] == ([f"PLAINTEXT://127.0.0.1:{b2.port}"] if cluster.security is None else
+                                    [f"CLIENT://127.0.0.1:{b2.port}", f"BROKER://127.0.0.1:{b2.broker_port}"])
         controller = json.loads(zk.get("/controller")[0])
         assert controller["brokerid"] in (1, 2, 3) and controller["version"] == 2  # Kafka 3.4+ writes v2
         assert int(zk.get("/controller_epoch")[0]) >= 1
@@ -150,12 +152,12 @@ def test_controlled_shutdown_moves_leadership_without_errors(cluster):
 def test_producer_ids_are_unique_across_the_cluster(cluster):
     """Idempotent producers keep their state with the partition as leadership moves, so two
     producers must never share an id: each broker takes blocks from /latest_producer_id_block."""
-    from broker_client import KafkaConnection, request
+    from broker_client import request
 
     ensure_all_running(cluster)
     ids = []
-    for b in cluster.brokers.values():
-        with KafkaConnection("127.0.0.1", b.port) as c:
+    for bid in cluster.brokers:
+        with connect(cluster, bid) as c:
             for _ in range(3):
                 resp = c.call(22, 4, request(22, transactional_id=None, transaction_timeout_ms=-1,
                                              producer_id=-1, producer_epoch=-1))
@@ -302,7 +304,7 @@ def test_deleting_a_topic_removes_every_replica(cluster):
     p.close(30)
 
     def no_create_admin():
-        return AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **no_create})
+        return AdminClient({**client_conf(cluster), **no_create})
     client = no_create_admin()
     client.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(60)
     # a listing of every topic: asking for "doomed" by name could auto-create it again
@@ -335,7 +337,7 @@ def test_the_group_coordinator_fails_over_with_its_committed_offsets(cluster):
     p = AckedProducer(cluster.bootstrap_servers, "grp")
     p.send(599)
     p.flush(30)
-    conf = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": "failover-group", "enable.auto.commit": False,
+    conf = {**client_conf(cluster), "group.id": "failover-group", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
     first = Consumer(conf)
     first.subscribe(["grp"])
@@ -403,14 +405,14 @@ def test_other_clients_work_against_the_cluster(cluster):
 
     ensure_all_running(cluster)
     create_topic(cluster, "clients", partitions=3, rf=3)
-    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    kp = KafkaProducer(**kafka_python_conf(cluster), acks="all")
     for i in range(50):
         kp.send("clients", key=b"kp%d" % i, value=b"kafka-python")
     kp.flush(30)
     kp.close()
 
     async def aio():
-        ap = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        ap = AIOKafkaProducer(**kafka_python_conf(cluster, aiokafka=True), acks="all")
         await ap.start()
         try:
             for i in range(50):
@@ -418,7 +420,7 @@ def test_other_clients_work_against_the_cluster(cluster):
         finally:
             await ap.stop()
     asyncio.run(aio())
-    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as kc:
+    with Producer({**java_conf(cluster), "acks": "all"}) as kc:
         for i in range(50):
             kc.send("clients", b"kafkacore", key=b"kc%d" % i)
         kc.flush(30)
@@ -430,7 +432,7 @@ def test_other_clients_work_against_the_cluster(cluster):
             out[v] = out.get(v, 0) + 1
         return out
 
-    kc_consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "clients-kc",
+    kc_consumer = Consumer({**java_conf(cluster), "group.id": "clients-kc",
                             "auto.offset.reset": "earliest"})
     kc_consumer.subscribe(["clients"])
     got = []
@@ -440,14 +442,14 @@ def test_other_clients_work_against_the_cluster(cluster):
     kc_consumer.close()
     assert count(got) == expected
 
-    kcons = KafkaConsumer("clients", bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+    kcons = KafkaConsumer("clients", **kafka_python_conf(cluster), auto_offset_reset="earliest",
                           group_id="clients-kp", consumer_timeout_ms=20000)
     got = [m.value for _, m in zip(range(150), kcons)]
     kcons.close()
     assert count(got) == expected
 
     async def aio_read():
-        c = AIOKafkaConsumer("clients", bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+        c = AIOKafkaConsumer("clients", **kafka_python_conf(cluster, aiokafka=True), auto_offset_reset="earliest",
                              group_id="clients-aio")
         await c.start()
         try:
