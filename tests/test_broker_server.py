@@ -617,3 +617,25 @@ def test_auto_creation_answers_leader_not_available_first_as_kafka_does(broker):
         recreated = meta("lazy")
         assert (recreated.error_code, recreated.partitions) == (5, [])
         wait_for(lambda: meta("lazy").error_code == 0, "the re-created topic's leaders")
+
+
+def test_port_0_takes_a_free_port_and_advertises_the_one_bound(tmp_path):
+    """`serve --port 0`: Metadata names the port the broker listens on, not 0 (Kafka registers
+    the bound port), so a client that reconnects to what the broker advertises reaches it."""
+    proc = subprocess.Popen([sys.executable, "-m", "kafkacore", "serve", "--host", "127.0.0.1", "--port", "0",
+                             "--data-dir", str(tmp_path / "data")], cwd=str(ROOT), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 60
+        while "listening on" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "the broker exited before listening"
+        port = int(line.split("listening on 127.0.0.1:")[1].split()[0])
+        assert port != 0 and "advertised as PLAINTEXT://127.0.0.1:%d" % port in line
+        with KafkaConnection("127.0.0.1", port) as conn:
+            resp = conn.call(3, 12, request(3, topics=None))
+        assert [(b.host, b.port) for b in resp.brokers] == [("127.0.0.1", port)]
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -548,6 +548,16 @@ class BrokerConfig:
             return list(self._advertised)
         return [dataclasses.replace(ep, host=_reachable(ep.host)) for ep in self.listeners]
 
+    def take_bound_port(self, name, port) -> EndPoint:
+        """Listener ``name`` was given port 0 and bound ``port``: it and its advertised endpoint
+        (when that says port 0 too) take it, as Kafka's broker registers the bound port."""
+        self.listeners = [dataclasses.replace(ep, port=port) if ep.listener_name == name and ep.port == 0 else ep
+                          for ep in self.listeners]
+        if self._advertised is not None:
+            self._advertised = [dataclasses.replace(ep, port=port) if ep.listener_name == name and ep.port == 0
+                                else ep for ep in self._advertised]
+        return self.listener(name)
+
     def listener(self, name) -> EndPoint | None:
         return next((ep for ep in self.listeners if ep.listener_name == name), None)
 

@@ -104,10 +104,13 @@ def _bind_all(config):
         for ep in config.listeners:
             host = ep.host or "0.0.0.0"
             try:
-                bound.append((ep, bind_listener(host, ep.port)))
+                sock = bind_listener(host, ep.port)
             except OSError as e:
                 which = f" (listener {ep.listener_name})" if len(config.listeners) > 1 else ""
                 raise SystemExit(f"kafkacore: cannot listen on {host}:{ep.port}{which}: {e.strerror or e}") from None
+            if ep.port == 0:  # any free port: the one bound is what clients and brokers are told
+                ep = config.take_bound_port(ep.listener_name, sock.getsockname()[1])
+            bound.append((ep, sock))
     except BaseException:
         for _ep, sock in bound:
             sock.close()
