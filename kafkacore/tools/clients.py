@@ -84,7 +84,8 @@ def topic_partitions(props: dict, topic: str, create: bool = False) -> int:
             if not isinstance(err, LeaderNotAvailableError) or time.monotonic() > deadline:
                 if err is None or isinstance(err, UnknownTopicOrPartitionError):
                     raise ToolError(f"topic {topic!r} does not exist"
-                                    + (" (and the cluster does not create topics on use)" if create else ""))
+                                    + (" and the cluster does not create topics on use" if create else "")
+                                    + " (UNKNOWN_TOPIC_OR_PARTITION)")
                 raise err
             time.sleep(0.05)
     finally:

@@ -199,8 +199,11 @@ def test_a_bad_line_stops_produce_after_sending_the_lines_before_it(broker, admi
 
 def test_bad_input_is_one_line_and_an_exit_code(broker, admin, tmp_path):
     create(admin, "io-bad", partitions=2)
-    one_error_line(kc(broker, "produce", "io-no-such-topic", stdin="x\n"), 1, "io-no-such-topic", "does not exist")
-    one_error_line(kc(broker, "consume", "io-no-such-topic"), 1, "io-no-such-topic", "does not exist")
+    # one format across commands: what happened, then Kafka's name in parentheses
+    one_error_line(kc(broker, "produce", "io-no-such-topic", stdin="x\n"), 1, "io-no-such-topic", "does not exist",
+                   "(UNKNOWN_TOPIC_OR_PARTITION)")
+    one_error_line(kc(broker, "consume", "io-no-such-topic"), 1, "io-no-such-topic", "does not exist",
+                   "(UNKNOWN_TOPIC_OR_PARTITION)")
     one_error_line(kc(broker, "produce", "io-bad", "--partition", "5", stdin="x\n"), 1, "partition 5", "2 partitions")
     one_error_line(kc(broker, "consume", "io-bad", "--partition", "2"), 1, "partition 2")
     one_error_line(kc(broker, "consume", "io-bad", "--offset", "7"), 2, "--offset N needs --partition")
