@@ -113,17 +113,19 @@ def test_acks_all_over_sasl_ssl_survives_a_leader_kill(cluster):
 
 def test_a_wrong_inter_broker_password_keeps_the_broker_out_and_says_why(cluster):
     create_topic(cluster, "guarded", partitions=1, rf=3)
-    b3 = cluster.brokers[3]
-    good = dict(line.split("=", 1) for line in open(b3.config_file).read().splitlines())
+    # a broker that is not the controller (the module's earlier tests may have moved it): it is
+    # the one that fetches and is refused
+    controller = admin(cluster).list_topics(timeout=10).controller_id
+    victim = max(b for b in cluster.brokers if b != controller)
+    bv = cluster.brokers[victim]
+    good = dict(line.split("=", 1) for line in open(bv.config_file).read().splitlines())
     jaas_key = "listener.name.broker.scram-sha-512.sasl.jaas.config"
     wrong = {**good, jaas_key: good[jaas_key].replace(PASSWORD, WRONG)}
-    # broker 3 is not the controller (it started last): it is the one that fetches and is refused
-    assert admin(cluster).list_topics(timeout=10).controller_id != 3
-    b3.stop()
-    since = len(_log(b3))
-    write_properties(b3.config_file, wrong)
+    bv.stop()
+    since = len(_log(bv))
+    write_properties(bv.config_file, wrong)
     try:
-        b3.start()
+        bv.start()
         p = AckedProducer(cluster.bootstrap_servers, "guarded")
         p.send(200)
         p.flush(60)
@@ -131,21 +133,21 @@ def test_a_wrong_inter_broker_password_keeps_the_broker_out_and_says_why(cluster
         refused = re.compile(r"ERROR kafkacore\.cluster: SASL login to broker (\d) at 127\.0\.0\.1:\d+ as 'admin' "
                              r"with SCRAM-SHA-512 over SASL_SSL failed: .*invalid credentials.*")
         leader = topic_metadata(cluster, "guarded")[0].leader
-        wait_for(lambda: refused.search(_log(b3)[since:]), "broker 3's line saying its login was refused", 30)
-        # the leader refused several attempts meanwhile; broker 3 said so once per broker
+        wait_for(lambda: refused.search(_log(bv)[since:]), "the broker's line saying its login was refused", 30)
+        # the leader refused several attempts meanwhile; the broker said so once per broker
         wait_for(lambda: _log(cluster.brokers[leader]).count("SASL login failed") >= 3,
-                 "the leader refusing broker 3's retries", 30)
-        lines = [m.group(0) for m in refused.finditer(_log(b3)[since:])]
-        assert len(lines) == len({m.group(1) for m in refused.finditer(_log(b3)[since:])}), lines
+                 "the leader refusing the broker's retries", 30)
+        lines = [m.group(0) for m in refused.finditer(_log(bv)[since:])]
+        assert len(lines) == len({m.group(1) for m in refused.finditer(_log(bv)[since:])}), lines
         assert all(WRONG not in line and PASSWORD not in line for line in lines)
-        wait_for(lambda: 3 not in topic_metadata(cluster, "guarded")[0].isrs, "broker 3 out of the ISR", 30)
+        wait_for(lambda: victim not in topic_metadata(cluster, "guarded")[0].isrs, "the broker out of the ISR", 30)
         logs = {bid: len(data) for bid, data in partition_logs(cluster, "guarded", 0).items()}
-        assert logs[3] < logs[leader], logs  # nothing replicated to broker 3
+        assert logs[victim] < logs[leader], logs  # nothing replicated to it
     finally:
-        b3.stop()
-        write_properties(b3.config_file, good)
-        b3.start()
-    wait_for(lambda: sorted(topic_metadata(cluster, "guarded")[0].isrs) == [1, 2, 3], "broker 3 back in the ISR", 60)
+        bv.stop()
+        write_properties(bv.config_file, good)
+        bv.start()
+    wait_for(lambda: sorted(topic_metadata(cluster, "guarded")[0].isrs) == [1, 2, 3], "the broker back in the ISR", 60)
     wait_replicas_identical(cluster, "guarded", 1)
 
 
