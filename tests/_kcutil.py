@@ -362,3 +362,22 @@ def corrupt_payload_txn_batch(producer_id, base_offset, codec_id=4):
     reading its records fails, dropping it unread does not."""
     return assemble_batch(b"\x00not a zstd frame\xff" * 3, 2, attributes=codec_id | 0x10, base_offset=base_offset,
                           producer_id=producer_id, producer_epoch=0, base_sequence=0)
+
+
+def read_offsets_topic(bootstrap, partition, timeout=15.0):
+    """Every (key, value) of one __consumer_offsets partition, up to its end as it was when
+    asked, read with kafka-python (a client other than ours)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        tp = TopicPartition("__consumer_offsets", partition)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        out = []
+        wait_for(lambda: out.extend((r.key, r.value) for rs in consumer.poll(timeout_ms=100).values() for r in rs)
+                 or consumer.position(tp) >= end, "the whole partition read", timeout=timeout)
+        return out
+    finally:
+        consumer.close()

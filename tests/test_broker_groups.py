@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from _kcutil import peer_has_read, wait_for
+from _kcutil import peer_has_read, read_offsets_topic, wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, request
 from kafkacore.coordinator.offset_store import java_string_hash, partition_for
 from kafkacore.protocol.coordinator.group_metadata_key import GroupMetadataKey
@@ -763,27 +763,6 @@ def test_deleting_a_topic_removes_its_committed_offsets(broker):
 
 
 # -- persistence ---------------------------------------------------------------------------------------
-def _read_offsets_topic(bootstrap, partition):
-    """Every (key, value) of one __consumer_offsets partition, read with kafka-python."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tp = TopicPartition("__consumer_offsets", partition)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        out = []
-        deadline = time.monotonic() + 10
-        while consumer.position(tp) < end and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
-                out.extend((rec.key, rec.value) for rec in records)
-        assert consumer.position(tp) >= end
-        return out
-    finally:
-        consumer.close()
-
-
 def _java_hash_by_formula(s):
     units = [int.from_bytes(s.encode("utf-16-be", "surrogatepass")[i:i + 2], "big")
              for i in range(0, len(s.encode("utf-16-be", "surrogatepass")), 2)]
@@ -867,7 +846,7 @@ def test_a_static_member_makes_the_group_record_version_3(broker):
     group = "format-static"
     m = Member(broker, group, "fmt-static", protocols=[("range", SUB)], instance="instance-7")
     stabilize(m, assignments={})
-    records = _read_offsets_topic(broker.bootstrap, partition_for(group, 50))
+    records = read_offsets_topic(broker.bootstrap, partition_for(group, 50))
     values = [v for k, v in records if _decode_key_by_hand(k) == ("group", group) and v is not None]
     assert values
     for value in values:
@@ -885,7 +864,7 @@ def test_offsets_topic_records_are_kafkas_format(broker):
     assert commit(m.conn, group, {("t1", 1): 42}, m.generation, m.member_id, metadata="meta") == {("t1", 1): NONE}
     partition = partition_for(group, 50)
     assert partition == abs(_java_hash_by_formula(group)) % 50
-    records = _read_offsets_topic(broker.bootstrap, partition)
+    records = read_offsets_topic(broker.bootstrap, partition)
     mine = [(k, v) for k, v in records if _decode_key_by_hand(k)[1] == group]
     kinds = [_decode_key_by_hand(k) for k, _v in mine]
     assert ("group", group) in kinds and ("offset", group, "t1", 1) in kinds
@@ -918,12 +897,12 @@ def test_offsets_topic_records_are_kafkas_format(broker):
                 [(m.member_id, "fmt", "/127.0.0.1", 9000, 7000, SUB, b"")])
     # no other partition holds this group's records
     other = (partition + 1) % 50
-    assert all(_decode_key_by_hand(k)[1] != group for k, _v in _read_offsets_topic(broker.bootstrap, other))
+    assert all(_decode_key_by_hand(k)[1] != group for k, _v in read_offsets_topic(broker.bootstrap, other))
     # deleting the group writes tombstones (null values) for the group and its offsets
     m.leave()
     resp = m.conn.call(DELETE_GROUPS, 2, request(DELETE_GROUPS, groups_names=[group]))
     assert resp.results[0].error_code == NONE
-    records = _read_offsets_topic(broker.bootstrap, partition)
+    records = read_offsets_topic(broker.bootstrap, partition)
     last = {}
     for k, v in records:
         if _decode_key_by_hand(k)[1] == group:
@@ -1035,7 +1014,7 @@ def test_initial_rebalance_delay_and_offset_expiry(tmp_path):
             wait_for(lambda: fetch(c, "expiring", [("t1", 0)])[("t1", 0)][0] == -1, timeout=5)
             assert "expiring" not in list_groups(c)  # an Empty group without offsets goes
             assert fetch(c, "kept", [("t1", 0)])[("t1", 0)][0] == 6
-            records = _read_offsets_topic(b.bootstrap, partition_for("expiring", 50))
+            records = read_offsets_topic(b.bootstrap, partition_for("expiring", 50))
             values = [(k, v) for k, v in records if _decode_key_by_hand(k)[1] == "expiring"]
             assert struct.unpack_from(">h", values[0][1])[0] == 1  # value version 1 carries the expire time
             assert OffsetCommitValue.read(Reader(values[0][1], 2), 1).expire_timestamp > 0

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from _kcutil import wait_for
+from _kcutil import read_offsets_topic, wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, free_port, request
 from kafkacore.coordinator import consumer_group_records as cg_records
 from kafkacore.coordinator.assignors import MemberSpec, assign
@@ -391,24 +391,6 @@ def test_delete_an_empty_consumer_group(conn):
     assert fetch(conn, "doomed", None, -1) == (NONE, [-1])
 
 
-def _offsets_topic_records(bootstrap, partition):
-    """Every (key, value) of one __consumer_offsets partition, read with kafka-python."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tp = TopicPartition("__consumer_offsets", partition)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        out = []
-        wait_for(lambda: out.extend((r.key, r.value) for rs in consumer.poll(timeout_ms=100).values() for r in rs)
-                 or consumer.position(tp) >= end, "the whole partition read", timeout=15)
-        return out
-    finally:
-        consumer.close()
-
-
 def test_records_in_kafkas_format_and_a_restart_reloads_the_group(broker):
     """Last in this module: it restarts the broker."""
     with broker.client() as conn:
@@ -440,7 +422,7 @@ def test_records_in_kafkas_format_and_a_restart_reloads_the_group(broker):
     keeper.start()
     try:
         partition = partition_for("durable", 3)  # Kafka's group -> partition
-        records = [(cg_records.decode_key(k), v) for k, v in _offsets_topic_records(broker.bootstrap, partition)]
+        records = [(cg_records.decode_key(k), v) for k, v in read_offsets_topic(broker.bootstrap, partition)]
     finally:
         stop.set()
         keeper.join(10)
