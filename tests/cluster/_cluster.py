@@ -151,6 +151,22 @@ def create_topic(cluster, name, partitions=3, rf=3, configs=None):
     wait_for(lambda: (lambda md: len(md) == partitions and all(p.leader >= 0 and len(p.isrs) == rf
                                                               for p in md.values()))(topic_metadata(cluster, name)),
              f"every partition of {name} led with a full ISR", 60)
+    # ... and in every running broker's metadata (UpdateMetadata reaches them one by one): a
+    # client's next request may go to any of them
+    for bid, b in cluster.brokers.items():
+        if b.running:
+            wait_for(lambda: _partitions_known_at(cluster, bid, name) == partitions,
+                     f"broker {bid} to know every partition of {name}", 30)
+
+
+def _partitions_known_at(cluster, broker_id, name):
+    from broker_client import request
+    from kafkacore.protocol.messages.metadata_request import MetadataRequestTopic
+
+    with connect(cluster, broker_id) as conn:
+        resp = conn.call(3, 12, request(3, topics=[MetadataRequestTopic(name=name)], allow_auto_topic_creation=False))
+    t = resp.topics[0]
+    return len(t.partitions) if t.error_code == 0 else 0
 
 
 def topic_metadata(cluster, name):
