@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+import kafkacore
+
 from kafkacore import Broker
 from kafkacore.errors import InvalidPartitionsError, TopicAlreadyExistsError
 
@@ -186,6 +188,10 @@ def test_columnar_round_trip_in_a_fresh_process_leaves_pandas_unimported(tmp_pat
     convert Python values or call to_numpy, which import pandas when it is installed (seconds
     on a loaded machine at the process's first poll_arrow)."""
     pytest.importorskip("pandas")
+    if not kafkacore.native_extensions():
+        # the pure-Python twin (record/arrow_py.py) builds its columns from Python lists, which
+        # pyarrow converts through pandas: the rows are checked by the parity tests there
+        pytest.skip("the native columnar reader's property (the twin converts Python lists)")
     out = subprocess.run([sys.executable, "-c", COLUMNAR_CHILD, str(tmp_path / "data")], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
