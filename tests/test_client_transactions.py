@@ -284,7 +284,9 @@ def test_an_abortable_error_that_needs_a_new_epoch_recovers_with_abort(tmp_path)
             p.commit_transaction(WAIT)
         # the commit's markers are written after EndTxn is answered (Kafka's order): until then
         # the last stable offset stops a read_committed consumer before "second"
-        wait_for(lambda: _read(b.bootstrap, topic, 1, "read_committed") == [b"first", b"second"],
-                 "the committed records, and only them", 30)
+        reads = []  # what a failure reports: the last read
+        wait_for(lambda: reads.append(_read(b.bootstrap, topic, 1, "read_committed")) or
+                 reads[-1] == [b"first", b"second"],
+                 lambda: f"the committed records, and only them (last read: {reads[-1] if reads else None!r})", 30)
     finally:
         b.stop()
