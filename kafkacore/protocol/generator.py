@@ -38,6 +38,11 @@ SCALAR_MIN_SIZE = dict(INT_TYPES, bool=1, float64=8, uuid=16, string=1, bytes=1,
 
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
+# Schemas of versions newer than ../shared's snapshot (Kafka 4.0-SNAPSHOT), written here from the
+# KIP and the clients' encoders that speak them (each file's opening comment names its source).
+# A file here replaces ../shared's file of the same name; a new name adds a schema.
+NEWER_SCHEMA_ROOT = PACKAGE_DIR / "newer_schemas"
+
 
 def load_schema(path: Path) -> dict:
     text = _COMMENT.sub("", path.read_text())
@@ -463,6 +468,15 @@ class ModuleGenerator:
 HEADER_FILES = ("RequestHeader.json", "ResponseHeader.json")
 
 
+def schema_paths(schema_root: Path, kind: str, newer_root: Path = NEWER_SCHEMA_ROOT) -> list[tuple[str, Path]]:
+    """(source label, path) of every ``kind`` ("message" or "coordinator") schema: ../shared's,
+    with the files of ``newer_root`` in place of those of the same name, sorted by file name."""
+    paths = {p.name: (f"kafka-protocol/{kind}/{p.name}", p) for p in (schema_root / kind).glob("*.json")}
+    for p in (newer_root / kind).glob("*.json"):
+        paths[p.name] = (f"kafkacore/protocol/newer_schemas/{kind}/{p.name}", p)
+    return [paths[name] for name in sorted(paths)]
+
+
 def generate_all(schema_root: Path, out_dir: Path) -> list[Path]:
     """Writes every generated module under out_dir (the kafkacore/protocol directory)."""
     written = []
@@ -472,10 +486,10 @@ def generate_all(schema_root: Path, out_dir: Path) -> list[Path]:
         d.mkdir(parents=True, exist_ok=True)
     apis: dict[int, dict] = {}
     msg_modules = []
-    for path in sorted((schema_root / "message").glob("*.json")):
+    for label, path in schema_paths(schema_root, "message"):
         schema = load_schema(path)
         mod = module_name(schema["name"])
-        src = ModuleGenerator(schema, f"kafka-protocol/message/{path.name}").generate()
+        src = ModuleGenerator(schema, label).generate()
         target = msg_dir / f"{mod}.py"
         target.write_text(src)
         written.append(target)
@@ -490,10 +504,10 @@ def generate_all(schema_root: Path, out_dir: Path) -> list[Path]:
                 entry["flexible_from"] = None if fx.empty else fx.lo
                 entry["name"] = schema["name"][: -len("Request")]
     coord_modules = []
-    for path in sorted((schema_root / "coordinator").glob("*.json")):
+    for label, path in schema_paths(schema_root, "coordinator"):
         schema = load_schema(path)
         mod = module_name(schema["name"])
-        src = ModuleGenerator(schema, f"kafka-protocol/coordinator/{path.name}").generate()
+        src = ModuleGenerator(schema, label).generate()
         target = coord_dir / f"{mod}.py"
         target.write_text(src)
         written.append(target)
