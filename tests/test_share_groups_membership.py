@@ -246,6 +246,36 @@ def test_the_rebalance_counter_and_the_group_count(broker, conn):
     assert hb(conn, "metered", "a", -1).error_code == NONE
 
 
+def kafkacore_cli(broker, *args):
+    import json
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-m", "kafkacore", "-b", broker.bootstrap, *args], capture_output=True,
+                       text=True, timeout=60, cwd=str(root), env=dict(os.environ, PYTHONPATH=str(root)))
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout) if "json" in args else p.stdout
+
+
+def test_kafkacore_groups_lists_and_describes_a_share_group(broker, conn):
+    consumers = [share_consumer(broker, "sc-cli", ["s1"], **{"client.id": f"cli-{i}"}) for i in range(2)]
+    try:
+        d = wait_for(lambda: members_settled(conn, "sc-cli", 2), "two share consumers in the group")
+        assert {"group": "sc-cli", "type": "share", "state": "Stable"} in \
+            kafkacore_cli(broker, "groups", "list", "-o", "json")
+        out = kafkacore_cli(broker, "groups", "describe", "sc-cli", "-o", "json")
+        assert (out["state"], out["protocol_type"], out["protocol"], out["group_epoch"], out["assignment_epoch"]) \
+            == ("Stable", "share", "simple", d.group_epoch, d.assignment_epoch)
+        assert sorted((m["client_id"], m["member_epoch"], m["assignment"]) for m in out["members"]) == \
+            [("cli-0", d.group_epoch, ["s1-0"]), ("cli-1", d.group_epoch, ["s1-0"])]
+        # the shared partition is shown once per member reading it
+        assert sorted(o["client_id"] for o in out["offsets"] if o["partition"] == 0) == ["cli-0", "cli-1"]
+        text = kafkacore_cli(broker, "groups", "describe", "sc-cli")
+        assert "type: share" in text and f"group epoch: {d.group_epoch}" in text and "EPOCH" in text
+    finally:
+        for c in consumers:
+            c.close()
+
+
 def _decode(cls, value):
     r = Reader(bytes(value))
     r.int16()
