@@ -31,11 +31,11 @@ target at their next heartbeat, which the bumped group epoch makes them pick up.
 from __future__ import annotations
 
 import logging
-import uuid
 
 from ..clock import wall_ms
 from ..errors import (CoordinatorNotAvailableError, FencedMemberEpochError, GroupIdNotFoundError,
                       GroupMaxSizeReachedError, InvalidRequestError, KafkaError, UnknownMemberIdError)
+from ..protocol.kafka_uuid import random_uuid_text
 from . import group as g
 from . import share_group_records as rec
 from .consumer_group_coordinator import HeartbeatResult, write_records
@@ -174,7 +174,7 @@ class ShareGroupCoordinator:
             if len(group.members) >= self.max_size:
                 raise GroupMaxSizeReachedError(f"The share group has reached its maximum capacity of "
                                                f"{self.max_size} members.")
-            member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names the member
+            member_id = req.member_id or random_uuid_text()  # v0: the coordinator names it, as Kafka
             log.info("member %s joins share group %s", member_id, group.group_id)
             return ShareGroupMember(member_id)
         if member is None:
