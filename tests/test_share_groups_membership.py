@@ -332,9 +332,18 @@ def test_without_group_share_enable_the_share_apis_are_neither_advertised_nor_se
 
 
 # -- the simple assignor -----------------------------------------------------------------------------------
+def _random_current(members, partitions, seed):
+    import random
+    rnd = random.Random(seed)
+    return {f"m{i}": {b"T": set(rnd.sample(range(partitions + 2), rnd.randint(0, partitions)))}
+            for i in range(members) if rnd.random() < 0.8}
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
 @pytest.mark.parametrize("members,partitions", [(1, 1), (3, 1), (2, 4), (3, 4), (4, 4), (5, 4), (7, 3), (3, 10)])
-def test_simple_assignor_gives_every_partition_and_every_member_a_share(members, partitions):
-    out = assign("simple", {f"m{i}": {b"T"} for i in range(members)}, {b"T": partitions})
+def test_simple_assignor_gives_every_partition_and_every_member_a_share(members, partitions, seed):
+    current = None if seed is None else _random_current(members, partitions, seed)  # whatever was before
+    out = assign("simple", {f"m{i}": {b"T"} for i in range(members)}, {b"T": partitions}, current)
     held = [out[m].get(b"T", set()) for m in sorted(out)]
     assert set().union(*held) == set(range(partitions))  # every partition read
     assert all(held)  # every member reads something
@@ -358,6 +367,17 @@ def test_simple_assignor_spreads_each_topic_over_its_subscribers_and_turns_betwe
     assert sorted(sum(map(len, a.values())) for a in out.values()) == [2, 3, 3]  # not 4, 2, 2
     with pytest.raises(ValueError):
         assign("uniform", {}, {})
+
+
+def test_simple_assignor_is_sticky():
+    two = assign("simple", {"a": {b"T"}, "b": {b"T"}}, {b"T": 4})
+    three = assign("simple", {"a": {b"T"}, "b": {b"T"}, "c": {b"T"}}, {b"T": 4}, two)
+    moved = sum(len(two[m][b"T"] - three[m][b"T"]) for m in "ab")
+    assert moved == 1 and sorted(len(a[b"T"]) for a in three.values()) == [1, 1, 2]  # only one partition moves
+    assert assign("simple", {"a": {b"T"}, "c": {b"T"}}, {b"T": 4}, three)["c"][b"T"] >= three["c"][b"T"]
+    many = assign("simple", {m: {b"T"} for m in "abcde"}, {b"T": 2})
+    more = assign("simple", {m: {b"T"} for m in "abcdef"}, {b"T": 2}, many)
+    assert all(more[m] == many[m] for m in "abcde")  # the newcomer takes the partition with fewer readers
 
 
 def test_the_group_share_configs_have_kafkas_defaults_and_are_checked():

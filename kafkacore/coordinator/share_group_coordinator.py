@@ -228,7 +228,8 @@ class ShareGroupCoordinator:
             by_name = {name: tid for name, (tid, _n) in metadata.items()}
             subscriptions = {m.member_id: {by_name[t] for t in m.subscribed_topic_names if t in by_name}
                              for m in members}
-            new_targets = assign(self.assignors[0], subscriptions, {tid: n for tid, n in metadata.values()})
+            new_targets = assign(self.assignors[0], subscriptions, {tid: n for tid, n in metadata.values()},
+                                 targets)
             for mid, target in new_targets.items():
                 if target != targets.get(mid, {}) or mid == updated.member_id and new_member:
                     records.append(rec.target_assignment_record(gid, mid, target))
