@@ -187,9 +187,14 @@ class ConsumerMembershipManager(GroupClient):
             try:
                 resp = self.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, slot="heartbeat")
             except (ConnectionClosed, KafkaError, OSError) as e:
-                log.debug("heartbeat of group %r failed: %s", self.group_id, e)
                 with self._lock:
                     self._sent = None
+                    if isinstance(e, KafkaError) and not e.retriable:  # e.g. a broker without KIP-848
+                        log.error("member of group %r: %s", self.group_id, e)
+                        self.state, self._fatal = FATAL, e
+                        self._wake_consumer()
+                        return True
+                log.debug("heartbeat of group %r failed: %s", self.group_id, e)
                 return False
             with self._lock:
                 if self.member_epoch != epoch or self.state not in (JOINING, STABLE):
