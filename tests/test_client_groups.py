@@ -266,3 +266,31 @@ def test_pattern_subscription_picks_up_new_topics(broker, protocol):
         assert _wait(lambda: c.assignment() == {(prefix + "-a", 0)}, 20, poll=(c,))
         _fill(broker, prefix + "-b", 1, 2)
         assert _wait(lambda: c.assignment() == {(prefix + "-a", 0), (prefix + "-b", 0)}, 20, poll=(c,))
+
+
+def test_unsubscribe_revokes_commits_and_leaves_then_subscribe_rejoins(broker, protocol):
+    """unsubscribe(): the partitions are revoked while the consumer is still a member (auto-commit
+    commits their positions - a group with other members takes no commit from a non-member -
+    and on_revoke is called), then it leaves; the other member takes over, and a new
+    subscribe() joins again."""
+    from kafkacore.client.admin import AdminClient
+    topic, group = _topic("unsub"), _topic("g")
+    _fill(broker, topic, 2, 5)
+    revoked = []
+    conf = {"auto.commit.interval.ms": 60000, "partition.assignment.strategy": "range"}
+    with _consumer(broker, group, protocol, **conf) as a, _consumer(broker, group, protocol, **conf) as b:
+        a.subscribe([topic], on_revoke=lambda _c, tps: revoked.append(sorted(tps)))
+        b.subscribe([topic])
+        assert _wait(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1, 30, poll=(a, b))
+        revoked.clear()
+        mine = a.assignment()
+        assert _wait(lambda: a.lag() == {tp: 0 for tp in mine}, poll=(a, b))  # all 5 read
+        member = a._group.member_id
+        a.unsubscribe()
+        assert revoked == [sorted(mine)] and a.assignment() == set()
+        with AdminClient(broker.bootstrap) as admin:
+            assert admin.list_group_offsets(group, sorted(mine)) == {tp: 5 for tp in mine}
+            assert _wait(lambda: b.assignment() == {(topic, 0), (topic, 1)}, 20, poll=(b,))
+            assert member not in {m.member_id for m in admin.describe_group(group).members}
+        a.subscribe([topic])
+        assert _wait(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1, 30, poll=(a, b))

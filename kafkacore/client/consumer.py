@@ -129,10 +129,11 @@ class Consumer:
 
     def unsubscribe(self):
         if self._group is not None:
-            self._group.leave("the consumer unsubscribed")
+            # revoked (positions committed, on_revoke called) while still a member, then leaving
             if self._group.owned:
                 self._revoke(set(self._group.owned), lost=False)
                 self._group.owned = set()
+            self._group.leave("the consumer unsubscribed")
             self._group.subscription = set()
         self._subscribed = self._broker_regex = None
         self._set_assignment(set())
