@@ -278,7 +278,8 @@ def test_the_embedded_broker_follows_group_coordinator_rebalance_protocols(tmp_p
     """The embedded broker's connections offer exactly what its ApiVersions advertises: without
     ``consumer`` in group.coordinator.rebalance.protocols no KIP-848 API, and a
     group.protocol=consumer consumer fails with UNSUPPORTED_VERSION instead of joining."""
-    with Broker(str(tmp_path / "classic"), {"group.coordinator.rebalance.protocols": "classic"}) as b:
+    small = {"offsets.topic.num.partitions": "1"}
+    with Broker(str(tmp_path / "classic"), {"group.coordinator.rebalance.protocols": "classic", **small}) as b:
         conn = b.cluster_view().connect(b.core.node_id)
         answer = conn.call(api_versions.API_KEY, request(api_versions.API_KEY, client_software_name="t",
                                                          client_software_version="1"))
@@ -292,7 +293,7 @@ def test_the_embedded_broker_follows_group_coordinator_rebalance_protocols(tmp_p
             while time.monotonic() < deadline:
                 c.poll(0.1)
         c.close()
-    with Broker(str(tmp_path / "both")) as b:
+    with Broker(str(tmp_path / "both"), small) as b:
         b.create_topic("t", 2)
         with b.producer() as p:
             p.send_many("t", [b"x"] * 5, partition=1).result(10)
