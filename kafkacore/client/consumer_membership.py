@@ -162,19 +162,18 @@ class ConsumerMembershipManager(GroupClient):
             if self.closed:
                 break
             self._run_async_commits()
-            wait = self.heartbeat_interval or self.retry_backoff
+            wait = self.retry_backoff
             with self._lock:
                 state = self.state
             if state not in (JOINING, STABLE):
-                wait = self.retry_backoff
                 continue
             if state == STABLE and time.monotonic() - self.last_poll > self.max_poll_interval:
                 log.warning("consumer of group %r did not poll for max.poll.interval.ms=%d: leaving the group",
                             self.group_id, self.rebalance_timeout_ms)
                 self._leave(STALE, "consumer poll timeout has expired")
                 continue
-            if not self._heartbeat():
-                wait = self.retry_backoff
+            if self._heartbeat():
+                wait = self.heartbeat_interval or self.retry_backoff
 
     def _heartbeat(self) -> bool:
         """One heartbeat; False when it failed (the next one, after a backoff, says everything)."""

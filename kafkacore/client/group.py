@@ -1,4 +1,6 @@
-"""The consumer's side of the classic group protocol (Kafka's ConsumerCoordinator).
+"""The consumer's side of the classic group protocol (Kafka's ConsumerCoordinator), and
+``GroupClient``: what it shares with the consumer protocol's member
+(client/consumer_membership.py) - the coordinator's connections and the group's offsets.
 
 FindCoordinator, then JoinGroup with one protocol per configured assignor; the leader runs
 the chosen assignor and sends everyone's assignment in its SyncGroup. A background thread
@@ -117,6 +119,11 @@ class GroupClient:
                 return resp
             return resp
 
+    def _close_connections(self, *extra):
+        for c in (*self._conns.values(), *extra):
+            if c is not None:
+                c.close()
+
     def _run_async_commits(self):
         while self.async_commits:
             offsets, callback = self.async_commits.pop(0)
@@ -161,11 +168,6 @@ class GroupClient:
             name, partition, code = failed[0]
             if not (self._retry_commit(code) and time.monotonic() < deadline):
                 raise error_for_code(code, f"commit {name}-{partition}")
-
-    def _close_connections(self, *extra):
-        for c in (*self._conns.values(), *extra):
-            if c is not None:
-                c.close()
 
     def _commit_identity(self) -> tuple:
         """(generation id or member epoch, member id, group instance id) a commit carries."""
