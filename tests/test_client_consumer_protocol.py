@@ -3,7 +3,8 @@ tests/test_client_groups.py runs with both protocols: a group mixing kafkacore a
 confluent-kafka (librdkafka) members, a member fenced for not heartbeating (stopped with
 SIGSTOP) that gives up its partitions and rejoins, the member id the client makes (KIP-1082),
 group.remote.assignor, broker-side and client-side regex subscriptions, Java's config rules,
-and the embedded broker following group.coordinator.rebalance.protocols."""
+and the embedded broker following group.coordinator.rebalance.protocols; the CLI consumer
+with -X group.protocol=consumer."""
 import os
 import re
 import signal
@@ -304,3 +305,19 @@ def test_the_embedded_broker_follows_group_coordinator_rebalance_protocols(tmp_p
         c.commit()
         assert c.committed([("t", 1)]) == {("t", 1): 5}
         c.close()
+
+
+def test_kafkacore_consume_joins_a_consumer_group_with_X_group_protocol(broker):
+    """The CLI's consumer is kafkacore's Consumer: ``-X group.protocol=consumer`` makes
+    ``kafkacore consume --group`` a KIP-848 member, which reads the topic, commits and leaves."""
+    from _cli import kafkacore
+    from kafkacore.client.admin import AdminClient
+    topic, group = _topic("cp-cli"), _topic("g")
+    _fill(broker, topic, 2, 3)
+    r = kafkacore("consume", topic, "--group", group, "--from-beginning", "-X", "group.protocol=consumer",
+                  bootstrap=broker.bootstrap)
+    assert sorted(r.out.split()) == sorted(f"{p}-{i}" for p in range(2) for i in range(3))
+    with AdminClient(broker.bootstrap) as admin:
+        assert admin.list_group_offsets(group) == {(topic, 0): 3, (topic, 1): 3}
+        info = admin.describe_group(group)
+        assert (info.protocol_type, info.state, info.members) == ("consumer", "Empty", [])
