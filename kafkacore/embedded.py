@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 
-from .broker.handlers import HANDLERS
+from .broker.handlers import HANDLERS, served_by
 from .broker.request import RequestContext
 from .client.cluster import Cluster
 from .client.connection import ConnectionClosed, pick_version
@@ -250,7 +250,10 @@ class EmbeddedConnection:
         self.in_flight: dict[int, tuple] = {}
         self.closed = False
         self.connection_id = next(_connection_ids)
-        self.versions = {k: (e.advertised_min, e.max_version) for k, e in HANDLERS.items()}
+        # what ApiVersions would advertise: the same rule as the network server's
+        # (group.coordinator.rebalance.protocols, inter-broker APIs on a cluster only)
+        self.versions = {k: (e.advertised_min, e.max_version) for k in HANDLERS
+                         if (e := served_by(embedded.core, k)) is not None}
         self._done: deque = deque()
         # Guards the pipe against a late answer (a long-poll fetch finishing after close()):
         # writing to a closed descriptor number could hit whatever socket reuses it.
@@ -288,7 +291,7 @@ class EmbeddedConnection:
 
     # on the broker's loop thread
     def _dispatch(self, header, body, expect_response):
-        entry = HANDLERS.get(header.api_key)
+        entry = served_by(self.embedded.core, header.api_key)
         ctx = RequestContext(self.embedded.core, header, "embedded", self.connection_id)
         try:
             if entry is None or not entry.min_version <= header.api_version <= entry.max_version:

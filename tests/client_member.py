@@ -2,6 +2,9 @@
 
     python tests/client_member.py BOOTSTRAP GROUP TOPIC STRATEGY OUT.jsonl STOPFILE [INSTANCE_ID]
 
+STRATEGY is a classic partition.assignment.strategy, or ``consumer``: group.protocol=consumer
+(KIP-848), the coordinator assigning.
+
 Consumes until STOPFILE exists, committing after every poll, and writes one JSON line per
 event: {"event": "assigned"|"revoked"|"records"|"closed", ...}.
 """
@@ -13,6 +16,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from kafkacore import Consumer  # noqa: E402
+from kafkacore.errors import KafkaError  # noqa: E402
 
 
 def main():
@@ -25,8 +29,12 @@ def main():
         out.write(json.dumps(kw) + "\n")
 
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": strategy, "enable.auto.commit": False,
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+            "enable.auto.commit": False}
+    if strategy == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf.update({"partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
+                     "heartbeat.interval.ms": 500})
     if instance:
         conf["group.instance.id"] = instance
     c = Consumer(conf)
@@ -38,7 +46,10 @@ def main():
         records = c.poll(0.2)
         if records:
             emit(event="records", items=[[r.partition, r.offset] for r in records])
-            c.commit()
+            try:
+                c.commit()
+            except KafkaError as e:  # e.g. fenced meanwhile: the next poll gives the partitions up
+                emit(event="commit-failed", error=e.name)
     c.close()
     emit(event="closed")
 

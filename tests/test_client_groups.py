@@ -1,6 +1,9 @@
-"""kafkacore.Consumer in consumer groups (classic protocol) against a real broker process:
-rebalances across member processes, commits and resume, static membership, max.poll.interval,
-cooperative-sticky, pattern subscriptions, auto-commit."""
+"""kafkacore.Consumer in consumer groups against a real broker process, with both group
+protocols (``group.protocol`` classic and consumer, KIP-848): rebalances across member processes
+(every record consumed, no partition owned by two members at once), commits and resume, static
+membership, max.poll.interval, cooperative-sticky, pattern subscriptions, auto-commit. The
+consumer protocol's own cases (mixed groups with librdkafka, fencing, config rules) are in
+tests/test_client_consumer_protocol.py."""
 import json
 import os
 import re
@@ -12,15 +15,27 @@ import pytest
 
 from broker_client import BrokerProcess
 from kafkacore import Consumer, Producer
+from kafkacore.client.config import CLASSIC_ONLY
 from kafkacore.errors import NoOffsetForPartitionError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# the consumer protocol's session and heartbeat are the broker's: short ones keep the tests fast
+CONSUMER_GROUP_SETTINGS = {"group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
+                           "group.consumer.heartbeat.interval.ms": "200",
+                           "group.consumer.min.heartbeat.interval.ms": "100"}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("group-broker")) as b:
+    with BrokerProcess(tmp_path_factory.mktemp("group-broker"), settings=CONSUMER_GROUP_SETTINGS) as b:
         yield b
+
+
+@pytest.fixture(params=["classic", "consumer"])
+def protocol(request):
+    return request.param
 
 
 def _topic(name):
@@ -39,9 +54,14 @@ def _fill(broker, topic, partitions, per_partition):
             p.send_many(topic, [b"%d-%d" % (part, i) for i in range(per_partition)], partition=part).result(20)
 
 
-def _consumer(broker, group, **conf):
-    return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 300, **conf})
+def _consumer(broker, group, protocol="classic", **conf):
+    """A member of ``group``; the classic protocol's own settings go only to a classic member
+    (a consumer-protocol member refuses them, as Java's does)."""
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "group.protocol": protocol, **conf}
+    if protocol == "consumer":
+        conf = {k: v for k, v in conf.items() if k not in CLASSIC_ONLY}
+    return Consumer(conf)
 
 
 def _wait(cond, timeout=20.0, step=0.05, poll=()):
@@ -62,6 +82,24 @@ def _events(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _double_owners(outs, ends):
+    """Partitions two members owned at one moment, from the members' own assign/revoke/lost
+    events (one clock: the processes share the machine). ``ends``: {out: time} past which a
+    member owns nothing (it was killed)."""
+    spans = []  # (partition, start, end, member)
+    for out in outs:
+        start = {}
+        for e in _events(out):
+            for p in map(tuple, e.get("partitions", ())):
+                if e["event"] == "assigned":
+                    start[p] = e["t"]
+                elif e["event"] in ("revoked", "lost") and p in start:
+                    spans.append((p, start.pop(p), e["t"], out))
+        spans += [(p, t, ends.get(out, float("inf")), out) for p, t in start.items()]
+    return [(a, b) for a in spans for b in spans
+            if a[3] < b[3] and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]]
+
+
 def _current_assignment(events):
     owned = set()
     for e in events:
@@ -72,7 +110,8 @@ def _current_assignment(events):
     return owned
 
 
-@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+# "consumer": group.protocol=consumer, the coordinator's (uniform) assignor
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky", "consumer"])
 def test_three_member_processes_rebalance_and_consume_everything_once(broker, tmp_path, strategy):
     topic, group = _topic("grp"), _topic("g")
     _fill(broker, topic, 6, 200)
@@ -96,6 +135,7 @@ def test_three_member_processes_rebalance_and_consume_everything_once(broker, tm
                 (topic, p) for p in range(6)}
         assert _wait(balanced, 40), [_events(o) for o in outs]
         # a member leaves: the other two take its partitions
+        killed_at = time.time()
         procs[0].terminate()
         procs[0].wait(20)
 
@@ -113,7 +153,8 @@ def test_three_member_processes_rebalance_and_consume_everything_once(broker, tm
         assert len(set(seen)) == 1200
         dupes = len(seen) - len(set(seen))
         assert dupes <= 200, f"{dupes} records consumed twice"  # at most one in-flight poll per handoff
-        if strategy == "cooperative-sticky":
+        assert _double_owners(outs, {outs[0]: killed_at}) == []
+        if strategy in ("cooperative-sticky", "consumer"):
             # cooperative: the first member never gave up everything at once
             ev = _events(outs[0])
             for e in ev:
@@ -128,16 +169,16 @@ def test_three_member_processes_rebalance_and_consume_everything_once(broker, tm
                 p.kill()
 
 
-def test_commit_and_resume_from_committed_offset(broker):
+def test_commit_and_resume_from_committed_offset(broker, protocol):
     topic, group = _topic("resume"), _topic("g")
     _fill(broker, topic, 1, 100)
-    with _consumer(broker, group, **{"enable.auto.commit": False}) as c:
+    with _consumer(broker, group, protocol, **{"enable.auto.commit": False}) as c:
         c.subscribe([topic])
         got = []
         assert _wait(lambda: got.extend(c.poll(0.2, max_records=30)) or len(got) >= 30)
         c.commit()
         assert c.committed([(topic, 0)]) == {(topic, 0): 30}
-    with _consumer(broker, group, **{"enable.auto.commit": False}) as c:
+    with _consumer(broker, group, protocol, **{"enable.auto.commit": False}) as c:
         c.subscribe([topic])
         got = []
         assert _wait(lambda: got.extend(c.poll(0.2)) or len(got) >= 70)
@@ -150,20 +191,20 @@ def test_commit_and_resume_from_committed_offset(broker):
         assert c.committed([(topic, 0)]) == {(topic, 0): 60}
 
 
-def test_auto_commit(broker):
+def test_auto_commit(broker, protocol):
     topic, group = _topic("auto"), _topic("g")
     _fill(broker, topic, 1, 10)
-    with _consumer(broker, group, **{"auto.commit.interval.ms": 200}) as c:
+    with _consumer(broker, group, protocol, **{"auto.commit.interval.ms": 200}) as c:
         c.subscribe([topic])
         got = []
         assert _wait(lambda: got.extend(c.poll(0.1)) or len(got) == 10)
         assert _wait(lambda: c.poll(0.1) == [] and c.committed([(topic, 0)]) == {(topic, 0): 10}, 10)
 
 
-def test_auto_offset_reset_none_in_a_group(broker):
+def test_auto_offset_reset_none_in_a_group(broker, protocol):
     topic, group = _topic("none"), _topic("g")
     _fill(broker, topic, 1, 3)
-    with _consumer(broker, group, **{"auto.offset.reset": "none"}) as c:
+    with _consumer(broker, group, protocol, **{"auto.offset.reset": "none"}) as c:
         c.subscribe([topic])
         with pytest.raises(NoOffsetForPartitionError, match=f"{topic}-0"):
             deadline = time.monotonic() + 15
@@ -172,12 +213,12 @@ def test_auto_offset_reset_none_in_a_group(broker):
 
 
 
-def test_static_member_restart_keeps_its_partitions_without_rebalance(broker):
+def test_static_member_restart_keeps_its_partitions_without_rebalance(broker, protocol):
     topic, group = _topic("static"), _topic("g")
     _fill(broker, topic, 4, 5)
     events = []
-    a = _consumer(broker, group, **{"group.instance.id": "a", "partition.assignment.strategy": "range"})
-    b = _consumer(broker, group, **{"group.instance.id": "b", "partition.assignment.strategy": "range"})
+    a = _consumer(broker, group, protocol, **{"group.instance.id": "a", "partition.assignment.strategy": "range"})
+    b = _consumer(broker, group, protocol, **{"group.instance.id": "b", "partition.assignment.strategy": "range"})
     try:
         a.subscribe([topic], on_revoke=lambda _c, tps: events.append(("a-revoked", tps)))
         b.subscribe([topic], on_revoke=lambda _c, tps: events.append(("b-revoked", tps)))
@@ -185,7 +226,7 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(broker):
         owned_b = b.assignment()
         events.clear()
         b.close()  # static: no LeaveGroup
-        b = _consumer(broker, group, **{"group.instance.id": "b", "partition.assignment.strategy": "range"})
+        b = _consumer(broker, group, protocol, **{"group.instance.id": "b", "partition.assignment.strategy": "range"})
         b.subscribe([topic])
         assert _wait(lambda: b.assignment() == owned_b, 30, poll=(a, b))
         for _ in range(10):
@@ -197,12 +238,12 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(broker):
 
 
 
-def test_member_that_stops_polling_leaves_the_group(broker):
+def test_member_that_stops_polling_leaves_the_group(broker, protocol):
     topic, group = _topic("maxpoll"), _topic("g")
     _fill(broker, topic, 2, 5)
     conf = {"max.poll.interval.ms": 1500, "partition.assignment.strategy": "range"}
-    a = _consumer(broker, group, **conf)
-    b = _consumer(broker, group, **conf)
+    a = _consumer(broker, group, protocol, **conf)
+    b = _consumer(broker, group, protocol, **conf)
     try:
         a.subscribe([topic])
         b.subscribe([topic])
@@ -217,11 +258,39 @@ def test_member_that_stops_polling_leaves_the_group(broker):
 
 
 
-def test_pattern_subscription_picks_up_new_topics(broker):
+def test_pattern_subscription_picks_up_new_topics(broker, protocol):
     prefix = _topic("pat")
     _fill(broker, prefix + "-a", 1, 2)
-    with _consumer(broker, _topic("g"), **{"metadata.max.age.ms": 500}) as c:
+    with _consumer(broker, _topic("g"), protocol, **{"metadata.max.age.ms": 500}) as c:
         c.subscribe("^" + re.escape(prefix) + "-.*")
         assert _wait(lambda: c.assignment() == {(prefix + "-a", 0)}, 20, poll=(c,))
         _fill(broker, prefix + "-b", 1, 2)
         assert _wait(lambda: c.assignment() == {(prefix + "-a", 0), (prefix + "-b", 0)}, 20, poll=(c,))
+
+
+def test_unsubscribe_revokes_commits_and_leaves_then_subscribe_rejoins(broker, protocol):
+    """unsubscribe(): the partitions are revoked while the consumer is still a member (auto-commit
+    commits their positions - a group with other members takes no commit from a non-member -
+    and on_revoke is called), then it leaves; the other member takes over, and a new
+    subscribe() joins again."""
+    from kafkacore.client.admin import AdminClient
+    topic, group = _topic("unsub"), _topic("g")
+    _fill(broker, topic, 2, 5)
+    revoked = []
+    conf = {"auto.commit.interval.ms": 60000, "partition.assignment.strategy": "range"}
+    with _consumer(broker, group, protocol, **conf) as a, _consumer(broker, group, protocol, **conf) as b:
+        a.subscribe([topic], on_revoke=lambda _c, tps: revoked.append(sorted(tps)))
+        b.subscribe([topic])
+        assert _wait(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1, 30, poll=(a, b))
+        revoked.clear()
+        mine = a.assignment()
+        assert _wait(lambda: a.lag() == {tp: 0 for tp in mine}, poll=(a, b))  # all 5 read
+        member = a._group.member_id
+        a.unsubscribe()
+        assert revoked == [sorted(mine)] and a.assignment() == set()
+        with AdminClient(broker.bootstrap) as admin:
+            assert admin.list_group_offsets(group, sorted(mine)) == {tp: 5 for tp in mine}
+            assert _wait(lambda: b.assignment() == {(topic, 0), (topic, 1)}, 20, poll=(b,))
+            assert member not in {m.member_id for m in admin.describe_group(group).members}
+        a.subscribe([topic])
+        assert _wait(lambda: len(a.assignment()) == 1 and len(b.assignment()) == 1, 30, poll=(a, b))

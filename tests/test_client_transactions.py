@@ -190,10 +190,12 @@ def test_calls_out_of_order_and_bad_configs_are_refused(broker):
         plain.close()
 
 
-def test_kafkacore_consumer_read_committed_end_to_end_with_offsets(broker):
-    """kafkacore's own consume-transform-produce: a read_committed Consumer in a group, a
-    transactional Producer, output and offsets committed together; one transaction aborted
-    midway and redone."""
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_kafkacore_consumer_read_committed_end_to_end_with_offsets(broker, protocol):
+    """kafkacore's own consume-transform-produce: a read_committed Consumer in a group (either
+    group protocol: with KIP-848 the group metadata carries the member epoch, which
+    TxnOffsetCommit checks), a transactional Producer, output and offsets committed together;
+    one transaction aborted midway and redone."""
     from kafkacore import Consumer
 
     src, dst = f"in-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
@@ -202,7 +204,8 @@ def test_kafkacore_consumer_read_committed_end_to_end_with_offsets(broker):
             plain.send(src, b"%d" % i, partition=0)
     group = f"g-{src}"
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "group.protocol": protocol})
     consumer.subscribe([src])
     p = _producer(broker, f"t-{src}")
     try:
@@ -216,8 +219,9 @@ def test_kafkacore_consumer_read_committed_end_to_end_with_offsets(broker):
             p.begin_transaction()
             for r in recs:
                 p.send(dst, b"x" + r.value, partition=0)
-            p.send_offsets_to_transaction({(src, recs[0].partition): recs[-1].offset + 1},
-                                          consumer.consumer_group_metadata(), WAIT)
+            metadata = consumer.consumer_group_metadata()
+            assert metadata.generation_id > 0 and metadata.member_id
+            p.send_offsets_to_transaction({(src, recs[0].partition): recs[-1].offset + 1}, metadata, WAIT)
             if not aborted_once:
                 assert p.flush(WAIT) == 0  # the aborted output reaches the log
                 p.abort_transaction(WAIT)

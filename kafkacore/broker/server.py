@@ -54,7 +54,7 @@ from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
 from .config import served_group_protocols
 from .connection_quotas import Acceptor, ConnectionQuotas
-from .handlers import HANDLERS, api_versions
+from .handlers import api_versions, served_by
 from .quotas import EXEMPT_APIS, ClientQuotaSensors
 from .request import RequestContext
 from .sasl_authenticator import SaslAuthenticator
@@ -330,12 +330,8 @@ class Connection(asyncio.BufferedProtocol):
         if sasl is not None and not sasl.permits(api_key):
             self.close(f"SASL: {sasl.why_refused(api_key)}")
             return
-        entry = HANDLERS.get(api_key)
-        if entry is not None and entry.cluster_only and not self.broker.cluster.serves_inter_broker_apis:
-            entry = None  # an inter-broker API on a single node: not served
-        if entry is not None and entry.group_protocol is not None \
-                and entry.group_protocol not in served_group_protocols(self.broker.config):
-            entry = None  # a group protocol switched off
+        # None also for an inter-broker API on a single node and a group protocol switched off
+        entry = served_by(self.broker, api_key)
         if entry is None or not entry.min_version <= version <= entry.max_version:
             self._unsupported(frame, api_key, version, correlation_id, entry, t0)
             return

@@ -169,9 +169,13 @@ CONSUMER = dict(COMMON, **{
     "allow.auto.create.topics": (_bool, True),
     "exclude.internal.topics": (_bool, True),
     "client.rack": (_string, ""),
-    "group.protocol": (_choice("classic"), "classic"),
+    "group.protocol": (_choice("classic", "consumer"), "classic"),
+    "group.remote.assignor": (_optional_string, None),
     "default.api.timeout.ms": (_int(0, INT_MAX), 60000),
 })
+
+# the consumer settings of the classic group protocol alone (group.protocol=consumer refuses them)
+CLASSIC_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
 
 # Java-client names with no effect here: accepted so that an existing config loads.
 IGNORED = {
@@ -238,7 +242,16 @@ def consumer_config(config: dict | None, bootstrap_required: bool = True) -> dic
     c = parse(config, CONSUMER, "consumer")
     if bootstrap_required and c["bootstrap.servers"] is None:
         raise KafkaConfigError("bootstrap.servers is required")
-    if c["heartbeat.interval.ms"] >= c["session.timeout.ms"]:
+    given = set(config or ())
+    if c["group.protocol"] == "consumer":
+        # the Java client's rule (ConsumerConfig): under KIP-848 the coordinator owns the session,
+        # the heartbeat interval and the assignment, so a classic-only setting is a mistake
+        for key in CLASSIC_ONLY:
+            if key in given:
+                raise KafkaConfigError(f"{key} cannot be set when group.protocol=CONSUMER")
+    elif c["group.remote.assignor"] is not None:
+        raise KafkaConfigError("group.remote.assignor cannot be set when group.protocol=CLASSIC")
+    if c["group.protocol"] == "classic" and c["heartbeat.interval.ms"] >= c["session.timeout.ms"]:
         raise KafkaConfigError(
             f"heartbeat.interval.ms={c['heartbeat.interval.ms']} must be lower than "
             f"session.timeout.ms={c['session.timeout.ms']}")

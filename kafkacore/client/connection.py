@@ -43,6 +43,7 @@ CLIENT_VERSIONS = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 3),   # EndTxn
     28: (0, 3),   # TxnOffsetCommit
+    68: (1, 1),   # ConsumerGroupHeartbeat (group.protocol=consumer; v1: the client makes its member id)
     # the admin requests (client/admin.py)
     15: (0, 5),   # DescribeGroups
     16: (0, 4),   # ListGroups (v5 adds a type filter kafkacore does not use)

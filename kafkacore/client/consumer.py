@@ -85,17 +85,29 @@ class Consumer:
         self._fetcher = Fetcher(c, self._cluster, self._states, self._lock, self._data_ready)
         self._fetcher.start()
         self._group = None
+        self._broker_regex = None  # group.protocol=consumer: a "^" subscription the coordinator resolves
         if c["group.id"] is not None:
-            from .group import ConsumerCoordinator
-            self._group = ConsumerCoordinator(c, self._cluster, self)
+            if c["group.protocol"] == "consumer":
+                from .consumer_membership import ConsumerMembershipManager as membership
+            else:
+                from .group import ConsumerCoordinator as membership
+            self._group = membership(c, self._cluster, self)
 
     # -- subscription and assignment ------------------------------------------------------
     def subscribe(self, topics, on_assign=None, on_revoke=None, on_lost=None):
         """Joins the group for ``topics`` (a list of names, or a regex: a compiled pattern or a
-        string starting with ``^``). Callbacks get (consumer, [(topic, partition)])."""
+        string starting with ``^``). Callbacks get (consumer, [(topic, partition)]).
+
+        With group.protocol=consumer a ``^`` string is sent to the coordinator as is
+        (SubscribedTopicRegex: RE2 syntax, whole names, as librdkafka sends its ``^`` patterns);
+        a compiled pattern is matched here against the cluster's topics and their names are
+        sent, as Java's subscribe(Pattern) does."""
         if self._group is None:
             raise KafkaConfigError("subscribe() needs a group.id (use assign() without one)")
+        self._broker_regex = None
         if isinstance(topics, str) and topics.startswith("^") or isinstance(topics, re.Pattern):
+            if isinstance(topics, str) and self.config["group.protocol"] == "consumer":
+                self._broker_regex = topics
             self._subscribed = re.compile(topics) if isinstance(topics, str) else topics
         else:
             topics = [topics] if isinstance(topics, str) else list(topics)
@@ -103,10 +115,13 @@ class Consumer:
                 raise ValueError(f"subscribe() needs topic names, got {topics!r}")
             self._subscribed = set(topics)
         self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
-        self._group.set_subscription(self._subscription_topics())
+        if self._broker_regex is not None:
+            self._group.set_subscription(set(), regex=self._broker_regex)
+        else:
+            self._group.set_subscription(self._subscription_topics())
 
     def _subscription_topics(self) -> set:
-        if isinstance(self._subscribed, re.Pattern):
+        if isinstance(self._subscribed, re.Pattern) and self._broker_regex is None:
             self._cluster.refresh(None)
             return {t for t in self._cluster.partition_counts
                     if self._subscribed.match(t) and t not in self._cluster.internal_topics}
@@ -114,12 +129,13 @@ class Consumer:
 
     def unsubscribe(self):
         if self._group is not None:
-            self._group.leave("the consumer unsubscribed")
+            # revoked (positions committed, on_revoke called) while still a member, then leaving
             if self._group.owned:
                 self._revoke(set(self._group.owned), lost=False)
                 self._group.owned = set()
+            self._group.leave("the consumer unsubscribed")
             self._group.subscription = set()
-        self._subscribed = None
+        self._subscribed = self._broker_regex = None
         self._set_assignment(set())
 
     def assign(self, partitions):
@@ -163,6 +179,11 @@ class Consumer:
         self._set_assignment(set(owned))
         if self._on_assign is not None:
             self._on_assign(self, sorted(added))
+
+    def _wakeup(self):
+        """A poll() waiting for records looks at the group again (an assignment arrived)."""
+        with self._lock:
+            self._data_ready.notify_all()
 
     def _revoke(self, revoked: set, lost: bool):
         if not lost and self._auto_commit:
@@ -410,7 +431,8 @@ class Consumer:
 
     def _maintain(self, deadline):
         if self._group is not None:
-            if isinstance(self._subscribed, re.Pattern) and time.monotonic() - self._last_metadata_check > max(
+            if isinstance(self._subscribed, re.Pattern) and self._broker_regex is None and \
+                    time.monotonic() - self._last_metadata_check > max(
                     1.0, self.config["metadata.max.age.ms"] / 1000.0):
                 self._last_metadata_check = time.monotonic()
                 self._group.set_subscription(self._subscription_topics())

@@ -1,4 +1,6 @@
-"""The consumer's side of the classic group protocol (Kafka's ConsumerCoordinator).
+"""The consumer's side of the classic group protocol (Kafka's ConsumerCoordinator), and
+``GroupClient``: what it shares with the consumer protocol's member
+(client/consumer_membership.py) - the coordinator's connections and the group's offsets.
 
 FindCoordinator, then JoinGroup with one protocol per configured assignor; the leader runs
 the chosen assignor and sends everyone's assignment in its SyncGroup. A background thread
@@ -46,37 +48,28 @@ _COORDINATOR_ERRORS = {CoordinatorNotAvailableError.code, NotCoordinatorError.co
 _REJOIN_ERRORS = {UnknownMemberIdError.code, IllegalGenerationError.code, RebalanceInProgressError.code}
 
 
-class ConsumerCoordinator:
+class GroupClient:
+    """What both group protocols share: the coordinator's connections (found with
+    FindCoordinator, found again when it moves) and the group's offsets (OffsetCommit,
+    OffsetFetch, commits queued for the background thread). Subclasses say who the member is
+    (``_commit_identity``) and what a commit error means for the membership."""
+
     def __init__(self, config, cluster, consumer):
         self.cluster = cluster
         self.consumer = consumer  # the Consumer: assignment changes and callbacks go through it
         self.group_id = config["group.id"]
         self.instance_id = config["group.instance.id"]
-        self.session_timeout_ms = config["session.timeout.ms"]
-        self.rebalance_timeout_ms = config["max.poll.interval.ms"]
-        self.heartbeat_interval = config["heartbeat.interval.ms"] / 1000.0
-        self.max_poll_interval = config["max.poll.interval.ms"] / 1000.0
         self.retry_backoff = config["retry.backoff.ms"] / 1000.0
         self.request_timeout = config["request.timeout.ms"] / 1000.0
-        self.assignors = _assignors.make_assignors(config["partition.assignment.strategy"])
-        self.member_id = ""
-        self.generation = -1
-        self.protocol = None  # the assignor the group chose
-        self.need_rejoin = True
         self.subscription: set[str] = set()
         self.owned: set[tuple] = set()
-        self._conns: dict = {"main": None, "join": None}  # BrokerConnections (or EmbeddedConnections)
-        self._slot_locks = {"main": threading.RLock(), "join": threading.RLock()}
-        self._pending: dict | None = None  # the join round running on a worker thread
-        self._pending_done = threading.Event()
-        self.hb_conn = None
-        self.last_poll = time.monotonic()
-        self.left_for_poll_timeout = False
+        # BrokerConnections (or EmbeddedConnections): "join" for the classic join round,
+        # "heartbeat" for the consumer protocol's heartbeats, "main" for the rest
+        self._conns: dict = {"main": None, "join": None, "heartbeat": None}
+        self._slot_locks = {slot: threading.RLock() for slot in self._conns}
         self.closed = False
         self.async_commits: list = []  # (offsets, callback) queued for the heartbeat thread
         self._hb_wake = threading.Event()
-        self._hb = threading.Thread(target=self._heartbeat_loop, name="kafkacore-consumer-heartbeat", daemon=True)
-        self._hb.start()
 
     # -- coordinator connection -----------------------------------------------------------
     def _find_coordinator(self):
@@ -125,6 +118,105 @@ class ConsumerCoordinator:
                     continue
                 return resp
             return resp
+
+    def _close_connections(self, *extra):
+        for c in (*self._conns.values(), *extra):
+            if c is not None:
+                c.close()
+
+    def _run_async_commits(self):
+        while self.async_commits:
+            offsets, callback = self.async_commits.pop(0)
+            try:
+                self.commit(offsets)
+                err = None
+            except KafkaError as e:
+                err = e
+            if callback is not None:
+                try:
+                    callback(err, offsets)
+                except Exception:
+                    log.exception("commit callback raised")
+
+    def commit_async(self, offsets, callback=None):
+        self.async_commits.append((offsets, callback))
+        self._hb_wake.set()
+
+    # -- offsets --------------------------------------------------------------------------
+    def commit(self, offsets: dict):
+        """OffsetCommit of {(topic, partition): offset}; raises the first partition error. An
+        error the membership can outlive (``_retry_commit``) is retried, with the member's
+        latest identity, until request.timeout.ms."""
+        if not offsets:
+            return
+        topics: dict[str, list] = {}
+        for (t, p), off in offsets.items():
+            topics.setdefault(t, []).append(_OCPartition(partition_index=p, committed_offset=off,
+                                                         committed_leader_epoch=-1, commit_timestamp=-1,
+                                                         committed_metadata=""))
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            epoch, member_id, instance_id = self._commit_identity()
+            body = _OffsetCommitRequest(group_id=self.group_id, generation_id_or_member_epoch=epoch,
+                                        member_id=member_id, group_instance_id=instance_id, retention_time_ms=-1,
+                                        topics=[_OCTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            resp = self.call(ApiKey.OFFSET_COMMIT, body)
+            failed = [(t.name, p.partition_index, p.error_code) for t in resp.topics for p in t.partitions
+                      if p.error_code]
+            if not failed:
+                return
+            name, partition, code = failed[0]
+            if not (self._retry_commit(code) and time.monotonic() < deadline):
+                raise error_for_code(code, f"commit {name}-{partition}")
+
+    def _commit_identity(self) -> tuple:
+        """(generation id or member epoch, member id, group instance id) a commit carries."""
+        raise NotImplementedError
+
+    def _retry_commit(self, code) -> bool:
+        """Whether a commit that failed with ``code`` is tried again (after what it takes)."""
+        raise NotImplementedError
+
+    def committed(self, partitions) -> dict:
+        """{(topic, partition): committed offset or None}."""
+        topics: dict[str, list] = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        body = _OffsetFetchRequest(group_id=self.group_id,
+                                   topics=[_OFTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
+                                   require_stable=False)
+        resp = self.call(ApiKey.OFFSET_FETCH, body)
+        if getattr(resp, "error_code", 0):
+            raise error_for_code(resp.error_code, f"OffsetFetch {self.group_id!r}")
+        out = {tp: None for tp in partitions}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for_code(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+
+class ConsumerCoordinator(GroupClient):
+    def __init__(self, config, cluster, consumer):
+        super().__init__(config, cluster, consumer)
+        self.session_timeout_ms = config["session.timeout.ms"]
+        self.rebalance_timeout_ms = config["max.poll.interval.ms"]
+        self.heartbeat_interval = config["heartbeat.interval.ms"] / 1000.0
+        self.max_poll_interval = config["max.poll.interval.ms"] / 1000.0
+        self.assignors = _assignors.make_assignors(config["partition.assignment.strategy"])
+        self.member_id = ""
+        self.generation = -1
+        self.protocol = None  # the assignor the group chose
+        self.need_rejoin = True
+        self._pending: dict | None = None  # the join round running on a worker thread
+        self._pending_done = threading.Event()
+        self.hb_conn = None
+        self.last_poll = time.monotonic()
+        self.left_for_poll_timeout = False
+        self._hb = threading.Thread(target=self._heartbeat_loop, name="kafkacore-consumer-heartbeat", daemon=True)
+        self._hb.start()
 
     # -- membership -----------------------------------------------------------------------
     def set_subscription(self, topics: set[str]):
@@ -277,6 +369,16 @@ class ConsumerCoordinator:
         return [_SyncAssignment(member_id=mid, assignment=_assignors.encode_assignment(a))
                 for mid, a in result.items()]
 
+    def _commit_identity(self):
+        if self.generation < 0:
+            return -1, "", None  # not in the group (yet): the coordinator takes it from an empty group only
+        return self.generation, self.member_id, self.instance_id
+
+    def _retry_commit(self, code):
+        if code in _REJOIN_ERRORS:
+            self.need_rejoin = True
+        return False
+
     def _reset_member(self):
         if self.instance_id is None:
             self.member_id = ""
@@ -323,68 +425,6 @@ class ConsumerCoordinator:
             self.hb_conn = self._find_coordinator()
         return self.hb_conn.call(ApiKey.HEARTBEAT, body, timeout=self.request_timeout)
 
-    def _run_async_commits(self):
-        while self.async_commits:
-            offsets, callback = self.async_commits.pop(0)
-            try:
-                self.commit(offsets)
-                err = None
-            except KafkaError as e:
-                err = e
-            if callback is not None:
-                try:
-                    callback(err, offsets)
-                except Exception:
-                    log.exception("commit callback raised")
-
-    def commit_async(self, offsets, callback=None):
-        self.async_commits.append((offsets, callback))
-        self._hb_wake.set()
-
-    # -- offsets --------------------------------------------------------------------------
-    def commit(self, offsets: dict):
-        """OffsetCommit of {(topic, partition): offset}; raises the first partition error."""
-        if not offsets:
-            return
-        topics: dict[str, list] = {}
-        for (t, p), off in offsets.items():
-            topics.setdefault(t, []).append(_OCPartition(partition_index=p, committed_offset=off,
-                                                         committed_leader_epoch=-1, commit_timestamp=-1,
-                                                         committed_metadata=""))
-        generation = self.generation if self.generation >= 0 else -1
-        body = _OffsetCommitRequest(group_id=self.group_id, generation_id_or_member_epoch=generation,
-                                    member_id=self.member_id if generation >= 0 else "",
-                                    group_instance_id=self.instance_id if generation >= 0 else None,
-                                    retention_time_ms=-1,
-                                    topics=[_OCTopic(name=t, partitions=ps) for t, ps in topics.items()])
-        resp = self.call(ApiKey.OFFSET_COMMIT, body)
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    if p.error_code in _REJOIN_ERRORS:
-                        self.need_rejoin = True
-                    raise error_for_code(p.error_code, f"commit {t.name}-{p.partition_index}")
-
-    def committed(self, partitions) -> dict:
-        """{(topic, partition): committed offset or None}."""
-        topics: dict[str, list] = {}
-        for t, p in partitions:
-            topics.setdefault(t, []).append(p)
-        body = _OffsetFetchRequest(group_id=self.group_id,
-                                   topics=[_OFTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
-                                   require_stable=False)
-        resp = self.call(ApiKey.OFFSET_FETCH, body)
-        if getattr(resp, "error_code", 0):
-            raise error_for_code(resp.error_code, f"OffsetFetch {self.group_id!r}")
-        out = {tp: None for tp in partitions}
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code:
-                    raise error_for_code(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
-                if p.committed_offset >= 0:
-                    out[(t.name, p.partition_index)] = p.committed_offset
-        return out
-
     # -- leaving --------------------------------------------------------------------------
     def leave(self, reason="the consumer is being closed"):
         """LeaveGroup (dynamic members only: a static member keeps its place until
@@ -407,8 +447,6 @@ class ConsumerCoordinator:
         self._hb.join(5)
         self._run_async_commits()
         # closing the join connection ends a join round still waiting on the broker
-        for c in (*self._conns.values(), self.hb_conn):
-            if c is not None:
-                c.close()
+        self._close_connections(self.hb_conn)
         if self._pending is not None:
             self._pending_done.wait(5)

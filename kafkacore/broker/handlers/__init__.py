@@ -20,6 +20,7 @@ import pkgutil
 from typing import NamedTuple
 
 from ...protocol.frames import api_name
+from ..config import served_group_protocols
 
 
 
@@ -63,3 +64,21 @@ def _load():
 
 
 HANDLERS = _load()
+
+
+def served(entry: HandlerEntry, clustered: bool, group_protocols) -> bool:
+    """Whether a broker serves (and advertises) ``entry``: an inter-broker API only on a broker
+    of a cluster (``clustered``), a group protocol's API only while
+    ``group.coordinator.rebalance.protocols`` (``group_protocols``; None: every one) names it.
+    The network server, ApiVersions and the embedded broker's connections ask this one rule."""
+    return (clustered or not entry.cluster_only) and (
+        entry.group_protocol is None or group_protocols is None or entry.group_protocol in group_protocols)
+
+
+def served_by(broker, api_key: int) -> HandlerEntry | None:
+    """``broker``'s handler entry for ``api_key``, None when it does not serve it."""
+    entry = HANDLERS.get(api_key)
+    if entry is None or not served(entry, broker.cluster.serves_inter_broker_apis,
+                                   served_group_protocols(broker.config)):
+        return None
+    return entry

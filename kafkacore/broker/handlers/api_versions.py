@@ -19,11 +19,10 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 def response(error_code=0, throttle_time_ms=0, clustered=False, group_protocols=None):
     """``group_protocols``: group.coordinator.rebalance.protocols (None: every one)."""
-    from . import HANDLERS
+    from . import HANDLERS, served
 
     keys = [ApiVersion(api_key=e.api_key, min_version=e.advertised_min, max_version=e.max_version)
-            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key) if (clustered or not e.cluster_only)
-            and (e.group_protocol is None or group_protocols is None or e.group_protocol in group_protocols)]
+            for e in sorted(HANDLERS.values(), key=lambda e: e.api_key) if served(e, clustered, group_protocols)]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=throttle_time_ms)
 
 
