@@ -205,6 +205,9 @@ BROKER_CONFIGS = {
     "group.consumer.max.heartbeat.interval.ms": (_int(1, INT_MAX), 15000),
     "group.consumer.max.size": (_int(1, INT_MAX), INT_MAX),
     "group.consumer.assignors": (_assignors, ["uniform", "range"]),
+    # KIP-848 online migration between classic and consumer groups with members (Kafka 4.0's default)
+    "group.consumer.migration.policy": (_choice("bidirectional", "upgrade", "downgrade", "disabled"),
+                                        "bidirectional"),
     "group.coordinator.rebalance.protocols": (_rebalance_protocols, ["classic", "consumer"]),
     "producer.id.expiration.ms": (_int(1, INT_MAX), 86400000),
     "producer.id.expiration.check.interval.ms": (_int(1, INT_MAX), 600000),

@@ -46,6 +46,28 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
+class ClassicMember:
+    """What a member using the classic protocol brings (Kafka's ClassicMemberMetadata): its
+    session timeout and its JoinGroup protocols [(name, metadata bytes)] in its order."""
+
+    __slots__ = ("session_timeout_ms", "protocols")
+
+    def __init__(self, session_timeout_ms, protocols):
+        self.session_timeout_ms = session_timeout_ms
+        self.protocols = tuple((name, bytes(md)) for name, md in protocols)
+
+    @property
+    def protocol_name(self):
+        """The protocol the member is answered with (its first, as Kafka does)."""
+        return self.protocols[0][0]
+
+    def __eq__(self, other):
+        return isinstance(other, ClassicMember) and (self.session_timeout_ms, self.protocols) == \
+            (other.session_timeout_ms, other.protocols)
+
+    __hash__ = None
+
+
 def copy_assignment(a):
     return {tid: set(parts) for tid, parts in a.items() if parts}
 
@@ -61,12 +83,12 @@ class ConsumerGroupMember:
 
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
                  "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "member_epoch",
-                 "previous_member_epoch", "state", "assigned", "pending_revocation")
+                 "previous_member_epoch", "state", "assigned", "pending_revocation", "classic")
 
     def __init__(self, member_id, instance_id=None, rack_id=None, client_id="", client_host="",
                  subscribed_topic_names=(), subscribed_topic_regex=None, rebalance_timeout_ms=-1,
                  server_assignor=None, member_epoch=0, previous_member_epoch=0, state=MEMBER_STABLE,
-                 assigned=None, pending_revocation=None):
+                 assigned=None, pending_revocation=None, classic=None):
         self.member_id = member_id
         self.instance_id = instance_id
         self.rack_id = rack_id
@@ -81,6 +103,9 @@ class ConsumerGroupMember:
         self.state = state
         self.assigned = copy_assignment(assigned or {})
         self.pending_revocation = copy_assignment(pending_revocation or {})
+        # a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group:
+        # ClassicMember (its session timeout and JoinGroup protocols), else None
+        self.classic = classic
 
     def copy(self, member_id=None):
         out = ConsumerGroupMember.__new__(ConsumerGroupMember)
@@ -93,7 +118,7 @@ class ConsumerGroupMember:
         return out
 
     _METADATA = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
-                 "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+                 "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic")
     _ASSIGNMENT = ("member_epoch", "previous_member_epoch", "state", "assigned", "pending_revocation")
 
     def same_metadata(self, other):

@@ -48,7 +48,7 @@ import uuid
 
 from ..clock import wall_ms
 from ..errors import (CoordinatorNotAvailableError, FencedInstanceIdError, FencedMemberEpochError,
-                      GroupIdNotFoundError, GroupMaxSizeReachedError, InvalidRequestError, KafkaError,
+                      GroupIdNotFoundError, IllegalGenerationError, GroupMaxSizeReachedError, InvalidRequestError, KafkaError,
                       StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError, UnsupportedAssignorError,
                       UnsupportedVersionError)
 from . import consumer_group_records as rec
@@ -57,6 +57,7 @@ from .assignors import MemberSpec, assign
 from .consumer_group import (JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              MEMBER_STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerGroupMember,
                              preferred_assignor)
+from .consumer_group_classic import ClassicMembers
 from .offset_store import StoreError, group_key
 from .reconciliation import reconcile
 from .topic_regex import compile_regex, matching_topics
@@ -110,7 +111,9 @@ class HeartbeatRequest:
         self.api_version = api_version
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(ClassicMembers):
+    request_type = HeartbeatRequest
+
     def __init__(self, broker, manager):
         """``manager``: the GroupMetadataManager, whose ``groups`` (every type) and store this
         shares with the classic coordinator."""
@@ -121,6 +124,7 @@ class ConsumerGroupCoordinator:
         self.heartbeat_interval_ms = cfg["group.consumer.heartbeat.interval.ms"]
         self.max_size = cfg["group.consumer.max.size"]
         self.assignors = list(cfg["group.consumer.assignors"])
+        self.migration_policy = cfg["group.consumer.migration.policy"]
         self._closed = False
 
     @property
@@ -154,8 +158,12 @@ class ConsumerGroupCoordinator:
         old = group.session_timers.pop(member_id, None)
         if old is not None:
             old.cancel()
+        member = group.members.get(member_id)
+        # a classic member's session is its own session.timeout.ms
+        timeout = member.classic.session_timeout_ms if member is not None and member.classic else \
+            self.session_timeout_ms
         group.session_timers[member_id] = self.loop.call_later(
-            self.session_timeout_ms / 1000, self._on_session_timeout, group, member_id)
+            timeout / 1000, self._on_session_timeout, group, member_id)
 
     def _on_session_timeout(self, group, member_id):
         group.session_timers.pop(member_id, None)
@@ -274,6 +282,8 @@ class ConsumerGroupCoordinator:
             new.offsets, new.offset_batches = group.offsets, group.offset_batches
             new.pending_txn_offsets = group.pending_txn_offsets
             return new
+        if create and group.members and self.can_upgrade(group):
+            return self.upgraded(group, records)  # KIP-848's online upgrade
         raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -362,7 +372,8 @@ class ConsumerGroupCoordinator:
                     out[name] = (info.topic_id, info.partitions)
         return out
 
-    def _heartbeat(self, req):
+    def _heartbeat(self, req, classic=None):
+        """``classic``: the ClassicMember of a JoinGroup (consumer_group_classic), else None."""
         records = []
         group = self._group(req.group_id, req.member_epoch == JOIN_GROUP_MEMBER_EPOCH, records)
         gid = group.group_id
@@ -381,6 +392,7 @@ class ConsumerGroupCoordinator:
         if req.subscribed_topic_regex is not None:
             updated.subscribed_topic_regex = req.subscribed_topic_regex or None  # librdkafka's "": none
         updated.client_id, updated.client_host = req.client_id, req.client_host
+        updated.classic = classic
         new_member = replaced_id is None and member.member_id not in group.members
         if replaced_id is not None:
             records.extend(rec.member_tombstones(gid, replaced_id))
@@ -435,8 +447,13 @@ class ConsumerGroupCoordinator:
                                  or new_member else None)
 
         def apply():
-            if self.groups.get(gid) is not group:
+            replaced = self.groups.get(gid)
+            if replaced is not group:
                 self.groups[gid] = group
+                if replaced is not None and replaced.members:
+                    self.on_upgraded(replaced)  # the classic group's waiters and timers
+                    for mid in group.members:
+                        self._schedule_session(group, mid)
             if replaced_id is not None:
                 group.remove_member(replaced_id)
                 self._cancel_member_timers(group, replaced_id)
@@ -492,8 +509,11 @@ class ConsumerGroupCoordinator:
                            HeartbeatResult(member_id=member.member_id, member_epoch=req.member_epoch))
 
     def _fence(self, group, member, reason, answer=None):
-        """Removes the member (its records deleted) and bumps the group epoch."""
+        """Removes the member (its records deleted) and bumps the group epoch; when only
+        classic members would remain, the group may become a classic one instead."""
         gid = group.group_id
+        if self.should_downgrade(group, member.member_id):
+            return self.downgrade(group, member.member_id, answer or HeartbeatResult())
         records = rec.member_tombstones(gid, member.member_id)
         rest = [m for mid, m in group.members.items() if mid != member.member_id]
         resolved = self._resolve(rest)
@@ -528,10 +548,11 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return UnknownMemberIdError.code
-        if not transactional and api_version < 9:
+        if not transactional and member.classic is None and api_version < 9:
             return UnsupportedVersionError.code  # members of a consumer group commit with v9+
         if epoch != member.member_epoch:
-            return StaleMemberEpochError.code
+            # a classic member's generation is its member epoch (Kafka's validateMemberEpoch)
+            return IllegalGenerationError.code if member.classic is not None else StaleMemberEpochError.code
         return None
 
     @staticmethod

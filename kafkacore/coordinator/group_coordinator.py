@@ -124,6 +124,8 @@ class GroupCoordinator:
             on_group_removed=self._cancel_group_timers)
         # KIP-848 groups share the groups, the store and the loading with the classic ones
         self.consumer = ConsumerGroupCoordinator(broker, self.group_manager)
+        self.consumer.on_upgraded = self._on_upgraded
+        self.consumer.on_downgraded = self._on_downgraded
         self.loop = None
         self._started = False
         self._closed = False
@@ -199,6 +201,36 @@ class GroupCoordinator:
         for member in group.members.values():
             self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
             self._complete_sync(member, SyncResult(NotCoordinatorError.code))
+
+    # -- KIP-848 migration (consumer_group_classic) ---------------------------------------------------
+    def _on_upgraded(self, group):
+        """The classic group became a consumer group: its waiters rejoin, its timers stop."""
+        for member in group.members.values():
+            self._complete_join(member, JoinResult(RebalanceInProgressError.code, member.member_id))
+            self._complete_sync(member, SyncResult(RebalanceInProgressError.code))
+        self._cancel_group_timers(group)
+        group.transition(g.DEAD, wall_ms())
+
+    def _on_downgraded(self, group):
+        """A consumer group became this classic group: sessions start, and a rebalance."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, f"downgrade of group {group.group_id} from consumer to classic")
+
+    def _join_consumer_group(self, group, member_id, instance_id, client_id, client_host, session_timeout_ms,
+                             rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, fut):
+        def answer(r):
+            error, mid, generation, protocol_name = r
+            fut.done() or fut.set_result(JoinResult(error, mid, generation, g.CONSUMER_PROTOCOL_TYPE if error == NONE
+                                                    else None, protocol_name, ""))
+        result = self.consumer.classic_join(group, member_id, instance_id, client_id, client_host,
+                                            session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                                            require_known_member_id)
+        if isinstance(result, tuple):
+            answer(result)
+        else:
+            result.add_done_callback(lambda f: answer(f.result()))
+        return fut
 
     # -- timers: sessions -------------------------------------------------------------------------
     def _schedule_heartbeat(self, group, member, timeout_ms=None):
@@ -418,9 +450,13 @@ class GroupCoordinator:
             return fut
         unknown = member_id == ""
         group = self._classic_group(group_id)
-        if isinstance(group, ConsumerGroup):
-            fut.set_result(JoinResult(InconsistentGroupProtocolError.code, member_id))
+        if isinstance(group, ConsumerGroup) and group.state == g.DEAD:
+            fut.set_result(JoinResult(CoordinatorNotAvailableError.code, member_id))
             return fut
+        if isinstance(group, ConsumerGroup):  # with members: it serves classic members too
+            return self._join_consumer_group(group, member_id, instance_id, client_id, client_host,
+                                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                                             require_known_member_id, fut)
         if group is None:
             if not unknown:
                 fut.set_result(JoinResult(UnknownMemberIdError.code, member_id))
@@ -616,6 +652,9 @@ class GroupCoordinator:
         if not group_id:
             return SyncResult(InvalidGroupIdError.code)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            return SyncResult(*self.consumer.classic_sync(group, generation, member_id, instance_id, protocol_type,
+                                                          protocol_name))
         if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(UnknownMemberIdError.code)
         if group.state == g.DEAD:
@@ -673,6 +712,8 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            return self.consumer.classic_heartbeat(group, member_id, instance_id, generation)
         if group is None or isinstance(group, ConsumerGroup):
             return UnknownMemberIdError.code
         if group.state == g.DEAD:
@@ -698,7 +739,9 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code, []
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            return NONE, self.consumer.classic_leave(group, leaving)
+        if group is None:
             return NONE, [UnknownMemberIdError.code] * len(leaving)
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code, []

@@ -1,0 +1,172 @@
+"""KIP-848 online migration with real clients: confluent-kafka (librdkafka 2.16) consumers
+against a ``kafkacore serve`` process while a producer writes.
+
+A rolling upgrade restarts three classic consumers (cooperative-sticky) one at a time with
+``group.protocol=consumer``: the classic group becomes a consumer group at the first
+ConsumerGroupHeartbeat and serves the classic members that remain through JoinGroup/SyncGroup/
+Heartbeat. Then the reverse: the consumers are restarted as classic ones and the group becomes
+classic again when the last consumer-protocol member leaves. All along every record is
+consumed, the commits are kept and no partition has two owners at any moment (from the
+clients' own assign/revoke callbacks). With ``group.consumer.migration.policy=disabled`` the
+mixed join is refused with Kafka's error and the group keeps its type."""
+import threading
+import time
+
+import confluent_kafka
+import pytest
+
+from _kcutil import wait_for
+from broker_client import BrokerProcess, auto_create, find_coordinators, request
+
+TOPIC, PARTITIONS = "migrating", 6
+SETTINGS = {"num.partitions": str(PARTITIONS), "offsets.topic.num.partitions": "2",
+            "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+            "group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.heartbeat.interval.ms": "300", "group.consumer.min.heartbeat.interval.ms": "100"}
+
+
+class Member:
+    """A consumer polling in its own thread, recording its assign/revoke history and records."""
+
+    def __init__(self, bootstrap, group, name, protocol, history):
+        self.name, self.history = name, history
+        self.owned, self.records = set(), set()
+        self.errors = []
+        self.stop = threading.Event()
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "group.protocol": protocol,
+                "auto.offset.reset": "earliest", "auto.commit.interval.ms": 200}
+        if protocol == "classic":
+            conf.update({"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 300})
+        self.consumer = confluent_kafka.Consumer(conf)
+        self.consumer.subscribe([TOPIC], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _assign(self, consumer, parts):
+        self.history.append((time.time(), self.name, "assign", {p.partition for p in parts}))
+        self.owned |= {p.partition for p in parts}
+
+    def _revoke(self, consumer, parts):
+        revoked = {p.partition for p in parts}
+        self.owned -= revoked
+        self.history.append((time.time(), self.name, "revoke", revoked))
+
+    def _run(self):
+        while not self.stop.is_set():
+            m = self.consumer.poll(0.05)
+            if m is None:
+                continue
+            if m.error():
+                self.errors.append(m.error())
+            else:
+                self.records.add(m.value().decode())
+        self.consumer.close()  # commits, revokes what it owns and leaves
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), f"{self.name} did not close"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("migration") / "data", settings=SETTINGS) as b:
+        with b.client() as c:
+            auto_create(c, TOPIC)
+            find_coordinators(c)
+        yield b
+
+
+def group_type(broker, group):
+    with broker.client() as conn:
+        groups = conn.call(16, 5, request(16, states_filter=[], types_filter=[])).groups
+    return next((x.group_type for x in groups if x.group_id == group), None)
+
+
+def assert_one_owner_at_a_time(history):
+    owner = {}
+    for at, member, kind, parts in sorted(history, key=lambda h: h[0]):
+        for p in parts:
+            if kind == "assign":
+                assert owner.get(p) in (None, member), f"partition {p} given to {member} at {at} while " \
+                                                        f"{owner[p]} held it"
+                owner[p] = member
+            elif owner.get(p) == member:
+                del owner[p]
+
+
+class Producing:
+    def __init__(self, bootstrap):
+        self.produced = []
+        self.done = threading.Event()
+        self.producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        i = 0
+        while not self.done.is_set():
+            for _ in range(10):
+                self.producer.produce(TOPIC, str(i).encode(), partition=i % PARTITIONS)
+                self.produced.append(str(i))
+                i += 1
+            self.producer.poll(0)
+            time.sleep(0.02)
+        self.producer.flush(30)
+
+    def finish(self):
+        self.done.set()
+        self.thread.join(30)
+
+
+def settled(members):
+    """Every partition owned, each by one of ``members``, each member with some."""
+    owned = [m.owned for m in members]
+    return all(owned) and sorted(p for o in owned for p in o) == list(range(PARTITIONS))
+
+
+def test_rolling_upgrade_then_downgrade_keeps_offsets_and_single_owners(broker):
+    group = "rolling"
+    history, everyone = [], []
+    producing = Producing(broker.bootstrap)
+
+    def start(name, protocol):
+        m = Member(broker.bootstrap, group, name, protocol, history)
+        everyone.append(m)
+        return m
+    members = [start(f"classic-{i}", "classic") for i in range(3)]
+    try:
+        wait_for(lambda: settled(members), "three classic members to share the partitions", timeout=30)
+        assert group_type(broker, group) == "classic"
+        for direction, protocol in (("upgrade", "consumer"), ("downgrade", "classic")):
+            for i in range(3):
+                members[i].close()
+                rest = members[:i] + members[i + 1:]
+                wait_for(lambda: settled(rest), f"{direction} {i}: the others to take over", timeout=30)
+                members[i] = start(f"{protocol}-{direction}-{i}", protocol)
+                wait_for(lambda: settled(members), f"{direction} {i}: the restarted member to take its share",
+                         timeout=30)
+                if direction == "upgrade":
+                    assert group_type(broker, group) == "consumer"  # from the first consumer-protocol member on
+            assert group_type(broker, group) == ("consumer" if direction == "upgrade" else "classic")
+        producing.finish()
+        wait_for(lambda: set(producing.produced) <= set().union(*(m.records for m in everyone)),
+                 lambda: f"every record consumed: "
+                         f"{len(set(producing.produced) - set().union(*(m.records for m in everyone)))} missing",
+                 timeout=30)
+    finally:
+        producing.done.set()
+        for m in everyone:
+            m.close()
+    assert not [e for m in everyone for e in m.errors if e.fatal()]
+    assert_one_owner_at_a_time(history)
+    probe = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        parts = [confluent_kafka.TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        committed = {tp.partition: tp.offset for tp in probe.committed(parts, timeout=10)}
+        ends = {p: probe.get_watermark_offsets(confluent_kafka.TopicPartition(TOPIC, p), timeout=10)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        probe.close()
+    assert committed == ends  # the last commits, made by the classic members at their close
