@@ -148,14 +148,23 @@ def test_group_max_size_and_other_group_types(conn, broker):
         assert hb(conn, "full", m, 0, topics=["u2"], owned={}).error_code == NONE
     r = hb(conn, "full", "max-3", 0, topics=["u2"], owned={})
     assert r.error_code == GROUP_MAX_SIZE_REACHED, r
-    # a classic JoinGroup cannot join a consumer group with members (no migration yet)
-    join = conn.call(JOIN, 5, request(JOIN, group_id="full", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                      member_id="", protocol_type="consumer",
-                                      protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")]))
-    assert join.error_code == INCONSISTENT_GROUP_PROTOCOL
-    for m in members:
+    # a classic member joining a consumer group counts against its size too (Kafka checks it first)
+    def join(member_id="", protocol_type="consumer", metadata=b""):
+        return conn.call(JOIN, 5, request(JOIN, group_id="full", session_timeout_ms=10000,
+                                          rebalance_timeout_ms=10000, member_id=member_id,
+                                          protocol_type=protocol_type,
+                                          protocols=[JoinGroupRequestProtocol(name="range", metadata=metadata)]))
+    assert join().error_code == GROUP_MAX_SIZE_REACHED
+    assert hb(conn, "full", "max-2", -1).error_code == NONE
+    # another protocol type, or an embedded consumer protocol that does not decode, is refused
+    assert join(protocol_type="connect").error_code == INCONSISTENT_GROUP_PROTOCOL
+    required = join()
+    assert required.error_code == MEMBER_ID_REQUIRED and required.member_id
+    assert join(required.member_id).error_code == INCONSISTENT_GROUP_PROTOCOL
+    for m in members[:2]:
         assert hb(conn, "full", m, -1).error_code == NONE
-    # ... and a consumer group cannot take over a classic group with members
+    # ... and a classic group whose members' embedded protocol does not decode cannot be upgraded
+    # (the online upgrade itself: tests/test_consumer_group_migration.py)
     with broker.client() as classic:
         classic.call(JOIN, 3, request(JOIN, group_id="classic-one", session_timeout_ms=10000,
                                       rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
