@@ -34,7 +34,7 @@ class Member:
         self.errors = []
         self.stop = threading.Event()
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "group.protocol": protocol,
-                "auto.offset.reset": "earliest", "auto.commit.interval.ms": 200}
+                "auto.offset.reset": "earliest", "auto.commit.interval.ms": 200, "error_cb": self.errors.append}
         if protocol == "classic":
             conf.update({"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
                          "heartbeat.interval.ms": 300})
@@ -82,6 +82,10 @@ def group_type(broker, group):
     with broker.client() as conn:
         groups = conn.call(16, 5, request(16, states_filter=[], types_filter=[])).groups
     return next((x.group_type for x in groups if x.group_id == group), None)
+
+
+def fatal_errors(member):
+    return [e for e in member.errors if e.code() == confluent_kafka.KafkaError._FATAL]
 
 
 def assert_one_owner_at_a_time(history):
@@ -159,7 +163,7 @@ def test_rolling_upgrade_then_downgrade_keeps_offsets_and_single_owners(broker):
         producing.done.set()
         for m in everyone:
             m.close()
-    assert not [e for m in everyone for e in m.errors if e.fatal()]
+    assert not [e for m in everyone for e in fatal_errors(m)]
     assert_one_owner_at_a_time(history)
     probe = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     try:
@@ -170,3 +174,44 @@ def test_rolling_upgrade_then_downgrade_keeps_offsets_and_single_owners(broker):
     finally:
         probe.close()
     assert committed == ends  # the last commits, made by the classic members at their close
+
+
+def test_disabled_policy_refuses_the_upgrade_and_keeps_the_types(tmp_path):
+    """group.consumer.migration.policy=disabled: a consumer-protocol member cannot join a
+    classic group with members (GROUP_ID_NOT_FOUND, fatal to librdkafka), and a consumer group
+    whose last consumer-protocol member leaves stays a consumer group serving its classic
+    members (classic members may always join one, as in Kafka)."""
+    with BrokerProcess(tmp_path / "data", settings={**SETTINGS, "group.consumer.migration.policy": "disabled"}) as b:
+        with b.client() as c:
+            auto_create(c, TOPIC)
+            find_coordinators(c)
+        history = []
+        classic = Member(b.bootstrap, "stays-classic", "classic", "classic", history)
+        refused = None
+        try:
+            wait_for(lambda: len(classic.owned) == PARTITIONS, "the classic member to own every partition")
+            refused = Member(b.bootstrap, "stays-classic", "refused", "consumer", history)
+            fatal = wait_for(lambda: fatal_errors(refused), "the consumer-protocol member's fatal error")
+            # (librdkafka reports GROUP_ID_NOT_FOUND, fatal to a ConsumerGroupHeartbeat, as _FATAL)
+            assert "The group id does not exist" in fatal[0].str(), fatal
+            assert group_type(b, "stays-classic") == "classic" and len(classic.owned) == PARTITIONS
+        finally:
+            classic.close()
+            if refused is not None:
+                refused.stop.set()
+                refused.thread.join(30)
+
+        modern = Member(b.bootstrap, "stays-consumer", "modern", "consumer", history)
+        old = None
+        try:
+            wait_for(lambda: len(modern.owned) == PARTITIONS, "the consumer-protocol member to own every partition")
+            old = Member(b.bootstrap, "stays-consumer", "old", "classic", history)
+            wait_for(lambda: settled([modern, old]), "the classic member to join the consumer group")
+            modern.close()
+            wait_for(lambda: len(old.owned) == PARTITIONS, "the classic member to take every partition")
+            assert group_type(b, "stays-consumer") == "consumer"
+        finally:
+            modern.close()
+            if old is not None:
+                old.close()
+        assert_one_owner_at_a_time(history)
