@@ -259,6 +259,21 @@ class ConsumerGroup:
             for p in parts:
                 self.partition_epochs.pop((tid, p), None)
 
+    # -- rollback --------------------------------------------------------------------------------
+    def snapshot(self):
+        """The group's state (offsets and timers aside, they have their own bookkeeping), for
+        ``restore`` when a write fails (Kafka's timeline snapshots, reduced to one copy)."""
+        return (self.group_epoch, self.assignment_epoch, {mid: m.copy() for mid, m in self.members.items()},
+                dict(self.static_members), {mid: {t: set(p) for t, p in a.items()}
+                                            for mid, a in self.target_assignment.items()},
+                dict(self.partition_epochs), dict(self.subscription_metadata), dict(self.resolved_regexes),
+                self.dead, self.current_state_timestamp, self._state)
+
+    def restore(self, snapshot):
+        (self.group_epoch, self.assignment_epoch, self.members, self.static_members, self.target_assignment,
+         self.partition_epochs, self.subscription_metadata, self.resolved_regexes, self.dead,
+         self.current_state_timestamp, self._state) = snapshot
+
     def static_member(self, instance_id):
         member_id = self.static_members.get(instance_id)
         return self.members.get(member_id) if member_id is not None else None

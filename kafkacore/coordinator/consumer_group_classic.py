@@ -106,12 +106,13 @@ def encode_assignment(by_name: dict, version: int) -> bytes:
 class ClassicMembers:
     """The classic-protocol requests of consumer groups and the migrations, mixed into the
     ConsumerGroupCoordinator (its ``_heartbeat``, ``_write`` and fencing serve them).
-    ``on_upgraded(classic group)`` and ``on_downgraded(classic group)`` are the classic
-    coordinator's: it releases the replaced group's waiters and timers, or starts the new
-    group's sessions and rebalance."""
+    ``release_classic_group(group)`` and ``start_classic_group(group, rebalance reason or
+    None)`` are the classic coordinator's: it answers a replaced classic group's waiters
+    (REBALANCE_IN_PROGRESS) and stops its timers, or starts a classic group's sessions (and a
+    rebalance)."""
 
-    on_upgraded = None
-    on_downgraded = None
+    release_classic_group = None
+    start_classic_group = None
     request_type = None  # the host's HeartbeatRequest
 
     # -- topic ids <-> names ------------------------------------------------------------------------
@@ -234,7 +235,7 @@ class ClassicMembers:
             self.groups[gid] = classic
             log.info("consumer group %s is downgraded to a classic group (generation %d, %d members)", gid,
                      classic.generation, len(classic.members))
-            self.on_downgraded(classic)
+            self.start_classic_group(classic, f"downgrade of group {gid} from consumer to classic")
         return self._write(gid, records, apply, answer)
 
     # -- the classic protocol's requests to a consumer group -----------------------------------------------

@@ -38,8 +38,8 @@ A member whose session expires is fenced: its records are deleted (tombstones) a
 epoch bumped, so the others take over its partitions on their next heartbeats.
 
 State changes are applied in memory when their records are appended; a write that fails to
-replicate answers its error and leaves the memory ahead of the log until the group is loaded
-again (Kafka reverts to its last committed snapshot instead).
+replicate answers its error and takes the group back to its state before its writes still
+replicating (Kafka reverts to its last committed snapshot the same way).
 """
 from __future__ import annotations
 
@@ -125,6 +125,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         self.max_size = cfg["group.consumer.max.size"]
         self.assignors = list(cfg["group.consumer.assignors"])
         self.migration_policy = cfg["group.consumer.migration.policy"]
+        self._uncommitted: dict[str, _Uncommitted] = {}  # group id -> its state before writes still replicating
         self._closed = False
 
     @property
@@ -169,9 +170,11 @@ class ConsumerGroupCoordinator(ClassicMembers):
         group.session_timers.pop(member_id, None)
         if self._closed or self.groups.get(group.group_id) is not group or member_id not in group.members:
             return
-        log.info("member %s of consumer group %s has failed (session timeout %d ms), fencing it", member_id,
-                 group.group_id, self.session_timeout_ms)
-        self._fence(group, group.members[member_id], "session timeout")
+        log.info("member %s of consumer group %s has failed (its session timed out), fencing it", member_id,
+                 group.group_id)
+        result = self._fence(group, group.members[member_id], "session timeout")
+        if isinstance(result, HeartbeatResult) and result.error != NONE:
+            self._schedule_session(group, member_id)  # not written: it is tried again
 
     def _schedule_rebalance_timeout(self, group, member):
         old = group.rebalance_timers.pop(member.member_id, None)
@@ -200,7 +203,9 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def _write(self, group_id, records, apply, answer):
         """Appends ``records``, then ``apply()`` changes the memory; returns ``answer`` (a
         HeartbeatResult), or a future of it while the write replicates. A failed append
-        changes nothing and answers its error."""
+        changes nothing and answers its error; a write that then fails to replicate takes the
+        group back to its state before the first of its writes still replicating (Kafka
+        reverts to its last committed snapshot) and answers its error."""
         if not records:
             apply()
             return answer
@@ -208,18 +213,58 @@ class ConsumerGroupCoordinator(ClassicMembers):
             written = self.manager.store.append(group_id, records, for_offsets=False)
         except StoreError as e:
             return HeartbeatResult(e.code, f"writing the group's records failed: {e.cause}")
-        apply()
         if written.replicated is None:
+            apply()
             return answer
+        uncommitted = self._uncommitted.get(group_id)
+        if uncommitted is None:
+            uncommitted = self._uncommitted[group_id] = _Uncommitted(self.groups.get(group_id))
+        uncommitted.pending += 1
+        apply()
         out = self.loop.create_future()
 
         def done(f):
+            e = f.exception()
+            if self._uncommitted.get(group_id) is uncommitted:
+                uncommitted.pending -= 1
+                if e is not None or not uncommitted.pending:
+                    del self._uncommitted[group_id]
+                if e is not None:
+                    self._revert(group_id, uncommitted, e)
             if not out.done():
-                e = f.exception()
                 out.set_result(answer if e is None else HeartbeatResult(e.code, f"writing the group's records "
                                                                                  f"failed: {e.cause}"))
         written.replicated.add_done_callback(done)
         return out
+
+    def _revert(self, group_id, uncommitted, error):
+        """The group as it was before its uncommitted writes (one of them failed to replicate)."""
+        if self._closed or self.manager.not_coordinator(group_id) is not None:
+            return  # unloaded: the next coordinator replays the log
+        log.warning("consumer group %s: a write failed to replicate (%s); back to its last written state",
+                    group_id, error.cause)
+        before, current = uncommitted.group, self.groups.get(group_id)
+        if current is not before:  # a migration, or a new group, is undone
+            if isinstance(current, ConsumerGroup):
+                self.cancel_timers(current)
+                current.transition(g.DEAD, wall_ms())
+            elif current is not None:
+                self.release_classic_group(current)
+            if before is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = before
+        if isinstance(before, ConsumerGroup):
+            self.cancel_timers(before)
+            before.restore(uncommitted.state)
+            for member in before.members.values():
+                self._schedule_session(before, member.member_id)
+                if member.state == UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(before, member)
+        elif before is not None and current is not before:  # a classic group whose upgrade failed
+            before.transition(uncommitted.state, wall_ms())
+            self.start_classic_group(before, None if uncommitted.state in (g.STABLE, g.EMPTY) else
+                                     f"the upgrade of group {group_id} failed")
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest):
@@ -451,7 +496,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             if replaced is not group:
                 self.groups[gid] = group
                 if replaced is not None and replaced.members:
-                    self.on_upgraded(replaced)  # the classic group's waiters and timers
+                    self.release_classic_group(replaced)  # the classic group's waiters and timers
                     for mid in group.members:
                         self._schedule_session(group, mid)
             if replaced_id is not None:
@@ -582,6 +627,19 @@ class ConsumerGroupCoordinator(ClassicMembers):
     def topic_name(self, topic_id):
         info = self.broker.topics_by_id.get(topic_id)
         return info.name if info is not None else ""
+
+
+class _Uncommitted:
+    """A group (the object registered under its id, or None) and its state before the first of
+    its writes still replicating; ``pending``: how many are."""
+
+    __slots__ = ("group", "state", "pending")
+
+    def __init__(self, group):
+        self.group = group
+        self.state = group.snapshot() if isinstance(group, ConsumerGroup) else \
+            group.state if group is not None else None
+        self.pending = 0
 
 
 def _owned_by_other(group, member_id, replaced_id):

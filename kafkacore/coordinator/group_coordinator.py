@@ -124,8 +124,8 @@ class GroupCoordinator:
             on_group_removed=self._cancel_group_timers)
         # KIP-848 groups share the groups, the store and the loading with the classic ones
         self.consumer = ConsumerGroupCoordinator(broker, self.group_manager)
-        self.consumer.on_upgraded = self._on_upgraded
-        self.consumer.on_downgraded = self._on_downgraded
+        self.consumer.release_classic_group = self._release_classic_group
+        self.consumer.start_classic_group = self._start_classic_group
         self.loop = None
         self._started = False
         self._closed = False
@@ -203,19 +203,21 @@ class GroupCoordinator:
             self._complete_sync(member, SyncResult(NotCoordinatorError.code))
 
     # -- KIP-848 migration (consumer_group_classic) ---------------------------------------------------
-    def _on_upgraded(self, group):
-        """The classic group became a consumer group: its waiters rejoin, its timers stop."""
+    def _release_classic_group(self, group):
+        """The classic group gave way to a consumer group: its waiters rejoin, its timers stop."""
         for member in group.members.values():
             self._complete_join(member, JoinResult(RebalanceInProgressError.code, member.member_id))
             self._complete_sync(member, SyncResult(RebalanceInProgressError.code))
         self._cancel_group_timers(group)
         group.transition(g.DEAD, wall_ms())
 
-    def _on_downgraded(self, group):
-        """A consumer group became this classic group: sessions start, and a rebalance."""
+    def _start_classic_group(self, group, rebalance_reason=None):
+        """A classic group took over from a consumer group (a downgrade, or an upgrade whose
+        write failed): its sessions start, and a rebalance when a reason is given."""
         for member in group.members.values():
             self._schedule_heartbeat(group, member)
-        self._prepare_rebalance(group, f"downgrade of group {group.group_id} from consumer to classic")
+        if rebalance_reason is not None:
+            self._prepare_rebalance(group, rebalance_reason)
 
     def _join_consumer_group(self, group, member_id, instance_id, client_id, client_host, session_timeout_ms,
                              rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, fut):
