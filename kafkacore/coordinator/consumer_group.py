@@ -83,7 +83,7 @@ class ConsumerGroupMember:
 
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
                  "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "member_epoch",
-                 "previous_member_epoch", "state", "assigned", "pending_revocation", "classic")
+                 "previous_member_epoch", "state", "assigned", "pending_revocation", "classic", "acl_identity")
 
     def __init__(self, member_id, instance_id=None, rack_id=None, client_id="", client_host="",
                  subscribed_topic_names=(), subscribed_topic_regex=None, rebalance_timeout_ms=-1,
@@ -106,6 +106,10 @@ class ConsumerGroupMember:
         # a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group:
         # ClassicMember (its session timeout and JoinGroup protocols), else None
         self.classic = classic
+        # (principal, host) of its latest heartbeat, whose DESCRIBE ACLs filter what its regex
+        # matches; None without an authorizer (and, as Kafka keeps none, after a reload until
+        # the member heartbeats again)
+        self.acl_identity = None
 
     def copy(self, member_id=None):
         out = ConsumerGroupMember.__new__(ConsumerGroupMember)
@@ -166,8 +170,9 @@ class ConsumerGroup:
         # topic name -> (topic id, partition count): the subscribed topics as last recorded
         # (Kafka's subscription metadata, its ConsumerGroupPartitionMetadata record)
         self.subscription_metadata: dict = {}
-        # regex -> the topic names it matched when last resolved (the members' regex subscriptions)
-        self.resolved_regexes: dict[str, frozenset] = {}
+        # (regex, ACL identity) -> the topic names it matched when last resolved, less those the
+        # identity may not describe (the members' regex subscriptions)
+        self.resolved_regexes: dict[tuple, frozenset] = {}
         self.dead = False
         self.current_state_timestamp = now_ms
         self.offsets: dict = {}
@@ -205,7 +210,7 @@ class ConsumerGroup:
         resolved = self.resolved_regexes if resolved is None else resolved
         topics = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            topics |= resolved.get(member.subscribed_topic_regex, frozenset())
+            topics |= resolved.get((member.subscribed_topic_regex, member.acl_identity), frozenset())
         return topics
 
     @property

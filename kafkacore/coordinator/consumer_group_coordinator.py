@@ -47,6 +47,7 @@ import logging
 import uuid
 
 from ..clock import wall_ms
+from ..security.acl import AclOperation, ResourceType
 from ..errors import (CoordinatorNotAvailableError, FencedInstanceIdError, FencedMemberEpochError,
                       GroupIdNotFoundError, IllegalGenerationError, GroupMaxSizeReachedError, InvalidRequestError, KafkaError,
                       StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError, UnsupportedAssignorError,
@@ -91,11 +92,11 @@ class HeartbeatRequest:
 
     __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms",
                  "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "owned", "client_id",
-                 "client_host", "api_version")
+                 "client_host", "api_version", "acl_identity")
 
     def __init__(self, group_id, member_id, member_epoch, instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
                  subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, owned=None,
-                 client_id="", client_host="", api_version=1):
+                 client_id="", client_host="", api_version=1, acl_identity=None):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
@@ -109,6 +110,7 @@ class HeartbeatRequest:
         self.client_id = client_id
         self.client_host = client_host
         self.api_version = api_version
+        self.acl_identity = acl_identity  # (principal, host) the authorizer judges the member by, or None
 
 
 class ConsumerGroupCoordinator(ClassicMembers):
@@ -402,10 +404,21 @@ class ConsumerGroupCoordinator(ClassicMembers):
                                            "members.")
 
     def _resolve(self, members):
-        """{regex: the topic names it matches now} for the members' regex subscriptions."""
+        """{(regex, ACL identity): the topic names it matches now} for the members' regex
+        subscriptions; with an authorizer, only the topics the identity may DESCRIBE (Kafka 4
+        leaves out the others)."""
         topics = self.broker.topics
-        return {rx: frozenset(matching_topics(rx, topics))
-                for rx in {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}}
+        authorizer = self.broker.authorizer
+        out = {}
+        for key in {(m.subscribed_topic_regex, m.acl_identity) for m in members if m.subscribed_topic_regex}:
+            regex, identity = key
+            names = matching_topics(regex, topics)
+            if authorizer is not None and identity is not None:
+                principal, host = identity
+                names = {n for n in names
+                         if authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, n)}
+            out[key] = frozenset(names)
+        return out
 
     def _subscription_metadata(self, group, members, resolved):
         """{topic name: (topic id, partition count)} of the existing topics ``members`` subscribe to."""
@@ -438,6 +451,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
             updated.subscribed_topic_regex = req.subscribed_topic_regex or None  # librdkafka's "": none
         updated.client_id, updated.client_host = req.client_id, req.client_host
         updated.classic = classic
+        updated.acl_identity = req.acl_identity
         new_member = replaced_id is None and member.member_id not in group.members
         if replaced_id is not None:
             records.extend(rec.member_tombstones(gid, replaced_id))
