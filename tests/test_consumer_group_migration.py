@@ -15,7 +15,7 @@ import time
 import confluent_kafka
 import pytest
 
-from _kcutil import wait_for
+from _kcutil import read_offsets_topic, wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, request
 
 TOPIC, PARTITIONS = "migrating", 6
@@ -215,3 +215,94 @@ def test_disabled_policy_refuses_the_upgrade_and_keeps_the_types(tmp_path):
             if old is not None:
                 old.close()
         assert_one_owner_at_a_time(history)
+
+
+# -- at the wire: a classic member in a consumer group, its records, a restart -------------------------
+JOIN, SYNC, HEARTBEAT, LEAVE, OFFSET_COMMIT, CG_HEARTBEAT, CG_DESCRIBE = 11, 14, 12, 13, 8, 68, 69
+NONE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 0, 22, 27, 25, 79
+
+
+def test_a_classic_member_at_the_wire_and_its_records_across_a_restart(broker):
+    """(last in the module: it restarts the module's broker)"""
+    from kafkacore.client.assignors import Subscription, decode_assignment, encode_subscription
+    from kafkacore.coordinator import consumer_group_records as cg_records
+    from kafkacore.coordinator.offset_store import partition_for
+    from kafkacore.protocol.coordinator.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+    from kafkacore.protocol.messages.join_group_request import JoinGroupRequestProtocol
+    from kafkacore.protocol.messages.leave_group_request import MemberIdentity
+    from kafkacore.protocol.messages.offset_commit_request import (OffsetCommitRequestPartition,
+                                                                   OffsetCommitRequestTopic)
+    from kafkacore.protocol.wire import Reader
+
+    group = "wire-mixed"
+    metadata = encode_subscription(Subscription(topics=[TOPIC]))
+    protocols = [JoinGroupRequestProtocol(name="range", metadata=metadata)]
+
+    def join(conn, member_id=""):
+        return conn.call(JOIN, 7, request(JOIN, group_id=group, session_timeout_ms=4000, rebalance_timeout_ms=10000,
+                                          member_id=member_id, protocol_type="consumer", protocols=protocols))
+
+    def commit(conn, member_id, generation):
+        return conn.call(OFFSET_COMMIT, 8, request(
+            OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+            topics=[OffsetCommitRequestTopic(name=TOPIC, partitions=[OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=0)])])).topics[0].partitions[0].error_code
+
+    def members(conn):
+        g = conn.call(CG_DESCRIBE, 0, request(CG_DESCRIBE, group_ids=[group], include_authorized_operations=False))
+        return {m.member_id: m.member_epoch for m in g.groups[0].members}
+
+    with broker.client() as conn:
+        modern = conn.call(CG_HEARTBEAT, 1, request(
+            CG_HEARTBEAT, group_id=group, member_id="modern", member_epoch=0, rebalance_timeout_ms=10000,
+            subscribed_topic_names=[TOPIC], topic_partitions=[]))
+        assert modern.error_code == NONE and modern.member_epoch == 1
+        required = join(conn)
+        assert required.error_code == MEMBER_ID_REQUIRED and required.member_id
+        joined = join(conn, required.member_id)
+        # the member's own epoch is its generation; nobody leads (the coordinator assigns)
+        assert (joined.error_code, joined.protocol_type, joined.protocol_name, joined.leader, joined.members) == \
+            (NONE, "consumer", "range", "", [])
+        mid, generation = joined.member_id, joined.generation_id
+        assert members(conn) == {"modern": 1, mid: generation} and generation == 2
+        synced = conn.call(SYNC, 5, request(SYNC, group_id=group, generation_id=generation, member_id=mid,
+                                            protocol_type="consumer", protocol_name="range", assignments=[]))
+        assert synced.error_code == NONE
+        # modern still owns every partition: the classic member waits for them (unreleased)
+        assert decode_assignment(synced.assignment).partitions == []
+        assert commit(conn, mid, generation) == NONE
+        assert commit(conn, mid, generation + 1) == ILLEGAL_GENERATION
+        assert conn.call(HEARTBEAT, 4, request(HEARTBEAT, group_id=group, generation_id=generation + 1,
+                                               member_id=mid)).error_code == ILLEGAL_GENERATION
+
+        # the records: the classic member's metadata carries its session timeout and protocols
+        records = [(cg_records.decode_key(k), v) for k, v in read_offsets_topic(broker.bootstrap,
+                                                                                  partition_for(group, 2))]
+        metadata_values = [v for k, v in records if k and k[0] == 5 and k[1:] == (group, mid) and v]
+        classic = ConsumerGroupMemberMetadataValue.read(Reader(metadata_values[-1], 2), 0).classic_member_metadata
+        assert classic.session_timeout_ms == 4000
+        assert [(p.name, bytes(p.metadata)) for p in classic.supported_protocols] == [("range", metadata)]
+
+        # modern revokes (its heartbeat lists what it keeps): the classic member is told to rejoin
+        owned = {tp.topic_id: list(tp.partitions) for tp in modern.assignment.topic_partitions}
+        keep = conn.call(CG_HEARTBEAT, 1, request(CG_HEARTBEAT, group_id=group, member_id="modern",
+                                                  member_epoch=1, topic_partitions=[]))
+        assert keep.error_code == NONE and owned
+        assert wait_for(lambda: conn.call(HEARTBEAT, 4, request(
+            HEARTBEAT, group_id=group, generation_id=generation, member_id=mid)).error_code ==
+            REBALANCE_IN_PROGRESS, "the classic member told to rejoin")
+    broker.restart()
+    with broker.client() as conn:
+        find_coordinators(conn)
+        # the group came back from its records, the classic member at its epoch
+        assert wait_for(lambda: members(conn), "the group loaded", tolerate=(Exception,)) == \
+            {"modern": members(conn)["modern"], mid: generation}
+        rejoined = join(conn, mid)  # at the same epoch: it only takes what was released for it
+        assert (rejoined.error_code, rejoined.generation_id) == (NONE, generation)
+        synced = conn.call(SYNC, 5, request(SYNC, group_id=group, generation_id=rejoined.generation_id,
+                                            member_id=mid, protocol_type="consumer", protocol_name="range",
+                                            assignments=[]))
+        assert synced.error_code == NONE and len(decode_assignment(synced.assignment).partitions) == 3
+        left = conn.call(LEAVE, 4, request(LEAVE, group_id=group, members=[MemberIdentity(member_id=mid)]))
+        assert [m.error_code for m in left.members] == [NONE]
+        assert set(members(conn)) == {"modern"}
