@@ -478,11 +478,14 @@ def test_the_group_consumer_configs_are_checked():
             defaults["group.consumer.assignors"]) == (45000, 5000, ["uniform", "range"])
     cfg = BrokerConfig({"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"})
     assert cfg["group.consumer.assignors"] == ["range"]
+    assert defaults["group.consumer.migration.policy"] == "bidirectional"  # Kafka 4.0's default
+    assert BrokerConfig({"group.consumer.migration.policy": "Upgrade"})["group.consumer.migration.policy"] == "upgrade"
     for props, words in (({"group.consumer.session.timeout.ms": "1000"}, "within group.consumer.min.session"),
                          ({"group.consumer.heartbeat.interval.ms": "20000"}, "within group.consumer.min.heartbeat"),
                          ({"group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "10",
                            "group.consumer.heartbeat.interval.ms": "5000"}, "less than group.consumer.session"),
                          ({"group.consumer.assignors": "sticky"}, "not an assignor"),
+                         ({"group.consumer.migration.policy": "sideways"}, "bidirectional, upgrade, downgrade"),
                          ({"group.coordinator.rebalance.protocols": "consumer"}, "must include classic"),
                          ({"group.coordinator.rebalance.protocols": "classic,share"}, "share not served")):
         with pytest.raises(InvalidConfigurationError, match=words):

@@ -36,8 +36,9 @@ import struct
 import uuid
 
 from ..clock import wall_ms
-from ..errors import (GroupIdNotFoundError, IllegalGenerationError, InconsistentGroupProtocolError, KafkaError, MemberIdRequiredError,
-                      RebalanceInProgressError, UnknownMemberIdError, FencedInstanceIdError)
+from ..errors import (FencedInstanceIdError, GroupIdNotFoundError, IllegalGenerationError,
+                      InconsistentGroupProtocolError, KafkaError, MemberIdRequiredError, RebalanceInProgressError,
+                      UnknownMemberIdError)
 from ..protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from ..protocol.messages.consumer_protocol_assignment import TopicPartition as AssignedTopicPartition
 from ..protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription

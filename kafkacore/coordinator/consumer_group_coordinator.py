@@ -12,9 +12,10 @@ A heartbeat (Kafka's rules, in this order):
 2. Epoch -1 leaves (a static member too, for good); -2 is a static member's temporary leave:
    it keeps its partitions until its session expires or it rejoins under a new member id.
 3. The group: created by a join (an Empty classic group is replaced, its offsets kept, as
-   Kafka's maybeDeleteEmptyClassicGroup); a classic group with members is
-   GROUP_ID_NOT_FOUND; an unknown group outside a join is UNKNOWN_MEMBER_ID (the client
-   rejoins). A new member above ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED.
+   Kafka's maybeDeleteEmptyClassicGroup); a classic group with members is upgraded to a
+   consumer group (``consumer_group_classic``) or, when it cannot be, GROUP_ID_NOT_FOUND; an
+   unknown group outside a join is UNKNOWN_MEMBER_ID (the client rejoins). A new member above
+   ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED.
 4. The member: a new one joins at epoch 0; a static member rejoining replaces its previous
    instance if that one left with -2 (else UNRELEASED_INSTANCE_ID), keeping its assignment;
    an instance id held by another member id is FENCED_INSTANCE_ID, an unknown member
@@ -47,11 +48,11 @@ import logging
 import uuid
 
 from ..clock import wall_ms
-from ..security.acl import AclOperation, ResourceType
 from ..errors import (CoordinatorNotAvailableError, FencedInstanceIdError, FencedMemberEpochError,
-                      GroupIdNotFoundError, IllegalGenerationError, GroupMaxSizeReachedError, InvalidRequestError, KafkaError,
-                      StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError, UnsupportedAssignorError,
-                      UnsupportedVersionError)
+                      GroupIdNotFoundError, GroupMaxSizeReachedError, IllegalGenerationError, InvalidRequestError,
+                      KafkaError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
+                      UnsupportedAssignorError, UnsupportedVersionError)
+from ..security.acl import AclOperation, ResourceType
 from . import consumer_group_records as rec
 from . import group as g
 from .assignors import MemberSpec, assign
