@@ -181,7 +181,7 @@ class ClassicMembers:
         records.extend(rec.target_assignment_record(gid, mid, t) for mid, t in group.target_assignment.items())
         records.append(rec.target_assignment_epoch_record(gid, group.assignment_epoch))
         records.extend(rec.current_assignment_record(gid, m) for m in group.members.values())
-        log.info("classic group %s (generation %d, %d members) is upgraded to a consumer group", gid,
+        log.info("upgrading classic group %s (generation %d, %d members) to a consumer group", gid,
                  classic.generation, len(group.members))
         return group
 
@@ -206,7 +206,8 @@ class ClassicMembers:
     def downgrade(self, group: ConsumerGroup, leaving_id: str, answer):
         """The consumer group becomes a classic group without ``leaving_id`` (Kafka's
         convertToClassicGroup): its records are tombstoned, the classic group's written, and the
-        classic coordinator starts a rebalance once they are."""
+        classic coordinator starts a rebalance once they are. None (nothing done: the member is
+        removed as usual) when a member's embedded protocol does not decode."""
         gid = group.group_id
         records = []
         for mid in group.members:
@@ -220,13 +221,17 @@ class ClassicMembers:
             if mid != leaving_id:
                 classic.add(Member(mid, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                                    m.classic.session_timeout_ms, g.CONSUMER_PROTOCOL_TYPE, list(m.classic.protocols)))
-        classic.protocol_name = classic.select_protocol()
-        classic.subscribed_topics = classic.compute_subscribed_topics()
-        assignments = {}
-        for member in classic.members.values():
-            version = _version(member.metadata(classic.protocol_name), "subscription")
-            assignments[member.member_id] = member.assignment = encode_assignment(
-                self._names(group.target_assignment.get(member.member_id, {})), version)
+        try:
+            classic.protocol_name = classic.select_protocol()
+            classic.subscribed_topics = classic.compute_subscribed_topics()
+            assignments = {}
+            for member in classic.members.values():
+                version = _version(member.metadata(classic.protocol_name), "subscription")
+                assignments[member.member_id] = member.assignment = encode_assignment(
+                    self._names(group.target_assignment.get(member.member_id, {})), version)
+        except (ProtocolDecodeError, ValueError) as e:
+            log.warning("cannot downgrade consumer group %s: its members' embedded consumer protocol: %s", gid, e)
+            return None
         classic.transition(g.STABLE, wall_ms())
         records.append((group_key(gid), group_value(classic, assignments)))
 

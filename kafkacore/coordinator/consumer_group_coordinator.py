@@ -573,7 +573,9 @@ class ConsumerGroupCoordinator(ClassicMembers):
         classic members would remain, the group may become a classic one instead."""
         gid = group.group_id
         if self.should_downgrade(group, member.member_id):
-            return self.downgrade(group, member.member_id, answer or HeartbeatResult())
+            result = self.downgrade(group, member.member_id, answer or HeartbeatResult())
+            if result is not None:
+                return result
         records = rec.member_tombstones(gid, member.member_id)
         rest = [m for mid, m in group.members.items() if mid != member.member_id]
         resolved = self._resolve(rest)
