@@ -1,14 +1,15 @@
 """KIP-848 online migration with real clients: confluent-kafka (librdkafka 2.16) consumers
 against a ``kafkacore serve`` process while a producer writes.
 
-A rolling upgrade restarts three classic consumers (cooperative-sticky) one at a time with
-``group.protocol=consumer``: the classic group becomes a consumer group at the first
-ConsumerGroupHeartbeat and serves the classic members that remain through JoinGroup/SyncGroup/
-Heartbeat. Then the reverse: the consumers are restarted as classic ones and the group becomes
-classic again when the last consumer-protocol member leaves. All along every record is
-consumed, the commits are kept and no partition has two owners at any moment (from the
-clients' own assign/revoke callbacks). With ``group.consumer.migration.policy=disabled`` the
-mixed join is refused with Kafka's error and the group keeps its type."""
+A rolling upgrade restarts three classic consumers (cooperative-sticky, then the eager range)
+one at a time with ``group.protocol=consumer``: the classic group becomes a consumer group at
+the first ConsumerGroupHeartbeat and serves the classic members that remain through
+JoinGroup/SyncGroup/Heartbeat. Then the reverse: the consumers are restarted as classic ones and
+the group becomes classic again when the last consumer-protocol member leaves. All along every
+record is consumed, the commits are kept and no partition has two owners at any moment (from
+the clients' own assign/revoke callbacks). With ``group.consumer.migration.policy=disabled`` the
+mixed join is refused with Kafka's error and the group keeps its type. At the wire: a classic
+member's requests to a consumer group, its records, and the group read back after a restart."""
 import threading
 import time
 
@@ -28,7 +29,7 @@ SETTINGS = {"num.partitions": str(PARTITIONS), "offsets.topic.num.partitions": "
 class Member:
     """A consumer polling in its own thread, recording its assign/revoke history and records."""
 
-    def __init__(self, bootstrap, group, name, protocol, history):
+    def __init__(self, bootstrap, group, name, protocol, history, strategy="cooperative-sticky"):
         self.name, self.history = name, history
         self.owned, self.records = set(), set()
         self.errors = []
@@ -36,7 +37,7 @@ class Member:
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "group.protocol": protocol,
                 "auto.offset.reset": "earliest", "auto.commit.interval.ms": 200, "error_cb": self.errors.append}
         if protocol == "classic":
-            conf.update({"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
+            conf.update({"partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
                          "heartbeat.interval.ms": 300})
         self.consumer = confluent_kafka.Consumer(conf)
         self.consumer.subscribe([TOPIC], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
@@ -130,13 +131,14 @@ def settled(members):
     return all(owned) and sorted(p for o in owned for p in o) == list(range(PARTITIONS))
 
 
-def test_rolling_upgrade_then_downgrade_keeps_offsets_and_single_owners(broker):
-    group = "rolling"
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_rolling_upgrade_then_downgrade_keeps_offsets_and_single_owners(broker, strategy):
+    group = f"rolling-{strategy}"
     history, everyone = [], []
     producing = Producing(broker.bootstrap)
 
     def start(name, protocol):
-        m = Member(broker.bootstrap, group, name, protocol, history)
+        m = Member(broker.bootstrap, group, name, protocol, history, strategy)
         everyone.append(m)
         return m
     members = [start(f"classic-{i}", "classic") for i in range(3)]
