@@ -224,6 +224,57 @@ JOIN, SYNC, HEARTBEAT, LEAVE, OFFSET_COMMIT, CG_HEARTBEAT, CG_DESCRIBE = 11, 14,
 NONE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 0, 22, 27, 25, 79
 
 
+def test_a_classic_member_that_does_not_sync_or_rejoin_in_time_is_fenced(broker):
+    """Kafka's join and sync timeouts of classic members in a consumer group: a member answered
+    its JoinGroup must sync, and one told to rejoin must rejoin, within its rebalance timeout -
+    heartbeating does not keep it in the group."""
+    from kafkacore.client.assignors import Subscription, encode_subscription
+    from kafkacore.protocol.messages.join_group_request import JoinGroupRequestProtocol
+
+    group = "wire-timeouts"
+    protocols = [JoinGroupRequestProtocol(name="range", metadata=encode_subscription(Subscription(topics=[TOPIC])))]
+
+    def consumer_join(conn, member_id):
+        r = conn.call(CG_HEARTBEAT, 1, request(CG_HEARTBEAT, group_id=group, member_id=member_id, member_epoch=0,
+                                               rebalance_timeout_ms=10000, subscribed_topic_names=[TOPIC],
+                                               topic_partitions=[]))
+        assert r.error_code == NONE, r
+        return r
+
+    def classic_join(conn):
+        def join(member_id=""):
+            return conn.call(JOIN, 7, request(JOIN, group_id=group, session_timeout_ms=6000, rebalance_timeout_ms=1000,
+                                              member_id=member_id, protocol_type="consumer", protocols=protocols))
+        joined = join(join().member_id)
+        assert joined.error_code == NONE, joined
+        return joined.member_id, joined.generation_id
+
+    def members(conn):
+        g = conn.call(CG_DESCRIBE, 0, request(CG_DESCRIBE, group_ids=[group], include_authorized_operations=False))
+        return set(m.member_id for m in g.groups[0].members)
+
+    with broker.client() as conn:
+        consumer_join(conn, "modern")
+        silent, _generation = classic_join(conn)  # never syncs
+        assert members(conn) == {"modern", silent}
+        wait_for(lambda: members(conn) == {"modern"}, "the member that did not sync fenced", timeout=10)
+
+        mid, generation = classic_join(conn)
+        assert conn.call(SYNC, 5, request(SYNC, group_id=group, generation_id=generation, member_id=mid,
+                                          protocol_type="consumer", protocol_name="range",
+                                          assignments=[])).error_code == NONE
+        consumer_join(conn, "modern-2")  # the group epoch moves: the classic member must rejoin
+
+        def beat():
+            return conn.call(HEARTBEAT, 4, request(HEARTBEAT, group_id=group, generation_id=generation,
+                                                   member_id=mid)).error_code
+        assert wait_for(lambda: beat() == REBALANCE_IN_PROGRESS, "the classic member told to rejoin")
+        # it heartbeats on (every 100 ms) but does not rejoin: fenced after its rebalance timeout
+        assert wait_for(lambda: beat() == UNKNOWN_MEMBER_ID, "the member that did not rejoin fenced",
+                        interval=0.1, timeout=10)
+        assert mid not in members(conn)
+
+
 def test_a_classic_member_at_the_wire_and_its_records_across_a_restart(broker):
     """(last in the module: it restarts the module's broker)"""
     from kafkacore.client.assignors import Subscription, decode_assignment, encode_subscription

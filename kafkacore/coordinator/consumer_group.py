@@ -155,7 +155,8 @@ class ConsumerGroup:
     __slots__ = ("group_id", "group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",
                  "partition_epochs", "subscription_metadata", "resolved_regexes", "dead", "current_state_timestamp",
                  "offsets",
-                 "offset_batches", "pending_txn_offsets", "session_timers", "rebalance_timers", "_state")
+                 "offset_batches", "pending_txn_offsets", "session_timers", "rebalance_timers", "join_timers",
+                 "sync_timers", "_state")
 
     pending_members: dict = {}  # never any (the classic MEMBER_ID_REQUIRED dance); read by the manager
 
@@ -180,6 +181,10 @@ class ConsumerGroup:
         self.pending_txn_offsets: dict = {}
         self.session_timers: dict = {}  # member id -> TimerHandle
         self.rebalance_timers: dict = {}  # member id -> TimerHandle
+        # classic members: told to rejoin, or answered their JoinGroup, they must rejoin or sync
+        # within their rebalance timeout (member id -> TimerHandle)
+        self.join_timers: dict = {}
+        self.sync_timers: dict = {}
         self._state = EMPTY
 
     # -- what the manager and the handlers ask of any group -------------------------------------

@@ -18,7 +18,8 @@ GroupMetadataManager, ConsumerGroup.fromClassicGroup and ClassicGroup.fromConsum
   protocol's name; SyncGroup hands it its assigned partitions; a Heartbeat answers
   REBALANCE_IN_PROGRESS when it must rejoin (an older epoch than the group's, partitions to
   revoke, or partitions that became free for it). Their sessions use their own
-  ``session.timeout.ms``. New classic members may join a consumer group whatever the policy
+  ``session.timeout.ms``; told to rejoin, or answered a JoinGroup, a member must rejoin or sync
+  within its rebalance timeout, else it is fenced (Kafka's join and sync timeouts). New classic members may join a consumer group whatever the policy
   (Kafka does the same); their protocols must be ``consumer`` and shared by the other classic
   members (else INCONSISTENT_GROUP_PROTOCOL).
 - **Downgrade.** When the last member using the consumer protocol leaves (or is fenced) and
@@ -244,6 +245,32 @@ class ClassicMembers:
             self.start_classic_group(classic, f"downgrade of group {gid} from consumer to classic")
         return self._write(gid, records, apply, answer)
 
+    # -- the classic members' join and sync timeouts (Kafka's consumerGroupJoinKey / SyncKey) ---------------
+    def _schedule_classic_timeout(self, group, timers, member, what):
+        """Fences the member unless it does ``what`` within its rebalance timeout."""
+        timers[member.member_id] = self.loop.call_later(
+            max(member.rebalance_timeout_ms, 0) / 1000, self._on_classic_timeout, group, timers, member.member_id,
+            what)
+
+    def _on_classic_timeout(self, group, timers, member_id, what):
+        timers.pop(member_id, None)
+        member = group.members.get(member_id)
+        if self._closed or self.groups.get(group.group_id) is not group or member is None:
+            return
+        log.info("classic member %s of consumer group %s did not %s within its rebalance timeout (%d ms), "
+                 "fencing it", member_id, group.group_id, what, member.rebalance_timeout_ms)
+        self._fence(group, member, f"the classic member failed to {what} within the rebalance timeout")
+
+    def _expect_rejoin(self, group, member):
+        if member.member_id not in group.join_timers:
+            self._schedule_classic_timeout(group, group.join_timers, member, "rejoin")
+
+    @staticmethod
+    def _cancel(timers, member_id):
+        handle = timers.pop(member_id, None)
+        if handle is not None:
+            handle.cancel()
+
     # -- the classic protocol's requests to a consumer group -----------------------------------------------
     def _classic_member(self, group, member_id, instance_id):
         """Kafka's validateConsumerGroupMember + throwIfMemberDoesNotUseClassicProtocol."""
@@ -310,6 +337,11 @@ class ClassicMembers:
         def to_join(r):
             if r.error != NONE:
                 return r.error, "" if unknown else member_id, -1, None
+            member = group.members.get(r.member_id)
+            if self.groups.get(group.group_id) is group and member is not None:
+                self._cancel(group.join_timers, r.member_id)
+                self._cancel(group.sync_timers, r.member_id)
+                self._schedule_classic_timeout(group, group.sync_timers, member, "sync")
             return NONE, r.member_id, r.member_epoch, protocol_name
         if hasattr(result, "add_done_callback"):
             out = self.loop.create_future()
@@ -336,10 +368,12 @@ class ClassicMembers:
                     (protocol_name is not None and protocol_name != member.classic.protocol_name):
                 raise InconsistentGroupProtocolError("The protocol type or name does not match the member's.")
             if group.group_epoch > member.member_epoch and member.state != UNREVOKED_PARTITIONS:
+                self._expect_rejoin(group, member)
                 raise RebalanceInProgressError(f"A new rebalance is triggered in group {group.group_id} and member "
                                                f"{member.member_id} should rejoin to catch up.")
         except KafkaError as e:
             return e.code, None, None, b""
+        self._cancel(group.sync_timers, member.member_id)
         self._schedule_session(group, member.member_id)
         version = _version(member.classic.protocols[0][1], "subscription")
         return (NONE, g.CONSUMER_PROTOCOL_TYPE, member.classic.protocol_name,
@@ -358,6 +392,7 @@ class ClassicMembers:
         self._schedule_session(group, member.member_id)
         if member.member_epoch < group.group_epoch or member.state == UNREVOKED_PARTITIONS or (
                 member.state == UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member)):
+            self._expect_rejoin(group, member)
             return RebalanceInProgressError.code
         return NONE
 

@@ -147,13 +147,13 @@ class ConsumerGroupCoordinator(ClassicMembers):
 
     # -- timers ------------------------------------------------------------------------------------
     def cancel_timers(self, group):
-        for timers in (group.session_timers, group.rebalance_timers):
+        for timers in (group.session_timers, group.rebalance_timers, group.join_timers, group.sync_timers):
             for handle in timers.values():
                 handle.cancel()
             timers.clear()
 
     def _cancel_member_timers(self, group, member_id):
-        for timers in (group.session_timers, group.rebalance_timers):
+        for timers in (group.session_timers, group.rebalance_timers, group.join_timers, group.sync_timers):
             handle = timers.pop(member_id, None)
             if handle is not None:
                 handle.cancel()
