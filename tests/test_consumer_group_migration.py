@@ -222,6 +222,7 @@ def test_disabled_policy_refuses_the_upgrade_and_keeps_the_types(tmp_path):
 # -- at the wire: a classic member in a consumer group, its records, a restart -------------------------
 JOIN, SYNC, HEARTBEAT, LEAVE, OFFSET_COMMIT, CG_HEARTBEAT, CG_DESCRIBE = 11, 14, 12, 13, 8, 68, 69
 NONE, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 0, 22, 27, 25, 79
+FENCED_INSTANCE_ID = 82
 
 
 def test_a_classic_member_that_does_not_sync_or_rejoin_in_time_is_fenced(broker):
@@ -273,6 +274,37 @@ def test_a_classic_member_that_does_not_sync_or_rejoin_in_time_is_fenced(broker)
         assert wait_for(lambda: beat() == UNKNOWN_MEMBER_ID, "the member that did not rejoin fenced",
                         interval=0.1, timeout=10)
         assert mid not in members(conn)
+
+
+def test_a_static_classic_member_replaces_its_previous_instance_at_once(broker):
+    """A static classic member restarting (an unknown member id, its instance id) takes over its
+    previous instance in a consumer group without waiting for it to leave (Kafka's rule where
+    either instance speaks the classic protocol); the old member id is fenced."""
+    from kafkacore.client.assignors import Subscription, encode_subscription
+    from kafkacore.protocol.messages.join_group_request import JoinGroupRequestProtocol
+
+    group = "wire-static"
+    protocols = [JoinGroupRequestProtocol(name="range", metadata=encode_subscription(Subscription(topics=[TOPIC])))]
+    with broker.client() as conn:
+        def join():
+            r = conn.call(JOIN, 7, request(JOIN, group_id=group, session_timeout_ms=6000, rebalance_timeout_ms=10000,
+                                           member_id="", group_instance_id="static-one", protocol_type="consumer",
+                                           protocols=protocols))
+            assert r.error_code == NONE, r
+            return r.member_id
+
+        modern = conn.call(CG_HEARTBEAT, 1, request(CG_HEARTBEAT, group_id=group, member_id="modern", member_epoch=0,
+                                                    rebalance_timeout_ms=10000, subscribed_topic_names=[TOPIC],
+                                                    topic_partitions=[]))
+        assert modern.error_code == NONE
+        first = join()  # a static member needs no MEMBER_ID_REQUIRED round
+        second = join()
+        assert first != second
+        g = conn.call(CG_DESCRIBE, 0, request(CG_DESCRIBE, group_ids=[group], include_authorized_operations=False))
+        assert sorted((m.member_id, m.instance_id) for m in g.groups[0].members) == sorted(
+            [("modern", None), (second, "static-one")])
+        assert conn.call(HEARTBEAT, 4, request(HEARTBEAT, group_id=group, generation_id=0, member_id=first,
+                                               group_instance_id="static-one")).error_code == FENCED_INSTANCE_ID
 
 
 def test_a_classic_member_at_the_wire_and_its_records_across_a_restart(broker):

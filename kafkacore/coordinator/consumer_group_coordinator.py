@@ -349,8 +349,9 @@ class ConsumerGroupCoordinator(ClassicMembers):
                     f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and "
                     f"rejoin.")
 
-    def _member(self, group, req, records):
-        """(the member as known before this heartbeat, or a new one; the member id replaced, or None)."""
+    def _member(self, group, req, records, classic=None):
+        """(the member as known before this heartbeat, or a new one; the member id replaced, or
+        None). ``classic``: the joining member speaks the classic protocol."""
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names a joining member
         if req.instance_id is None:
@@ -374,7 +375,10 @@ class ConsumerGroupCoordinator(ClassicMembers):
                 return ConsumerGroupMember(member_id), None
             if existing.member_id == member_id:
                 return self._restart(existing), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # (where either speaks the classic protocol, the new instance replaces the old one at
+            # once, as a classic group's static member does: Kafka's rule)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and classic is None \
+                    and existing.classic is None:
                 raise UnreleasedInstanceIdError(
                     f"Static member {existing.member_id} with instance id {req.instance_id} is not released yet.")
             new = existing.copy(member_id)
@@ -436,7 +440,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         records = []
         group = self._group(req.group_id, req.member_epoch == JOIN_GROUP_MEMBER_EPOCH, records)
         gid = group.group_id
-        member, replaced_id = self._member(group, req, records)
+        member, replaced_id = self._member(group, req, records, classic)
         updated = member.copy()
         if req.instance_id is not None:
             updated.instance_id = req.instance_id
