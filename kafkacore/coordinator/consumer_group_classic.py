@@ -32,6 +32,7 @@ Committed offsets are keyed by group id and stay with the group both ways.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 import uuid
@@ -343,11 +344,15 @@ class ClassicMembers:
                 self._cancel(group.sync_timers, r.member_id)
                 self._schedule_classic_timeout(group, group.sync_timers, member, "sync")
             return NONE, r.member_id, r.member_epoch, protocol_name
-        if hasattr(result, "add_done_callback"):
-            out = self.loop.create_future()
-            result.add_done_callback(lambda f: out.done() or out.set_result(to_join(f.result())))
-            return out
-        return to_join(result)
+        if not asyncio.isfuture(result):
+            return to_join(result)
+        out = self.loop.create_future()
+
+        def done(f):
+            if not out.done():
+                out.set_result(to_join(f.result()))
+        result.add_done_callback(done)
+        return out
 
     def _shared_protocols(self, group, member_id, names):
         """Kafka's supportsClassicProtocols: a protocol every other classic member supports too."""
@@ -418,6 +423,7 @@ class ClassicMembers:
                 continue
             log.info("member %s has left consumer group %s through LeaveGroup", member.member_id, group.group_id)
             result = self._fence(group, member, "left the group through LeaveGroup")
-            errors.append(result.error if not hasattr(result, "add_done_callback") else NONE)
+            # (on a cluster the answer does not wait for the records to replicate)
+            errors.append(NONE if asyncio.isfuture(result) else result.error)
         return errors
 

@@ -36,6 +36,10 @@ protocol):
   record per key wins, tombstones delete): groups come back with their generation, protocol,
   leader and members (Stable; the members expire by session timeout unless they carry on
   heartbeating, as in Kafka), and every committed offset.
+
+The classic requests to a consumer group with members (its classic members during an online
+migration) are the consumer group's to serve (``consumer_group_classic``); this coordinator
+hands them over, and releases or starts classic groups when a group changes type.
 """
 from __future__ import annotations
 
@@ -223,8 +227,9 @@ class GroupCoordinator:
                              rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, fut):
         def answer(r):
             error, mid, generation, protocol_name = r
-            fut.done() or fut.set_result(JoinResult(error, mid, generation, g.CONSUMER_PROTOCOL_TYPE if error == NONE
-                                                    else None, protocol_name, ""))
+            if not fut.done():  # no leader: the coordinator assigns
+                fut.set_result(JoinResult(error, mid, generation, g.CONSUMER_PROTOCOL_TYPE if error == NONE else None,
+                                          protocol_name, ""))
         result = self.consumer.classic_join(group, member_id, instance_id, client_id, client_host,
                                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
                                             require_known_member_id)
