@@ -55,6 +55,7 @@ echo "== tests: native extension under ASan/UBSan"
     --ignore=tests/test_client_crossbroker.py --ignore=tests/test_readme.py --ignore=tests/test_install_docs.py \
     --ignore=tests/test_eos_kill_loop.py --ignore-glob='tests/test_security_*.py' --ignore=tests/test_embedded_security.py \
     --ignore=tests/test_broker_dynamic_config.py --ignore=tests/test_consumer_groups_clients.py \
+    --ignore=tests/test_consumer_group_migration.py --ignore=tests/test_consumer_group_regex_acl.py \
     --ignore=tests/test_connection_quotas.py --ignore=tests/test_hostile_input.py)
 
 echo "== fuzz: decoders under ASan/UBSan"

@@ -26,6 +26,7 @@ import asyncio
 import os
 import socket
 import threading
+import time
 
 from .broker.main import build_config, run
 from .cluster.local_cluster import rack_settings
@@ -124,6 +125,12 @@ class EmbeddedClusterBroker:
     def kill(self):
         """Stops the broker as kill -9 would stop its process, as far as its peers can tell."""
         self.stop(crash=True)
+
+    def pause(self, seconds):
+        """Holds the broker's event loop for ``seconds`` (returns at once), as SIGSTOP and
+        SIGCONT would hold its process: it neither fetches nor answers meanwhile, so its
+        leaders drop it from their ISRs after replica.lag.time.max.ms."""
+        self._loop.call_soon_threadsafe(time.sleep, seconds)
 
 
 class EmbeddedKafkaCluster:

@@ -148,14 +148,23 @@ def test_group_max_size_and_other_group_types(conn, broker):
         assert hb(conn, "full", m, 0, topics=["u2"], owned={}).error_code == NONE
     r = hb(conn, "full", "max-3", 0, topics=["u2"], owned={})
     assert r.error_code == GROUP_MAX_SIZE_REACHED, r
-    # a classic JoinGroup cannot join a consumer group with members (no migration yet)
-    join = conn.call(JOIN, 5, request(JOIN, group_id="full", session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                                      member_id="", protocol_type="consumer",
-                                      protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")]))
-    assert join.error_code == INCONSISTENT_GROUP_PROTOCOL
-    for m in members:
+    # a classic member joining a consumer group counts against its size too (Kafka checks it first)
+    def join(member_id="", protocol_type="consumer", metadata=b""):
+        return conn.call(JOIN, 5, request(JOIN, group_id="full", session_timeout_ms=10000,
+                                          rebalance_timeout_ms=10000, member_id=member_id,
+                                          protocol_type=protocol_type,
+                                          protocols=[JoinGroupRequestProtocol(name="range", metadata=metadata)]))
+    assert join().error_code == GROUP_MAX_SIZE_REACHED
+    assert hb(conn, "full", "max-2", -1).error_code == NONE
+    # another protocol type, or an embedded consumer protocol that does not decode, is refused
+    assert join(protocol_type="connect").error_code == INCONSISTENT_GROUP_PROTOCOL
+    required = join()
+    assert required.error_code == MEMBER_ID_REQUIRED and required.member_id
+    assert join(required.member_id).error_code == INCONSISTENT_GROUP_PROTOCOL
+    for m in members[:2]:
         assert hb(conn, "full", m, -1).error_code == NONE
-    # ... and a consumer group cannot take over a classic group with members
+    # ... and a classic group whose members' embedded protocol does not decode cannot be upgraded
+    # (the online upgrade itself: tests/test_consumer_group_migration.py)
     with broker.client() as classic:
         classic.call(JOIN, 3, request(JOIN, group_id="classic-one", session_timeout_ms=10000,
                                       rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
@@ -469,11 +478,14 @@ def test_the_group_consumer_configs_are_checked():
             defaults["group.consumer.assignors"]) == (45000, 5000, ["uniform", "range"])
     cfg = BrokerConfig({"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor"})
     assert cfg["group.consumer.assignors"] == ["range"]
+    assert defaults["group.consumer.migration.policy"] == "bidirectional"  # Kafka 4.0's default
+    assert BrokerConfig({"group.consumer.migration.policy": "Upgrade"})["group.consumer.migration.policy"] == "upgrade"
     for props, words in (({"group.consumer.session.timeout.ms": "1000"}, "within group.consumer.min.session"),
                          ({"group.consumer.heartbeat.interval.ms": "20000"}, "within group.consumer.min.heartbeat"),
                          ({"group.consumer.session.timeout.ms": "5000", "group.consumer.min.session.timeout.ms": "10",
                            "group.consumer.heartbeat.interval.ms": "5000"}, "less than group.consumer.session"),
                          ({"group.consumer.assignors": "sticky"}, "not an assignor"),
+                         ({"group.consumer.migration.policy": "sideways"}, "bidirectional, upgrade, downgrade"),
                          ({"group.coordinator.rebalance.protocols": "consumer"}, "must include classic"),
                          ({"group.coordinator.rebalance.protocols": "classic,streams"}, "streams not served")):
         with pytest.raises(InvalidConfigurationError, match=words):

@@ -37,6 +37,15 @@ def host_of(ctx) -> str:
     return ctx.client_host.rpartition(":")[0] or ctx.client_host
 
 
+def acl_identity(ctx):
+    """(principal, host) the authorizer judges this request's client by, for a decision made
+    later on its behalf (a consumer group's regex, resolved again at other members'
+    heartbeats); None when every request is allowed."""
+    if _authorizer(ctx) is None:
+        return None
+    return str(ctx.principal), host_of(ctx)
+
+
 def authorize(ctx, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
     authorizer = _authorizer(ctx)
     if authorizer is None:

@@ -230,6 +230,9 @@ BROKER_CONFIGS = {
     "group.consumer.max.heartbeat.interval.ms": (_int(1, INT_MAX), 15000),
     "group.consumer.max.size": (_int(1, INT_MAX), INT_MAX),
     "group.consumer.assignors": (_assignors, ["uniform", "range"]),
+    # KIP-848 online migration between classic and consumer groups with members (Kafka 4.0's default)
+    "group.consumer.migration.policy": (_choice("bidirectional", "upgrade", "downgrade", "disabled"),
+                                        "bidirectional"),
     "group.coordinator.rebalance.protocols": (_rebalance_protocols, ["classic", "consumer", "share"]),
     # KIP-932 share groups' membership (Kafka 4.1's GroupCoordinatorConfig/ShareGroupConfig names
     # and defaults; group.share.enable is on here, as issue 29 asks)

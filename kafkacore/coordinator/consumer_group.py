@@ -46,6 +46,28 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
+class ClassicMember:
+    """What a member using the classic protocol brings (Kafka's ClassicMemberMetadata): its
+    session timeout and its JoinGroup protocols [(name, metadata bytes)] in its order."""
+
+    __slots__ = ("session_timeout_ms", "protocols")
+
+    def __init__(self, session_timeout_ms, protocols):
+        self.session_timeout_ms = session_timeout_ms
+        self.protocols = tuple((name, bytes(md)) for name, md in protocols)
+
+    @property
+    def protocol_name(self):
+        """The protocol the member is answered with (its first, as Kafka does)."""
+        return self.protocols[0][0]
+
+    def __eq__(self, other):
+        return isinstance(other, ClassicMember) and (self.session_timeout_ms, self.protocols) == \
+            (other.session_timeout_ms, other.protocols)
+
+    __hash__ = None
+
+
 def copy_assignment(a):
     return {tid: set(parts) for tid, parts in a.items() if parts}
 
@@ -61,12 +83,12 @@ class ConsumerGroupMember:
 
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
                  "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "member_epoch",
-                 "previous_member_epoch", "state", "assigned", "pending_revocation")
+                 "previous_member_epoch", "state", "assigned", "pending_revocation", "classic", "acl_identity")
 
     def __init__(self, member_id, instance_id=None, rack_id=None, client_id="", client_host="",
                  subscribed_topic_names=(), subscribed_topic_regex=None, rebalance_timeout_ms=-1,
                  server_assignor=None, member_epoch=0, previous_member_epoch=0, state=MEMBER_STABLE,
-                 assigned=None, pending_revocation=None):
+                 assigned=None, pending_revocation=None, classic=None):
         self.member_id = member_id
         self.instance_id = instance_id
         self.rack_id = rack_id
@@ -81,6 +103,13 @@ class ConsumerGroupMember:
         self.state = state
         self.assigned = copy_assignment(assigned or {})
         self.pending_revocation = copy_assignment(pending_revocation or {})
+        # a member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this group:
+        # ClassicMember (its session timeout and JoinGroup protocols), else None
+        self.classic = classic
+        # (principal, host) of its latest heartbeat, whose DESCRIBE ACLs filter what its regex
+        # matches; None without an authorizer (and, as Kafka keeps none, after a reload until
+        # the member heartbeats again)
+        self.acl_identity = None
 
     def copy(self, member_id=None):
         out = ConsumerGroupMember.__new__(ConsumerGroupMember)
@@ -93,7 +122,7 @@ class ConsumerGroupMember:
         return out
 
     _METADATA = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
-                 "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+                 "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic")
     _ASSIGNMENT = ("member_epoch", "previous_member_epoch", "state", "assigned", "pending_revocation")
 
     def same_metadata(self, other):
@@ -126,7 +155,8 @@ class ConsumerGroup:
     __slots__ = ("group_id", "group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",
                  "partition_epochs", "subscription_metadata", "resolved_regexes", "dead", "current_state_timestamp",
                  "offsets",
-                 "offset_batches", "pending_txn_offsets", "session_timers", "rebalance_timers", "_state")
+                 "offset_batches", "pending_txn_offsets", "session_timers", "rebalance_timers", "join_timers",
+                 "sync_timers", "_state")
 
     pending_members: dict = {}  # never any (the classic MEMBER_ID_REQUIRED dance); read by the manager
 
@@ -141,8 +171,9 @@ class ConsumerGroup:
         # topic name -> (topic id, partition count): the subscribed topics as last recorded
         # (Kafka's subscription metadata, its ConsumerGroupPartitionMetadata record)
         self.subscription_metadata: dict = {}
-        # regex -> the topic names it matched when last resolved (the members' regex subscriptions)
-        self.resolved_regexes: dict[str, frozenset] = {}
+        # (regex, ACL identity) -> the topic names it matched when last resolved, less those the
+        # identity may not describe (the members' regex subscriptions)
+        self.resolved_regexes: dict[tuple, frozenset] = {}
         self.dead = False
         self.current_state_timestamp = now_ms
         self.offsets: dict = {}
@@ -150,6 +181,10 @@ class ConsumerGroup:
         self.pending_txn_offsets: dict = {}
         self.session_timers: dict = {}  # member id -> TimerHandle
         self.rebalance_timers: dict = {}  # member id -> TimerHandle
+        # classic members: told to rejoin, or answered their JoinGroup, they must rejoin or sync
+        # within their rebalance timeout (member id -> TimerHandle)
+        self.join_timers: dict = {}
+        self.sync_timers: dict = {}
         self._state = EMPTY
 
     # -- what the manager and the handlers ask of any group -------------------------------------
@@ -180,7 +215,7 @@ class ConsumerGroup:
         resolved = self.resolved_regexes if resolved is None else resolved
         topics = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            topics |= resolved.get(member.subscribed_topic_regex, frozenset())
+            topics |= resolved.get((member.subscribed_topic_regex, member.acl_identity), frozenset())
         return topics
 
     @property
@@ -233,6 +268,21 @@ class ConsumerGroup:
         for tid, parts in member.owned().items():
             for p in parts:
                 self.partition_epochs.pop((tid, p), None)
+
+    # -- rollback --------------------------------------------------------------------------------
+    def snapshot(self):
+        """The group's state (offsets and timers aside, they have their own bookkeeping), for
+        ``restore`` when a write fails (Kafka's timeline snapshots, reduced to one copy)."""
+        return (self.group_epoch, self.assignment_epoch, {mid: m.copy() for mid, m in self.members.items()},
+                dict(self.static_members), {mid: {t: set(p) for t, p in a.items()}
+                                            for mid, a in self.target_assignment.items()},
+                dict(self.partition_epochs), dict(self.subscription_metadata), dict(self.resolved_regexes),
+                self.dead, self.current_state_timestamp, self._state)
+
+    def restore(self, snapshot):
+        (self.group_epoch, self.assignment_epoch, self.members, self.static_members, self.target_assignment,
+         self.partition_epochs, self.subscription_metadata, self.resolved_regexes, self.dead,
+         self.current_state_timestamp, self._state) = snapshot
 
     def static_member(self, instance_id):
         member_id = self.static_members.get(instance_id)

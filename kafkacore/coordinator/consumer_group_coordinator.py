@@ -12,9 +12,10 @@ A heartbeat (Kafka's rules, in this order):
 2. Epoch -1 leaves (a static member too, for good); -2 is a static member's temporary leave:
    it keeps its partitions until its session expires or it rejoins under a new member id.
 3. The group: created by a join (an Empty classic group is replaced, its offsets kept, as
-   Kafka's maybeDeleteEmptyClassicGroup); a classic group with members is
-   GROUP_ID_NOT_FOUND; an unknown group outside a join is UNKNOWN_MEMBER_ID (the client
-   rejoins). A new member above ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED.
+   Kafka's maybeDeleteEmptyClassicGroup); a classic group with members is upgraded to a
+   consumer group (``consumer_group_classic``) or, when it cannot be, GROUP_ID_NOT_FOUND; an
+   unknown group outside a join is UNKNOWN_MEMBER_ID (the client rejoins). A new member above
+   ``group.consumer.max.size``: GROUP_MAX_SIZE_REACHED.
 4. The member: a new one joins at epoch 0; a static member rejoining replaces its previous
    instance if that one left with -2 (else UNRELEASED_INSTANCE_ID), keeping its assignment;
    an instance id held by another member id is FENCED_INSTANCE_ID, an unknown member
@@ -38,8 +39,8 @@ A member whose session expires is fenced: its records are deleted (tombstones) a
 epoch bumped, so the others take over its partitions on their next heartbeats.
 
 State changes are applied in memory when their records are appended; a write that fails to
-replicate answers its error and leaves the memory ahead of the log until the group is loaded
-again (Kafka reverts to its last committed snapshot instead).
+replicate answers its error and takes the group back to its state before its writes still
+replicating (Kafka reverts to its last committed snapshot the same way).
 """
 from __future__ import annotations
 
@@ -48,15 +49,17 @@ import uuid
 
 from ..clock import wall_ms
 from ..errors import (CoordinatorNotAvailableError, FencedInstanceIdError, FencedMemberEpochError,
-                      GroupIdNotFoundError, GroupMaxSizeReachedError, InvalidRequestError, KafkaError,
-                      StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError, UnsupportedAssignorError,
-                      UnsupportedVersionError)
+                      GroupIdNotFoundError, GroupMaxSizeReachedError, IllegalGenerationError, InvalidRequestError,
+                      KafkaError, StaleMemberEpochError, UnknownMemberIdError, UnreleasedInstanceIdError,
+                      UnsupportedAssignorError, UnsupportedVersionError)
+from ..security.acl import AclOperation, ResourceType
 from . import consumer_group_records as rec
 from . import group as g
 from .assignors import MemberSpec, assign
 from .consumer_group import (JOIN_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                              MEMBER_STABLE, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerGroupMember,
                              preferred_assignor)
+from .consumer_group_classic import ClassicMembers
 from .offset_store import StoreError, group_key
 from .reconciliation import reconcile
 from .topic_regex import compile_regex, matching_topics
@@ -90,11 +93,11 @@ class HeartbeatRequest:
 
     __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms",
                  "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "owned", "client_id",
-                 "client_host", "api_version")
+                 "client_host", "api_version", "acl_identity")
 
     def __init__(self, group_id, member_id, member_epoch, instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
                  subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, owned=None,
-                 client_id="", client_host="", api_version=1):
+                 client_id="", client_host="", api_version=1, acl_identity=None):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
@@ -108,9 +111,12 @@ class HeartbeatRequest:
         self.client_id = client_id
         self.client_host = client_host
         self.api_version = api_version
+        self.acl_identity = acl_identity  # (principal, host) the authorizer judges the member by, or None
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(ClassicMembers):
+    request_type = HeartbeatRequest
+
     def __init__(self, broker, manager):
         """``manager``: the GroupMetadataManager, whose ``groups`` (every type) and store this
         shares with the classic coordinator."""
@@ -121,6 +127,8 @@ class ConsumerGroupCoordinator:
         self.heartbeat_interval_ms = cfg["group.consumer.heartbeat.interval.ms"]
         self.max_size = cfg["group.consumer.max.size"]
         self.assignors = list(cfg["group.consumer.assignors"])
+        self.migration_policy = cfg["group.consumer.migration.policy"]
+        self._uncommitted: dict[str, _Uncommitted] = {}  # group id -> its state before writes still replicating
         self._closed = False
 
     @property
@@ -139,13 +147,13 @@ class ConsumerGroupCoordinator:
 
     # -- timers ------------------------------------------------------------------------------------
     def cancel_timers(self, group):
-        for timers in (group.session_timers, group.rebalance_timers):
+        for timers in (group.session_timers, group.rebalance_timers, group.join_timers, group.sync_timers):
             for handle in timers.values():
                 handle.cancel()
             timers.clear()
 
     def _cancel_member_timers(self, group, member_id):
-        for timers in (group.session_timers, group.rebalance_timers):
+        for timers in (group.session_timers, group.rebalance_timers, group.join_timers, group.sync_timers):
             handle = timers.pop(member_id, None)
             if handle is not None:
                 handle.cancel()
@@ -154,16 +162,22 @@ class ConsumerGroupCoordinator:
         old = group.session_timers.pop(member_id, None)
         if old is not None:
             old.cancel()
+        member = group.members.get(member_id)
+        # a classic member's session is its own session.timeout.ms
+        timeout = member.classic.session_timeout_ms if member is not None and member.classic else \
+            self.session_timeout_ms
         group.session_timers[member_id] = self.loop.call_later(
-            self.session_timeout_ms / 1000, self._on_session_timeout, group, member_id)
+            timeout / 1000, self._on_session_timeout, group, member_id)
 
     def _on_session_timeout(self, group, member_id):
         group.session_timers.pop(member_id, None)
         if self._closed or self.groups.get(group.group_id) is not group or member_id not in group.members:
             return
-        log.info("member %s of consumer group %s has failed (session timeout %d ms), fencing it", member_id,
-                 group.group_id, self.session_timeout_ms)
-        self._fence(group, group.members[member_id], "session timeout")
+        log.info("member %s of consumer group %s has failed (its session timed out), fencing it", member_id,
+                 group.group_id)
+        result = self._fence(group, group.members[member_id], "session timeout")
+        if isinstance(result, HeartbeatResult) and result.error != NONE:
+            self._schedule_session(group, member_id)  # not written: it is tried again
 
     def _schedule_rebalance_timeout(self, group, member):
         old = group.rebalance_timers.pop(member.member_id, None)
@@ -190,7 +204,70 @@ class ConsumerGroupCoordinator:
 
     # -- writes --------------------------------------------------------------------------------------
     def _write(self, group_id, records, apply, answer):
-        return write_records(self.manager, group_id, records, apply, answer)
+        """Appends ``records``, then ``apply()`` changes the memory; returns ``answer`` (a
+        HeartbeatResult), or a future of it while the write replicates. A failed append
+        changes nothing and answers its error; a write that then fails to replicate takes the
+        group back to its state before the first of its writes still replicating (Kafka
+        reverts to its last committed snapshot) and answers its error."""
+        if not records:
+            apply()
+            return answer
+        try:
+            written = self.manager.store.append(group_id, records, for_offsets=False)
+        except StoreError as e:
+            return HeartbeatResult(e.code, f"writing the group's records failed: {e.cause}")
+        if written.replicated is None:
+            apply()
+            return answer
+        uncommitted = self._uncommitted.get(group_id)
+        if uncommitted is None:
+            uncommitted = self._uncommitted[group_id] = _Uncommitted(self.groups.get(group_id))
+        uncommitted.pending += 1
+        apply()
+        out = self.loop.create_future()
+
+        def done(f):
+            e = f.exception()
+            if self._uncommitted.get(group_id) is uncommitted:
+                uncommitted.pending -= 1
+                if e is not None or not uncommitted.pending:
+                    del self._uncommitted[group_id]
+                if e is not None:
+                    self._revert(group_id, uncommitted, e)
+            if not out.done():
+                out.set_result(answer if e is None else HeartbeatResult(e.code, f"writing the group's records "
+                                                                                 f"failed: {e.cause}"))
+        written.replicated.add_done_callback(done)
+        return out
+
+    def _revert(self, group_id, uncommitted, error):
+        """The group as it was before its uncommitted writes (one of them failed to replicate)."""
+        if self._closed or self.manager.not_coordinator(group_id) is not None:
+            return  # unloaded: the next coordinator replays the log
+        log.warning("consumer group %s: a write failed to replicate (%s); back to its last written state",
+                    group_id, error.cause)
+        before, current = uncommitted.group, self.groups.get(group_id)
+        if current is not before:  # a migration, or a new group, is undone
+            if isinstance(current, ConsumerGroup):
+                self.cancel_timers(current)
+                current.transition(g.DEAD, wall_ms())
+            elif current is not None:
+                self.release_classic_group(current)
+            if before is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = before
+        if isinstance(before, ConsumerGroup):
+            self.cancel_timers(before)
+            before.restore(uncommitted.state)
+            for member in before.members.values():
+                self._schedule_session(before, member.member_id)
+                if member.state == UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance_timeout(before, member)
+        elif before is not None and current is not before:  # a classic group whose upgrade failed
+            before.transition(uncommitted.state, wall_ms())
+            self.start_classic_group(before, None if uncommitted.state in (g.STABLE, g.EMPTY) else
+                                     f"the upgrade of group {group_id} failed")
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest):
@@ -253,6 +330,8 @@ class ConsumerGroupCoordinator:
             new.offsets, new.offset_batches = group.offsets, group.offset_batches
             new.pending_txn_offsets = group.pending_txn_offsets
             return new
+        if create and group.members and self.can_upgrade(group):
+            return self.upgraded(group, records)  # KIP-848's online upgrade
         raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
 
     @staticmethod
@@ -270,8 +349,9 @@ class ConsumerGroupCoordinator:
                     f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and "
                     f"rejoin.")
 
-    def _member(self, group, req, records):
-        """(the member as known before this heartbeat, or a new one; the member id replaced, or None)."""
+    def _member(self, group, req, records, classic=None):
+        """(the member as known before this heartbeat, or a new one; the member id replaced, or
+        None). ``classic``: the joining member speaks the classic protocol."""
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         member_id = req.member_id or str(uuid.uuid4())  # v0: the coordinator names a joining member
         if req.instance_id is None:
@@ -295,7 +375,10 @@ class ConsumerGroupCoordinator:
                 return ConsumerGroupMember(member_id), None
             if existing.member_id == member_id:
                 return self._restart(existing), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # (where either speaks the classic protocol, the new instance replaces the old one at
+            # once, as a classic group's static member does: Kafka's rule)
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and classic is None \
+                    and existing.classic is None:
                 raise UnreleasedInstanceIdError(
                     f"Static member {existing.member_id} with instance id {req.instance_id} is not released yet.")
             new = existing.copy(member_id)
@@ -326,10 +409,21 @@ class ConsumerGroupCoordinator:
                                            "members.")
 
     def _resolve(self, members):
-        """{regex: the topic names it matches now} for the members' regex subscriptions."""
+        """{(regex, ACL identity): the topic names it matches now} for the members' regex
+        subscriptions; with an authorizer, only the topics the identity may DESCRIBE (Kafka 4
+        leaves out the others)."""
         topics = self.broker.topics
-        return {rx: frozenset(matching_topics(rx, topics))
-                for rx in {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex}}
+        authorizer = self.broker.authorizer
+        out = {}
+        for key in {(m.subscribed_topic_regex, m.acl_identity) for m in members if m.subscribed_topic_regex}:
+            regex, identity = key
+            names = matching_topics(regex, topics)
+            if authorizer is not None and identity is not None:
+                principal, host = identity
+                names = {n for n in names
+                         if authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, n)}
+            out[key] = frozenset(names)
+        return out
 
     def _subscription_metadata(self, group, members, resolved):
         """{topic name: (topic id, partition count)} of the existing topics ``members`` subscribe to."""
@@ -341,11 +435,12 @@ class ConsumerGroupCoordinator:
                     out[name] = (info.topic_id, info.partitions)
         return out
 
-    def _heartbeat(self, req):
+    def _heartbeat(self, req, classic=None):
+        """``classic``: the ClassicMember of a JoinGroup (consumer_group_classic), else None."""
         records = []
         group = self._group(req.group_id, req.member_epoch == JOIN_GROUP_MEMBER_EPOCH, records)
         gid = group.group_id
-        member, replaced_id = self._member(group, req, records)
+        member, replaced_id = self._member(group, req, records, classic)
         updated = member.copy()
         if req.instance_id is not None:
             updated.instance_id = req.instance_id
@@ -360,6 +455,8 @@ class ConsumerGroupCoordinator:
         if req.subscribed_topic_regex is not None:
             updated.subscribed_topic_regex = req.subscribed_topic_regex or None  # librdkafka's "": none
         updated.client_id, updated.client_host = req.client_id, req.client_host
+        updated.classic = classic
+        updated.acl_identity = req.acl_identity
         new_member = replaced_id is None and member.member_id not in group.members
         if replaced_id is not None:
             records.extend(rec.member_tombstones(gid, replaced_id))
@@ -414,8 +511,13 @@ class ConsumerGroupCoordinator:
                                  or new_member else None)
 
         def apply():
-            if self.groups.get(gid) is not group:
+            replaced = self.groups.get(gid)
+            if replaced is not group:
                 self.groups[gid] = group
+                if replaced is not None and replaced.members:
+                    self.release_classic_group(replaced)  # the classic group's waiters and timers
+                    for mid in group.members:
+                        self._schedule_session(group, mid)
             if replaced_id is not None:
                 group.remove_member(replaced_id)
                 self._cancel_member_timers(group, replaced_id)
@@ -471,8 +573,13 @@ class ConsumerGroupCoordinator:
                            HeartbeatResult(member_id=member.member_id, member_epoch=req.member_epoch))
 
     def _fence(self, group, member, reason, answer=None):
-        """Removes the member (its records deleted) and bumps the group epoch."""
+        """Removes the member (its records deleted) and bumps the group epoch; when only
+        classic members would remain, the group may become a classic one instead."""
         gid = group.group_id
+        if self.should_downgrade(group, member.member_id):
+            result = self.downgrade(group, member.member_id, answer or HeartbeatResult())
+            if result is not None:
+                return result
         records = rec.member_tombstones(gid, member.member_id)
         rest = [m for mid, m in group.members.items() if mid != member.member_id]
         resolved = self._resolve(rest)
@@ -507,10 +614,11 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return UnknownMemberIdError.code
-        if not transactional and api_version < 9:
+        if not transactional and member.classic is None and api_version < 9:
             return UnsupportedVersionError.code  # members of a consumer group commit with v9+
         if epoch != member.member_epoch:
-            return StaleMemberEpochError.code
+            # a classic member's generation is its member epoch (Kafka's validateMemberEpoch)
+            return IllegalGenerationError.code if member.classic is not None else StaleMemberEpochError.code
         return None
 
     @staticmethod
@@ -540,6 +648,19 @@ class ConsumerGroupCoordinator:
     def topic_name(self, topic_id):
         info = self.broker.topics_by_id.get(topic_id)
         return info.name if info is not None else ""
+
+
+class _Uncommitted:
+    """A group (the object registered under its id, or None) and its state before the first of
+    its writes still replicating; ``pending``: how many are."""
+
+    __slots__ = ("group", "state", "pending")
+
+    def __init__(self, group):
+        self.group = group
+        self.state = group.snapshot() if isinstance(group, ConsumerGroup) else \
+            group.state if group is not None else None
+        self.pending = 0
 
 
 def _owned_by_other(group, member_id, replaced_id):

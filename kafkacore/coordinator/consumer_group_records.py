@@ -8,7 +8,8 @@ int16 version (0) then the value struct (flexible); a null value (tombstone) del
 - 3 ConsumerGroupMetadata (key: group): the group epoch;
 - 4 ConsumerGroupPartitionMetadata (group): the subscribed topics' ids, names, partition counts;
 - 5 ConsumerGroupMemberMetadata (group, member): instance id, rack, client id and host,
-  subscription (names, regex), rebalance timeout, server assignor;
+  subscription (names, regex), rebalance timeout, server assignor and, for a member speaking
+  the classic protocol, its ClassicMemberMetadata (session timeout, JoinGroup protocols);
 - 6 ConsumerGroupTargetAssignmentMetadata (group): the assignment epoch;
 - 7 ConsumerGroupTargetAssignmentMember (group, member): the member's target partitions;
 - 8 ConsumerGroupCurrentMemberAssignment (group, member): member epoch, previous epoch, state,
@@ -26,7 +27,8 @@ from ..protocol.coordinator.consumer_group_current_member_assignment_key import 
 from ..protocol.coordinator.consumer_group_current_member_assignment_value import (
     ConsumerGroupCurrentMemberAssignmentValue, TopicPartitions)
 from ..protocol.coordinator.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
-from ..protocol.coordinator.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from ..protocol.coordinator.consumer_group_member_metadata_value import (ClassicMemberMetadata, ClassicProtocol,
+                                                                          ConsumerGroupMemberMetadataValue)
 from ..protocol.coordinator.consumer_group_metadata_key import ConsumerGroupMetadataKey
 from ..protocol.coordinator.consumer_group_metadata_value import ConsumerGroupMetadataValue
 from ..protocol.coordinator.consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
@@ -41,7 +43,7 @@ from ..protocol.coordinator.consumer_group_target_assignment_metadata_key import
 from ..protocol.coordinator.consumer_group_target_assignment_metadata_value import \
     ConsumerGroupTargetAssignmentMetadataValue
 from ..protocol.wire import ProtocolDecodeError, Reader, Writer
-from .consumer_group import ConsumerGroup, ConsumerGroupMember
+from .consumer_group import ClassicMember, ConsumerGroup, ConsumerGroupMember
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -105,7 +107,10 @@ def member_metadata_record(group_id, m):
     return _key(MEMBER_METADATA, group_id, m.member_id), encode_record(VALUE_VERSION, ConsumerGroupMemberMetadataValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=None if m.classic is None else ClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])))
 
 
 def target_assignment_epoch_record(group_id, epoch):
@@ -204,6 +209,9 @@ def replay(groups, kind, group_id, member_id, value):
             m.subscribed_topic_names = tuple(sorted(set(v.subscribed_topic_names or ())))
             m.subscribed_topic_regex = v.subscribed_topic_regex
             m.rebalance_timeout_ms, m.server_assignor = v.rebalance_timeout_ms, v.server_assignor
+            c = v.classic_member_metadata
+            m.classic = None if c is None else ClassicMember(
+                c.session_timeout_ms, [(p.name, p.metadata) for p in c.supported_protocols or ()])
         else:
             m.member_epoch, m.previous_member_epoch, m.state = v.member_epoch, v.previous_member_epoch, v.state
             m.assigned = _assignment(v.assigned_partitions)

@@ -36,6 +36,10 @@ protocol):
   record per key wins, tombstones delete): groups come back with their generation, protocol,
   leader and members (Stable; the members expire by session timeout unless they carry on
   heartbeating, as in Kafka), and every committed offset.
+
+The classic requests to a consumer group with members (its classic members during an online
+migration) are the consumer group's to serve (``consumer_group_classic``); this coordinator
+hands them over, and releases or starts classic groups when a group changes type.
 """
 from __future__ import annotations
 
@@ -130,6 +134,8 @@ class GroupCoordinator:
         # KIP-848 groups share the groups, the store and the loading with the classic ones
         self.consumer = ConsumerGroupCoordinator(broker, self.group_manager)
         self.share = ShareGroupCoordinator(broker, self.group_manager)
+        self.consumer.release_classic_group = self._release_classic_group
+        self.consumer.start_classic_group = self._start_classic_group
         self.loop = None
         self._started = False
         self._closed = False
@@ -212,6 +218,39 @@ class GroupCoordinator:
         for member in group.members.values():
             self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
             self._complete_sync(member, SyncResult(NotCoordinatorError.code))
+
+    # -- KIP-848 migration (consumer_group_classic) ---------------------------------------------------
+    def _release_classic_group(self, group):
+        """The classic group gave way to a consumer group: its waiters rejoin, its timers stop."""
+        for member in group.members.values():
+            self._complete_join(member, JoinResult(RebalanceInProgressError.code, member.member_id))
+            self._complete_sync(member, SyncResult(RebalanceInProgressError.code))
+        self._cancel_group_timers(group)
+        group.transition(g.DEAD, wall_ms())
+
+    def _start_classic_group(self, group, rebalance_reason=None):
+        """A classic group took over from a consumer group (a downgrade, or an upgrade whose
+        write failed): its sessions start, and a rebalance when a reason is given."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        if rebalance_reason is not None:
+            self._prepare_rebalance(group, rebalance_reason)
+
+    def _join_consumer_group(self, group, member_id, instance_id, client_id, client_host, session_timeout_ms,
+                             rebalance_timeout_ms, protocol_type, protocols, require_known_member_id, fut):
+        def answer(r):
+            error, mid, generation, protocol_name = r
+            if not fut.done():  # no leader: the coordinator assigns
+                fut.set_result(JoinResult(error, mid, generation, g.CONSUMER_PROTOCOL_TYPE if error == NONE else None,
+                                          protocol_name, ""))
+        result = self.consumer.classic_join(group, member_id, instance_id, client_id, client_host,
+                                            session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                                            require_known_member_id)
+        if isinstance(result, tuple):
+            answer(result)
+        else:
+            result.add_done_callback(lambda f: answer(f.result()))
+        return fut
 
     # -- timers: sessions -------------------------------------------------------------------------
     def _schedule_heartbeat(self, group, member, timeout_ms=None):
@@ -431,12 +470,16 @@ class GroupCoordinator:
             return fut
         unknown = member_id == ""
         group = self._classic_group(group_id)
-        if isinstance(group, ConsumerGroup):
-            fut.set_result(JoinResult(InconsistentGroupProtocolError.code, member_id))
+        if isinstance(group, ConsumerGroup) and group.state == g.DEAD:
+            fut.set_result(JoinResult(CoordinatorNotAvailableError.code, member_id))
             return fut
         if isinstance(group, ShareGroup):  # a group id has one type (Kafka's classicGroupJoin)
             fut.set_result(JoinResult(InconsistentGroupProtocolError.code, ""))
             return fut
+        if isinstance(group, ConsumerGroup):  # with members: it serves classic members too
+            return self._join_consumer_group(group, member_id, instance_id, client_id, client_host,
+                                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                                             require_known_member_id, fut)
         if group is None:
             if not unknown:
                 fut.set_result(JoinResult(UnknownMemberIdError.code, member_id))
@@ -632,6 +675,9 @@ class GroupCoordinator:
         if not group_id:
             return SyncResult(InvalidGroupIdError.code)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            return SyncResult(*self.consumer.classic_sync(group, generation, member_id, instance_id, protocol_type,
+                                                          protocol_name))
         if group is None or isinstance(group, MODERN_GROUPS):
             return SyncResult(UnknownMemberIdError.code)
         if group.state == g.DEAD:
@@ -689,6 +735,8 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            return self.consumer.classic_heartbeat(group, member_id, instance_id, generation)
         if group is None or isinstance(group, MODERN_GROUPS):
             return UnknownMemberIdError.code
         if group.state == g.DEAD:
@@ -714,7 +762,9 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code, []
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, MODERN_GROUPS):
+        if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
+            return NONE, self.consumer.classic_leave(group, leaving)
+        if group is None or isinstance(group, ShareGroup):
             return NONE, [UnknownMemberIdError.code] * len(leaving)
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code, []

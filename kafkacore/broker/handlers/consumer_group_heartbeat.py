@@ -5,7 +5,9 @@ the answer carries its member id and epoch, the heartbeat interval and, when it 
 or its assignment changed, its assigned partitions by topic id. librdkafka 2.16 sends v1 only
 (its member id made by the client, KIP-1082). The rules and errors are the coordinator's
 (``coordinator/consumer_group_coordinator.py``); the answer waits for the group's records to be
-written (on a cluster: replicated). READ on the group, else GROUP_AUTHORIZATION_FAILED.
+written (on a cluster: replicated). READ on the group, else GROUP_AUTHORIZATION_FAILED; with an
+authorizer, a regex subscription gets only the matching topics the member's principal may
+DESCRIBE (Kafka 4's rule), judged by the principal and host of its latest heartbeat.
 """
 import asyncio
 
@@ -14,7 +16,7 @@ from ...errors import GroupAuthorizationFailedError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.consumer_group_heartbeat_response import (Assignment, ConsumerGroupHeartbeatResponse,
                                                                      TopicPartitions)
-from ..authorization import GROUP, READ, require
+from ..authorization import GROUP, READ, acl_identity, require
 from ._group_common import client_host, coordinator
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
@@ -44,7 +46,7 @@ def handle(ctx, req):
     result = coordinator(ctx).consumer.heartbeat(HeartbeatRequest(
         req.group_id, req.member_id, req.member_epoch, req.instance_id, req.rack_id, req.rebalance_timeout_ms,
         req.subscribed_topic_names, req.subscribed_topic_regex if ctx.api_version >= 1 else None,
-        req.server_assignor, owned, ctx.client_id or "", client_host(ctx), ctx.api_version))
+        req.server_assignor, owned, ctx.client_id or "", client_host(ctx), ctx.api_version, acl_identity(ctx)))
     if asyncio.isfuture(result):
         return _wait(result)
     return _response(result)
