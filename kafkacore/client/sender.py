@@ -448,7 +448,8 @@ class Sender(threading.Thread):
         blocked = bool(self.held) and all(self.queues.get(tp) for tp in self.held)
         if due is not None and due <= now and blocked:
             due = None
-        if self.force_flush > 0 and not blocked and self.acc.has_unsent():
+        # (a flush still goes round at once for metadata a queued batch's leader needs)
+        if self.force_flush > 0 and (not blocked or self.need_metadata) and self.acc.has_unsent():
             due = now
         if due is not None:
             t = min(t, max(0.0, (due - now) / 1000.0))
