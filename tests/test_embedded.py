@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -196,3 +197,36 @@ def test_columnar_round_trip_in_a_fresh_process_leaves_pandas_unimported(tmp_pat
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False", out.stdout
+
+
+def _thread_cpu(native_id):
+    """User + system CPU seconds of one thread of this process (Linux /proc)."""
+    with open(f"/proc/self/task/{native_id}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread CPU from /proc")
+def test_flush_waiting_on_in_flight_requests_does_not_spin_the_sender(tmp_path):
+    # Issue 30: while every in-flight slot was taken, flush() made the sender loop with a zero
+    # select timeout, burning a core and the GIL the embedded broker needs to answer.
+    with Broker(tmp_path / "data") as b:
+        b.create_topic("busy", partitions=1)
+        p = b.producer({"acks": 1, "linger.ms": 0, "batch.size": 1000,
+                        "max.in.flight.requests.per.connection": 1})
+        p.partitions_for("busy")
+        release = threading.Event()
+        b.submit(release.wait, 30)  # the broker's loop answers nothing until released
+        try:
+            for i in range(50):  # ~5 batches: one in flight, the rest queued behind it
+                p.send("busy", b"%099d" % i)
+            assert p.flush(0.3) > 0  # the sender has taken them; nothing can be answered yet
+            p.send("busy", b"last")  # an open batch held behind the queued ones
+            before = _thread_cpu(p._sender.native_id)
+            assert p.flush(1.0) > 0
+            spent = _thread_cpu(p._sender.native_id) - before
+        finally:
+            release.set()
+        assert p.flush(20) == 0
+        p.close()
+        assert spent < 0.1, f"the sender used {spent:.2f} s of CPU while waiting 1 s for answers"

@@ -440,11 +440,16 @@ class Sender(threading.Thread):
     def _next_timeout(self, now) -> float:
         t = 0.1  # upper bound: also how often stale metadata and request timeouts are checked
         due = self.acc.next_ready_ms()
-        if due is not None and due <= now and self.held and all(self.queues.get(tp) for tp in self.held):
-            # what is due is held behind queued batches: a response (or a retry time, or a
-            # wakeup for a new batch) ends the wait, not the linger deadline
+        # What the accumulator still holds is held behind queued batches (drain() took the
+        # rest): a response (or a retry time, or a wakeup for a new batch) ends the wait, not
+        # the linger deadline - nor a flush(), which would otherwise spin here with a zero
+        # timeout while the in-flight requests are out, taking the GIL from the embedded
+        # broker that is answering them.
+        blocked = bool(self.held) and all(self.queues.get(tp) for tp in self.held)
+        if due is not None and due <= now and blocked:
             due = None
-        if self.force_flush > 0 and self.acc.has_unsent():
+        # (a flush still goes round at once for metadata a queued batch's leader needs)
+        if self.force_flush > 0 and (not blocked or self.need_metadata) and self.acc.has_unsent():
             due = now
         if due is not None:
             t = min(t, max(0.0, (due - now) / 1000.0))

@@ -47,15 +47,18 @@ class FileSlice:
         """The bytes of the slice (a copy; the broker sends with sendfile instead)."""
         if self.length == 0:
             return b""
-        out = bytearray()
+        # One pread is one copy out of the page cache; the chunks of a long (or short) read are
+        # joined once. (Gathering them in a bytearray and converting to bytes copied every byte
+        # twice more, into fresh memory: most of an embedded consumer's fetch cost, issue 30.)
+        chunks = []
         pos, end = self.position, self.position + self.length
         while pos < end:
             chunk = os.pread(self.file.fileno(), min(end - pos, 1 << 24), pos)
             if not chunk:
                 break
-            out += chunk
+            chunks.append(chunk)
             pos += len(chunk)
-        return bytes(out)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def sendfile(self, sock_fd, offset=0, count=None):
         """os.sendfile of the slice from offset within it; returns bytes sent (may be short)."""
