@@ -125,6 +125,10 @@ def _list_offsets():
                    topics=[_m("list_offsets_request", "ListOffsetsTopic")(name=T, partitions=[part])])
 
 
+def _share_state_codes(r):
+    return [p.error_code for t in r.results for p in t.partitions]
+
+
 def _topic_partitions_codes(r):
     return [p.error_code for t in r.topics for p in t.partitions]
 
@@ -240,6 +244,9 @@ ROWS = [
      lambda r: [c.error_code for c in r.coordinators], [((GROUP, G, Op.DESCRIBE), GROUP_AUTH)]),
     ("find-transaction-coordinator", ApiKey.FIND_COORDINATOR, 4, lambda: _find_coordinator(1, X),
      lambda r: [c.error_code for c in r.coordinators], [((TXN, X, Op.DESCRIBE), TXN_AUTH)]),
+    ("find-share-coordinator", ApiKey.FIND_COORDINATOR, 6,
+     lambda: _find_coordinator(2, "acl-share:AQEBAQEBAQEBAQEBAQEBAQ:0"),
+     lambda r: [c.error_code for c in r.coordinators], [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
     ("join-group", ApiKey.JOIN_GROUP, 5, _join, _top, [((GROUP, G, Op.READ), GROUP_AUTH)]),
     ("heartbeat", ApiKey.HEARTBEAT, 4,
      lambda: request(ApiKey.HEARTBEAT, group_id=G, generation_id=1, member_id="m"), _top,
@@ -305,6 +312,21 @@ ROWS = [
          topics=[_m("write_txn_markers_request", "WritableTxnMarkerTopic")(name=T, partition_indexes=[0])])]),
      lambda r: [p.error_code for m in r.markers for t in m.topics for p in t.partitions],
      [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    # KIP-932's share-state APIs: only brokers send them
+    *[(name, key, 0, (lambda key=key, mod=mod, topic_cls=topic_cls, fields=fields: request(key, group_id="acl-share", topics=[
+        _m(mod, topic_cls)(topic_id=b"\x01" * 16, partitions=[_m(mod, "PartitionData")(partition=0, **fields)])])),
+       _share_state_codes, [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)])
+      for name, key, mod, topic_cls, fields in (
+          ("initialize-share-group-state", ApiKey.INITIALIZE_SHARE_GROUP_STATE, "initialize_share_group_state_request",
+           "InitializeStateData", {"state_epoch": 0, "start_offset": 0}),
+          ("read-share-group-state", ApiKey.READ_SHARE_GROUP_STATE, "read_share_group_state_request",
+           "ReadStateData", {"leader_epoch": 0}),
+          ("write-share-group-state", ApiKey.WRITE_SHARE_GROUP_STATE, "write_share_group_state_request",
+           "WriteStateData", {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "state_batches": []}),
+          ("delete-share-group-state", ApiKey.DELETE_SHARE_GROUP_STATE, "delete_share_group_state_request",
+           "DeleteStateData", {}),
+          ("read-share-group-state-summary", ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+           "read_share_group_state_summary_request", "ReadStateSummaryData", {"leader_epoch": 0}))],
     ("txn-offset-commit", ApiKey.TXN_OFFSET_COMMIT, 3, _txn_offset_commit, _topic_partitions_codes,
      [((TXN, X, Op.WRITE), TXN_AUTH), ((GROUP, G, Op.READ), GROUP_AUTH), ((TOPIC, T, Op.READ), TOPIC_AUTH)]),
     # a KIP-848 group of its own: a member joined here must not turn the classic rows' group
