@@ -15,6 +15,7 @@ from broker_client import request
 from kafkacore.coordinator.share_state import ACKNOWLEDGED, ARCHIVED, AVAILABLE
 from kafkacore.coordinator.share_state_log import coordinator_key
 from kafkacore.protocol.api_table import ApiKey
+from kafkacore.protocol.kafka_uuid import uuid_from_text
 from kafkacore.protocol.messages import initialize_share_group_state_request as init_rq
 from kafkacore.protocol.messages import read_share_group_state_request as read_rq
 from kafkacore.protocol.messages import write_share_group_state_request as write_rq
@@ -96,3 +97,28 @@ def test_the_new_share_coordinator_answers_with_the_acknowledged_state(cluster):
             assert _write(conn, topic_id, 2, 30, []) == FENCED_STATE_EPOCH
     finally:
         cluster.brokers[first].start()
+
+
+def test_share_group_offsets_reach_the_share_coordinators_on_other_brokers(cluster):
+    """The group coordinator's persister sends InitializeShareGroupState / ReadShareGroupStateSummary
+    / DeleteShareGroupState over the inter-broker listener to each share partition's coordinator,
+    wherever it is (three partitions, three __share_group_state partitions: several brokers)."""
+    from _cluster import create_topic, java_conf
+    from kafkacore.client.admin import AdminClient
+
+    ensure_all_running(cluster)
+    topic = "share-offsets-cluster"
+    create_topic(cluster, topic, partitions=3, rf=3)
+    with AdminClient(java_conf(cluster)["bootstrap.servers"]) as admin:
+        topic_id = uuid_from_text(admin.describe_topics([topic])[topic].topic_id)
+
+        def remote(group):  # a share partition coordinated away from the group's coordinator
+            here = admin.coordinator(group)
+            found = {_coordinator(cluster, 1, coordinator_key(group, topic_id, p)) for p in range(3)}
+            assert -1 not in found, "every share partition has a coordinator"
+            return bool(found - {here})
+        group = next(g for g in (f"share-offsets-cluster-{i}" for i in range(20)) if remote(g))
+        admin.alter_share_group_offsets(group, {(topic, p): 10 + p for p in range(3)})
+        assert admin.describe_share_group_offsets(group) == {(topic, p): (10 + p, -1) for p in range(3)}
+        admin.delete_share_group_offsets(group, [topic])
+        assert admin.describe_share_group_offsets(group) == {}
