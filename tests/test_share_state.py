@@ -211,6 +211,7 @@ def test_default_persister_on_an_embedded_broker(tmp_path):
             run(p.write_state("pg", topic_id, 3, ShareState(0, 9, 2, ())))
         with pytest.raises(FencedLeaderEpochError):
             run(p.write_state("pg", topic_id, 3, ShareState(1, 9, 1, ())))
+        assert b.core.share_coordinator.metrics["fenced"] == 2
         state = run(p.read_state("pg", topic_id, 3, 2))
         assert state == ShareState(1, 3, 2, (StateBatch(3, 4, ACKNOWLEDGED, 1),))
     with Broker(tmp_path, config) as b:
