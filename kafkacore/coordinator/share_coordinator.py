@@ -70,6 +70,7 @@ class ShareCoordinator:
         self.broker = broker
         cfg = broker.config
         self.updates_per_snapshot = cfg["share.coordinator.snapshot.update.records.per.snapshot"]
+        self.write_timeout_s = cfg["share.coordinator.write.timeout.ms"] / 1000
         self.store = ShareStateStore(broker)
         # (group, topic id, partition) -> its state; its updates since the last snapshot
         self.states: dict[tuple, ShareGroupOffset] = {}
@@ -168,12 +169,19 @@ class ShareCoordinator:
         return lock
 
     async def _append(self, k, records):
-        """Writes the records for ``k`` and waits for the ISR; raises the KafkaError its leader
-        sees (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...)."""
+        """Writes the records for ``k`` and waits for the ISR (share.coordinator.write.timeout.ms);
+        raises the KafkaError its leader sees (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...)."""
         try:
             written = self.store.append(coordinator_key(*k), records, _APPEND_ERRORS)
             if written is not None and written.replicated is not None:
-                await written.replicated
+                # retrieved even when nobody waits any more (a timed-out write that fails later)
+                written.replicated.add_done_callback(lambda f: f.cancelled() or f.exception())
+                await asyncio.wait_for(asyncio.shield(written.replicated), self.write_timeout_s)
+        except asyncio.TimeoutError:
+            # the record may still commit: the state in memory stays as it was, and a reload
+            # (a failover) replays whatever the log holds
+            raise CoordinatorNotAvailableError(f"the write of {coordinator_key(*k)} was not replicated within "
+                                               f"share.coordinator.write.timeout.ms") from None
         except StoreError as e:
             raise error_for_code(e.code, f"writing the state of {coordinator_key(*k)} failed: {e.cause}") from None
         if self.partition_of(*k) not in self.owned:  # lost the leadership while waiting
