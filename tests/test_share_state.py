@@ -131,6 +131,8 @@ def test_find_coordinator_share_key(conn, broker):
     good, *bad = r.coordinators
     assert (good.error_code, good.node_id, good.port) == (NONE, 1, broker.port)
     assert [c.error_code for c in bad] == [INVALID_REQUEST, INVALID_REQUEST]
+    r = conn.call(ApiKey.FIND_COORDINATOR, 5, request(ApiKey.FIND_COORDINATOR, key_type=2, coordinator_keys=[key]))
+    assert r.coordinators[0].error_code == INVALID_REQUEST  # the share key type is v6+
 
 
 def test_write_read_fence_and_the_records_in_the_log(conn, broker):
@@ -148,6 +150,8 @@ def test_write_read_fence_and_the_records_in_the_log(conn, broker):
     assert _write(conn, group, topic_id, 1, 4, 30, []) == FENCED_LEADER_EPOCH
     assert _read(conn, group, topic_id, 4)[0] == FENCED_LEADER_EPOCH
     assert _init(conn, group, topic_id, 0, 0) == FENCED_STATE_EPOCH
+    for bad in ([(20, 10, AVAILABLE, 1)], [(-1, 3, AVAILABLE, 1)], [(30, 31, 3, 1)], [(30, 31, AVAILABLE, -1)]):
+        assert _write(conn, group, topic_id, 1, 5, -1, bad) == INVALID_REQUEST  # nothing written
     assert _read(conn, group, topic_id, 5) == (NONE, 1, 12, expected)
 
     partition = partition_for(coordinator_key(group, topic_id, 0), PARTITIONS)

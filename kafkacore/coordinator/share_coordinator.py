@@ -28,18 +28,19 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, FencedStateEpochError, KafkaStorageError,
-                      MessageTooLargeError, NotCoordinatorError, NotEnoughReplicasAfterAppendError,
-                      NotEnoughReplicasError, NotLeaderOrFollowerError, RecordListTooLargeError,
-                      RequestTimedOutError, UnknownServerError, UnknownTopicOrPartitionError, error_for_code)
+from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, FencedStateEpochError, InvalidRequestError,
+                      KafkaStorageError, MessageTooLargeError, NotCoordinatorError, NotEnoughReplicasAfterAppendError,
+                      NotEnoughReplicasError, NotLeaderOrFollowerError, RecordListTooLargeError, RequestTimedOutError,
+                      UnknownServerError, UnknownTopicOrPartitionError, error_for_code)
 from .internal_topic import InternalTopicLog, StoreError, partition_for
-from .share_state import ACQUIRED, AVAILABLE, StateBatch
+from .share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
 from .share_state_log import (SHARE_GROUP_STATE_TOPIC, UINT16_MAX, ShareGroupOffset, apply_update, combine_batches,
                               coordinator_key, decode, snapshot_key, snapshot_value, update_key, update_value)
 
 log = logging.getLogger("kafkacore.share")
 
 NONE = 0
+RECORD_STATES = frozenset({AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED})
 
 # Kafka's CoordinatorRuntime: append errors as the share-partition leader sees them
 _APPEND_ERRORS = {
@@ -191,6 +192,11 @@ class ShareCoordinator:
         """WriteShareGroupState for one share partition; raises its refusal."""
         k = (group_id, topic_id, partition)
         self._not_coordinator(k)
+        for b in batches:
+            if b.delivery_state not in RECORD_STATES or not 0 <= b.first_offset <= b.last_offset \
+                    or b.delivery_count < 0:
+                raise InvalidRequestError(f"{coordinator_key(*k)}: state batch {b.first_offset}-{b.last_offset} "
+                                          f"(state {b.delivery_state}, count {b.delivery_count}) is not valid")
         batches = tuple(StateBatch(b.first_offset, b.last_offset, AVAILABLE if b.delivery_state == ACQUIRED
                                    else b.delivery_state, b.delivery_count) for b in batches)
         async with self._lock(k):
@@ -283,7 +289,3 @@ class ShareCoordinator:
             await self._append(k, [(snapshot_key(*k), None), (update_key(*k), None)])
             self._forget(k)
         self._locks.pop(k, None)
-
-    def describe(self, group_id):
-        """{(topic id, partition): state} of the group's share partitions coordinated here."""
-        return {(t, p): s for (g, t, p), s in self.states.items() if g == group_id}
