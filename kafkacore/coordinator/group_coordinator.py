@@ -928,17 +928,18 @@ class GroupCoordinator:
         ask before they change a share group's state: NONE for a share group without members
         (an unknown group counts as one: its state may exist before any member joined),
         NON_EMPTY_GROUP while members consume, GROUP_ID_NOT_FOUND for a group of another type,
-        NOT_COORDINATOR from a broker that does not coordinate it. Share-group membership is
-        served by the share-group members' code, which answers here for its groups; until then
-        no share group has members."""
+        NOT_COORDINATOR from a broker that does not coordinate it. A share group is a group of
+        type "share" (Kafka's group type name) whose state is Empty without members."""
         self._ensure_started()
         not_coordinator = self.group_manager.not_coordinator(group_id)
         if not_coordinator is not None:
             return not_coordinator
         group = self.groups.get(group_id)
-        if group is not None and group.state != g.DEAD and group.group_type != "share":
+        if group is None or group.state == g.DEAD:
+            return NONE
+        if group.group_type != "share":
             return GroupIdNotFoundError.code
-        return NONE
+        return NONE if group.state == g.EMPTY else NonEmptyGroupError.code
 
     def on_topic_deleted(self, topic, partitions):
         """A topic went (from any thread): its committed offsets go too."""
