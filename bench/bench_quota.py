@@ -116,6 +116,30 @@ def run_together(bootstrap, specs, seconds, warmup=0.0, batch_size=None, pace=No
     return results
 
 
+def kafka_arithmetic(quota, request_bytes, seconds, warmup, window_num=11, handle_s=0.015, horizon=400.0):
+    """What Kafka's quota arithmetic alone gives a client that sends ``request_bytes`` requests
+    as fast as its throttles let it (one request handled every ``handle_s``): the rate over every
+    span of ``seconds`` starting at ``warmup`` or later (stepped by 0.25 s), through the same
+    Rate and throttle formula the broker uses (kafkacore.security.client_quotas, Kafka's
+    SampledStat Rate and QuotaUtils.throttleTime). (min, max, mean) as multiples of the quota."""
+    import bisect
+
+    from kafkacore.security.client_quotas import Rate
+    rate, t, sent = Rate(1.0, window_num, 0.0), 0.0, []
+    while t < horizon:
+        rate.record(request_bytes, t)
+        sent.append(t)
+        observed, window = rate.measure(t)
+        t += handle_s + (max(observed - quota, 0.0) / quota * window)
+    spans = []
+    start = warmup
+    while start + seconds <= horizon - 1:
+        n = bisect.bisect_left(sent, start + seconds) - bisect.bisect_left(sent, start)
+        spans.append(n * request_bytes / seconds / quota)
+        start += 0.25
+    return min(spans), max(spans), sum(spans) / len(spans)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -134,6 +158,9 @@ def main():
                     help="the paced client hands over this many seconds' worth of values at once (1: requests "
                          "as large as the throttled client's; 0: value by value, many small requests)")
     ap.add_argument("--workdir", default=os.path.join(HERE, ".work", "quota"))
+    ap.add_argument("--request-bytes", type=int, default=1000000,
+                    help="the held producer's request size for the Kafka-arithmetic line (librdkafka's "
+                         "batch.size 1000000 by default)")
     args = ap.parse_args()
 
     from broker_client import BrokerProcess, request
@@ -190,6 +217,13 @@ def main():
               f" beside held / beside paced {ratios[i - 1]:.3f}")
     print(f"held (quota), median         : {med('held', 'held') / mb:8.3f} MiB/s = "
           f"{med('held', 'held') / args.quota:.3f}x the quota")
+    # the envelope over handling times from 2 to 60 ms per request (where the bursts fall moves with it)
+    model = [kafka_arithmetic(args.quota, args.batch_size or args.request_bytes, args.seconds, args.warmup,
+                              args.window_num or 11, handle_s=h) for h in (0.002, 0.015, 0.06)]
+    print(f"Kafka's arithmetic alone     : {min(m[0] for m in model):.3f}x-{max(m[1] for m in model):.3f}x the quota "
+          f"over {args.seconds:.0f} s spans from {args.warmup:.0f} s on (means {', '.join(f'{m[2]:.3f}' for m in model)}"
+          f"), {args.batch_size or args.request_bytes}-byte requests sent as fast as the throttles allow, handled in "
+          f"2-60 ms: the range any broker computing Kafka's rate would show")
     print(f"paced control, median        : {med('paced', 'paced') / mb:8.3f} MiB/s = "
           f"{med('paced', 'paced') / args.quota:.3f}x the quota")
     print(f"neighbour beside held        : {med('held', 'neighbour') / mb:8.3f} MiB/s (median)")

@@ -59,6 +59,7 @@ CLIENT_VERSIONS = {
     47: (0, 0),   # OffsetDelete
     60: (0, 1),   # DescribeCluster
     69: (0, 0),   # ConsumerGroupDescribe (KIP-848 groups, which DescribeGroups answers Dead)
+    77: (0, 1),   # ShareGroupDescribe (KIP-932 groups, likewise)
     90: (0, 0),   # DescribeShareGroupOffsets (KIP-932 share groups, Kafka 4.1)
     91: (0, 0),   # AlterShareGroupOffsets
     92: (0, 0),   # DeleteShareGroupOffsets
