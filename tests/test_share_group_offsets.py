@@ -2,13 +2,14 @@
 DeleteShareGroupOffsets; KIP-932) on a real ``kafkacore serve`` process, through kafkacore's
 AdminClient and the ``kafkacore groups`` commands: the start offsets (SPSO) set and shown, the
 state epoch moved on by each alter (fencing the share-partition leader's older writes), the state
-deleted, a classic group refused with GROUP_ID_NOT_FOUND, and the errors the commands print."""
+deleted, a classic group refused with GROUP_ID_NOT_FOUND, a share group with a member with
+NON_EMPTY_GROUP, and the errors the commands print."""
 from __future__ import annotations
 
 import pytest
 
 from _cli import fails, kafkacore
-from broker_client import BrokerProcess
+from broker_client import BrokerProcess, request
 from kafkacore import Consumer, Producer
 from kafkacore.client.admin import AdminClient
 from kafkacore.errors import GroupIdNotFoundError, UnknownTopicOrPartitionError
@@ -121,3 +122,31 @@ def test_groups_commands_for_share_groups(broker, admin):
     assert admin.describe_share_group_offsets(g) == {}
     assert "no-such-topic" in fails("groups", "delete-share-offsets", g, "--topic", "no-such-topic",
                                     code=EXIT_FAILED, bootstrap=b)
+
+
+def test_a_share_group_with_a_member_is_not_altered_nor_deleted(broker, admin):
+    """A member joined with ShareGroupHeartbeat (v1, as librdkafka 2.16 sends it) makes the group
+    Stable: NON_EMPTY_GROUP for alter and delete, describe still answers; once it leaves
+    (epoch -1) the group is Empty and the reset goes through."""
+    from kafkacore.errors import NonEmptyGroupError
+    g = "share-with-member"
+    admin.coordinator(g)  # __consumer_offsets exists before the heartbeat (a client asks first too)
+    with broker.client() as conn:
+        joined = conn.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, request(
+            ApiKey.SHARE_GROUP_HEARTBEAT, group_id=g, member_id="m-1", member_epoch=0, rack_id=None,
+            subscribed_topic_names=[TOPIC]))
+        assert joined.error_code == 0, joined
+        with pytest.raises(NonEmptyGroupError):
+            admin.alter_share_group_offsets(g, {(TOPIC, 0): 1})
+        with pytest.raises(NonEmptyGroupError):
+            admin.delete_share_group_offsets(g, [TOPIC])
+        assert "has active members (NON_EMPTY_GROUP)" in fails(
+            "groups", "reset-offsets", g, "--share", "--topic", TOPIC, "--to-earliest", "--execute",
+            code=EXIT_FAILED, bootstrap=broker.bootstrap)
+        assert admin.describe_share_group_offsets(g, [(TOPIC, 0)]) == {(TOPIC, 0): (-1, -1)}
+        left = conn.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, request(
+            ApiKey.SHARE_GROUP_HEARTBEAT, group_id=g, member_id="m-1", member_epoch=-1, rack_id=None,
+            subscribed_topic_names=None))
+        assert left.error_code == 0, left
+    admin.alter_share_group_offsets(g, {(TOPIC, 0): 1})
+    assert admin.describe_share_group_offsets(g) == {(TOPIC, 0): (1, -1)}
