@@ -83,6 +83,10 @@ class KafkaServer:
         self._waiters: dict[object, set] = {}
         self.group_coordinator = None
         self.transaction_coordinator = None
+        # KIP-932: the share coordinator of the __share_group_state partitions led here, and the
+        # persister through which share-partition leaders store their state (at its coordinator)
+        self.share_coordinator = None
+        self.share_persister = None
         self.producer_ids = None
         self.metrics = None  # a BrokerMetrics (broker/metrics.py) when metrics.port is set
         # the cluster this broker is a member of, and where its topics and their configs are
@@ -127,11 +131,15 @@ class KafkaServer:
         # failure to import is a broken install and must stop the broker, never be skipped.
         from ..coordinator.group_coordinator import GroupCoordinator
         from ..coordinator.producer_id_manager import ProducerIdManager
+        from ..coordinator.share_coordinator import ShareCoordinator
+        from ..coordinator.share_persister import DefaultStatePersister
         from ..coordinator.transaction_coordinator import TransactionCoordinator
 
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
+        self.share_coordinator = ShareCoordinator(self)
+        self.share_persister = DefaultStatePersister(self)
 
     @property
     def started(self) -> bool:
@@ -165,6 +173,7 @@ class KafkaServer:
         self.loop_thread = threading.get_ident()
         self.group_coordinator.start(loop)
         self.transaction_coordinator.start(loop)  # after the groups: its markers may complete their offsets
+        self.share_coordinator.start(loop)
 
     # -- the cluster ----------------------------------------------------------------------------
     def attach_cluster(self, cluster, isr_store=None):
@@ -386,7 +395,7 @@ class KafkaServer:
     def shutdown(self):
         """Coordinators first (their state is written to logs), then the cluster node, then the
         logs: flushed, checkpointed, and the clean-shutdown marker written."""
-        for name in ("transaction_coordinator", "group_coordinator"):
+        for name in ("share_coordinator", "transaction_coordinator", "group_coordinator"):
             c = getattr(self, name, None)
             if c is not None:
                 try:

@@ -61,6 +61,9 @@ CLIENT_VERSIONS = {
     60: (0, 1),   # DescribeCluster
     69: (0, 0),   # ConsumerGroupDescribe (KIP-848 groups, which DescribeGroups answers Dead)
     77: (0, 1),   # ShareGroupDescribe (KIP-932 groups, likewise)
+    90: (0, 0),   # DescribeShareGroupOffsets (KIP-932 share groups, Kafka 4.1)
+    91: (0, 0),   # AlterShareGroupOffsets
+    92: (0, 0),   # DeleteShareGroupOffsets
     # security (client/security.py, the admin client)
     17: (1, 1),   # SaslHandshake (v0 would send the tokens unframed)
     36: (0, 2),   # SaslAuthenticate
