@@ -12,6 +12,7 @@ from broker_client import KafkaConnection, request
 from kafkacore import Broker
 from kafkacore.errors import (GroupAuthorizationFailedError, InvalidRecordStateError, InvalidRequestError,
                               InvalidShareSessionEpochError, ShareSessionNotFoundError, UnknownTopicIdError)
+from kafkacore.protocol.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
 from kafkacore.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkacore.protocol.messages.share_acknowledge_request import AcknowledgePartition, AcknowledgeTopic
 from kafkacore.protocol.messages.share_acknowledge_request import AcknowledgementBatch as AckBatch2
@@ -19,7 +20,8 @@ from kafkacore.protocol.messages.share_fetch_request import AcknowledgementBatch
     ForgottenTopic
 from kafkacore.record import RecordBatchBuilder, iter_batches
 
-PRODUCE, SHARE_FETCH, SHARE_ACK = 0, 78, 79
+PRODUCE, INCREMENTAL_ALTER_CONFIGS, SHARE_FETCH, SHARE_ACK = 0, 44, 78, 79
+RESOURCE_GROUP = 32
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
 LOCK_MS = 1500
 DELIVERY_LIMIT = 3
@@ -308,3 +310,56 @@ def test_v0_speaks_the_early_access_fields(conn, broker, topic):
     produce(conn, name, [b"v0"])
     resp = m.fetch(tid, max_wait_ms=5000)
     assert acquired(resp) == [(0, 0, 1)] and values(resp) == [b"v0"]
+
+
+def set_group_configs(conn, group, **configs):
+    """IncrementalAlterConfigs SET on the GROUP resource (names with '_' for '.')."""
+    resp = conn.call(INCREMENTAL_ALTER_CONFIGS, 1, request(INCREMENTAL_ALTER_CONFIGS, resources=[
+        AlterConfigsResource(resource_type=RESOURCE_GROUP, resource_name=group, configs=[
+            AlterableConfig(name=k.replace("_", "."), config_operation=0, value=str(v)) for k, v in configs.items()])]))
+    assert resp.responses[0].error_code == 0, resp
+
+
+def test_share_auto_offset_reset_earliest_and_by_duration(conn, broker, topic):
+    name, tid = topic
+    produce(conn, name, [b"old0", b"old1"])
+    set_group_configs(conn, "g-earliest", share_auto_offset_reset="earliest")
+    m = Member(conn, "g-earliest")
+    assert values(m.open(tid)) == [b"old0", b"old1"]  # the SPSO starts at the log start
+    # by_duration: the first record at or after now minus the duration (these are from 2023)
+    set_group_configs(conn, "g-duration", share_auto_offset_reset="by_duration:P10000D")
+    assert values(Member(conn, "g-duration").open(tid)) == [b"old0", b"old1"]
+    set_group_configs(conn, "g-duration2", share_auto_offset_reset="by_duration:PT1H")
+    assert acquired(Member(conn, "g-duration2").open(tid)) == []  # none so recent: the high watermark
+
+
+def test_read_committed_never_acquires_aborted_records_nor_past_the_lso(conn, broker, topic):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    name, tid = topic
+    set_group_configs(conn, "g-rc", share_isolation_level="read_committed", share_auto_offset_reset="earliest")
+    set_group_configs(conn, "g-ru", share_auto_offset_reset="earliest")
+    bootstrap = "%s:%d" % broker.addr
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{name}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(name, b"aborted", partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(name, b"committed", partition=0)
+    p.flush(30)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(name, b"open", partition=0)  # left open: the LSO stays before it
+    p.flush(30)
+    rc = Member(conn, "g-rc")
+    resp = rc.open(tid)
+    assert values(resp) == [b"committed"]
+    # 0 aborted, 1 its ABORT marker, 2 committed, 3 its COMMIT marker, 4 open: the record and the
+    # markers archived, never delivered; the SPSO moved over 0-1, the marker after 2 waits for it
+    assert share_state(broker, "g-rc", name) == (2, 4, {"AVAILABLE": 0, "ACQUIRED": 1, "ACKNOWLEDGED": 0,
+                                                        "ARCHIVED": 1})
+    assert acquired(rc.fetch(tid, max_wait_ms=100)) == []  # the open transaction is past the LSO
+    ru = Member(conn, "g-ru")
+    assert values(ru.open(tid)) == [b"aborted", b"committed", b"open"]  # read_uncommitted: everything
+    p.abort_transaction(30)

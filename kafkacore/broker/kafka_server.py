@@ -87,6 +87,9 @@ class KafkaServer:
         # in _start_coordinators, the one place) and the share partitions this broker leads
         self.share_persister = None
         self.share_partition_manager = None
+        # the GROUP config resource's overrides (coordinator/group_config.py), filled from the
+        # metadata store by the config manager
+        self.group_configs = None
         self.producer_ids = None
         self.metrics = None  # a BrokerMetrics (broker/metrics.py) when metrics.port is set
         # the cluster this broker is a member of, and where its topics and their configs are
@@ -129,6 +132,7 @@ class KafkaServer:
     def _start_coordinators(self):
         # Imported here, not at the top: the coordinators import the handlers' shared code. A
         # failure to import is a broken install and must stop the broker, never be skipped.
+        from ..coordinator.group_config import GroupConfigs
         from ..coordinator.group_coordinator import GroupCoordinator
         from ..coordinator.producer_id_manager import ProducerIdManager
         from ..coordinator.share_partition_manager import SharePartitionManager
@@ -136,6 +140,7 @@ class KafkaServer:
         from ..coordinator.transaction_coordinator import TransactionCoordinator
 
         self.producer_ids = ProducerIdManager(self.data_dir)
+        self.group_configs = GroupConfigs(self.config)
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
         # the share coordinator's persister replaces NoOpPersister here once it exists

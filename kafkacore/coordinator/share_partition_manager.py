@@ -20,7 +20,6 @@ import asyncio
 import logging
 import uuid
 
-from .group_config import GroupConfigs
 from .share_partition import SharePartition
 from .share_session import ShareSessionCache
 
@@ -32,7 +31,6 @@ class SharePartitionManager:
         self.broker = broker
         self.persister = persister
         self.sessions = ShareSessionCache(broker.config["group.share.max.share.sessions"])
-        self.group_configs = GroupConfigs(broker.config)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
         self._writes: set = set()
@@ -50,7 +48,7 @@ class SharePartitionManager:
 
     def group_config(self, group_id, name):
         """A share group's config: the group's override, else the broker's default."""
-        return self.group_configs.get(group_id, name)
+        return self.broker.group_configs.get(group_id, name)
 
     def record_acquired(self, n, redelivered):
         self.acquired_records += n
