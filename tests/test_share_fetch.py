@@ -363,3 +363,36 @@ def test_read_committed_never_acquires_aborted_records_nor_past_the_lso(conn, br
     ru = Member(conn, "g-ru")
     assert values(ru.open(tid)) == [b"aborted", b"committed", b"open"]  # read_uncommitted: everything
     p.abort_transaction(30)
+
+
+def test_metrics_count_acquisitions_redeliveries_acknowledgements_archives_and_expiries(conn, broker, topic):
+    from _exposition import parse_exposition, value
+    from kafkacore.broker.metrics import BrokerMetrics
+
+    def scrape():
+        samples, _types = parse_exposition(broker.call(lambda: BrokerMetrics(broker.core).render()))
+        names = ["kafkacore_share_records_acquired_total", "kafkacore_share_records_redelivered_total",
+                 "kafkacore_share_records_archived_total",
+                 "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"]
+        got = {n: value(samples, n) for n in names}
+        for t in ("accept", "release", "reject"):
+            got[t] = value(samples, "kafka_server_sharegroupmetrics_recordacknowledgement_total", ack_type=t)
+        return got, samples
+
+    name, tid = topic
+    m = Member(conn, "g-metrics")
+    m.open(tid)
+    before, _ = scrape()
+    produce(conn, name, [b"0", b"1", b"2", b"3"])
+    assert acquired(m.fetch(tid, max_wait_ms=5000)) == [(0, 3, 1)]
+    m.ack(tid, {0: [(0, 0, [ACCEPT]), (1, 1, [REJECT]), (2, 2, [RELEASE])]})  # 3 left to expire
+    assert acquired(m.fetch(tid, max_records=10)) == [(2, 2, 2)]  # released: at once
+    assert acquired(m.fetch(tid, max_wait_ms=LOCK_MS * 4, max_records=10)) == [(3, 3, 2)]  # once its lock expired
+    after, samples = scrape()
+    delta = {k: after[k] - before[k] for k in after}
+    assert delta == {"kafkacore_share_records_acquired_total": 6, "kafkacore_share_records_redelivered_total": 2,
+                     "kafkacore_share_records_archived_total": 1,
+                     "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total": 1,
+                     "accept": 1, "release": 1, "reject": 1}
+    assert value(samples, "kafka_server_sharepartitionmetrics_inflightmessagecount", group="g-metrics", topic=name,
+                 partition="0") == 2  # 0 accepted and 1 rejected are behind the SPSO; 2 and 3 are held

@@ -244,13 +244,14 @@ class SharePartition:
 
     def _lock_expired(self, acquisition, offsets):
         self._timers.pop(acquisition, None)
-        changed = False
+        expired = 0
         for offset in offsets:
             rec = self.in_flight.get(offset)
             if rec is not None and rec.state == ACQUIRED and rec.acquisition == acquisition:
                 self._release_one(rec)
-                changed = True
-        if changed:
+                expired += 1
+        if expired:
+            self.manager.record_lock_timeouts(expired)
             log.debug("share partition %s %s-%d: acquisition %d's lock expired", self.group_id, self.topic,
                       self.partition, acquisition)
             self._advance()
@@ -285,20 +286,23 @@ class SharePartition:
                         f"offset {offset} of {self.topic}-{self.partition} is not acquired by member {member_id} "
                         f"(it is {held})")
                 plan.append((rec, types[0] if len(types) == 1 else types[i]))
-        archived = 0
+        counts = {ACCEPT: 0, RELEASE: 0, REJECT: 0, GAP: 0}
         for rec, t in plan:
+            counts[t] += 1
             if t == ACCEPT:
                 rec.state = ACKNOWLEDGED
                 rec.member_id = None
             elif t == RELEASE:
                 self._release_one(rec)
-                continue
-            else:  # REJECT, GAP
+            else:  # REJECT, GAP (an offset without a record: done, not counted as archived)
                 rec.state = ARCHIVED
                 rec.member_id = None
-                archived += t == REJECT
-        if archived:
-            self.manager.record_archived(archived)
+        mgr = self.manager
+        if counts[REJECT]:
+            mgr.record_archived(counts[REJECT])
+        for t, name in ((ACCEPT, "accept"), (RELEASE, "release"), (REJECT, "reject")):
+            if counts[t]:
+                mgr.record_acknowledged(name, counts[t])
         self._advance()
 
     def release_member(self, member_id) -> bool:

@@ -34,9 +34,12 @@ class SharePartitionManager:
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
         self._writes: set = set()
+        # for the broker's metrics (broker/metrics.py)
         self.acquired_records = 0
         self.redelivered_records = 0
         self.archived_records = 0
+        self.acknowledged_records = {"accept": 0, "release": 0, "reject": 0}  # by acknowledge type
+        self.lock_timeouts = 0  # records whose acquisition lock expired
 
     # -- what the share partitions ask ----------------------------------------------------------
     def loop(self):
@@ -56,6 +59,12 @@ class SharePartitionManager:
 
     def record_archived(self, n):
         self.archived_records += n
+
+    def record_acknowledged(self, ack_type, n):
+        self.acknowledged_records[ack_type] += n
+
+    def record_lock_timeouts(self, n):
+        self.lock_timeouts += n
 
     def state_changed(self, sp: SharePartition):
         """Records became AVAILABLE or done outside a request (a lock expired): written in the
