@@ -396,3 +396,57 @@ def test_metrics_count_acquisitions_redeliveries_acknowledgements_archives_and_e
                      "accept": 1, "release": 1, "reject": 1}
     assert value(samples, "kafka_server_sharepartitionmetrics_inflightmessagecount", group="g-metrics", topic=name,
                  partition="0") == 2  # 0 accepted and 1 rejected are behind the SPSO; 2 and 3 are held
+
+
+class MemoryPersister:
+    """The Persister interface (coordinator/share_state.py) over a dict, with the share
+    coordinator's merge of updates: what a share-partition leader writes and reads back."""
+
+    def __init__(self):
+        self.states = {}
+        self.writes = []
+
+    async def initialize_state(self, group_id, topic_id, partition, state_epoch, start_offset):
+        from kafkacore.coordinator.share_state import ShareState
+        self.states[(group_id, topic_id, partition)] = ShareState(state_epoch, start_offset, -1, ())
+
+    async def read_state(self, group_id, topic_id, partition, leader_epoch):
+        return self.states.get((group_id, topic_id, partition))
+
+    async def write_state(self, group_id, topic_id, partition, state):
+        self.writes.append(state)
+        self.states[(group_id, topic_id, partition)] = state
+
+    async def delete_state(self, group_id, topic_id, partition):
+        self.states.pop((group_id, topic_id, partition), None)
+
+    async def read_summary(self, group_id, topic_id, partition):
+        return self.states.get((group_id, topic_id, partition))
+
+
+def test_state_goes_through_the_persister_and_a_new_leadership_loads_it_back(conn, broker, topic):
+    from kafkacore.coordinator.share_state import ACKNOWLEDGED, ARCHIVED, AVAILABLE, ShareState, StateBatch
+
+    name, tid = topic
+    persister = MemoryPersister()
+    old = broker.call(lambda: broker.core.share_persister)
+    broker.call(setattr, broker.core, "share_persister", persister)
+    try:
+        m = Member(conn, "g-persist")
+        m.open(tid)  # initialized at the high watermark: 0
+        produce(conn, name, [b"0", b"1", b"2", b"3", b"4"])
+        assert acquired(m.fetch(tid, max_wait_ms=5000)) == [(0, 4, 1)]
+        m.ack(tid, {0: [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 2, [REJECT]), (3, 3, [ACCEPT])]})
+        # written before the answer: the SPSO past 0, 1 AVAILABLE (delivered once), 2 archived,
+        # 3 acknowledged, 4 still ACQUIRED - written AVAILABLE, a lock does not outlive its leader
+        assert persister.writes[-1] == ShareState(0, 1, persister.writes[-1].leader_epoch, (
+            StateBatch(1, 1, AVAILABLE, 1), StateBatch(2, 2, ARCHIVED, 1), StateBatch(3, 3, ACKNOWLEDGED, 1),
+            StateBatch(4, 4, AVAILABLE, 1)))
+        # a new leadership (here: the share partition dropped) starts from what was written
+        broker.call(broker.core.share_partition_manager.drop, ("g-persist", name, 0))
+        m2 = Member(conn, "g-persist")
+        resp = m2.open(tid)
+        assert acquired(resp) == [(1, 1, 2), (4, 4, 2)]  # the AVAILABLE ones, their delivery counted on
+        assert share_state(broker, "g-persist", name)[:2] == (1, 5)
+    finally:
+        broker.call(setattr, broker.core, "share_persister", old)

@@ -145,7 +145,7 @@ class KafkaServer:
         self.transaction_coordinator = TransactionCoordinator(self)
         # the share coordinator's persister replaces NoOpPersister here once it exists
         self.share_persister = NoOpPersister()
-        self.share_partition_manager = SharePartitionManager(self, self.share_persister)
+        self.share_partition_manager = SharePartitionManager(self)
 
     @property
     def started(self) -> bool:

@@ -27,9 +27,8 @@ log = logging.getLogger("kafkacore.share")
 
 
 class SharePartitionManager:
-    def __init__(self, broker, persister):
+    def __init__(self, broker):
         self.broker = broker
-        self.persister = persister
         self.sessions = ShareSessionCache(broker.config["group.share.max.share.sessions"])
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
@@ -42,6 +41,11 @@ class SharePartitionManager:
         self.lock_timeouts = 0  # records whose acquisition lock expired
 
     # -- what the share partitions ask ----------------------------------------------------------
+    @property
+    def persister(self):
+        """The broker's one persister (``KafkaServer.share_persister``), read at each use."""
+        return self.broker.share_persister
+
     def loop(self):
         return self.broker.loop
 
