@@ -475,7 +475,7 @@ def test_the_group_consumer_configs_are_checked():
                            "group.consumer.heartbeat.interval.ms": "5000"}, "less than group.consumer.session"),
                          ({"group.consumer.assignors": "sticky"}, "not an assignor"),
                          ({"group.coordinator.rebalance.protocols": "consumer"}, "must include classic"),
-                         ({"group.coordinator.rebalance.protocols": "classic,share"}, "share not served")):
+                         ({"group.coordinator.rebalance.protocols": "classic,streams"}, "streams not served")):
         with pytest.raises(InvalidConfigurationError, match=words):
             BrokerConfig(props)
 

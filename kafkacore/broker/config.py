@@ -109,14 +109,39 @@ def _assignors(key, value):
 
 def _rebalance_protocols(key, value):
     """group.coordinator.rebalance.protocols: Kafka requires ``classic``; ``consumer`` (KIP-848)
-    is served here, ``share`` and ``streams`` not yet."""
+    and ``share`` (KIP-932, while ``group.share.enable`` too) are served here, ``streams`` not yet."""
     names = [n.lower() for n in _list(key, value)]
     if "classic" not in names:
         raise InvalidConfigurationError(f"{key}={value!r}: must include classic")
-    unknown = sorted(set(names) - {"classic", "consumer"})
+    unknown = sorted(set(names) - {"classic", "consumer", "share"})
     if unknown:
-        raise InvalidConfigurationError(f"{key}={value!r}: {', '.join(unknown)} not served (classic and consumer "
-                                        "are)")
+        raise InvalidConfigurationError(f"{key}={value!r}: {', '.join(unknown)} not served (classic, consumer "
+                                        "and share are)")
+    return names
+
+
+def served_group_protocols(config):
+    """The group protocols whose APIs are advertised and served: group.coordinator.rebalance.
+    protocols, less ``share`` while group.share.enable is off (Kafka 4.0's pair of switches)."""
+    names = config["group.coordinator.rebalance.protocols"]
+    if "share" in names and not config["group.share.enable"]:
+        return [n for n in names if n != "share"]
+    return names
+
+
+def _share_assignors(key, value):
+    """group.share.assignors: ``simple`` or Kafka's class name of it (its only share assignor)."""
+    from ..coordinator.share_assignor import assignor_name
+
+    names = []
+    for item in _list(key, value):
+        name = assignor_name(item)
+        if name is None:
+            raise InvalidConfigurationError(f"{key}={value!r}: {item!r} is not a share assignor here (simple or "
+                                            "Kafka's class name of it)")
+        names.append(name)
+    if not names:
+        raise InvalidConfigurationError(f"{key}={value!r}: at least one assignor is needed")
     return names
 
 
@@ -205,7 +230,10 @@ BROKER_CONFIGS = {
     "group.consumer.max.heartbeat.interval.ms": (_int(1, INT_MAX), 15000),
     "group.consumer.max.size": (_int(1, INT_MAX), INT_MAX),
     "group.consumer.assignors": (_assignors, ["uniform", "range"]),
-    "group.coordinator.rebalance.protocols": (_rebalance_protocols, ["classic", "consumer"]),
+    "group.coordinator.rebalance.protocols": (_rebalance_protocols, ["classic", "consumer", "share"]),
+    # KIP-932 share groups' membership (Kafka 4.1's GroupCoordinatorConfig/ShareGroupConfig names
+    # and defaults; group.share.enable is on here, as issue 29 asks)
+    "group.share.enable": (_bool, True),
     # KIP-932 share partitions on their leader (Kafka 4.1's ShareGroupConfig names, defaults, ranges)
     "group.share.record.lock.duration.ms": (_int(1000, 3600000), 30000),
     "group.share.min.record.lock.duration.ms": (_int(1000, 30000), 15000),
@@ -221,6 +249,8 @@ BROKER_CONFIGS = {
     "group.share.heartbeat.interval.ms": (_int(1, INT_MAX), 5000),
     "group.share.min.heartbeat.interval.ms": (_int(1, INT_MAX), 5000),
     "group.share.max.heartbeat.interval.ms": (_int(1, INT_MAX), 15000),
+    "group.share.max.size": (_int(1, 1000), 200),
+    "group.share.assignors": (_share_assignors, ["simple"]),
     "producer.id.expiration.ms": (_int(1, INT_MAX), 86400000),
     "producer.id.expiration.check.interval.ms": (_int(1, INT_MAX), 600000),
     "transactional.id.expiration.ms": (_int(1, INT_MAX), 604800000),
@@ -440,18 +470,19 @@ class BrokerConfig:
 
     @staticmethod
     def _check_consumer_group_bounds(v):
-        """Kafka's GroupCoordinatorConfig checks: each default within its min and max, the
-        heartbeat interval below the session timeout."""
-        for what in ("session.timeout.ms", "heartbeat.interval.ms"):
-            lo, value, hi = (v[f"group.consumer.{k}"] for k in (f"min.{what}", what, f"max.{what}"))
-            if not lo <= value <= hi:
+        """Kafka's GroupCoordinatorConfig checks, for consumer and share groups: each default
+        within its min and max, the heartbeat interval below the session timeout."""
+        for kind in ("consumer", "share"):
+            p = f"group.{kind}."
+            for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+                lo, value, hi = (v[p + k] for k in (f"min.{what}", what, f"max.{what}"))
+                if not lo <= value <= hi:
+                    raise InvalidConfigurationError(
+                        f"{p}{what}={value}: must be within {p}min.{what}={lo} and {p}max.{what}={hi}")
+            if v[p + "heartbeat.interval.ms"] >= v[p + "session.timeout.ms"]:
                 raise InvalidConfigurationError(
-                    f"group.consumer.{what}={value}: must be within group.consumer.min.{what}={lo} and "
-                    f"group.consumer.max.{what}={hi}")
-        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
-            raise InvalidConfigurationError(
-                f"group.consumer.heartbeat.interval.ms={v['group.consumer.heartbeat.interval.ms']}: must be less "
-                f"than group.consumer.session.timeout.ms={v['group.consumer.session.timeout.ms']}")
+                    f"{p}heartbeat.interval.ms={v[p + 'heartbeat.interval.ms']}: must be less than "
+                    f"{p}session.timeout.ms={v[p + 'session.timeout.ms']}")
 
     def __getitem__(self, key):
         return self.values[key]

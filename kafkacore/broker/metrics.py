@@ -472,16 +472,20 @@ class BrokerMetrics:
     def _render_groups(self, out):
         from ..coordinator import consumer_group as cg
         from ..coordinator import group as g
+        from ..coordinator import share_group as sg
 
         broker = self.broker
         coordinator = broker.group_coordinator
         groups = sorted((gid, grp) for gid, grp in coordinator.groups.items() if grp.state != g.DEAD)
         by_state = dict.fromkeys(g.STATES, 0)  # classic groups (Kafka's NumGroups<State>)
         consumer_by_state = dict.fromkeys(cg.STATES, 0)
+        share_by_state = dict.fromkeys(sg.STATES, 0)
         offsets = 0
         for _gid, grp in groups:
             if grp.group_type == cg.GROUP_TYPE:
                 consumer_by_state[grp.state] += 1
+            elif grp.group_type == sg.GROUP_TYPE:
+                share_by_state[grp.state] += 1
             else:
                 by_state[grp.state] += 1
             offsets += len(grp.offsets)
@@ -497,6 +501,14 @@ class BrokerMetrics:
                                     "(kafka.server:type=group-coordinator-metrics,name=consumer-group-count,state=...)")
         for state in cg.STATES:
             out.sample(family, (("state", state.lower()),), consumer_by_state[state])
+        family = "kafka_server_groupcoordinatormetrics_sharegroupcount"
+        out.family(family, "gauge", "KIP-932 share groups coordinated here by state "
+                                    "(kafka.server:type=group-coordinator-metrics,name=share-group-count,state=...)")
+        for state in sg.STATES:
+            out.sample(family, (("state", state.lower()),), share_by_state[state])
+        out.counter("kafka_server_groupcoordinatormetrics_sharegrouprebalance_total", coordinator.share.rebalances,
+                    "new target assignments of the share groups coordinated here "
+                    "(kafka.server:type=group-coordinator-metrics,name=share-group-rebalance-count)")
 
         # kafka_exporter's names and labels (danielqsj/kafka_exporter), for the groups coordinated here
         lag_rows = []

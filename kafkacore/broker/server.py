@@ -52,6 +52,7 @@ from ..errors import KafkaError, UnsupportedVersionError
 from ..protocol.api_table import API_TABLE, ApiKey
 from ..protocol.frames import decode_request, encode_response, peek_header
 from ..protocol.wire import ProtocolDecodeError, Writer
+from .config import served_group_protocols
 from .connection_quotas import Acceptor, ConnectionQuotas
 from .handlers import HANDLERS, api_versions
 from .quotas import EXEMPT_APIS, ClientQuotaSensors
@@ -334,7 +335,7 @@ class Connection(asyncio.BufferedProtocol):
         if entry is not None and entry.cluster_only and not self.broker.cluster.serves_inter_broker_apis:
             entry = None  # an inter-broker API on a single node: not served
         if entry is not None and entry.group_protocol is not None \
-                and entry.group_protocol not in self.broker.config["group.coordinator.rebalance.protocols"]:
+                and entry.group_protocol not in served_group_protocols(self.broker.config):
             entry = None  # a group protocol switched off
         if entry is None or not entry.min_version <= version <= entry.max_version:
             self._unsupported(frame, api_key, version, correlation_id, entry, t0)
@@ -501,7 +502,7 @@ class Connection(asyncio.BufferedProtocol):
                      version)
             body = api_versions.response(
                 UnsupportedVersionError.code, 0, clustered=self.broker.cluster.serves_inter_broker_apis,
-                group_protocols=self.broker.config["group.coordinator.rebalance.protocols"])
+                group_protocols=served_group_protocols(self.broker.config))
             self._write(encode_response(api_key, 0, correlation_id, body, header_version=0).parts())
             if self.metrics is not None:
                 self.metrics.request_done(api_key, 0, None, None, t0)  # answered in v0

@@ -120,6 +120,7 @@ class MemberInfo:
     client_id: str
     host: str
     assignment: list  # [(topic, partition)] for consumer groups, else []
+    member_epoch: int | None = None  # KIP-848 and KIP-932 groups
 
 
 @dataclass
@@ -130,6 +131,8 @@ class GroupInfo:
     protocol: str
     coordinator: int
     members: list = field(default_factory=list)  # [MemberInfo]
+    group_epoch: int | None = None  # KIP-848 and KIP-932 groups: the group and assignment epochs
+    assignment_epoch: int | None = None
 
 
 @dataclass
@@ -512,8 +515,9 @@ class AdminClient:
             return node, resp
 
     def describe_group(self, group_id: str) -> GroupInfo:
-        """A classic group through DescribeGroups; one that answers Dead there (as a KIP-848
-        consumer group does, in Kafka too) through ConsumerGroupDescribe when the broker has it."""
+        """A classic group through DescribeGroups; one that answers Dead there (as KIP-848
+        consumer groups and KIP-932 share groups do, in Kafka too) through ConsumerGroupDescribe,
+        then ShareGroupDescribe, when the broker has them."""
         body = _req(ApiKey.DESCRIBE_GROUPS)(groups=[group_id], include_authorized_operations=False)
         node, resp = self._call_coordinator(group_id, ApiKey.DESCRIBE_GROUPS, body, lambda r: r.groups[0].error_code)
         g = resp.groups[0]
@@ -522,6 +526,10 @@ class AdminClient:
             consumer = self._describe_consumer_group(group_id)
             if consumer is not None:
                 return consumer
+        if g.group_state == "Dead" and self.supports(ApiKey.SHARE_GROUP_DESCRIBE):
+            share = self.describe_share_group(group_id)
+            if share is not None:
+                return share
         members = []
         for m in g.members:
             assignment = []
@@ -545,10 +553,29 @@ class AdminClient:
             return None
         _raise(g.error_code, f"group {group_id!r}", g.error_message)
         members = [MemberInfo(m.member_id, m.instance_id, m.client_id, m.client_host,
-                              sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions))
+                              sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions),
+                              m.member_epoch)
                    for m in g.members]
         return GroupInfo(g.group_id, g.group_state, "consumer", g.assignor_name, node,
-                         sorted(members, key=lambda m: m.member_id))
+                         sorted(members, key=lambda m: m.member_id), g.group_epoch, g.assignment_epoch)
+
+    def describe_share_group(self, group_id):
+        """GroupInfo of a KIP-932 share group (protocol type "share", the assignor as its
+        protocol, each member's epoch and assignment; a partition may be in several members'),
+        or None when there is none by that id."""
+        body = _req(ApiKey.SHARE_GROUP_DESCRIBE)(group_ids=[group_id], include_authorized_operations=False)
+        node, resp = self._call_coordinator(group_id, ApiKey.SHARE_GROUP_DESCRIBE, body,
+                                            lambda r: r.groups[0].error_code)
+        g = resp.groups[0]
+        if g.error_code == GroupIdNotFoundError.code:
+            return None
+        _raise(g.error_code, f"group {group_id!r}", g.error_message)
+        members = [MemberInfo(m.member_id, None, m.client_id, m.client_host,
+                              sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions),
+                              m.member_epoch)
+                   for m in g.members]
+        return GroupInfo(g.group_id, g.group_state, "share", g.assignor_name, node,
+                         sorted(members, key=lambda m: m.member_id), g.group_epoch, g.assignment_epoch)
 
     def list_group_offsets(self, group_id: str, partitions=None) -> dict:
         """{(topic, partition): committed offset} of ``group_id`` (all its partitions, or those

@@ -59,6 +59,7 @@ CLIENT_VERSIONS = {
     47: (0, 0),   # OffsetDelete
     60: (0, 1),   # DescribeCluster
     69: (0, 0),   # ConsumerGroupDescribe (KIP-848 groups, which DescribeGroups answers Dead)
+    77: (0, 1),   # ShareGroupDescribe (KIP-932 groups, likewise)
     # security (client/security.py, the admin client)
     17: (1, 1),   # SaslHandshake (v0 would send the tokens unframed)
     36: (0, 2),   # SaslAuthenticate

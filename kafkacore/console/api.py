@@ -230,7 +230,8 @@ def group_list(admin) -> dict:
     rows = []
     known = admin.list_topics(internal=True)
     for g in admin.list_groups():
-        committed = admin.list_group_offsets(g.group_id)
+        # a share group commits no offsets (OffsetFetch answers GROUP_ID_NOT_FOUND for it, as Kafka)
+        committed = {} if g.protocol_type == "share" else admin.list_group_offsets(g.group_id)
         ends = _ends(admin, committed, known)
         described = admin.describe_group(g.group_id)
         rows.append({"group_id": g.group_id, "state": described.state or g.state,
@@ -255,7 +256,7 @@ def _ends(admin, committed, known=None) -> dict:
 
 def group_detail(admin, group_id: str) -> dict:
     g = admin.describe_group(group_id)
-    committed = admin.list_group_offsets(group_id)
+    committed = {} if g.protocol_type == "share" else admin.list_group_offsets(group_id)
     if g.state == "Dead" and not committed:
         raise ApiError(f"group {group_id!r} does not exist", 404)
     owners = {tp: m.member_id for m in g.members for tp in m.assignment}

@@ -190,28 +190,7 @@ class ConsumerGroupCoordinator:
 
     # -- writes --------------------------------------------------------------------------------------
     def _write(self, group_id, records, apply, answer):
-        """Appends ``records``, then ``apply()`` changes the memory; returns ``answer`` (a
-        HeartbeatResult), or a future of it while the write replicates. A failed append
-        changes nothing and answers its error."""
-        if not records:
-            apply()
-            return answer
-        try:
-            written = self.manager.store.append(group_id, records, for_offsets=False)
-        except StoreError as e:
-            return HeartbeatResult(e.code, f"writing the group's records failed: {e.cause}")
-        apply()
-        if written.replicated is None:
-            return answer
-        out = self.loop.create_future()
-
-        def done(f):
-            if not out.done():
-                e = f.exception()
-                out.set_result(answer if e is None else HeartbeatResult(e.code, f"writing the group's records "
-                                                                                 f"failed: {e.cause}"))
-        written.replicated.add_done_callback(done)
-        return out
+        return write_records(self.manager, group_id, records, apply, answer)
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest):
@@ -576,3 +555,28 @@ def _owned_by_other(group, member_id, replaced_id):
     def owned(tid, p):
         return (tid, p) in held and (tid, p) not in own
     return owned
+
+
+def write_records(manager, group_id, records, apply, answer):
+    """Appends a modern group's ``records``, then ``apply()`` changes the memory; returns
+    ``answer`` (a HeartbeatResult), or a future of it while the write replicates. A failed
+    append changes nothing and answers its error (consumer and share groups alike)."""
+    if not records:
+        apply()
+        return answer
+    try:
+        written = manager.store.append(group_id, records, for_offsets=False)
+    except StoreError as e:
+        return HeartbeatResult(e.code, f"writing the group's records failed: {e.cause}")
+    apply()
+    if written.replicated is None:
+        return answer
+    out = manager.loop.create_future()
+
+    def done(f):
+        if not out.done():
+            e = f.exception()
+            out.set_result(answer if e is None else HeartbeatResult(e.code, f"writing the group's records "
+                                                                             f"failed: {e.cause}"))
+    written.replicated.add_done_callback(done)
+    return out

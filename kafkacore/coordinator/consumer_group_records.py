@@ -69,7 +69,9 @@ _VALUES = {
 VALUE_VERSION = 0
 
 
-def _encode(version, obj) -> bytes:
+def encode_record(version, obj) -> bytes:
+    """An int16 version (a key's record type, a value's version), then the struct: the
+    layout of every group record in __consumer_offsets (share groups' too)."""
     w = Writer()
     w.int16(version)
     obj.write(w, version)
@@ -79,7 +81,7 @@ def _encode(version, obj) -> bytes:
 def _key(kind, group_id, member_id=None):
     cls = _KEYS[kind]
     obj = cls(group_id=group_id) if member_id is None else cls(group_id=group_id, member_id=member_id)
-    return _encode(kind, obj)
+    return encode_record(kind, obj)
 
 
 def _partitions(cls, assignment):
@@ -88,7 +90,7 @@ def _partitions(cls, assignment):
 
 # -- records (key, value) ----------------------------------------------------------------------------
 def group_epoch_record(group_id, epoch):
-    return _key(GROUP_METADATA, group_id), _encode(VALUE_VERSION, ConsumerGroupMetadataValue(epoch=epoch))
+    return _key(GROUP_METADATA, group_id), encode_record(VALUE_VERSION, ConsumerGroupMetadataValue(epoch=epoch))
 
 
 def subscription_metadata_record(group_id, metadata):
@@ -96,11 +98,11 @@ def subscription_metadata_record(group_id, metadata):
     topics = [TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
               for name, (tid, n) in sorted(metadata.items())]
     return (_key(PARTITION_METADATA, group_id),
-            _encode(VALUE_VERSION, ConsumerGroupPartitionMetadataValue(topics=topics)))
+            encode_record(VALUE_VERSION, ConsumerGroupPartitionMetadataValue(topics=topics)))
 
 
 def member_metadata_record(group_id, m):
-    return _key(MEMBER_METADATA, group_id, m.member_id), _encode(VALUE_VERSION, ConsumerGroupMemberMetadataValue(
+    return _key(MEMBER_METADATA, group_id, m.member_id), encode_record(VALUE_VERSION, ConsumerGroupMemberMetadataValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
         rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
@@ -108,16 +110,16 @@ def member_metadata_record(group_id, m):
 
 def target_assignment_epoch_record(group_id, epoch):
     return (_key(TARGET_ASSIGNMENT_METADATA, group_id),
-            _encode(VALUE_VERSION, ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch)))
+            encode_record(VALUE_VERSION, ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch)))
 
 
 def target_assignment_record(group_id, member_id, assignment):
-    return (_key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), _encode(VALUE_VERSION,
+    return (_key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), encode_record(VALUE_VERSION,
             ConsumerGroupTargetAssignmentMemberValue(topic_partitions=_partitions(TopicPartition, assignment))))
 
 
 def current_assignment_record(group_id, m):
-    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id), _encode(VALUE_VERSION,
+    return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id), encode_record(VALUE_VERSION,
         ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
             assigned_partitions=_partitions(TopicPartitions, m.assigned),

@@ -56,8 +56,13 @@ from .consumer_group_records import group_tombstones
 from .group import Group, Member
 from .group_metadata_manager import GroupMetadataManager
 from .offset_store import TOPIC, OffsetStore, StoreError
+from .share_group import ShareGroup
+from .share_group_coordinator import ShareGroupCoordinator
 
 log = logging.getLogger("kafkacore.coordinator")
+
+# the groups whose membership is not the classic protocol's (KIP-848, KIP-932)
+MODERN_GROUPS = (ConsumerGroup, ShareGroup)
 
 NONE = 0
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -124,6 +129,7 @@ class GroupCoordinator:
             on_group_removed=self._cancel_group_timers)
         # KIP-848 groups share the groups, the store and the loading with the classic ones
         self.consumer = ConsumerGroupCoordinator(broker, self.group_manager)
+        self.share = ShareGroupCoordinator(broker, self.group_manager)
         self.loop = None
         self._started = False
         self._closed = False
@@ -157,6 +163,7 @@ class GroupCoordinator:
         self._closed = True
         self.group_manager.shutdown()
         self.consumer.shutdown()
+        self.share.shutdown()
         for group in self.groups.values():
             self._cancel_group_timers(group)
         log.info("group coordinator stopped (%d groups)", len(self.groups))
@@ -164,6 +171,9 @@ class GroupCoordinator:
     def _cancel_group_timers(self, group):
         if isinstance(group, ConsumerGroup):
             self.consumer.cancel_timers(group)
+            return
+        if isinstance(group, ShareGroup):
+            self.share.cancel_timers(group)
             return
         for handle in (group.join_timer, group.sync_timer, *group.pending_members.values(),
                        *(m.timer for m in group.members.values())):
@@ -185,6 +195,9 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             self.consumer.on_loaded(group)
             return
+        if isinstance(group, ShareGroup):
+            self.share.on_loaded(group)
+            return
         for member in group.members.values():
             self._schedule_heartbeat(group, member)
 
@@ -194,7 +207,7 @@ class GroupCoordinator:
         and members waiting here are told to find the new coordinator."""
         group.transition(g.DEAD, wall_ms())
         self._cancel_group_timers(group)
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, MODERN_GROUPS):
             return
         for member in group.members.values():
             self._complete_join(member, JoinResult(NotCoordinatorError.code, member.member_id))
@@ -421,6 +434,9 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             fut.set_result(JoinResult(InconsistentGroupProtocolError.code, member_id))
             return fut
+        if isinstance(group, ShareGroup):  # a group id has one type (Kafka's classicGroupJoin)
+            fut.set_result(JoinResult(InconsistentGroupProtocolError.code, ""))
+            return fut
         if group is None:
             if not unknown:
                 fut.set_result(JoinResult(UnknownMemberIdError.code, member_id))
@@ -616,7 +632,7 @@ class GroupCoordinator:
         if not group_id:
             return SyncResult(InvalidGroupIdError.code)
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None or isinstance(group, MODERN_GROUPS):
             return SyncResult(UnknownMemberIdError.code)
         if group.state == g.DEAD:
             return SyncResult(CoordinatorNotAvailableError.code)
@@ -673,7 +689,7 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None or isinstance(group, MODERN_GROUPS):
             return UnknownMemberIdError.code
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code
@@ -698,7 +714,7 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code, []
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None or isinstance(group, MODERN_GROUPS):
             return NONE, [UnknownMemberIdError.code] * len(leaving)
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code, []
@@ -772,6 +788,8 @@ class GroupCoordinator:
         error = None
         if group.state == g.DEAD:
             error = CoordinatorNotAvailableError.code
+        elif isinstance(group, ShareGroup):
+            error = GroupIdNotFoundError.code  # Kafka's ShareGroup.validateOffsetCommit
         elif isinstance(group, ConsumerGroup):
             error = self.consumer.check_commit(group, member_id, generation, 9, transactional=True)
         elif group.is_static_fenced(member_id, instance_id):
@@ -804,6 +822,8 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, wall_ms())  # a group only storing offsets
         if group.state == g.DEAD:
             return CoordinatorNotAvailableError.code
+        if isinstance(group, ShareGroup):
+            return GroupIdNotFoundError.code  # a share group commits no offsets (ShareGroup.validateOffsetCommit)
         if isinstance(group, ConsumerGroup):
             return self.consumer.check_commit(group, member_id, generation, api_version)
         if generation >= 0 or member_id or instance_id is not None:
@@ -831,6 +851,8 @@ class GroupCoordinator:
         if not_coordinator is not None:
             return not_coordinator, []
         group = self.groups.get(group_id)
+        if isinstance(group, ShareGroup) and group.state != g.DEAD:
+            return GroupIdNotFoundError.code, []  # Kafka's ShareGroup.validateOffsetFetch
         if isinstance(group, ConsumerGroup) and group.state != g.DEAD:
             error = self.consumer.check_fetch(group, member_id, member_epoch)
             if error is not None:
@@ -846,8 +868,8 @@ class GroupCoordinator:
         if not group_id:
             return InvalidGroupIdError.code, {}
         group = self.groups.get(group_id)
-        if group is None or group.state == g.DEAD:
-            return GroupIdNotFoundError.code, {}
+        if group is None or group.state == g.DEAD or isinstance(group, ShareGroup):
+            return GroupIdNotFoundError.code, {}  # a share group: Kafka's ShareGroup.validateOffsetDelete
         results = {}
         eligible = []
         for tp in partitions:
@@ -891,7 +913,7 @@ class GroupCoordinator:
     def describe_group(self, group_id) -> GroupSummary:
         self._ensure_started()
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):  # Kafka: only classic groups are described here
+        if group is None or isinstance(group, MODERN_GROUPS):  # Kafka: only classic groups are described here
             return GroupSummary(group_id, g.DEAD)
         if group.state == g.STABLE:
             members = [(m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(group.protocol_name),

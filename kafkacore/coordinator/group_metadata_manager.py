@@ -20,7 +20,9 @@ from ..clock import wall_ms
 from ..errors import NotCoordinatorError, OffsetMetadataTooLargeError
 from . import consumer_group_records as cg_records
 from . import group as g
+from . import share_group_records as sg_records
 from .consumer_group import ConsumerGroup
+from .share_group import ShareGroup
 from .group import Group, Member, apply_committed_txn_offsets
 from .offset_store import (TOPIC, StoreError, decode_group_value, decode_key, decode_offset_value, group_key,
                            group_value, offset_key, offset_value)
@@ -75,6 +77,7 @@ class GroupMetadataManager:
             return
         metadata: dict[str, object] = {}
         consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups, replayed record by record
+        share_groups: dict[str, ShareGroup] = {}  # KIP-932 groups, likewise
         offsets: dict[str, dict] = {}
         batches: dict[str, dict] = {}  # group id -> {(topic, partition): batch offset of its commit}
         records = 0
@@ -92,6 +95,14 @@ class GroupMetadataManager:
                 key, value, txn_producer, batch_offset = item
                 records += 1
                 kind = decode_key(key)
+                share_kind = sg_records.decode_key(key) if kind is None else None
+                if share_kind is not None:
+                    try:
+                        sg_records.replay(share_groups, *share_kind, value)
+                    except Exception as e:  # noqa: BLE001 - one bad record must not stop the load
+                        log.error("%s-%d: skipping a share group record that does not decode: %s", TOPIC,
+                                  partition, e)
+                    continue
                 if kind is None:
                     consumer_kind = cg_records.decode_key(key)
                     if consumer_kind is not None:
@@ -127,7 +138,11 @@ class GroupMetadataManager:
                     log.error("%s-%d: skipping a record that does not decode: %s", TOPIC, partition, e)
         loaded = {}
         now = wall_ms()
-        for group_id in sorted(set(metadata) | set(consumer_groups) | {gid for gid, o in offsets.items() if o}):
+        for group_id in sorted(set(metadata) | set(consumer_groups) | set(share_groups)
+                               | {gid for gid, o in offsets.items() if o}):
+            if group_id in share_groups:  # a group id has one type: a share group has no offsets
+                self.groups[group_id] = loaded[group_id] = share_groups[group_id]
+                continue
             if group_id in consumer_groups:
                 group = loaded[group_id] = consumer_groups[group_id]
                 cg_records.finish(group, now)
@@ -335,6 +350,8 @@ class GroupMetadataManager:
         records = [(offset_key(group.group_id, t, p), None) for t, p in partitions]
         if dead and isinstance(group, ConsumerGroup):
             records.extend(cg_records.group_tombstones(group.group_id))
+        elif dead and isinstance(group, ShareGroup):
+            records.extend(sg_records.group_tombstones(group.group_id))
         elif dead:
             records.append((group_key(group.group_id), None))
         if records:
@@ -363,6 +380,8 @@ class GroupMetadataManager:
         now = wall_ms() if now is None else now
         removed = 0
         for group in list(self.groups.values()):
+            if isinstance(group, ShareGroup):
+                continue  # no offsets; an Empty share group stays until deleted (its share-partition state)
             expired = self._expired_offsets(group, now)
             if not expired and not (group.state == g.EMPTY and not group.offsets and not group.pending_members):
                 continue

@@ -116,7 +116,8 @@ def group_value(group, assignments) -> bytes:
 
 def decode_key(data):
     """("offset", group, topic, partition), ("group", group), or None for another record type
-    (the KIP-848 consumer group records, versions 3+) or a key that does not parse."""
+    (the KIP-848 consumer group records, versions 3-8; the KIP-932 share group records, 9-15) or a
+    key that does not parse."""
     try:
         r = Reader(bytes(data))
         version = r.int16()

@@ -98,7 +98,8 @@ def _describe(admin, group_id):
     """(GroupInfo, {(topic, partition): committed offset}); a group the coordinator does not
     know (Dead, nothing committed) is an error naming it."""
     info = admin.describe_group(group_id)
-    committed = admin.list_group_offsets(group_id)
+    # a share group commits no offsets (OffsetFetch answers GROUP_ID_NOT_FOUND for it, as Kafka)
+    committed = {} if info.protocol_type == "share" else admin.list_group_offsets(group_id)
     if info.state == "Dead" and not committed:
         raise ToolError(f"group {group_id!r} does not exist (GROUP_ID_NOT_FOUND)")
     return info, committed
@@ -109,29 +110,37 @@ def run_describe(args):
 
     with admin_client(args) as admin:
         info, committed = _describe(admin, args.group)
-        owner = {tp: m for m in info.members for tp in m.assignment}
+        owner = {}  # (topic, partition) -> its members (a share partition may have several)
+        for m in info.members:
+            for tp in m.assignment:
+                owner.setdefault(tp, []).append(m)
         tps = sorted(set(committed) | set(owner))
         ends = {}
         if tps:
             ends = {tp: o.offset for tp, o in admin.list_offsets({tp: LATEST for tp in tps}, partial=True).items()}
     offsets = []
     for tp in tps:
-        m, cur, end = owner.get(tp), committed.get(tp), ends.get(tp)
-        offsets.append({"topic": tp[0], "partition": tp[1], "committed_offset": cur, "log_end_offset": end,
-                        "lag": max(end - cur, 0) if cur is not None and end is not None else None,
-                        "member_id": m.member_id if m else None, "host": m.host if m else None,
-                        "client_id": m.client_id if m else None})
+        cur, end = committed.get(tp), ends.get(tp)
+        for m in owner.get(tp) or [None]:
+            offsets.append({"topic": tp[0], "partition": tp[1], "committed_offset": cur, "log_end_offset": end,
+                            "lag": max(end - cur, 0) if cur is not None and end is not None else None,
+                            "member_id": m.member_id if m else None, "host": m.host if m else None,
+                            "client_id": m.client_id if m else None})
     members = [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
-                "assignment": [f"{t}-{p}" for t, p in m.assignment]} for m in info.members]
+                "member_epoch": m.member_epoch, "assignment": [f"{t}-{p}" for t, p in m.assignment]}
+               for m in info.members]
     result = {"group": info.group_id, "state": info.state, "protocol_type": info.protocol_type,
-              "protocol": info.protocol or None, "coordinator": info.coordinator, "members": members, "offsets": offsets,
+              "protocol": info.protocol or None, "coordinator": info.coordinator, "group_epoch": info.group_epoch,
+              "assignment_epoch": info.assignment_epoch, "members": members, "offsets": offsets,
               "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None)}
     if not is_table(args):
         emit(args, result)
         return EXIT_OK
     print(f"Group: {info.group_id}  state: {info.state}  type: {info.protocol_type or '-'}  "
           f"assignor: {info.protocol or '-'}  coordinator: {info.coordinator}  members: {len(members)}  "
-          f"total lag: {result['total_lag']}")
+          f"total lag: {result['total_lag']}"
+          + (f"  group epoch: {info.group_epoch}  assignment epoch: {info.assignment_epoch}"
+             if info.group_epoch is not None else ""))
     print()
     if offsets:
         table(offsets, [("topic", "TOPIC"), ("partition", "PARTITION"), ("committed_offset", "CURRENT-OFFSET"),
@@ -141,8 +150,11 @@ def run_describe(args):
         print("No committed offsets and no assigned partitions.")
     if members:
         print()
-        table(members, [("member_id", "CONSUMER-ID"), ("instance_id", "INSTANCE-ID"), ("client_id", "CLIENT-ID"),
-                        ("host", "HOST"), ("assignment", "ASSIGNMENT")])
+        columns = [("member_id", "CONSUMER-ID"), ("instance_id", "INSTANCE-ID"), ("client_id", "CLIENT-ID"),
+                   ("host", "HOST")]
+        if info.group_epoch is not None:
+            columns.append(("member_epoch", "EPOCH"))
+        table(members, columns + [("assignment", "ASSIGNMENT")])
     return EXIT_OK
 
 

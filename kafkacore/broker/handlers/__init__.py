@@ -7,7 +7,8 @@
 - optionally ``error_response(request, version, code)``: the response that answers the whole
   request with one error code (used for refused versions and for unexpected failures);
 - optionally ``GROUP_PROTOCOL``: the group protocol the API belongs to; it is served (and
-  advertised) only while ``group.coordinator.rebalance.protocols`` names it.
+  advertised) only while ``group.coordinator.rebalance.protocols`` names it (``share`` also
+  needs ``group.share.enable``: ``config.served_group_protocols``).
 
 ``HANDLERS`` maps api_key -> HandlerEntry; ApiVersions advertises exactly this table. The
 modules are found, not listed: every module here whose name does not start with '_'.

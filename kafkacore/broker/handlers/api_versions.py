@@ -10,6 +10,7 @@ import re
 
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from ..config import served_group_protocols
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
@@ -28,7 +29,7 @@ def response(error_code=0, throttle_time_ms=0, clustered=False, group_protocols=
 
 def handle(ctx, req):
     clustered = ctx.broker.cluster.serves_inter_broker_apis
-    protocols = ctx.broker.config["group.coordinator.rebalance.protocols"]
+    protocols = served_group_protocols(ctx.broker.config)
     if ctx.api_version >= 3 and not (_SOFTWARE.match(req.client_software_name)
                                      and _SOFTWARE.match(req.client_software_version)):
         return response(error_code=42, clustered=clustered, group_protocols=protocols)  # INVALID_REQUEST

@@ -15,6 +15,9 @@ SharePartitionManager.acknowledgeSessionUpdate:
   for a record the member does not hold (nothing of that partition changes), INVALID_REQUEST for
   a malformed batch. The share partition's state is written through the persister before the
   answer.
+
+Served (and advertised) while ``group.coordinator.rebalance.protocols`` names ``share`` and
+``group.share.enable`` is on, as the share groups' other APIs.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from ._share_common import (ack_batches, acknowledge, check_request, current_lea
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 VERSIONS = (0, 1)
+GROUP_PROTOCOL = "share"  # served while the share protocol is switched on (config.served_group_protocols)
 
 
 def _error(code, message=None):

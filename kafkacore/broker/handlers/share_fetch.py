@@ -29,6 +29,9 @@ coordinator/share_session.py. As Kafka's KafkaApis / SharePartitionManager.newCo
 - The response of a session's first request names every partition asked for; later ones name the
   partitions with records, an error, or acknowledgements in the request.
   ``acquisition_lock_timeout_ms`` (v1) is the group's lock duration.
+
+Served (and advertised) while ``group.coordinator.rebalance.protocols`` names ``share`` and
+``group.share.enable`` is on, as the share groups' other APIs.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ from ._share_common import (ack_batches, acknowledge, check_request, current_lea
 
 API_KEY = ApiKey.SHARE_FETCH
 VERSIONS = (0, 1)
+GROUP_PROTOCOL = "share"  # served while the share protocol is switched on (config.served_group_protocols)
 _INT32_MAX = (1 << 31) - 1
 _EMPTY = b""
 
