@@ -3,8 +3,9 @@
 
 - A ``SharePartition`` (coordinator/share_partition.py) exists per (group, topic, partition)
   once a member fetches it here, loaded from the ``Persister`` on first use. One that this broker
-  no longer leads, or leads at a newer leader epoch, is dropped and loaded afresh from the
-  persister (its acquisitions end with the old leadership, as in Kafka).
+  no longer leads, or leads at a newer leader epoch (the ReplicaManager's leadership changes), is
+  dropped and loaded afresh from the persister at the next fetch (its acquisitions end with the
+  old leadership, as in Kafka).
 - The persister is ``KafkaServer.share_persister`` (one attribute, set in
   ``KafkaServer._start_coordinators``): ``NoOpPersister`` until the share coordinator is there.
 - Releases (a share session closed with epoch -1, a closed connection) and lock expiries write
@@ -39,6 +40,7 @@ class SharePartitionManager:
         self.archived_records = 0
         self.acknowledged_records = {"accept": 0, "release": 0, "reject": 0}  # by acknowledge type
         self.lock_timeouts = 0  # records whose acquisition lock expired
+        broker.replica_manager.on_leadership_change.append(self.on_leadership_change)
 
     # -- what the share partitions ask ----------------------------------------------------------
     @property
@@ -121,6 +123,14 @@ class SharePartitionManager:
         sp = self.partitions.pop(key, None)
         if sp is not None:
             sp.close()
+
+    def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
+        """The ReplicaManager's word: a partition's leadership moved here, away, or to a new
+        epoch. Its share partitions go (their locks with them); the next fetch loads them from
+        the persister at the new epoch."""
+        for key in [k for k, sp in self.partitions.items()
+                    if k[1] == topic and k[2] == partition and not (is_leader and sp.leader_epoch == leader_epoch)]:
+            self.drop(key)
 
     def on_not_leader(self, topic, partition):
         """This broker does not lead the partition: its share partitions go."""
