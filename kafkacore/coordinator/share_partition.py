@@ -176,11 +176,6 @@ class SharePartition:
             return self.end_offset
         return None
 
-    def has_available(self, upper) -> bool:
-        """Whether an acquire now could hand out anything below ``upper`` (HW or LSO)."""
-        offset = self.fetch_offset()
-        return offset is not None and offset < upper
-
     def acquire(self, member_id, data, aborted, upper, max_records) -> list[Acquired]:
         """Acquires for ``member_id`` from ``data`` (whole batches read from the log below
         ``upper``; ``aborted``: the read_committed read's aborted transactions, else None): the
