@@ -387,15 +387,16 @@ def test_metrics_count_acquisitions_redeliveries_acknowledgements_archives_and_e
     assert acquired(m.fetch(tid, max_wait_ms=5000)) == [(0, 3, 1)]
     m.ack(tid, {0: [(0, 0, [ACCEPT]), (1, 1, [REJECT]), (2, 2, [RELEASE])]})  # 3 left to expire
     assert acquired(m.fetch(tid, max_records=10)) == [(2, 2, 2)]  # released: at once
-    assert acquired(m.fetch(tid, max_wait_ms=LOCK_MS * 4, max_records=10)) == [(3, 3, 2)]  # once its lock expired
+    resp = m.fetch(tid, acks={0: [(2, 2, [ACCEPT])]}, max_wait_ms=LOCK_MS * 4, max_records=10)
+    assert acquired(resp) == [(3, 3, 2)]  # once its lock expired
     after, samples = scrape()
     delta = {k: after[k] - before[k] for k in after}
     assert delta == {"kafkacore_share_records_acquired_total": 6, "kafkacore_share_records_redelivered_total": 2,
                      "kafkacore_share_records_archived_total": 1,
                      "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total": 1,
-                     "accept": 1, "release": 1, "reject": 1}
+                     "accept": 2, "release": 1, "reject": 1}
     assert value(samples, "kafka_server_sharepartitionmetrics_inflightmessagecount", group="g-metrics", topic=name,
-                 partition="0") == 2  # 0 accepted and 1 rejected are behind the SPSO; 2 and 3 are held
+                 partition="0") == 1  # 0-2 are done, behind the SPSO; 3 is held
 
 
 class MemoryPersister:
@@ -448,5 +449,26 @@ def test_state_goes_through_the_persister_and_a_new_leadership_loads_it_back(con
         resp = m2.open(tid)
         assert acquired(resp) == [(1, 1, 2), (4, 4, 2)]  # the AVAILABLE ones, their delivery counted on
         assert share_state(broker, "g-persist", name)[:2] == (1, 5)
+    finally:
+        broker.call(setattr, broker.core, "share_persister", old)
+
+
+def test_a_loaded_state_delivers_the_records_it_has_no_entry_for(conn, broker, topic):
+    """KIP-932's state: at or above the SPSO a record without a state batch is AVAILABLE and was
+    never delivered."""
+    from kafkacore.coordinator.share_state import ACKNOWLEDGED, ARCHIVED, ShareState, StateBatch
+
+    name, tid = topic
+    produce(conn, name, [b"0", b"1", b"2", b"3", b"4", b"5"])
+    persister = MemoryPersister()
+    topic_uuid = uuid.UUID(bytes=bytes(tid))
+    persister.states[("g-holes", topic_uuid, 0)] = ShareState(
+        3, 1, -1, (StateBatch(2, 2, ACKNOWLEDGED, 1), StateBatch(4, 4, ARCHIVED, 2)))
+    old = broker.call(lambda: broker.core.share_persister)
+    broker.call(setattr, broker.core, "share_persister", persister)
+    try:
+        resp = Member(conn, "g-holes").open(tid)
+        assert acquired(resp) == [(1, 1, 1), (3, 3, 1), (5, 5, 1)]
+        assert values(resp) == [b"1", b"3", b"5"]
     finally:
         broker.call(setattr, broker.core, "share_persister", old)

@@ -146,12 +146,14 @@ class SharePartition:
             self.state_epoch = state.state_epoch
             self.start_offset = max(state.start_offset, lg.log_start_offset)
             end = self.start_offset
-            for b in state.batches:
-                for offset in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
+            for b in sorted(state.batches):
+                for offset in range(end, b.first_offset):  # no entry: AVAILABLE, never delivered
+                    self.in_flight[offset] = InFlight(AVAILABLE, 0)
+                for offset in range(max(b.first_offset, end), b.last_offset + 1):
                     # an acquisition does not outlive its leader
                     st = AVAILABLE if b.delivery_state == ACQUIRED else b.delivery_state
                     self.in_flight[offset] = InFlight(st, b.delivery_count)
-                    end = max(end, offset + 1)
+                end = max(end, b.last_offset + 1)
             self.end_offset = end
             self._advance()
         self.loaded = True
@@ -168,9 +170,10 @@ class SharePartition:
     # -- acquiring -------------------------------------------------------------------------------
     def fetch_offset(self) -> int | None:
         """Where a read for this share partition starts: the first AVAILABLE in-flight record,
-        else the end offset while the in-flight window has room; None: nothing to acquire."""
-        for offset in sorted(self.in_flight):
-            if self.in_flight[offset].state == AVAILABLE:
+        else the end offset while the in-flight window has room; None: nothing to acquire.
+        (``in_flight`` is kept in offset order: records enter it only at the end offset.)"""
+        for offset, rec in self.in_flight.items():
+            if rec.state == AVAILABLE:
                 return offset
         if self.end_offset - self.start_offset < self.max_in_flight:
             return self.end_offset
@@ -181,70 +184,80 @@ class SharePartition:
         ``upper``; ``aborted``: the read_committed read's aborted transactions, else None): the
         AVAILABLE in-flight records first, then new ones, up to ``max_records`` (new records in
         whole batches) and the in-flight cap. Returns the acquired ranges."""
-        got: list[tuple[int, int]] = []  # (offset, delivery count)
+        ranges: list[list[int]] = []  # [first, last, delivery count]
+        acquired = redelivered = 0
         limit = self.delivery_count_limit
         cap = self.start_offset + self.max_in_flight  # new records stop before this offset
+        acquisition = self._acquisitions + 1
+        in_flight = self.in_flight
         new_archived = False
         for batch in iter_batches(data, aborted):
-            if len(got) >= max_records:
+            if acquired >= max_records:
                 break
-            first, last = batch.base_offset, min(batch.last_offset, upper - 1)
+            first, last = max(batch.base_offset, self.start_offset), min(batch.last_offset, upper - 1)
+            if last < first:
+                continue
             skip = batch.is_control or batch.aborted
-            for offset in range(max(first, self.start_offset), last + 1):
-                rec = self.in_flight.get(offset)
-                if rec is not None:
-                    if rec.state != AVAILABLE:
-                        continue
-                    if skip:
-                        rec.state = ARCHIVED
-                        new_archived = True
-                        continue
-                    if rec.delivery_count >= limit:  # the limit was lowered meanwhile
-                        rec.state = ARCHIVED
-                        new_archived = True
-                        continue
-                    got.append((offset, rec.delivery_count + 1))
-                    rec.state, rec.delivery_count, rec.member_id = ACQUIRED, rec.delivery_count + 1, member_id
-                elif offset >= self.end_offset:
-                    if offset >= cap:
-                        break
-                    for gap in range(self.end_offset, offset):  # offsets the log does not have
-                        self.in_flight[gap] = InFlight(ARCHIVED, 0)
-                    self.end_offset = offset + 1
-                    if skip:
-                        self.in_flight[offset] = InFlight(ARCHIVED, 0)
-                        new_archived = True
-                        continue
-                    self.in_flight[offset] = InFlight(ACQUIRED, 1, member_id)
-                    got.append((offset, 1))
-        if not got:
+            # records already in flight: only the AVAILABLE ones, one by one
+            for offset in range(first, min(last, self.end_offset - 1) + 1):
+                rec = in_flight.get(offset)
+                if rec is None or rec.state != AVAILABLE:
+                    continue
+                if skip or rec.delivery_count >= limit:  # (the limit may have been lowered meanwhile)
+                    rec.state = ARCHIVED
+                    new_archived = True
+                    continue
+                rec.state, rec.member_id, rec.acquisition = ACQUIRED, member_id, acquisition
+                rec.delivery_count += 1
+                _add(ranges, offset, offset, rec.delivery_count)
+                acquired += 1
+                redelivered += 1
+            # records never handed out: the batch's rest, up to the in-flight cap
+            new_first, new_last = max(first, self.end_offset), min(last, cap - 1)
+            if new_first > last:
+                continue
+            if new_first > new_last:
+                break  # the window is full
+            for gap in range(self.end_offset, new_first):  # offsets the log does not have
+                in_flight[gap] = InFlight(ARCHIVED, 0)
+            if skip:
+                for offset in range(new_first, new_last + 1):
+                    in_flight[offset] = InFlight(ARCHIVED, 0)
+                new_archived = True
+            else:
+                for offset in range(new_first, new_last + 1):
+                    in_flight[offset] = InFlight(ACQUIRED, 1, member_id, acquisition)
+                _add(ranges, new_first, new_last, 1)
+                acquired += new_last - new_first + 1
+            self.end_offset = new_last + 1
+            if new_last < last:
+                break  # the window is full
+        if not ranges:
             if new_archived:
                 self._advance()
             return []
-        self._acquisitions += 1
-        acquisition = self._acquisitions
-        for offset, _count in got:
-            self.in_flight[offset].acquisition = acquisition
-        self._start_lock(acquisition, [o for o, _c in got])
+        self._acquisitions = acquisition
+        self._start_lock(acquisition, ranges)
         self._advance()
-        self.manager.record_acquired(len(got), sum(1 for _o, c in got if c > 1))
-        return _ranges(got)
+        self.manager.record_acquired(acquired, redelivered)
+        return [Acquired(*r) for r in ranges]
 
-    def _start_lock(self, acquisition, offsets):
+    def _start_lock(self, acquisition, ranges):
         loop = self.manager.loop()
         if loop is None:
             return
         self._timers[acquisition] = loop.call_later(self.lock_duration_ms / 1000.0, self._lock_expired, acquisition,
-                                                    offsets)
+                                                    ranges)
 
-    def _lock_expired(self, acquisition, offsets):
+    def _lock_expired(self, acquisition, ranges):
         self._timers.pop(acquisition, None)
         expired = 0
-        for offset in offsets:
-            rec = self.in_flight.get(offset)
-            if rec is not None and rec.state == ACQUIRED and rec.acquisition == acquisition:
-                self._release_one(rec)
-                expired += 1
+        for first, last, _count in ranges:
+            for offset in range(first, last + 1):
+                rec = self.in_flight.get(offset)
+                if rec is not None and rec.state == ACQUIRED and rec.acquisition == acquisition:
+                    self._release_one(rec)
+                    expired += 1
         if expired:
             self.manager.record_lock_timeouts(expired)
             log.debug("share partition %s %s-%d: acquisition %d's lock expired", self.group_id, self.topic,
@@ -266,31 +279,31 @@ class SharePartition:
         """``batches``: [(first offset, last offset, [types])], the types one for the whole
         range or one per offset. Every record named must be ACQUIRED by ``member_id``:
         INVALID_RECORD_STATE otherwise, and nothing changes."""
-        plan = []
+        in_flight = self.in_flight
+        plan = []  # (records, their types: one for all, or one each)
         for first, last, types in batches:
             if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
                 raise InvalidRequestError(f"acknowledgement batch {first}-{last} with {len(types)} types")
             for t in types:
                 if t not in ACK_TYPES:
                     raise InvalidRequestError(f"unknown acknowledge type {t}")
-            for i, offset in enumerate(range(first, last + 1)):
-                rec = self.in_flight.get(offset)
+            recs = [in_flight.get(offset) for offset in range(first, last + 1)]
+            for i, rec in enumerate(recs):
                 if rec is None or rec.state != ACQUIRED or rec.member_id != member_id:
                     held = "not in flight" if rec is None else STATE_NAMES[rec.state]
                     raise InvalidRecordStateError(
-                        f"offset {offset} of {self.topic}-{self.partition} is not acquired by member {member_id} "
+                        f"offset {first + i} of {self.topic}-{self.partition} is not acquired by member {member_id} "
                         f"(it is {held})")
-                plan.append((rec, types[0] if len(types) == 1 else types[i]))
+            plan.append((recs, types))
         counts = {ACCEPT: 0, RELEASE: 0, REJECT: 0, GAP: 0}
-        for rec, t in plan:
-            counts[t] += 1
-            if t == ACCEPT:
-                rec.state = ACKNOWLEDGED
-                rec.member_id = None
-            elif t == RELEASE:
-                self._release_one(rec)
-            else:  # REJECT, GAP (an offset without a record: done, not counted as archived)
-                rec.state = ARCHIVED
+        for recs, types in plan:
+            for rec, t in zip(recs, types if len(types) > 1 else [types[0]] * len(recs)):
+                counts[t] += 1
+                if t == RELEASE:
+                    self._release_one(rec)
+                    continue
+                # ACCEPT; REJECT and GAP (an offset without a record: done, not counted as archived)
+                rec.state = ACKNOWLEDGED if t == ACCEPT else ARCHIVED
                 rec.member_id = None
         mgr = self.manager
         if counts[REJECT]:
@@ -338,8 +351,7 @@ class SharePartition:
         """What the persister keeps: the SPSO and the in-flight records as state batches
         (ACQUIRED written AVAILABLE: a lock does not outlive the leader)."""
         batches = []
-        for offset in sorted(self.in_flight):
-            rec = self.in_flight[offset]
+        for offset, rec in self.in_flight.items():
             st = AVAILABLE if rec.state == ACQUIRED else rec.state
             if batches and batches[-1].last_offset == offset - 1 and batches[-1].delivery_state == st \
                     and batches[-1].delivery_count == rec.delivery_count:
@@ -365,11 +377,10 @@ class SharePartition:
         self._timers.clear()
 
 
-def _ranges(got) -> list[Acquired]:
-    out: list[Acquired] = []
-    for offset, count in got:
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
-            out[-1] = out[-1]._replace(last_offset=offset)
-        else:
-            out.append(Acquired(offset, offset, count))
-    return out
+def _add(ranges, first, last, count):
+    """Appends first..last with a delivery count to ranges, joining the previous range when
+    they touch and share the count."""
+    if ranges and ranges[-1][1] == first - 1 and ranges[-1][2] == count:
+        ranges[-1][1] = last
+    else:
+        ranges.append([first, last, count])
