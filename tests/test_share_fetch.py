@@ -191,6 +191,8 @@ def test_acknowledging_records_not_held_is_invalid_record_state_and_changes_noth
     assert resp.responses[0].partitions[0].error_code == InvalidRecordStateError.code
     resp = a.ack(tid, {0: [(0, 5, [ACCEPT])]})  # 2..5 are not in flight: none of 0..5 is accepted
     assert resp.responses[0].partitions[0].error_code == InvalidRecordStateError.code
+    resp = a.ack(tid, {0: [(0, (1 << 62), [ACCEPT])]})  # answered at once, nothing built for the range
+    assert resp.responses[0].partitions[0].error_code == InvalidRecordStateError.code
     resp = a.ack(tid, {0: [(0, 1, [9])]})
     assert resp.responses[0].partitions[0].error_code == InvalidRequestError.code
     assert share_state(broker, "g-invalid", name)[2]["ACQUIRED"] == 2

@@ -287,6 +287,10 @@ class SharePartition:
             for t in types:
                 if t not in ACK_TYPES:
                     raise InvalidRequestError(f"unknown acknowledge type {t}")
+            if first < self.start_offset or last >= self.end_offset:  # (and a range is never longer than the window)
+                raise InvalidRecordStateError(
+                    f"offsets {first}-{last} of {self.topic}-{self.partition} are not all in flight "
+                    f"({self.start_offset}-{self.end_offset - 1})")
             recs = [in_flight.get(offset) for offset in range(first, last + 1)]
             for i, rec in enumerate(recs):
                 if rec is None or rec.state != ACQUIRED or rec.member_id != member_id:
