@@ -139,15 +139,10 @@ class SharePartitionManager:
 
     # -- sessions that end ------------------------------------------------------------------------
     def release_session(self, session):
-        """The member's acquired records on the session's partitions go back (epoch -1, a closed
-        connection)."""
-        by_id = self.broker.topics_by_id
-        for topic_id, partition in session.partitions:
-            info = by_id.get(topic_id)
-            if info is None:
-                continue
-            sp = self.partitions.get((session.group_id, info.name, partition))
-            if sp is not None and sp.release_member(session.member_id):
+        """The member's acquired records go back, on every share partition of its group led here
+        (epoch -1, a closed connection: Kafka's ShareGroupListener.onMemberLeave)."""
+        for (group_id, _topic, _partition), sp in list(self.partitions.items()):
+            if group_id == session.group_id and sp.release_member(session.member_id):
                 self.state_changed(sp)
 
     def connection_closed(self, connection_id):
