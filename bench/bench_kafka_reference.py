@@ -362,7 +362,8 @@ def table_markdown(data) -> str:
         lines.append(f"\nTarget {name} not run: {why}")
     lines.append("")
     for key, src in ref.SOURCES.items():
-        lines.append(f"- {key}: {src['title']}, <{src['url']}>; {src['hardware']}.")
+        where = f", <{src['url']}>" if src["url"] else ""
+        lines.append(f"- {key}: {src['title']}{where}; {src['hardware']}.")
     return "\n".join(lines)
 
 

@@ -43,7 +43,7 @@ SOURCES = {
     KREPS_2014: {
         "title": 'Jay Kreps, "Benchmarking Apache Kafka: 2 Million Writes Per Second (On Three Cheap '
                  'Machines)", LinkedIn Engineering, 2014',
-        "url": "https://engineering.linkedin.com/kafka/benchmarking-apache-kafka-2-million-writes-second-three-cheap-machines",
+        "url": "",  # the LinkedIn Engineering blog; its address was not re-checked for this table
         "hardware": "3 brokers x (6-core Xeon 2.5 GHz, 32 GB, 6 x 7200 rpm SATA, 1 GbE); load from 3 more machines",
         "broker_cores": 18},
     CONFLUENT_2020: {
