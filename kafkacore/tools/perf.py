@@ -66,6 +66,15 @@ def register(sub, common):
     pc.add_argument("--reporting-interval", type=positive_int, default=REPORTING_INTERVAL_MS, metavar="MS",
                     help=f"ms between progress lines when stderr is not a terminal (default {REPORTING_INTERVAL_MS})")
     add_property_option(pc, "consumer")
+    pr = add_verb(verbs, "reference", common, run_reference,
+                  "run the scenarios of Kafka's published benchmarks (2014, 2020) and print them beside the "
+                  "published figures")
+    pr.add_argument("--scenarios", metavar="LIST", help="comma-separated scenario numbers, e.g. 1,2,7 "
+                                                        "(default: all of 1-10)")
+    pr.add_argument("--quick", action="store_true", help="small amounts (minutes); default: the full sizes")
+    pr.add_argument("--cores", type=positive_int, metavar="N",
+                    help="cores the cluster and this load share, for the per-core figures "
+                         "(default: this machine's)")
 
 
 class _Reporter:
@@ -86,6 +95,12 @@ class _Reporter:
 
     def close(self):
         self.bar.close()
+
+
+def run_reference(args) -> int:
+    from .perf_reference import run_cli  # the scenarios load only when asked for
+
+    return run_cli(args)
 
 
 # -- perf produce ----------------------------------------------------------------------------
