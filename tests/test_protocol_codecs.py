@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from kafkacore.protocol import frames
 from kafkacore.protocol.api_table import API_TABLE
-from kafkacore.protocol.generator import DEFAULT_SCHEMA_ROOT, snake
+from kafkacore.protocol.generator import DEFAULT_SCHEMA_ROOT, NEWER_SCHEMA_ROOT, snake
 from kafkacore.protocol.wire import ProtocolDecodeError, Reader, Writer
 
 pytest.importorskip("kafka.protocol.api_message", reason="kafka-python 3 is not installed")
@@ -80,7 +80,10 @@ class Schema:
     _cache: dict = {}
 
     def __init__(self, name):
-        raw = json.loads(re.sub(r"(?m)^\s*//.*$", "", (SCHEMAS / f"{name}.json").read_text()))
+        # a schema newer than ../shared's (kafkacore/protocol/newer_schemas) replaces it, as in the generator
+        newer = NEWER_SCHEMA_ROOT / "message" / f"{name}.json"
+        path = newer if newer.exists() else SCHEMAS / f"{name}.json"
+        raw = json.loads(re.sub(r"(?m)^\s*//.*$", "", path.read_text()))
         self.name = name
         self.json = raw
         self.common = {c["name"]: c["fields"] for c in raw.get("commonStructs", [])}

@@ -11,6 +11,8 @@ removed after it. The cluster-only APIs (controller requests, reassignments, ele
 checked on a one-broker cluster."""
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from broker_client import BrokerProcess, KafkaConnection, free_port, request
@@ -212,6 +214,32 @@ def _top(r):
     return [r.error_code]
 
 
+_SHARE_TOPIC_ID = {}
+
+
+def _share_topic(admin):
+    """A row's set-up: T exists and its topic id is known (ShareFetch names topics by id)."""
+    try:
+        _existing_topic(T)(admin)
+    except confluent_kafka.KafkaException as e:
+        if e.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    desc = admin.describe_topics(confluent_kafka.TopicCollection([T]))[T].result(30)
+    uid = desc.topic_id
+    _SHARE_TOPIC_ID[T] = struct.pack(">qq", uid.get_most_significant_bits(), uid.get_least_significant_bits())
+
+
+def _share_fetch():
+    part = _m("share_fetch_request", "FetchPartition")(partition_index=0)
+    return request(ApiKey.SHARE_FETCH, group_id="acl-sg", member_id="m", share_session_epoch=0, max_wait_ms=0,
+                   min_bytes=1, max_bytes=1000, max_records=10, batch_size=10, forgotten_topics_data=[],
+                   topics=[_m("share_fetch_request", "FetchTopic")(topic_id=_SHARE_TOPIC_ID[T], partitions=[part])])
+
+
+def _share_codes(r):
+    return [r.error_code] + [p.error_code for t in r.responses for p in t.partitions]
+
+
 # (label, api, version, request factory, codes of the response, [(ACL to add, the code before it)])
 ROWS = [
     ("produce", ApiKey.PRODUCE, 9, _produce, _produce_codes, [((TOPIC, T, Op.WRITE), TOPIC_AUTH)]),
@@ -314,6 +342,17 @@ ROWS = [
     ("consumer-group-describe", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
      lambda: request(ApiKey.CONSUMER_GROUP_DESCRIBE, group_ids=["acl-cg"], include_authorized_operations=True),
      _results_codes("groups"), [((GROUP, "acl-cg", Op.DESCRIBE), GROUP_AUTH)]),
+    # KIP-932 share fetching: READ on the share group, then READ on the topic (partition errors)
+    ("share-fetch", ApiKey.SHARE_FETCH, 1, lambda: _share_fetch(), _share_codes,
+     [((GROUP, "acl-sg", Op.READ), GROUP_AUTH), ((TOPIC, T, Op.READ), TOPIC_AUTH)]),
+    ("share-acknowledge", ApiKey.SHARE_ACKNOWLEDGE, 1,
+     lambda: request(ApiKey.SHARE_ACKNOWLEDGE, group_id="acl-sg", member_id="m", share_session_epoch=-1, topics=[]),
+     _top, [((GROUP, "acl-sg", Op.READ), GROUP_AUTH)]),
+    ("describe-group-configs", ApiKey.DESCRIBE_CONFIGS, 4, lambda: _configs(ApiKey.DESCRIBE_CONFIGS, 32, G),
+     _results_codes("results"), [((GROUP, G, Op.DESCRIBE_CONFIGS), GROUP_AUTH)]),
+    ("incremental-alter-group-configs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+     lambda: _configs(ApiKey.INCREMENTAL_ALTER_CONFIGS, 32, G, config_operation=0),
+     _results_codes("responses"), [((GROUP, G, Op.ALTER_CONFIGS), GROUP_AUTH)]),
     # a share group of its own (KIP-932): READ on the group, then DESCRIBE on the subscribed topics
     ("share-group-heartbeat", ApiKey.SHARE_GROUP_HEARTBEAT, 1,
      lambda: request(ApiKey.SHARE_GROUP_HEARTBEAT, group_id="acl-sg", member_id="m", member_epoch=-1,
@@ -412,7 +451,8 @@ def _committed_group(admin):
         consumer.close()
 
 
-SETUP = {"delete-topics": _existing_topic("acl-doomed"), "offset-delete": _committed_group}
+SETUP = {"delete-topics": _existing_topic("acl-doomed"), "offset-delete": _committed_group,
+         "share-fetch": _share_topic}
 
 
 def _call(broker, api, version, make, codes_of):

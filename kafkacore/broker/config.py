@@ -234,6 +234,15 @@ BROKER_CONFIGS = {
     # KIP-932 share groups' membership (Kafka 4.1's GroupCoordinatorConfig/ShareGroupConfig names
     # and defaults; group.share.enable is on here, as issue 29 asks)
     "group.share.enable": (_bool, True),
+    # KIP-932 share partitions on their leader (Kafka 4.1's ShareGroupConfig names, defaults, ranges)
+    "group.share.record.lock.duration.ms": (_int(1000, 3600000), 30000),
+    "group.share.min.record.lock.duration.ms": (_int(1000, 30000), 15000),
+    "group.share.max.record.lock.duration.ms": (_int(30000, 3600000), 60000),
+    "group.share.delivery.count.limit": (_int(2, 10), 5),
+    "group.share.partition.max.record.locks": (_int(100, 10000), 2000),
+    "group.share.max.share.sessions": (_int(1, INT_MAX), 2000),
+    # the share group members' bounds (Kafka's GroupCoordinatorConfig); the GROUP config resource's
+    # share.session.timeout.ms / share.heartbeat.interval.ms are checked against them
     "group.share.session.timeout.ms": (_int(1, INT_MAX), 45000),
     "group.share.min.session.timeout.ms": (_int(1, INT_MAX), 45000),
     "group.share.max.session.timeout.ms": (_int(1, INT_MAX), 60000),
@@ -449,6 +458,11 @@ class BrokerConfig:
         self._check_connection_quotas()
         self.password_encoder()  # its algorithms checked now, in one line
         self._check_consumer_group_bounds(v)
+        lo, lock, hi = (v[f"group.share.{k}record.lock.duration.ms"] for k in ("min.", "", "max."))
+        if not lo <= lock <= hi:
+            raise InvalidConfigurationError(
+                f"group.share.record.lock.duration.ms={lock}: must be within group.share.min.record.lock.duration.ms="
+                f"{lo} and group.share.max.record.lock.duration.ms={hi}")
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise InvalidConfigurationError(
                 f"group.min.session.timeout.ms={v['group.min.session.timeout.ms']!r}: above "

@@ -83,6 +83,13 @@ class KafkaServer:
         self._waiters: dict[object, set] = {}
         self.group_coordinator = None
         self.transaction_coordinator = None
+        # KIP-932: where share-partition state is kept (coordinator/share_state.py's Persister; set
+        # in _start_coordinators, the one place) and the share partitions this broker leads
+        self.share_persister = None
+        self.share_partition_manager = None
+        # the GROUP config resource's overrides (coordinator/group_config.py), filled from the
+        # metadata store by the config manager
+        self.group_configs = None
         self.producer_ids = None
         self.metrics = None  # a BrokerMetrics (broker/metrics.py) when metrics.port is set
         # the cluster this broker is a member of, and where its topics and their configs are
@@ -125,13 +132,20 @@ class KafkaServer:
     def _start_coordinators(self):
         # Imported here, not at the top: the coordinators import the handlers' shared code. A
         # failure to import is a broken install and must stop the broker, never be skipped.
+        from ..coordinator.group_config import GroupConfigs
         from ..coordinator.group_coordinator import GroupCoordinator
         from ..coordinator.producer_id_manager import ProducerIdManager
+        from ..coordinator.share_partition_manager import SharePartitionManager
+        from ..coordinator.share_state import NoOpPersister
         from ..coordinator.transaction_coordinator import TransactionCoordinator
 
         self.producer_ids = ProducerIdManager(self.data_dir)
+        self.group_configs = GroupConfigs(self.config)
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
+        # the share coordinator's persister replaces NoOpPersister here once it exists
+        self.share_persister = NoOpPersister()
+        self.share_partition_manager = SharePartitionManager(self)
 
     @property
     def started(self) -> bool:
@@ -340,6 +354,17 @@ class KafkaServer:
         for waiter in self._waiters.pop(lg, ()):
             waiter.wake()
 
+    def wake_fetches(self, lg):
+        """Wakes the fetches waiting on lg as an append would (a share partition's records
+        became available again)."""
+        self._wake(lg)
+
+    def connection_closed(self, connection_id):
+        """A client connection closed: the share sessions it opened end and their members'
+        acquired records are released (Kafka 4.1's connection disconnect listener)."""
+        if self.share_partition_manager is not None:
+            self.share_partition_manager.connection_closed(connection_id)
+
     def data_waiter(self, logs):
         """A waiter registered now on logs: any append from here on wakes it, even one made
         before the fetch's coroutine first runs (the server awaits a long poll's coroutine only
@@ -386,6 +411,8 @@ class KafkaServer:
     def shutdown(self):
         """Coordinators first (their state is written to logs), then the cluster node, then the
         logs: flushed, checkpointed, and the clean-shutdown marker written."""
+        if self.share_partition_manager is not None:
+            self.share_partition_manager.shutdown()
         for name in ("transaction_coordinator", "group_coordinator"):
             c = getattr(self, name, None)
             if c is not None:

@@ -256,6 +256,7 @@ class BrokerMetrics:
                   "3 (RUNNING) while the broker serves; Kafka's BrokerState "
                   "(kafka.server:type=KafkaServer,name=BrokerState)")
         self._render_groups(out)
+        self._render_share(out)
         self._render_topics_exporter(out)
         self._render_quotas(out)
         self._render_process(out)
@@ -544,6 +545,31 @@ class BrokerMetrics:
         out.family("kafka_consumergroup_members", "gauge", "members of the group (kafka_exporter's name)")
         for gid, grp in groups:
             out.sample("kafka_consumergroup_members", (("consumergroup", gid),), len(grp.members))
+
+    def _render_share(self, out):
+        """KIP-932 share partitions led here: records acquired, redelivered, archived, acknowledged
+        by type, acquisition locks expired, and in flight per share partition."""
+        mgr = self.broker.share_partition_manager
+        out.counter("kafkacore_share_records_acquired_total", mgr.acquired_records,
+                    "records handed out by ShareFetch (first deliveries and redeliveries)")
+        out.counter("kafkacore_share_records_redelivered_total", mgr.redelivered_records,
+                    "records handed out again (a delivery count above 1)")
+        out.counter("kafkacore_share_records_archived_total", mgr.archived_records,
+                    "records archived: rejected, or released or expired at group.share.delivery.count.limit")
+        family = "kafka_server_sharegroupmetrics_recordacknowledgement_total"
+        out.family(family, "counter", "records acknowledged, by type (kafka.server:type=share-group-metrics,"
+                                      "name=record-acknowledgement-count,ack-type=...)")
+        for ack_type, n in sorted(mgr.acknowledged_records.items()):
+            out.sample(family, (("ack_type", ack_type),), n)
+        out.counter("kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total", mgr.lock_timeouts,
+                    "records whose acquisition lock expired before an acknowledgement "
+                    "(kafka.server:type=SharePartitionMetrics,name=AcquisitionLockTimeoutPerSec)")
+        family = "kafka_server_sharepartitionmetrics_inflightmessagecount"
+        out.family(family, "gauge", "records in flight (between the SPSO and the SPEO) per share partition "
+                                    "(kafka.server:type=SharePartitionMetrics,name=InFlightMessageCount)")
+        for (group, topic, partition), sp in sorted(mgr.partitions.items()):
+            out.sample(family, (("group", group), ("partition", str(partition)), ("topic", topic)),
+                       len(sp.in_flight))
 
     def _render_topics_exporter(self, out):
         """kafka_exporter's cluster and topic metrics (danielqsj/kafka_exporter), each series from

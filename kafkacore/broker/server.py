@@ -207,6 +207,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc):
         self.closed = True
         self._forget()
+        self.broker.connection_closed(self.id)
         if self.delayed_close is not None:
             self.delayed_close.cancel()
         for item in self.pending:

@@ -36,6 +36,12 @@ AlterConfigs on a BROKER resource writes the entity with a notification ("broker
 broker config (kafkacore/broker/dynamic_config.py, through the broker object). Both are read at
 start-up.
 
+Groups (/config/groups/<sanitized group id>) hold group configs (the GROUP config resource:
+share.record.lock.duration.ms, share.auto.offset.reset, ...; coordinator/group_config.py):
+IncrementalAlterConfigs / AlterConfigs write the entity with a notification ("groups/<name>"),
+and every broker reloads that group into its ``GroupConfigs``; every group entity is read at
+start-up.
+
 Other entity types (ips: connection quotas) are logged and skipped: kafkacore has none of them.
 """
 from __future__ import annotations
@@ -212,6 +218,40 @@ class ZkConfigManager:
         if entity is not None:
             self.broker.quota_configs.update(entity, configs)
 
+    # -- group configs ---------------------------------------------------------------------------------
+    def group_configs(self, group) -> dict:
+        """The stored configs of a group (raw strings)."""
+        try:
+            return self.zk.get_entity_configs(ConfigType.GROUP, sanitize(group))
+        except (ZkError, ZkDataError) as e:
+            raise _zk_failure(f"reading the configs of group '{group}'", e) from None
+
+    def set_group_configs(self, group, configs):
+        """Replaces a group's configs (validated by the caller) and notifies every broker; this
+        one applies them before answering."""
+        entity = sanitize(group)
+        try:
+            self.zk.set_or_create_entity_configs(ConfigType.GROUP, entity, configs)
+            self.zk.create_config_change_notification(f"{ConfigType.GROUP}/{entity}")
+        except ZkError as e:
+            raise _zk_failure(f"writing the configs of group '{group}'", e) from None
+        self.broker.group_configs.update(group, dict(configs))
+
+    def _group_entities(self) -> list[str]:
+        try:
+            return self.zk.get_children(f"/config/{ConfigType.GROUP}")
+        except ZkError as e:
+            raise _zk_failure("listing group configs", e) from None
+
+    def _reload_group(self, entity):
+        group = desanitize(entity)
+        configs = self.zk.get_entity_configs(ConfigType.GROUP, entity)
+        try:
+            self.broker.group_configs.update(group, configs)
+        except KafkaError as e:  # written by another tool without validation: keep the old ones
+            log.error("broker %d: group %s: configs %s from the store not applied: %s", self.node_id, group, configs,
+                      e.message)
+
     # -- dynamic broker configs -------------------------------------------------------------------------
     def broker_configs(self, entity) -> dict:
         """The stored configs of a broker entity (its id, or <default>)."""
@@ -252,10 +292,11 @@ class ZkConfigManager:
     async def _on_changes(self, changes):
         """One round of /config/changes: each entity named read once (the znode holds the latest)."""
         call = self.listener.call
-        topics, entities = set(), set()
+        topics, entities, groups = set(), set(), set()
         brokers = self._bootstrap  # this broker's dynamic configs to read again
         if self._bootstrap:
             topics.update(t for t, _p in list(self.broker.log_manager.logs))
+            groups.update(await call(self._group_entities))
             if not self._entities_loaded:  # a change since then has its notification, read below
                 entities.update(await call(self.quota_entity_paths))
         for name, data in changes:
@@ -270,6 +311,8 @@ class ZkConfigManager:
                 entities.add((entity_type, entity))
             elif entity_type == ConfigType.BROKER:
                 brokers = brokers or entity in (BROKER_DEFAULT_ENTITY, str(self.node_id))
+            elif entity_type == ConfigType.GROUP:
+                groups.add(entity)
             else:
                 log.info("broker %d: config change of %s/%s ignored (no %s configs here)", self.node_id,
                          entity_type, entity, entity_type)
@@ -280,6 +323,8 @@ class ZkConfigManager:
             await call(self._reload_entity, entity_type, name)
         if brokers:
             await call(self._reload_broker_configs)
+        for entity in sorted(groups):
+            await call(self._reload_group, entity)
         self._bootstrap = False
 
     def _apply_topic(self, topic, overrides):

@@ -531,7 +531,10 @@ class ConfigType:
     USER = "users"
     BROKER = "brokers"
     IP = "ips"
-    ALL = (TOPIC, CLIENT, USER, BROKER, IP)
+    # the GROUP config resource (KIP-848/932 group configs; Kafka keeps them in KRaft metadata
+    # only): stored here as /config/groups/<sanitized group id>, in the same entity layout
+    GROUP = "groups"
+    ALL = (TOPIC, CLIENT, USER, BROKER, IP, GROUP)
 
 
 class ConfigEntityTypeZNode:

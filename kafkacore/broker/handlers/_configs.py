@@ -19,6 +19,8 @@ import logging
 from ...errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError, InvalidRequestError,
                        TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
 from ...storage.config import BROKER_DEFAULTS, TOPIC_CONFIGS, LogConfig
+from ...coordinator.group_config import GROUP_CONFIGS, default_value
+from ...coordinator.group_config import validate as validate_group_configs
 from ...storage.log_manager import validate_topic_name
 from ..authorization import CLUSTER, CLUSTER_NAME, GROUP, TOPIC, authorize
 from ..config import BROKER_CONFIGS, is_password
@@ -33,7 +35,7 @@ RESOURCE_NAMES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LO
                   32: "GROUP"}
 
 # DescribeConfigsResponse.ConfigSource
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
 
 # DescribeConfigsResponse.ConfigType
 T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST, T_PASSWORD = 1, 2, 3, 5, 6, 7, 9
@@ -175,6 +177,40 @@ def broker_default_entries(broker) -> list[DescribedConfig]:
     return [DescribedConfig(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER,
                             [(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER)], False, T_STRING, None)
             for name, value in sorted(broker.dynamic_config.cluster_default.items())]
+
+
+def group_entries(broker, group) -> list[DescribedConfig]:
+    """Every group config of a group (Kafka's GroupConfig), its override's value (GROUP_CONFIG)
+    or the broker's default (DEFAULT_CONFIG), from the metadata store."""
+    check_group_resource_name(group)
+    overrides = broker.cluster.config_manager.group_configs(group)
+    out = []
+    for name in sorted(GROUP_CONFIGS):
+        d = GROUP_CONFIGS[name]
+        synonyms = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], SOURCE_GROUP))
+        if d.broker_default is not None and d.broker_default in broker.config.props:
+            synonyms.append((d.broker_default, _text(broker.config[d.broker_default]), SOURCE_STATIC_BROKER))
+        synonyms.append((name, _text(default_value(broker.config, name)), SOURCE_DEFAULT))
+        out.append(DescribedConfig(name, synonyms[0][1], synonyms[0][2], synonyms, False,
+                                   T_INT if d.kind == "INT" else T_STRING, d.doc))
+    return out
+
+
+def check_group_resource_name(group):
+    if not group:
+        raise InvalidRequestError("Group name must not be empty")
+
+
+def alter_group_configs(broker, group, new, validate_only):
+    """A group's new configs ({name: text}): checked as Kafka's GroupConfig.validate (INVALID_CONFIG),
+    then stored with a change notification for every broker and applied here."""
+    check_group_resource_name(group)
+    validate_group_configs(broker.config, new)
+    if not validate_only:
+        broker.cluster.config_manager.set_group_configs(group, {k: str(v) for k, v in new.items()})
+        log.info("group %s configs set to %s", group, new)
 
 
 # -- changes ------------------------------------------------------------------------------------

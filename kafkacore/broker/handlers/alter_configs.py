@@ -18,6 +18,9 @@ INVALID_REQUEST "Each resource must appear at most once." (both copies), a key n
 INVALID_REQUEST "Error due to duplicate config keys", a null value is INVALID_REQUEST "Null value
 not supported for : <keys>".
 
+GROUP (32) resources: the request's configs replace the group's (validated as in
+IncrementalAlterConfigs; coordinator/group_config.py).
+
 BROKER (4) resources (name: this node's id, or empty for the cluster default; otherwise
 INVALID_REQUEST with Kafka's message): this broker has no dynamic broker configs, so any config
 is refused with INVALID_REQUEST "Cannot update these configs dynamically: ..." (Kafka's answer
@@ -33,8 +36,9 @@ from ...errors import InvalidRequestError, KafkaError
 from ...protocol.api_table import ApiKey
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
 from ..authorization import ALTER_CONFIGS
-from ._configs import (RESOURCE_BROKER, RESOURCE_TOPIC, apply_topic_overrides, authorize_resource,
-                       alter_broker_configs, broker_entity, check_topic_for_alter, duplicate_resources)
+from ._configs import (RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, alter_broker_configs, alter_group_configs,
+                       apply_topic_overrides, authorize_resource, broker_entity, check_topic_for_alter,
+                       duplicate_resources)
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
@@ -62,6 +66,9 @@ def _alter(broker, resource, validate_only):
         # the legacy API replaces the entity's whole set, as Kafka's
         configs = {c.name: c.value for c in resource.configs}
         alter_broker_configs(broker, broker_entity(broker, resource.resource_name), configs, configs, validate_only)
+    elif resource.resource_type == RESOURCE_GROUP:
+        alter_group_configs(broker, resource.resource_name, {c.name: c.value for c in resource.configs},
+                            validate_only)
     else:
         raise InvalidRequestError(f"Unknown resource type {resource.resource_type}")
 

@@ -16,6 +16,12 @@ Resources:
   read-only (no dynamic broker configs). The empty name (the cluster-wide dynamic defaults)
   has no configs. Another id or a non-integer name: INVALID_REQUEST with Kafka's message (a
   client sends a broker's resource to that broker).
+- GROUP (32): every group config (Kafka 4.1's GroupConfig: consumer.session.timeout.ms,
+  consumer.heartbeat.interval.ms, share.session.timeout.ms, share.heartbeat.interval.ms,
+  share.record.lock.duration.ms, share.auto.offset.reset, share.isolation.level), GROUP_CONFIG (8)
+  for the group's overrides (/config/groups/<group> in the metadata store), DEFAULT_CONFIG with the
+  broker's value otherwise; needs DESCRIBE_CONFIGS on the group. The group need not exist (as in
+  Kafka); an empty name is INVALID_REQUEST.
 - BROKER_LOGGER (8) and other types: INVALID_REQUEST (log levels are not exposed).
 
 ``configuration_keys`` null or empty means every config; names not found are left out, as
@@ -40,8 +46,9 @@ from ...protocol.messages.describe_configs_response import (DescribeConfigsResou
                                                             DescribeConfigsResult, DescribeConfigsSynonym)
 from ...storage.log_manager import validate_topic_name
 from ..authorization import DESCRIBE_CONFIGS
-from ._configs import (RESOURCE_BROKER, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT, SOURCE_TOPIC,
-                       authorize_resource, broker_default_entries, broker_entries, topic_entries, topic_overrides)
+from ._configs import (RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_NAMES, RESOURCE_TOPIC, SOURCE_DEFAULT,
+                       SOURCE_TOPIC, authorize_resource, broker_default_entries, broker_entries, group_entries,
+                       topic_entries, topic_overrides)
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (0, 4)
@@ -64,6 +71,8 @@ def _entries(broker, rtype, name):
             raise InvalidRequestError(
                 f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
         return broker_entries(broker)
+    if rtype == RESOURCE_GROUP:
+        return group_entries(broker, name)
     kind = RESOURCE_NAMES.get(rtype)
     if kind is None:
         raise InvalidRequestError(f"Unsupported resource type: {rtype}")
@@ -113,8 +122,8 @@ def handle(ctx, req):
     def respond():
         return DescribeConfigsResponse(results=[_authorized_describe(ctx, r, synonyms, documentation)
                                                 for r in req.resources])
-    if any(r.resource_type == RESOURCE_TOPIC for r in req.resources):
-        # a topic's overrides come from the topic store (a ZooKeeper read on a cluster)
+    if any(r.resource_type in (RESOURCE_TOPIC, RESOURCE_GROUP) for r in req.resources):
+        # a topic's or group's overrides come from the metadata store (a ZooKeeper read on a cluster)
         return ctx.broker.topic_store_call(respond)
     return respond()
 

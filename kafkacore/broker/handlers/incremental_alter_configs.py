@@ -26,7 +26,12 @@ config keys", a null value on anything but DELETE INVALID_REQUEST "Null value no
 BROKER (4) resources (this node's id, or empty for the cluster-wide default; another id is
 INVALID_REQUEST): the same operations on the entity's dynamic configs (broker/dynamic_config.py
 says which configs are dynamic; a static one is INVALID_REQUEST "Cannot update these configs
-dynamically: ..."). BROKER_LOGGER (8) and other types: INVALID_REQUEST (Kafka changes log4j levels for BROKER_LOGGER; not supported).
+dynamically: ..."). GROUP (32) resources: the same operations (APPEND / SUBTRACT: no group config is a list) on the
+group's configs in the metadata store (/config/groups/<group>, with a change notification every
+broker applies), validated as Kafka's GroupConfig.validate (coordinator/group_config.py: unknown
+names, values outside the broker's group.share.* / group.consumer.* bounds, a session timeout
+not above its heartbeat interval: INVALID_CONFIG); ALTER_CONFIGS on the group. BROKER_LOGGER (8)
+and other types: INVALID_REQUEST (Kafka changes log4j levels for BROKER_LOGGER; not supported).
 
 Deviation: APPEND/SUBTRACT on a key without an override start from its effective value (the
 broker's ``log.cleanup.policy`` when set); Kafka starts from the built-in default.
@@ -43,8 +48,9 @@ from ...storage.config import BROKER_DEFAULTS
 from ...storage.log_manager import validate_topic_name
 from ..authorization import ALTER_CONFIGS
 from ._configs import (LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_NAMES, OP_SET, OP_SUBTRACT, RESOURCE_BROKER,
-                       RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, apply_topic_overrides, authorize_resource,
-                       alter_broker_configs, broker_entity, check_topic_for_alter, duplicate_resources, topic_overrides)
+                       RESOURCE_BROKER_LOGGER, RESOURCE_GROUP, RESOURCE_TOPIC, alter_broker_configs,
+                       alter_group_configs, apply_topic_overrides, authorize_resource, broker_entity,
+                       check_topic_for_alter, duplicate_resources, topic_overrides)
 from .alter_configs import check_common
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -115,6 +121,10 @@ def _alter(broker, resource, validate_only):
         new = _new_broker_configs(broker, broker.dynamic_config.configs(entity), resource.configs)
         alter_broker_configs(broker, entity, new, [c.name for c in resource.configs if c.config_operation == OP_SET],
                              validate_only)
+    elif rtype == RESOURCE_GROUP:
+        current = broker.cluster.config_manager.group_configs(name)
+        new = _apply_operations(current, resource.configs, lambda _name: False, lambda _name: "")
+        alter_group_configs(broker, name, new, validate_only)
     elif rtype == RESOURCE_BROKER_LOGGER:
         raise InvalidRequestError("BROKER_LOGGER resources (log levels) cannot be changed on this broker")
     else:

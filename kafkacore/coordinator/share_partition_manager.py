@@ -1,0 +1,162 @@
+"""The share-partitions this broker leads and the share sessions of its share consumers
+(Kafka's ``SharePartitionManager``): what ShareFetch and ShareAcknowledge work on.
+
+- A ``SharePartition`` (coordinator/share_partition.py) exists per (group, topic, partition)
+  once a member fetches it here, loaded from the ``Persister`` on first use. One that this broker
+  no longer leads, or leads at a newer leader epoch (the ReplicaManager's leadership changes), is
+  dropped and loaded afresh from the persister at the next fetch (its acquisitions end with the
+  old leadership, as in Kafka).
+- The persister is ``KafkaServer.share_persister`` (one attribute, set in
+  ``KafkaServer._start_coordinators``): ``NoOpPersister`` until the share coordinator is there.
+- Releases (a share session closed with epoch -1, a closed connection) and lock expiries write
+  the state through the persister in the background (an error is logged); acknowledgements
+  write before they are answered (the handlers await ``write``).
+- Fetches waiting for records (a ShareFetch long poll) wait on the partitions' logs; a release
+  or a lock expiry wakes them like an append.
+- Counters for the broker's metrics: records acquired, redelivered (acquired again) and archived.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from .share_partition import SharePartition
+from .share_session import ShareSessionCache
+
+log = logging.getLogger("kafkacore.share")
+
+
+class SharePartitionManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.sessions = ShareSessionCache(broker.config["group.share.max.share.sessions"])
+        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
+        self._writes: set = set()
+        # for the broker's metrics (broker/metrics.py)
+        self.acquired_records = 0
+        self.redelivered_records = 0
+        self.archived_records = 0
+        self.acknowledged_records = {"accept": 0, "release": 0, "reject": 0}  # by acknowledge type
+        self.lock_timeouts = 0  # records whose acquisition lock expired
+        broker.replica_manager.on_leadership_change.append(self.on_leadership_change)
+
+    # -- what the share partitions ask ----------------------------------------------------------
+    @property
+    def persister(self):
+        """The broker's one persister (``KafkaServer.share_persister``), read at each use."""
+        return self.broker.share_persister
+
+    def loop(self):
+        return self.broker.loop
+
+    @staticmethod
+    def topic_uuid(topic_id: bytes) -> uuid.UUID:
+        return uuid.UUID(bytes=bytes(topic_id))
+
+    def group_config(self, group_id, name):
+        """A share group's config: the group's override, else the broker's default."""
+        return self.broker.group_configs.get(group_id, name)
+
+    def record_acquired(self, n, redelivered):
+        self.acquired_records += n
+        self.redelivered_records += redelivered
+
+    def record_archived(self, n):
+        self.archived_records += n
+
+    def record_acknowledged(self, ack_type, n):
+        self.acknowledged_records[ack_type] += n
+
+    def record_lock_timeouts(self, n):
+        self.lock_timeouts += n
+
+    def state_changed(self, sp: SharePartition):
+        """Records became AVAILABLE or done outside a request (a lock expired): written in the
+        background, and the fetches waiting on the partition woken."""
+        self._write_in_background(sp)
+        lg = self.broker.get_log(sp.topic, sp.partition)
+        if lg is not None:
+            self.broker.wake_fetches(lg)
+
+    def _write_in_background(self, sp):
+        task = asyncio.ensure_future(self._write_logged(sp))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write_logged(self, sp):
+        try:
+            await sp.write_state()
+        except Exception as e:  # noqa: BLE001 - a background write's failure is logged, never lost silently
+            log.error("share partition %s %s-%d: writing its state failed: %r", sp.group_id, sp.topic, sp.partition, e)
+
+    # -- the share partitions ---------------------------------------------------------------------
+    async def share_partition(self, group_id, topic, topic_id, partition, lg, leader_epoch) -> SharePartition:
+        """The group's share partition of a partition this broker leads at ``leader_epoch``,
+        loaded on first use (one load at a time per share partition)."""
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is not None and sp.leader_epoch == leader_epoch and sp.topic_id == topic_id:
+            return sp
+        if sp is not None:  # a new leadership (or a re-created topic): start again from the store
+            self.drop(key)
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            sp = SharePartition(self, group_id, topic, topic_id, partition)
+            await sp.load(lg, leader_epoch)
+            self.partitions[key] = sp
+            future.set_result(sp)
+            return sp
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: a waiter gets it, nobody else must be told
+            raise
+        finally:
+            del self._loading[key]
+
+    def drop(self, key):
+        sp = self.partitions.pop(key, None)
+        if sp is not None:
+            sp.close()
+
+    def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
+        """The ReplicaManager's word: a partition's leadership moved here, away, or to a new
+        epoch. Its share partitions go (their locks with them); the next fetch loads them from
+        the persister at the new epoch."""
+        for key in [k for k, sp in self.partitions.items()
+                    if k[1] == topic and k[2] == partition and not (is_leader and sp.leader_epoch == leader_epoch)]:
+            self.drop(key)
+
+    def on_not_leader(self, topic, partition):
+        """This broker does not lead the partition: its share partitions go."""
+        for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
+            self.drop(key)
+
+    # -- sessions that end ------------------------------------------------------------------------
+    def release_session(self, session):
+        """The member's acquired records on the session's partitions go back (epoch -1, a closed
+        connection)."""
+        by_id = self.broker.topics_by_id
+        for topic_id, partition in session.partitions:
+            info = by_id.get(topic_id)
+            if info is None:
+                continue
+            sp = self.partitions.get((session.group_id, info.name, partition))
+            if sp is not None and sp.release_member(session.member_id):
+                self.state_changed(sp)
+
+    def connection_closed(self, connection_id):
+        for session in self.sessions.connection_closed(connection_id):
+            log.debug("share session of %s/%s closed with its connection", session.group_id, session.member_id)
+            self.release_session(session)
+
+    def shutdown(self):
+        for key in list(self.partitions):
+            self.drop(key)
+        for task in list(self._writes):
+            task.cancel()
