@@ -42,6 +42,9 @@ class Cluster:
         self.leaders: dict[tuple[str, int], int] = {}
         self.leader_epochs: dict[tuple[str, int], int] = {}
         self.topic_errors: dict[str, KafkaError] = {}
+        # topic ids (Metadata v10+): the consumer protocol's assignments name topics by id
+        self.topic_ids: dict[str, bytes] = {}
+        self.topic_names: dict[bytes, str] = {}
         self.internal_topics: set[str] = set()
         self.cluster_id = None
         self.updated_at = 0.0
@@ -119,6 +122,12 @@ class Cluster:
                 if t.is_internal:
                     self.internal_topics.add(name)
                 self.partition_counts[name] = len(t.partitions)
+                if any(t.topic_id):
+                    old_id = self.topic_ids.get(name)
+                    if old_id is not None and old_id != t.topic_id:
+                        self.topic_names.pop(old_id, None)  # deleted and created again
+                    self.topic_ids[name] = t.topic_id
+                    self.topic_names[t.topic_id] = name
                 for p in t.partitions:
                     key = (name, p.partition_index)
                     if p.error_code or p.leader_id < 0:
@@ -136,6 +145,7 @@ class Cluster:
 
     def _forget(self, name):
         n = self.partition_counts.pop(name, 0)
+        self.topic_names.pop(self.topic_ids.pop(name, None), None)
         for p in range(n):
             self.leaders.pop((name, p), None)
 

@@ -60,6 +60,10 @@ CLIENT_VERSIONS = {
     60: (0, 1),   # DescribeCluster
     69: (0, 0),   # ConsumerGroupDescribe (KIP-848 groups, which DescribeGroups answers Dead)
     77: (0, 1),   # ShareGroupDescribe (KIP-932 groups, likewise)
+    # the share consumer (client/share_consumer.py): v1 only, as librdkafka 2.16 and Kafka 4.1's client
+    76: (1, 1),   # ShareGroupHeartbeat
+    78: (1, 1),   # ShareFetch
+    79: (1, 1),   # ShareAcknowledge
     # security (client/security.py, the admin client)
     17: (1, 1),   # SaslHandshake (v0 would send the tokens unframed)
     36: (0, 2),   # SaslAuthenticate
