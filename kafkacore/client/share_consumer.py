@@ -482,9 +482,11 @@ class ShareConsumer:
                     code, message = ((p.acknowledge_error_code, p.acknowledge_error_message) if kind == "fetch"
                                      else (p.error_code, p.error_message))
                     results[tp] = error_for_code(code, message or f"{topic}-{tp[1]}") if code else None
+                    if code in STALE_METADATA_ERRORS:
+                        self._need_metadata = True
                     if results[tp] is not None:
                         log.warning("acknowledgements of %s-%d failed: %s", topic, tp[1], results[tp])
-                if p.error_code:
+                if p.error_code and kind == "fetch":
                     if p.error_code in STALE_METADATA_ERRORS:
                         self._need_metadata = True
                         continue
