@@ -304,15 +304,18 @@ class ShareConsumer:
             if err is not None:
                 raise err
             out, present = [], set()
-            ri = 0
-            ranges = f.ranges
+            ri, ranges = 0, f.ranges
+            end = ranges[-1][1]
             for r in recs:
                 off = r.offset
-                present.add(off)
-                while ri < len(ranges) and ranges[ri][1] < off:
+                if off > end:  # a whole batch came; only part of it is ours
+                    break
+                while ranges[ri][1] < off:
                     ri += 1
-                if ri < len(ranges) and ranges[ri][0] <= off and off not in skip:
-                    out.append(ShareConsumerRecord(r, ranges[ri][2]))
+                if ranges[ri][0] <= off:
+                    present.add(off)
+                    if off not in skip:
+                        out.append(ShareConsumerRecord(r, ranges[ri][2]))
             f.decoded = out
         f.used = 0
         if not skip:  # the first decoding: offsets acquired without a record are GAPs
