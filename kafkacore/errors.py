@@ -184,6 +184,7 @@ InvalidFetchSessionEpochError = _error("INVALID_FETCH_SESSION_EPOCH", 71, True)
 TopicDeletionDisabledError = _error("TOPIC_DELETION_DISABLED", 73)
 FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH", 74, True)
 UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH", 75, True)
+FencedStateEpochError = _error("FENCED_STATE_EPOCH", 124)  # KIP-932: a share-partition state write from an older state epoch
 UnsupportedCompressionTypeError = _error("UNSUPPORTED_COMPRESSION_TYPE", 76)
 StaleBrokerEpochError = _error("STALE_BROKER_EPOCH", 77)
 PreferredLeaderNotAvailableError = _error("PREFERRED_LEADER_NOT_AVAILABLE", 80, True)

@@ -127,6 +127,22 @@ def _list_offsets():
                    topics=[_m("list_offsets_request", "ListOffsetsTopic")(name=T, partitions=[part])])
 
 
+def _share_state(key, topic_cls, **fields):
+    module = request(key).__class__.__module__.rsplit(".", 1)[1]
+    return request(key, group_id="acl-share", topics=[_m(module, topic_cls)(
+        topic_id=b"\x01" * 16, partitions=[_m(module, "PartitionData")(partition=0, **fields)])])
+
+
+def _describe_share_offsets():
+    mod = "describe_share_group_offsets_request"
+    return request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, groups=[_m(mod, "DescribeShareGroupOffsetsRequestGroup")(
+        group_id="acl-share", topics=[_m(mod, "DescribeShareGroupOffsetsRequestTopic")(topic_name=T, partitions=[0])])])
+
+
+def _share_state_codes(r):
+    return [p.error_code for t in r.results for p in t.partitions]
+
+
 def _topic_partitions_codes(r):
     return [p.error_code for t in r.topics for p in t.partitions]
 
@@ -268,6 +284,9 @@ ROWS = [
      lambda r: [c.error_code for c in r.coordinators], [((GROUP, G, Op.DESCRIBE), GROUP_AUTH)]),
     ("find-transaction-coordinator", ApiKey.FIND_COORDINATOR, 4, lambda: _find_coordinator(1, X),
      lambda r: [c.error_code for c in r.coordinators], [((TXN, X, Op.DESCRIBE), TXN_AUTH)]),
+    ("find-share-coordinator", ApiKey.FIND_COORDINATOR, 6,
+     lambda: _find_coordinator(2, "acl-share:AQEBAQEBAQEBAQEBAQEBAQ:0"),
+     lambda r: [c.error_code for c in r.coordinators], [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
     ("join-group", ApiKey.JOIN_GROUP, 5, _join, _top, [((GROUP, G, Op.READ), GROUP_AUTH)]),
     ("heartbeat", ApiKey.HEARTBEAT, 4,
      lambda: request(ApiKey.HEARTBEAT, group_id=G, generation_id=1, member_id="m"), _top,
@@ -333,6 +352,41 @@ ROWS = [
          topics=[_m("write_txn_markers_request", "WritableTxnMarkerTopic")(name=T, partition_indexes=[0])])]),
      lambda r: [p.error_code for m in r.markers for t in m.topics for p in t.partitions],
      [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    # KIP-932's share-state APIs: only brokers send them
+    ("initialize-share-group-state", ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0,
+     lambda: _share_state(ApiKey.INITIALIZE_SHARE_GROUP_STATE, "InitializeStateData", state_epoch=0, start_offset=0),
+     _share_state_codes, [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    ("read-share-group-state", ApiKey.READ_SHARE_GROUP_STATE, 0,
+     lambda: _share_state(ApiKey.READ_SHARE_GROUP_STATE, "ReadStateData", leader_epoch=0),
+     _share_state_codes, [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    ("write-share-group-state", ApiKey.WRITE_SHARE_GROUP_STATE, 0,
+     lambda: _share_state(ApiKey.WRITE_SHARE_GROUP_STATE, "WriteStateData", state_epoch=0, leader_epoch=0,
+                          start_offset=0, state_batches=[]),
+     _share_state_codes, [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    ("delete-share-group-state", ApiKey.DELETE_SHARE_GROUP_STATE, 0,
+     lambda: _share_state(ApiKey.DELETE_SHARE_GROUP_STATE, "DeleteStateData"),
+     _share_state_codes, [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    ("read-share-group-state-summary", ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0,
+     lambda: _share_state(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, "ReadStateSummaryData", leader_epoch=0),
+     _share_state_codes, [((CLUSTER, None, Op.CLUSTER_ACTION), CLUSTER_AUTH)]),
+    # Kafka 4.1's share-group offsets APIs, on a share group of their own
+    ("describe-share-group-offsets", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0,
+     _describe_share_offsets,
+     lambda r: [g.error_code for g in r.groups] + [p.error_code for g in r.groups for t in g.topics
+                                                   for p in t.partitions],
+     [((GROUP, "acl-share", Op.DESCRIBE), GROUP_AUTH), ((TOPIC, T, Op.DESCRIBE), TOPIC_AUTH)]),
+    ("alter-share-group-offsets", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0,
+     lambda: request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, group_id="acl-share", topics=[
+         _m("alter_share_group_offsets_request", "AlterShareGroupOffsetsRequestTopic")(topic_name=T, partitions=[
+             _m("alter_share_group_offsets_request", "AlterShareGroupOffsetsRequestPartition")(
+                 partition_index=0, start_offset=0)])]),
+     lambda r: [r.error_code] + [p.error_code for t in r.responses for p in t.partitions],
+     [((GROUP, "acl-share", Op.READ), GROUP_AUTH), ((TOPIC, T, Op.READ), TOPIC_AUTH)]),
+    ("delete-share-group-offsets", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0,
+     lambda: request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, group_id="acl-share", topics=[
+         _m("delete_share_group_offsets_request", "DeleteShareGroupOffsetsRequestTopic")(topic_name=T)]),
+     lambda r: [r.error_code] + [t.error_code for t in r.responses],
+     [((GROUP, "acl-share", Op.DELETE), GROUP_AUTH), ((TOPIC, T, Op.READ), TOPIC_AUTH)]),
     ("txn-offset-commit", ApiKey.TXN_OFFSET_COMMIT, 3, _txn_offset_commit, _topic_partitions_codes,
      [((TXN, X, Op.WRITE), TXN_AUTH), ((GROUP, G, Op.READ), GROUP_AUTH), ((TOPIC, T, Op.READ), TOPIC_AUTH)]),
     # a KIP-848 group of its own: a member joined here must not turn the classic rows' group

@@ -296,6 +296,13 @@ BROKER_CONFIGS = {
     "transaction.state.log.segment.bytes": (_int(1, INT_MAX), 104857600),
     "transaction.state.log.load.buffer.size": (_int(1, INT_MAX), 5242880),
     "transaction.max.timeout.ms": (_int(1, INT_MAX), 900000),
+    # the share coordinator and __share_group_state (KIP-932, Kafka's ShareCoordinatorConfig)
+    "share.coordinator.state.topic.num.partitions": (_int(1, INT_MAX), 50),
+    "share.coordinator.state.topic.replication.factor": (_int(1, 32767), 3),
+    "share.coordinator.state.topic.min.isr": (_int(1, INT_MAX), 2),
+    "share.coordinator.state.topic.segment.bytes": (_int(1, INT_MAX), 104857600),
+    "share.coordinator.snapshot.update.records.per.snapshot": (_int(0, 500), 500),
+    "share.coordinator.write.timeout.ms": (_int(1, INT_MAX), 5000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (_int(1, INT_MAX), 3600000),
     "transaction.partition.verification.enable": (_bool, True),
@@ -400,8 +407,7 @@ IGNORED = frozenset({
     "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.secure.random.implementation",
     "ssl.provider", "ssl.engine.factory.class",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir", "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr", "metadata.log.dir", "queued.max.requests",
+    "num.recovery.threads.per.data.dir", "metadata.log.dir", "queued.max.requests",
     # Kafka's JMX metrics settings: kafkacore's metrics are metrics.port's Prometheus endpoint
     "metric.reporters", "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
 })

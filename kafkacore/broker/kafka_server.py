@@ -83,8 +83,10 @@ class KafkaServer:
         self._waiters: dict[object, set] = {}
         self.group_coordinator = None
         self.transaction_coordinator = None
-        # KIP-932: where share-partition state is kept (coordinator/share_state.py's Persister; set
-        # in _start_coordinators, the one place) and the share partitions this broker leads
+        # KIP-932: the share coordinator of the __share_group_state partitions led here, the
+        # persister through which share-partition leaders store their state (at its coordinator;
+        # set in _start_coordinators, the one place) and the share partitions this broker leads
+        self.share_coordinator = None
         self.share_persister = None
         self.share_partition_manager = None
         # the GROUP config resource's overrides (coordinator/group_config.py), filled from the
@@ -135,16 +137,17 @@ class KafkaServer:
         from ..coordinator.group_config import GroupConfigs
         from ..coordinator.group_coordinator import GroupCoordinator
         from ..coordinator.producer_id_manager import ProducerIdManager
+        from ..coordinator.share_coordinator import ShareCoordinator
         from ..coordinator.share_partition_manager import SharePartitionManager
-        from ..coordinator.share_state import NoOpPersister
+        from ..coordinator.share_persister import DefaultStatePersister
         from ..coordinator.transaction_coordinator import TransactionCoordinator
 
         self.producer_ids = ProducerIdManager(self.data_dir)
         self.group_configs = GroupConfigs(self.config)
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
-        # the share coordinator's persister replaces NoOpPersister here once it exists
-        self.share_persister = NoOpPersister()
+        self.share_coordinator = ShareCoordinator(self)
+        self.share_persister = DefaultStatePersister(self)
         self.share_partition_manager = SharePartitionManager(self)
 
     @property
@@ -179,6 +182,7 @@ class KafkaServer:
         self.loop_thread = threading.get_ident()
         self.group_coordinator.start(loop)
         self.transaction_coordinator.start(loop)  # after the groups: its markers may complete their offsets
+        self.share_coordinator.start(loop)
 
     # -- the cluster ----------------------------------------------------------------------------
     def attach_cluster(self, cluster, isr_store=None):
@@ -413,7 +417,7 @@ class KafkaServer:
         logs: flushed, checkpointed, and the clean-shutdown marker written."""
         if self.share_partition_manager is not None:
             self.share_partition_manager.shutdown()
-        for name in ("transaction_coordinator", "group_coordinator"):
+        for name in ("share_coordinator", "transaction_coordinator", "group_coordinator"):
             c = getattr(self, name, None)
             if c is not None:
                 try:

@@ -257,6 +257,7 @@ class BrokerMetrics:
                   "(kafka.server:type=KafkaServer,name=BrokerState)")
         self._render_groups(out)
         self._render_share(out)
+        self._render_share_coordinator(out)
         self._render_topics_exporter(out)
         self._render_quotas(out)
         self._render_process(out)
@@ -570,6 +571,20 @@ class BrokerMetrics:
         for (group, topic, partition), sp in sorted(mgr.partitions.items()):
             out.sample(family, (("group", group), ("partition", str(partition)), ("topic", topic)),
                        len(sp.in_flight))
+
+    def _render_share_coordinator(self, out):
+        """KIP-932's share coordinator (Kafka's share-coordinator-metrics group)."""
+        sc = self.broker.share_coordinator
+        prefix, mbean = "kafka_server_sharecoordinatormetrics_", "kafka.server:type=share-coordinator-metrics,name="
+        out.counter(prefix + "write_total", sc.metrics["writes"],
+                    f"share-state writes this coordinator stored ({mbean}write-total)")
+        out.counter(prefix + "snapshot_total", sc.metrics["snapshots"],
+                    "ShareSnapshot records written (first writes, initializations, every "
+                    "share.coordinator.snapshot.update.records.per.snapshot updates)")
+        out.counter(prefix + "fenced_total", sc.metrics["fenced"],
+                    "share-state requests refused for an older state or leader epoch")
+        out.gauge(prefix + "sharepartitions", len(sc.states),
+                  "share partitions whose state this broker's share coordinator holds")
 
     def _render_topics_exporter(self, out):
         """kafka_exporter's cluster and topic metrics (danielqsj/kafka_exporter), each series from

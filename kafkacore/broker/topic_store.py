@@ -8,9 +8,10 @@ KafkaServer.topic_store_call)."""
 from __future__ import annotations
 
 from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
+from ..coordinator.share_state_log import SHARE_GROUP_STATE_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 
 class TopicInfo:

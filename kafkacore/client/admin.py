@@ -653,6 +653,58 @@ class AdminClient:
             for p in t.partitions:
                 _raise(p.error_code, f"group {group_id!r} partition {t.name}-{p.partition_index}")
 
+    # -- share groups' offsets (KIP-932, Kafka 4.1's admin APIs 90-92) ----------------------
+    def describe_share_group_offsets(self, group_id: str, partitions=None) -> dict:
+        """{(topic, partition): (start offset, leader epoch)} of a share group: the SPSO of each
+        share partition (-1: no state yet). ``partitions`` None: every partition that has state."""
+        topics = None
+        if partitions is not None:
+            by_topic = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            tcls = _req(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsetsRequestTopic")
+            topics = [tcls(topic_name=t, partitions=ps) for t, ps in by_topic.items()]
+        gcls = _req(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsetsRequestGroup")
+        body = _req(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)(groups=[gcls(group_id=group_id, topics=topics)])
+        _, resp = self._call_coordinator(group_id, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, body,
+                                         lambda r: r.groups[0].error_code)
+        g = resp.groups[0]
+        _raise(g.error_code, f"share group {group_id!r}", g.error_message)
+        out = {}
+        for t in g.topics:
+            for p in t.partitions:
+                _raise(p.error_code, f"share group {group_id!r} partition {t.topic_name}-{p.partition_index}",
+                       p.error_message)
+                out[(t.topic_name, p.partition_index)] = (p.start_offset, p.leader_epoch)
+        return dict(sorted(out.items()))
+
+    def alter_share_group_offsets(self, group_id: str, offsets: dict):
+        """Sets {(topic, partition): start offset} of an empty share group (NonEmptyGroupError
+        while it has members)."""
+        pcls = _req(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsetsRequestPartition")
+        tcls = _req(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsetsRequestTopic")
+        by_topic = {}
+        for (t, p), off in offsets.items():
+            by_topic.setdefault(t, []).append(pcls(partition_index=p, start_offset=off))
+        body = _req(ApiKey.ALTER_SHARE_GROUP_OFFSETS)(group_id=group_id, topics=[
+            tcls(topic_name=t, partitions=ps) for t, ps in by_topic.items()])
+        _, resp = self._call_coordinator(group_id, ApiKey.ALTER_SHARE_GROUP_OFFSETS, body, lambda r: r.error_code)
+        _raise(resp.error_code, f"share group {group_id!r}", resp.error_message)
+        for t in resp.responses:
+            for p in t.partitions:
+                _raise(p.error_code, f"share group {group_id!r} partition {t.topic_name}-{p.partition_index}",
+                       p.error_message)
+
+    def delete_share_group_offsets(self, group_id: str, topics):
+        """Deletes an empty share group's state on whole topics: it starts again at
+        share.auto.offset.reset."""
+        tcls = _req(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsetsRequestTopic")
+        body = _req(ApiKey.DELETE_SHARE_GROUP_OFFSETS)(group_id=group_id, topics=[tcls(topic_name=t) for t in topics])
+        _, resp = self._call_coordinator(group_id, ApiKey.DELETE_SHARE_GROUP_OFFSETS, body, lambda r: r.error_code)
+        _raise(resp.error_code, f"share group {group_id!r}", resp.error_message)
+        for t in resp.responses:
+            _raise(t.error_code, f"share group {group_id!r} topic {t.topic_name}", t.error_message)
+
     # -- storage ----------------------------------------------------------------------------
     def describe_log_dirs(self) -> list:
         """[LogDirInfo] of every broker that serves DescribeLogDirs (the others are left out:

@@ -60,6 +60,9 @@ CLIENT_VERSIONS = {
     60: (0, 1),   # DescribeCluster
     69: (0, 0),   # ConsumerGroupDescribe (KIP-848 groups, which DescribeGroups answers Dead)
     77: (0, 1),   # ShareGroupDescribe (KIP-932 groups, likewise)
+    90: (0, 0),   # DescribeShareGroupOffsets (KIP-932 share groups, Kafka 4.1)
+    91: (0, 0),   # AlterShareGroupOffsets
+    92: (0, 0),   # DeleteShareGroupOffsets
     # the share consumer (client/share_consumer.py): v1 only, as librdkafka 2.16 and Kafka 4.1's client
     76: (1, 1),   # ShareGroupHeartbeat
     78: (1, 1),   # ShareFetch

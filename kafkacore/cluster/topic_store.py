@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from ..coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
+from ..coordinator.share_state_log import SHARE_GROUP_STATE_TOPIC
 from ..coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from ..errors import InvalidPartitionsError
 from ..protocol.kafka_uuid import random_uuid
@@ -41,6 +42,10 @@ class ZkTopicStore:
             replication_factor = min(cfg["transaction.state.log.replication.factor"], live)
             configs = dict(configs or {}, **{"min.insync.replicas": str(
                 min(cfg["transaction.state.log.min.isr"], replication_factor))})
+        elif name == SHARE_GROUP_STATE_TOPIC:
+            replication_factor = min(cfg["share.coordinator.state.topic.replication.factor"], live)
+            configs = dict(configs or {}, **{"min.insync.replicas": str(
+                min(cfg["share.coordinator.state.topic.min.isr"], replication_factor))})
         if not assignments and (num_partitions <= 0 or num_partitions > MAX_PARTITIONS):
             raise InvalidPartitionsError(f"number of partitions {num_partitions} must be between 1 and {MAX_PARTITIONS}")
         configs = {k: v for k, v in (configs or {}).items()}

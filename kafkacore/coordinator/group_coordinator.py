@@ -945,6 +945,23 @@ class GroupCoordinator:
                     results[group_id] = e.code
         return results
 
+    def check_share_group_empty(self, group_id) -> int:
+        """What the share-group offsets APIs (AlterShareGroupOffsets, DeleteShareGroupOffsets)
+        ask before they change a share group's state: NONE for a share group without members
+        (an unknown group counts as one: its state may exist before any member joined),
+        NON_EMPTY_GROUP while members consume, GROUP_ID_NOT_FOUND for a group of another type,
+        NOT_COORDINATOR from a broker that does not coordinate it."""
+        self._ensure_started()
+        not_coordinator = self.group_manager.not_coordinator(group_id)
+        if not_coordinator is not None:
+            return not_coordinator
+        group = self.groups.get(group_id)
+        if group is None or group.state == g.DEAD:
+            return NONE
+        if not isinstance(group, ShareGroup):
+            return GroupIdNotFoundError.code
+        return NONE if group.state == g.EMPTY else NonEmptyGroupError.code
+
     def on_topic_deleted(self, topic, partitions):
         """A topic went (from any thread): its committed offsets go too."""
         self.group_manager.on_topic_deleted(topic, partitions)

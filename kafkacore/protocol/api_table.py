@@ -95,6 +95,9 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # api_key: (name, module, request class, response class, min version, max version, flexible from)
@@ -187,4 +190,7 @@ API_TABLE = {
     85: ('WriteShareGroupState', 'write_share_group_state', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse', 0, 0, 0),
     86: ('DeleteShareGroupState', 'delete_share_group_state', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse', 0, 0, 0),
     87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse', 0, 0, 0),
+    90: ('DescribeShareGroupOffsets', 'describe_share_group_offsets', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse', 0, 0, 0),
+    91: ('AlterShareGroupOffsets', 'alter_share_group_offsets', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse', 0, 0, 0),
+    92: ('DeleteShareGroupOffsets', 'delete_share_group_offsets', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse', 0, 0, 0),
 }

@@ -1,10 +1,16 @@
-"""``kafkacore groups list | describe | reset-offsets | delete``.
+"""``kafkacore groups list | describe | reset-offsets | delete | share-offsets | delete-share-offsets``.
 
 Lag is the log end offset (the high watermark, what a read_uncommitted consumer can reach) minus
 the committed offset, as Kafka's kafka-consumer-groups.sh computes it. ``reset-offsets`` follows
 that tool: it prints the plan and changes nothing unless ``--execute`` is given, it refuses a
 group with active members (their next commit would undo the reset), and new offsets outside the
 log are moved to its start or end.
+
+For a KIP-932 share group (``--share``; Kafka's kafka-share-groups.sh) the offsets are the
+share-partition start offsets (SPSO): ``share-offsets`` shows them (DescribeShareGroupOffsets),
+``reset-offsets --share`` moves them (AlterShareGroupOffsets: the share group must be empty, the
+broker refuses with NON_EMPTY_GROUP otherwise) and ``delete-share-offsets`` deletes the group's
+state on whole topics (DeleteShareGroupOffsets: the group starts again at share.auto.offset.reset).
 """
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ def register(subparsers, common):
     which.add_argument("--topic", action="append", type=_topic_partitions, metavar="TOPIC[:P,P...]",
                        help="a topic, or some of its partitions (repeatable)")
     which.add_argument("--all-topics", action="store_true", help="every topic the group has committed offsets for")
+    p.add_argument("--share", action="store_true",
+                   help="a share group: move its share-partition start offsets (the group must be empty)")
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the log start offset")
     to.add_argument("--to-latest", action="store_true", help="the log end offset")
@@ -50,6 +58,17 @@ def register(subparsers, common):
 
     p = add_verb(verbs, "delete", common, run_delete, "delete a group without active members and its offsets")
     p.add_argument("group")
+
+    p = add_verb(verbs, "share-offsets", common, run_share_offsets,
+                 "a share group's start offset (SPSO) per partition, log end and lag")
+    p.add_argument("group")
+    p.add_argument("--topic", action="append", type=_topic_partitions, metavar="TOPIC[:P,P...]",
+                   help="only these topics or partitions (repeatable; default: every partition with state)")
+
+    p = add_verb(verbs, "delete-share-offsets", common, run_delete_share_offsets,
+                 "delete an empty share group's state on whole topics")
+    p.add_argument("group")
+    p.add_argument("--topic", action="append", required=True, metavar="TOPIC", help="a topic (repeatable)")
 
 
 def _int(text):
@@ -205,18 +224,27 @@ def run_reset(args):
     from .progress import Progress
 
     with admin_client(args) as admin:
-        info, committed = admin.describe_group(args.group), admin.list_group_offsets(args.group)
-        if info.state not in INACTIVE_STATES:
-            raise ToolError(f"group {args.group!r} is {info.state} with {len(info.members)} active member(s): "
-                            f"offsets can only be reset while the group is inactive (stop its consumers first)")
+        if args.share:
+            committed = _share_offsets(admin, args.group)
+        else:
+            info, committed = admin.describe_group(args.group), admin.list_group_offsets(args.group)
+            if info.state not in INACTIVE_STATES:
+                raise ToolError(f"group {args.group!r} is {info.state} with {len(info.members)} active member(s): "
+                                f"offsets can only be reset while the group is inactive (stop its consumers first)")
         tps = _targets(admin, args, committed)
         plan = _plan(admin, args, tps, committed)
         if args.execute:
             items = sorted(plan.items())
+            if args.share:
+                def alter(chunk):
+                    _alter_share_offsets(admin, args.group, chunk)
+            else:
+                def alter(chunk):
+                    admin.alter_group_offsets(args.group, chunk)
             with Progress(len(items), f"resetting {args.group}") as progress:
                 for i in range(0, len(items), COMMIT_CHUNK):
                     chunk = dict(items[i:i + COMMIT_CHUNK])
-                    admin.alter_group_offsets(args.group, chunk)
+                    alter(chunk)
                     progress.advance(len(chunk))
     rows = [{"group": args.group, "topic": t, "partition": p, "committed_offset": committed.get((t, p)),
              "new_offset": off} for (t, p), off in sorted(plan.items())]
@@ -242,3 +270,61 @@ def run_delete(args):
     report(args, {"group": args.group, "deleted": True}, f"Deleted group {args.group}.")
     return EXIT_OK
 
+
+
+# -- share groups -------------------------------------------------------------------------------
+def _share_offsets(admin, group, partitions=None) -> dict:
+    """{(topic, partition): SPSO} of the partitions with state."""
+    from ..errors import GroupIdNotFoundError
+
+    try:
+        found = admin.describe_share_group_offsets(group, partitions)
+    except GroupIdNotFoundError:
+        raise ToolError(f"group {group!r} is not a share group (GROUP_ID_NOT_FOUND)") from None
+    return {tp: start for tp, (start, _epoch) in found.items() if start >= 0}
+
+
+def _alter_share_offsets(admin, group, offsets):
+    from ..errors import NonEmptyGroupError
+
+    try:
+        admin.alter_share_group_offsets(group, offsets)
+    except NonEmptyGroupError:
+        raise ToolError(f"share group {group!r} has active members (NON_EMPTY_GROUP): start offsets can only be "
+                        f"reset while it is empty (stop its consumers first)") from None
+
+
+def run_share_offsets(args):
+    from ..client.admin import LATEST
+
+    with admin_client(args) as admin:
+        partitions = None
+        if args.topic:
+            partitions = _targets(admin, argparse.Namespace(all_topics=False, topic=args.topic), {})
+        offsets = _share_offsets(admin, args.group, partitions)
+        end = {tp: o.offset for tp, o in admin.list_offsets({tp: LATEST for tp in offsets}).items()} if offsets else {}
+    rows = [{"group": args.group, "topic": t, "partition": p, "start_offset": start, "log_end_offset": end.get((t, p)),
+             "lag": max(0, end[(t, p)] - start) if (t, p) in end else None}
+            for (t, p), start in sorted(offsets.items())]
+    emit(args, {"group": args.group, "partitions": rows}, rows,
+         [("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"), ("start_offset", "START-OFFSET"),
+          ("log_end_offset", "LOG-END-OFFSET"), ("lag", "LAG")])
+    return EXIT_OK
+
+
+def run_delete_share_offsets(args):
+    from ..errors import GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError
+
+    with admin_client(args) as admin:
+        try:
+            admin.delete_share_group_offsets(args.group, args.topic)
+        except GroupIdNotFoundError:
+            raise ToolError(f"group {args.group!r} is not a share group (GROUP_ID_NOT_FOUND)") from None
+        except NonEmptyGroupError:
+            raise ToolError(f"share group {args.group!r} has active members (NON_EMPTY_GROUP): stop its consumers "
+                            f"first") from None
+        except UnknownTopicOrPartitionError as e:
+            raise ToolError(f"{e.message} (UNKNOWN_TOPIC_OR_PARTITION)") from None
+    report(args, {"group": args.group, "topics": args.topic, "deleted": True},
+           f"Deleted the share state of group {args.group} on {', '.join(args.topic)}.")
+    return EXIT_OK

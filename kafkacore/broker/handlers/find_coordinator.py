@@ -9,18 +9,25 @@
   the client asks again after its backoff (librdkafka: up to a second). Here the answer waits
   for those leaders instead, up to ``COORDINATOR_WAIT_S``: a new single node's first group or
   transaction does not stall for a retry.
-- Key type 2 (share group, v6+) and any other type: INVALID_REQUEST.
+- Key type 2 (share, v6+; KIP-932): a share partition's key "group:topicId:partition" -> the
+  leader of its ``__share_group_state`` partition (created on first use), the share coordinator
+  the brokers' persisters send share state to. Only brokers ask: CLUSTER_ACTION on the cluster
+  (CLUSTER_AUTHORIZATION_FAILED otherwise), as Kafka checks; a key of another shape, or the key
+  type before v6, is INVALID_REQUEST.
+- Any other key type: INVALID_REQUEST.
 - v0-3 carry one key (v0 has no key type: group); v4+ carry a batch (``coordinator_keys``),
   answered one ``Coordinator`` entry per key, in request order.
 - Error messages (v1+) are null on success.
 """
 from ...coordinator.offset_store import TOPIC as CONSUMER_OFFSETS_TOPIC
+from ...coordinator.share_state_log import SHARE_GROUP_STATE_TOPIC
 from ...coordinator.transaction_log import TRANSACTION_STATE_TOPIC
-from ...errors import (CoordinatorNotAvailableError, GroupAuthorizationFailedError, InvalidRequestError, KafkaError,
-                       TransactionalIdAuthorizationFailedError)
+from ...errors import (ClusterAuthorizationFailedError, CoordinatorNotAvailableError, GroupAuthorizationFailedError,
+                       InvalidRequestError, KafkaError, TransactionalIdAuthorizationFailedError)
 from ...protocol.api_table import ApiKey
+from ...protocol.kafka_uuid import uuid_from_text
 from ...protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
-from ..authorization import DESCRIBE, TRANSACTIONAL_ID, authorize
+from ..authorization import CLUSTER_ACTION, DESCRIBE, TRANSACTIONAL_ID, authorize, authorize_cluster
 from ..authorization import GROUP as GROUP_RESOURCE
 from ._group_common import coordinator
 from ._txn_common import transaction_coordinator
@@ -55,7 +62,29 @@ def _lookup(ctx, key_type, key):
         except KafkaError as e:
             return e.code, e.message, -1, "", -1
         return _endpoint(ctx, node)
+    if key_type == SHARE and ctx.api_version >= 6:
+        if not authorize_cluster(ctx, CLUSTER_ACTION):
+            return ClusterAuthorizationFailedError.code, "share coordinator keys are for brokers", -1, "", -1
+        if not _share_key_valid(key):
+            return InvalidRequestError.code, f"{key!r} is not a share partition key group:topicId:partition", -1, "", -1
+        try:
+            node = ctx.broker.share_coordinator.coordinator_for(key)
+        except KafkaError as e:
+            return e.code, e.message, -1, "", -1
+        return _endpoint(ctx, node)
     return InvalidRequestError.code, f"unsupported coordinator key type {key_type}", -1, "", -1
+
+
+def _share_key_valid(key) -> bool:
+    """Kafka's SharePartitionKey.validate: a group id, a topic id and a partition number."""
+    parts = (key or "").rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return False
+    try:
+        uuid_from_text(parts[1])
+        return int(parts[2]) >= 0
+    except ValueError:
+        return False
 
 
 def _endpoint(ctx, node):
@@ -86,6 +115,8 @@ def _internal_topic(ctx, key_type):
         return CONSUMER_OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"]
     if key_type == TRANSACTION:
         return TRANSACTION_STATE_TOPIC, cfg["transaction.state.log.num.partitions"]
+    if key_type == SHARE:
+        return SHARE_GROUP_STATE_TOPIC, cfg["share.coordinator.state.topic.num.partitions"]
     return None
 
 
