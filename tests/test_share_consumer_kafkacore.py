@@ -27,6 +27,9 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
 
 LOCK_MS = 2000
+# the lock of the groups whose test is not about locks: a member stalled for a few seconds on a
+# loaded 2-core machine must not lose its records there (that would be a redelivery, rightly)
+SAFE_LOCK_MS = 20000
 DELIVERY_LIMIT = 3
 SETTINGS = {"num.partitions": "1", "offsets.topic.num.partitions": "1",
             "group.share.session.timeout.ms": "3000", "group.share.min.session.timeout.ms": "1000",
@@ -49,9 +52,10 @@ def admin(broker):
 _n = iter(range(1000))
 
 
-def fresh(broker, admin, count, batch=10):
+def fresh(broker, admin, count, batch=10, lock_ms=None):
     """A new one-partition topic holding ``count`` records (values "0".."count-1") in batches of
-    ``batch``, and a group reading it from the start (share.auto.offset.reset=earliest)."""
+    ``batch``, and a group reading it from the start (share.auto.offset.reset=earliest), with
+    ``lock_ms`` as its share.record.lock.duration.ms when given (else the broker's LOCK_MS)."""
     topic, group = f"kcs-{next(_n)}-{time.monotonic_ns()}", f"kcsg-{next(_n)}"
     with broker.client() as c:
         auto_create(c, topic)
@@ -61,10 +65,12 @@ def fresh(broker, admin, count, batch=10):
         if i % batch == batch - 1:
             assert p.flush(30) == 0
     assert p.flush(30) == 0
+    configs = {"share.auto.offset.reset": "earliest"}
+    if lock_ms is not None:
+        configs["share.record.lock.duration.ms"] = str(lock_ms)
     res = confluent_kafka.admin.ConfigResource(
         confluent_kafka.admin.ResourceType.GROUP, group, incremental_configs=[confluent_kafka.admin.ConfigEntry(
-            "share.auto.offset.reset", "earliest",
-            incremental_operation=confluent_kafka.admin.AlterConfigOpType.SET)])
+            k, v, incremental_operation=confluent_kafka.admin.AlterConfigOpType.SET) for k, v in configs.items()])
     admin.incremental_alter_configs([res])[res].result(30)
     return topic, group
 
@@ -137,7 +143,7 @@ class Child:
 
 def test_members_in_and_out_of_process_get_every_record_once(broker, admin, tmp_path):
     n = 300
-    topic, group = fresh(broker, admin, n)
+    topic, group = fresh(broker, admin, n, lock_ms=SAFE_LOCK_MS)
     children = [Child(broker, group, topic, tmp_path), Child(broker, group, topic, tmp_path, how="arrow")]
     here = member(broker, group, topic, **{"max.poll.records": 10})
     got = []
@@ -155,7 +161,7 @@ def test_members_in_and_out_of_process_get_every_record_once(broker, admin, tmp_
         for ch in children:
             ch.kill()
     every = got + [g for ch in children for g in ch.got]
-    assert sorted(v for v, _ in every) == list(range(n))  # each exactly once
+    assert sorted(v for v, _ in every) == list(range(n)), sorted(every)  # each exactly once
     assert all(dc == 1 for _, dc in every)
     assert sum(1 for part in [got] + [ch.got for ch in children] if part) >= 2  # shared, not one reader
     # all accepted: a new member finds nothing
@@ -167,7 +173,7 @@ def test_a_mixed_group_of_kafkacore_and_confluent_members(broker, admin):
     if not hasattr(confluent_kafka, "ShareConsumer"):
         pytest.skip("confluent-kafka without ShareConsumer")
     n = 200
-    topic, group = fresh(broker, admin, n)
+    topic, group = fresh(broker, admin, n, lock_ms=SAFE_LOCK_MS)
     ours = [member(broker, group, topic, **{"max.poll.records": 10}) for _ in range(2)]
     theirs = [confluent_kafka.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                                              "max.poll.records": 10}) for _ in range(2)]

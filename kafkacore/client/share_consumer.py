@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import struct
 import time
 from collections import deque
 
@@ -43,6 +44,7 @@ from ..protocol.api_table import ApiKey
 from ..protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 from ..protocol.frames import request_class
 from ..record import CorruptRecordError
+from ..record.layout import BASE_OFFSET_OFFSET, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD
 from . import records_py
 from .cluster import Cluster
 from .config import share_consumer_config
@@ -98,6 +100,28 @@ class ShareConsumerRecord:
 
     def __repr__(self):
         return f"ShareConsumerRecord({self.record!r}, delivery_count={self.delivery_count})"
+
+
+_int64 = struct.Struct(">q")
+_int32 = struct.Struct(">i")
+
+
+def _acquired_part(records, first, last):
+    """The batches of ``records`` that hold offsets ``first``..``last``: a ShareFetch answer may
+    carry more of the log than this member acquired, and decoding it all would cost every poll."""
+    view = memoryview(records)
+    pos, start, end = 0, None, len(view)
+    while pos + LOG_OVERHEAD <= len(view):
+        base = _int64.unpack_from(view, pos + BASE_OFFSET_OFFSET)[0]
+        size = LOG_OVERHEAD + _int32.unpack_from(view, pos + LENGTH_OFFSET)[0]
+        if base > last:
+            end = pos
+            break
+        if start is None and pos + LAST_OFFSET_DELTA_OFFSET + 4 <= len(view) and \
+                base + _int32.unpack_from(view, pos + LAST_OFFSET_DELTA_OFFSET)[0] >= first:
+            start = pos
+        pos += size
+    return view[start or 0:end] if start is not None else view[:end]
 
 
 class _Fetched:
@@ -499,7 +523,7 @@ class ShareConsumer:
                     continue
                 if kind == "fetch" and p.acquired_records:
                     ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
-                    self._buffer.append(_Fetched(tp, p.records, ranges))
+                    self._buffer.append(_Fetched(tp, _acquired_part(p.records, ranges[0][0], ranges[-1][1]), ranges))
 
     # -- commits --------------------------------------------------------------------------
     def _send_acks(self, epoch_for=None):
