@@ -21,7 +21,7 @@ from broker_client import BrokerProcess, auto_create
 
 from kafkacore import AcknowledgeType, ShareConsumer
 from kafkacore.client.share_consumer import IllegalStateError
-from kafkacore.errors import KafkaConfigError
+from kafkacore.errors import KafkaConfigError, KafkaError
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
@@ -326,3 +326,33 @@ def test_bad_configs_are_refused():
         ShareConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", "share.acknowledgement.mode": "auto"})
     with pytest.raises(KafkaConfigError, match="enable.auto.commit"):
         ShareConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", "enable.auto.commit": True})
+
+
+def test_state_survives_a_broker_restart(tmp_path):
+    """Accepted records stay accepted and released ones keep their delivery count across a
+    restart (the share coordinator's __share_group_state, read back by the share partition)."""
+    with BrokerProcess(tmp_path / "data", settings=SETTINGS) as b:
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": b.bootstrap})
+        topic, group = fresh(b, admin, 60)
+        with member(b, group, topic, **{"share.acknowledgement.mode": "explicit", "max.poll.records": 10}) as c:
+            seen = []
+            while len(seen) < 30:
+                recs = wait_for(lambda: c.poll(0.5), what="records before the restart")
+                for r in recs:
+                    seen.append(int(r.value))
+                    c.acknowledge(r, AcknowledgeType.ACCEPT if int(r.value) < 20 else AcknowledgeType.RELEASE)
+                assert set(c.commit_sync(30).values()) == {None}
+        b.restart()
+        got = {}
+        with member(b, group, topic) as c:
+            def all_back():
+                for r in c.poll(0.5):
+                    got[int(r.value)] = r.delivery_count
+                return len(got) >= 40
+            wait_for(all_back, what=lambda: f"the 40 records not accepted, got {sorted(got)}", timeout=60,
+                     tolerate=(KafkaError,))
+            assert c.poll(0.5) == []
+    assert sorted(got) == list(range(20, 60))  # the accepted ones never again
+    released = set(range(20, max(seen) + 1)) - set(range(20))
+    assert {v for v, dc in got.items() if dc == 2} == released
+    assert all(dc == 1 for v, dc in got.items() if v not in released)
