@@ -127,10 +127,10 @@ def _acquired_part(records, first, last):
 class _Fetched:
     """One partition's acquired records from a ShareFetch answer, not yet all handed out."""
 
-    __slots__ = ("tp", "records", "ranges", "decoded", "used")
+    __slots__ = ("tp", "node", "records", "ranges", "decoded", "used")
 
-    def __init__(self, tp, records, ranges):
-        self.tp, self.records, self.ranges = tp, records, ranges  # ranges: [(first, last, delivery count)]
+    def __init__(self, tp, node, records, ranges):
+        self.tp, self.node, self.records, self.ranges = tp, node, records, ranges  # ranges: [(first, last, count)]
         self.decoded = None  # [ShareConsumerRecord] or a pyarrow.RecordBatch
         self.used = 0
 
@@ -483,6 +483,14 @@ class ShareConsumer:
         s.conn.close()
         self._sessions.pop(s.node, None)
         self._need_metadata = True
+        self._drop_buffered(s.node)
+
+    def _drop_buffered(self, node):
+        """Records acquired in a session that ended are not this member's any more (the broker
+        released them; another member may have them): they are not handed out."""
+        kept = [f for f in self._buffer if f.node != node]
+        if len(kept) != len(self._buffer):
+            self._buffer = deque(kept)
 
     def _answer(self, s, context, resp, results):
         kind, _wanted, carried = context
@@ -494,9 +502,11 @@ class ShareConsumer:
             if resp.error_code in _SESSION_ERRORS:
                 log.info("share session with broker %s: %s, reopening it", s.node, err.name)
                 s.epoch, s.partitions = INITIAL_EPOCH, set()
+                self._drop_buffered(s.node)
                 return
             if err.retriable or resp.error_code in _MEMBER_ERRORS:  # the membership rejoins meanwhile
                 s.epoch, s.partitions = INITIAL_EPOCH, set()
+                self._drop_buffered(s.node)
                 return
             raise err
         for t in resp.responses:
@@ -523,7 +533,8 @@ class ShareConsumer:
                     continue
                 if kind == "fetch" and p.acquired_records:
                     ranges = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
-                    self._buffer.append(_Fetched(tp, _acquired_part(p.records, ranges[0][0], ranges[-1][1]), ranges))
+                    self._buffer.append(_Fetched(tp, s.node, _acquired_part(p.records, ranges[0][0], ranges[-1][1]),
+                                                 ranges))
 
     # -- commits --------------------------------------------------------------------------
     def _send_acks(self, epoch_for=None):
