@@ -362,3 +362,45 @@ def test_state_and_the_consumer_survive_a_broker_restart(tmp_path):
     assert sorted(got) == list(range(20, 60))  # the accepted ones never again
     assert {v for v, dc in got.items() if dc == 2} == set(range(20, 30))  # released once before
     assert all(dc == 1 for v, dc in got.items() if v >= 30)
+
+
+def test_the_consumer_follows_its_partition_to_a_new_leader(tmp_path):
+    """A two-broker cluster (in process): the partition's leader dies; the ShareConsumer's
+    session there is lost, it refreshes its metadata, opens a session with the new leader and
+    reads on; what it accepted before stays accepted (the state's replicas on the survivor)."""
+    from kafkacore.embedded_cluster import EmbeddedKafkaCluster
+    with EmbeddedKafkaCluster(tmp_path, brokers=2, settings={
+            "offsets.topic.replication.factor": 2, "share.coordinator.state.topic.replication.factor": 2,
+            "share.coordinator.state.topic.min.isr": 1, "group.share.heartbeat.interval.ms": 200,
+            "group.share.min.heartbeat.interval.ms": 100}) as cluster:
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([confluent_kafka.admin.NewTopic("moving", 1, 2)])["moving"].result(30)
+        res = confluent_kafka.admin.ConfigResource(
+            confluent_kafka.admin.ResourceType.GROUP, "g-moving", incremental_configs=[
+                confluent_kafka.admin.ConfigEntry("share.auto.offset.reset", "earliest",
+                                                  incremental_operation=confluent_kafka.admin.AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+        p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+        for i in range(20):
+            p.produce("moving", b"%d" % i, partition=0)
+        assert p.flush(30) == 0
+        got = {}
+        with ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g-moving"}) as c:
+            c.subscribe(["moving"])
+
+            def take(n):
+                for r in c.poll(0.5):
+                    got[int(r.value)] = r.delivery_count
+                return len(got) >= n
+            wait_for(lambda: take(20), what="the records before the failover")
+            assert c.commit_sync(30) == {("moving", 0): None}
+            leader = c._cluster.leader("moving", 0)
+            cluster.kill(leader)
+            for i in range(20, 40):
+                p.produce("moving", b"%d" % i, partition=0)
+            assert p.flush(30) == 0
+            wait_for(lambda: take(40), what=lambda: f"the records after the failover, got {sorted(got)}",
+                     timeout=60, tolerate=(KafkaError,))
+            assert c._cluster.leader("moving", 0) != leader
+            assert c.poll(0.5) == []
+    assert sorted(got) == list(range(40)) and set(got.values()) == {1}
