@@ -19,9 +19,10 @@ def native_extensions() -> bool:
 
 # The clients and the embedded broker load on first use: ``import kafkacore`` stays light.
 _LAZY = {"Producer": "client.producer", "Consumer": "client.consumer", "ConsumerRecord": "client.consumer",
-         "RecordMetadata": "client.accumulator_py", "Broker": "embedded"}
+         "RecordMetadata": "client.accumulator_py", "Broker": "embedded",
+         "ShareConsumer": "client.share_consumer", "AcknowledgeType": "client.share_consumer"}
 
 
 __getattr__ = lazy_getattr(__name__, globals(), _LAZY)
 
-__all__ = ["Producer", "Consumer", "ConsumerRecord", "RecordMetadata", "Broker", "crc32c", "murmur2", "partition_for_key", "partitions_for_keys", "native_extensions", "__version__"]
+__all__ = ["Producer", "Consumer", "ConsumerRecord", "ShareConsumer", "AcknowledgeType", "RecordMetadata", "Broker", "crc32c", "murmur2", "partition_for_key", "partitions_for_keys", "native_extensions", "__version__"]

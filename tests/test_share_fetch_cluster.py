@@ -17,10 +17,11 @@ SHARE_FETCH, METADATA = 78, 3
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    # two brokers, one of them killed: the share state's topic must take writes from the one left
-    # (Kafka's default min.insync.replicas of 2 for it would refuse them, as it should)
+    # __share_group_state on both brokers with a min ISR of 1: the share state stays writable
+    # while one of the two is dead (Kafka's defaults, 3 replicas and min ISR 2, need three brokers)
     with EmbeddedKafkaCluster(tmp_path_factory.mktemp("sharecl"), brokers=2, settings={
-            "offsets.topic.replication.factor": 2, "share.coordinator.state.topic.min.isr": 1}) as c:
+            "offsets.topic.replication.factor": 2, "share.coordinator.state.topic.replication.factor": 2,
+            "share.coordinator.state.topic.min.isr": 1}) as c:
         yield c
 
 

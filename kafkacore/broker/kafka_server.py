@@ -139,8 +139,8 @@ class KafkaServer:
         from ..coordinator.group_coordinator import GroupCoordinator
         from ..coordinator.producer_id_manager import ProducerIdManager
         from ..coordinator.share_coordinator import ShareCoordinator
-        from ..coordinator.share_persister import DefaultStatePersister
         from ..coordinator.share_partition_manager import SharePartitionManager
+        from ..coordinator.share_persister import DefaultStatePersister
         from ..coordinator.transaction_coordinator import TransactionCoordinator
 
         self.producer_ids = ProducerIdManager(self.data_dir)

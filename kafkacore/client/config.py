@@ -177,6 +177,21 @@ CONSUMER = dict(COMMON, **{
 # the consumer settings of the classic group protocol alone (group.protocol=consumer refuses them)
 CLASSIC_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
 
+# KIP-932's share consumer (client/share_consumer.py): the Java KafkaShareConsumer's names and
+# defaults (confluent-kafka's ShareConsumer takes the same). The heartbeat interval and the
+# session timeout are the group's (group.share.*), told by the coordinator, so not set here.
+SHARE_CONSUMER = dict(COMMON, **{
+    "group.id": (_optional_string, None),
+    "share.acknowledgement.mode": (_choice("implicit", "explicit"), "implicit"),
+    "max.poll.records": (_int(1, INT_MAX), 500),
+    "fetch.min.bytes": (_int(0, INT_MAX), 1),
+    "fetch.max.bytes": (_int(0, INT_MAX), 52428800),
+    "fetch.max.wait.ms": (_int(0, INT_MAX), 500),
+    "check.crcs": (_bool, True),
+    "client.rack": (_string, ""),
+    "default.api.timeout.ms": (_int(0, INT_MAX), 60000),
+})
+
 # Java-client names with no effect here: accepted so that an existing config loads.
 IGNORED = {
     "metrics.sample.window.ms",
@@ -264,3 +279,12 @@ def security_config(props: dict) -> dict:
     """The security settings (client/security.py) among ``props``, checked, defaults filled in;
     the other keys are left alone (the admin client takes its other settings one by one)."""
     return parse({k: v for k, v in (props or {}).items() if k in SECURITY_CONFIGS}, SECURITY_CONFIGS, "client")
+
+
+def share_consumer_config(config: dict | None) -> dict:
+    c = parse(config, SHARE_CONSUMER, "share consumer")
+    if c["bootstrap.servers"] is None:
+        raise KafkaConfigError("bootstrap.servers is required")
+    if not c["group.id"]:
+        raise KafkaConfigError("group.id is required for a share consumer")
+    return c

@@ -64,6 +64,10 @@ CLIENT_VERSIONS = {
     90: (0, 0),   # DescribeShareGroupOffsets (KIP-932 share groups, Kafka 4.1)
     91: (0, 0),   # AlterShareGroupOffsets
     92: (0, 0),   # DeleteShareGroupOffsets
+    # the share consumer (client/share_consumer.py): v1 only, as librdkafka 2.16 and Kafka 4.1's client
+    76: (1, 1),   # ShareGroupHeartbeat
+    78: (1, 1),   # ShareFetch
+    79: (1, 1),   # ShareAcknowledge
     # security (client/security.py, the admin client)
     17: (1, 1),   # SaslHandshake (v0 would send the tokens unframed)
     36: (0, 2),   # SaslAuthenticate
