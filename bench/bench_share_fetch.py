@@ -60,6 +60,7 @@ def share(bootstrap, admin, n, group, timeout):
     c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
     c.subscribe([TOPIC])
     got, t0 = 0, None
+    offsets = set()
     deadline = time.monotonic() + timeout
     try:
         while got < n and time.monotonic() < deadline:
@@ -68,8 +69,11 @@ def share(bootstrap, admin, n, group, timeout):
                     if t0 is None:
                         t0 = time.perf_counter()
                     got += 1
+                    offsets.add(m.offset())
         took = time.perf_counter() - t0
         c.commit_sync(30)
+        if len(offsets) != got:
+            raise SystemExit(f"the share consumer got {got - len(offsets)} records twice")
         return got, took
     finally:
         c.close()

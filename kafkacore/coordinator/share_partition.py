@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 from ..clock import wall_ms
 from ..errors import InvalidRecordStateError, InvalidRequestError
-from ..record import iter_batches
 from .share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, ShareState, StateBatch
 
 log = logging.getLogger("kafkacore.share")
@@ -231,11 +230,13 @@ class SharePartition:
             return self.end_offset
         return None
 
-    def acquire(self, member_id, data, aborted, upper, max_records) -> list[Acquired]:
-        """Acquires for ``member_id`` from ``data`` (whole batches read from the log below
-        ``upper``; ``aborted``: the read_committed read's aborted transactions, else None): the
-        AVAILABLE in-flight records first, then new ones, up to ``max_records`` (new records in
-        whole batches) and the in-flight cap. Returns the acquired ranges."""
+    def acquire(self, member_id, batches, upper, max_records) -> tuple[list[Acquired], int]:
+        """Acquires for ``member_id`` from ``batches`` (the log's batches in offset order, below
+        ``upper``, as ``iter_batches`` yields them, with ``aborted`` set under read_committed):
+        the AVAILABLE in-flight records first, then new ones, up to ``max_records`` (new records
+        in whole batches) and the in-flight cap. Returns the acquired ranges and how many of
+        ``batches`` it used (the first ones: what the response must carry). It takes a batch from
+        ``batches`` only while it may still acquire, so a lazy reader reads no further."""
         ranges: list[list[int]] = []  # [first, last, delivery count]
         acquired = redelivered = 0
         limit = self.delivery_count_limit
@@ -243,12 +244,12 @@ class SharePartition:
         acquisition = self._acquisitions + 1
         in_flight = self.in_flight
         new_archived = False
-        for batch in iter_batches(data, aborted):
-            if acquired >= max_records:
-                break
+        used = 0
+        for n, batch in enumerate(batches, 1):
             first, last = max(batch.base_offset, self.start_offset), min(batch.last_offset, upper - 1)
             if last < first:
                 continue
+            used = n
             skip = batch.is_control or batch.aborted
             # records already in flight: only the AVAILABLE ones, a batch range at a time
             hi = min(last, self.end_offset - 1)
@@ -274,6 +275,8 @@ class SharePartition:
             # records never handed out: the batch's rest, up to the in-flight cap
             new_first, new_last = max(first, self.end_offset), min(last, cap - 1)
             if new_first > last:
+                if acquired >= max_records:
+                    break
                 continue
             if new_first > new_last:
                 break  # the window is full
@@ -286,17 +289,17 @@ class SharePartition:
                 self._append(new_first, new_last, ACQUIRED, 1, member_id, acquisition)
                 _add(ranges, new_first, new_last, 1)
                 acquired += new_last - new_first + 1
-            if new_last < last:
-                break  # the window is full
+            if new_last < last or acquired >= max_records:
+                break  # the window is full, or max_records reached (never a batch more read)
         if not ranges:
             if new_archived:
                 self._advance()
-            return []
+            return [], used
         self._acquisitions = acquisition
         self._start_lock(acquisition, ranges)
         self._advance()
         self.manager.record_acquired(acquired, redelivered)
-        return [Acquired(*r) for r in ranges]
+        return [Acquired(*r) for r in ranges], used
 
     def _start_lock(self, acquisition, ranges):
         """One lock timer per acquisition (all the batches one fetch acquired), not per record."""
