@@ -46,7 +46,7 @@ from ...protocol.messages.share_fetch_response import (AcquiredRecords, LeaderId
 from ...record import iter_batches
 from ...storage.file_slice import FileSlice
 from ._share_common import (ack_batches, acknowledge, check_request, current_leader, error_of, leader_of,
-                            node_endpoints, readable_topics)
+                            node_endpoints, readable_topics, write_states)
 
 API_KEY = ApiKey.SHARE_FETCH
 VERSIONS = (0, 1)
@@ -127,15 +127,18 @@ async def _share_fetch(ctx, req):
             if isinstance(e, NotLeaderOrFollowerError):
                 leader_id, leader_epoch = current_leader(ctx, *key)
                 pd.current_leader = LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+    written = {}
     for key, batches in acks.items():
         leader = leaders.get(key)
         if leader is None:
             continue
         try:
-            await acknowledge(ctx, group, member, leader, batches)
+            written[key] = await acknowledge(ctx, group, member, leader, batches)
         except Exception as e:  # noqa: BLE001 - one partition's failure is its answer, the others go on
             pd = answers[key]
             pd.acknowledge_error_code, pd.acknowledge_error_message = error_of(e)
+    for key, e in (await write_states(written)).items():
+        answers[key].acknowledge_error_code, answers[key].acknowledge_error_message = error_of(e)
     if epoch == FINAL_EPOCH:
         sessions.remove(group, member)
         mgr.release_session(session)
