@@ -216,6 +216,23 @@ def test_an_expired_lock_redelivers_and_the_delivery_count_limit_archives(conn, 
     assert acquired(b.fetch(tid, max_wait_ms=200)) == []
 
 
+def test_a_batch_split_by_an_acknowledgement_expires_only_its_unacknowledged_part(conn, broker, topic):
+    name, tid = topic
+    m = Member(conn, "g-split")
+    m.open(tid)
+    produce(conn, name, [b"%d" % i for i in range(10)])  # one batch: one in-flight batch range
+    assert acquired(m.fetch(tid, max_wait_ms=5000)) == [(0, 9, 1)]
+    m.ack(tid, {0: [(2, 3, [ACCEPT]), (6, 6, [REJECT])]})  # cut into five ranges
+    assert share_state(broker, "g-split", name) == (0, 10, {"AVAILABLE": 0, "ACQUIRED": 7, "ACKNOWLEDGED": 2,
+                                                           "ARCHIVED": 1})
+    # the acquisition's lock expires: the seven still held come back, each range with delivery count 2
+    resp = m.fetch(tid, max_wait_ms=LOCK_MS * 4)
+    assert acquired(resp) == [(0, 1, 2), (4, 5, 2), (7, 9, 2)]
+    assert values(resp) == [b"0", b"1", b"4", b"5", b"7", b"8", b"9"]
+    m.ack(tid, {0: [(0, 1, [ACCEPT]), (4, 5, [ACCEPT]), (7, 9, [ACCEPT])]})
+    assert share_state(broker, "g-split", name)[:2] == (10, 10)
+
+
 def test_two_sessions_on_one_partition_never_get_the_same_record(conn, broker, topic):
     name, tid = topic
     members = [Member(conn, "g-two") for _ in range(2)]
@@ -240,6 +257,8 @@ def test_max_records_and_batch_size(conn, broker, topic):
     # max_records 3: whole batches (KIP-932's alignment), then nothing more; batch_size cuts ranges
     resp = m.fetch(tid, max_wait_ms=5000, max_records=3, batch_size=4)
     assert acquired(resp) == [(0, 3, 1), (4, 7, 1), (8, 9, 1)]
+    # the answer carries the batches that hold the acquired records, not the whole read
+    assert [r.offset for b in iter_batches(partition_data(resp).records) for r in b] == list(range(10))
     assert acquired(m.fetch(tid, max_records=100)) == [(10, 14, 1)]
 
 

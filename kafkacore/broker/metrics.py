@@ -584,7 +584,7 @@ class BrokerMetrics:
                                     "(kafka.server:type=SharePartitionMetrics,name=InFlightMessageCount)")
         for (group, topic, partition), sp in sorted(mgr.partitions.items()):
             out.sample(family, (("group", group), ("partition", str(partition)), ("topic", topic)),
-                       len(sp.in_flight))
+                       sp.in_flight_records)
 
     def _render_topics_exporter(self, out):
         """kafka_exporter's cluster and topic metrics (danielqsj/kafka_exporter), each series from

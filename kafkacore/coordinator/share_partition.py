@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import logging
 import re
+from bisect import bisect_right
 from typing import NamedTuple
 
 from ..clock import wall_ms
 from ..errors import InvalidRecordStateError, InvalidRequestError
-from ..record import iter_batches
 from .share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, ShareState, StateBatch
 
 log = logging.getLogger("kafkacore.share")
@@ -73,17 +73,29 @@ def check_auto_offset_reset(value: str) -> str:
     raise ValueError(f"{value!r}: must be latest, earliest or by_duration:<ISO-8601 duration>")
 
 
-class InFlight:
-    """One in-flight record: its state, deliveries so far, and while ACQUIRED who holds it and
-    the acquisition (an id its lock timer checks, so a stale timer changes nothing)."""
+class InFlightBatch:
+    """Records ``first``..``last`` (inclusive) of the in-flight window, all in one state with one
+    delivery count, and while ACQUIRED one holder and acquisition (an id the lock timer checks, so
+    a stale timer changes nothing). As Kafka's InFlightBatch, kept per batch range: an
+    acquisition of whole log batches is one entry, cut only where an acknowledgement or a
+    release splits it."""
 
-    __slots__ = ("state", "delivery_count", "member_id", "acquisition")
+    __slots__ = ("first", "last", "state", "delivery_count", "member_id", "acquisition")
 
-    def __init__(self, state, delivery_count, member_id=None, acquisition=0):
+    def __init__(self, first, last, state, delivery_count, member_id=None, acquisition=0):
+        self.first = first
+        self.last = last
         self.state = state
         self.delivery_count = delivery_count
         self.member_id = member_id
         self.acquisition = acquisition
+
+    def __len__(self):
+        return self.last - self.first + 1
+
+    def same(self, state, delivery_count, member_id, acquisition) -> bool:
+        return (self.state == state and self.delivery_count == delivery_count and self.member_id == member_id
+                and self.acquisition == acquisition)
 
 
 class Acquired(NamedTuple):
@@ -102,7 +114,7 @@ class SharePartition:
         self.partition = partition
         self.start_offset = 0  # SPSO
         self.end_offset = 0  # SPEO: the next offset never handed out
-        self.in_flight: dict[int, InFlight] = {}
+        self.in_flight: list[InFlightBatch] = []
         self.state_epoch = 0
         self.leader_epoch = -1
         self.loaded = False
@@ -129,6 +141,48 @@ class SharePartition:
     def read_committed(self) -> bool:
         return self._config("share.isolation.level") == READ_COMMITTED
 
+    # -- the in-flight batches -------------------------------------------------------------------
+    # ``in_flight`` covers [SPSO, SPEO) without holes, in offset order (records enter it only at
+    # the end offset; offsets the log does not have are ARCHIVED entries).
+    def _index(self, offset) -> int:
+        """The index of the in-flight batch holding ``offset`` (in the window)."""
+        return bisect_right(self.in_flight, offset, key=_first) - 1
+
+    def _cut(self, offset) -> int:
+        """Makes ``offset`` the first offset of an in-flight batch, splitting the batch holding it;
+        the index of the batch starting there (``len(in_flight)`` at the end offset)."""
+        in_flight = self.in_flight
+        i = self._index(offset)
+        if i < 0:
+            return 0
+        b = in_flight[i]
+        if b.first == offset:
+            return i
+        if offset > b.last:
+            return i + 1
+        in_flight.insert(i + 1, InFlightBatch(offset, b.last, b.state, b.delivery_count, b.member_id, b.acquisition))
+        b.last = offset - 1
+        return i + 1
+
+    def _isolate(self, first, last) -> range:
+        """Cuts the in-flight batches at ``first`` and after ``last``: the indexes of exactly those records."""
+        i = self._cut(first)
+        return range(i, self._cut(last + 1))
+
+    def _append(self, first, last, state, delivery_count, member_id=None, acquisition=0):
+        """New records at the end offset, joined to the last batch when they are alike."""
+        in_flight = self.in_flight
+        if in_flight and in_flight[-1].last == first - 1 and in_flight[-1].same(state, delivery_count, member_id,
+                                                                                acquisition):
+            in_flight[-1].last = last
+        else:
+            in_flight.append(InFlightBatch(first, last, state, delivery_count, member_id, acquisition))
+        self.end_offset = last + 1
+
+    @property
+    def in_flight_records(self) -> int:
+        return self.end_offset - self.start_offset
+
     # -- loading ---------------------------------------------------------------------------------
     async def load(self, lg, leader_epoch):
         """The state from the persister, or a start at share.auto.offset.reset."""
@@ -144,17 +198,15 @@ class SharePartition:
             self.start_offset = self.end_offset = start
         else:
             self.state_epoch = state.state_epoch
-            self.start_offset = max(state.start_offset, lg.log_start_offset)
-            end = self.start_offset
+            self.start_offset = self.end_offset = max(state.start_offset, lg.log_start_offset)
             for b in sorted(state.batches):
-                for offset in range(end, b.first_offset):  # no entry: AVAILABLE, never delivered
-                    self.in_flight[offset] = InFlight(AVAILABLE, 0)
-                for offset in range(max(b.first_offset, end), b.last_offset + 1):
+                if b.first_offset > self.end_offset:  # no entry: AVAILABLE, never delivered
+                    self._append(self.end_offset, b.first_offset - 1, AVAILABLE, 0)
+                first = max(b.first_offset, self.end_offset)
+                if first <= b.last_offset:
                     # an acquisition does not outlive its leader
                     st = AVAILABLE if b.delivery_state == ACQUIRED else b.delivery_state
-                    self.in_flight[offset] = InFlight(st, b.delivery_count)
-                end = max(end, b.last_offset + 1)
-            self.end_offset = end
+                    self._append(first, b.last_offset, st, b.delivery_count)
             self._advance()
         self.loaded = True
 
@@ -170,20 +222,21 @@ class SharePartition:
     # -- acquiring -------------------------------------------------------------------------------
     def fetch_offset(self) -> int | None:
         """Where a read for this share partition starts: the first AVAILABLE in-flight record,
-        else the end offset while the in-flight window has room; None: nothing to acquire.
-        (``in_flight`` is kept in offset order: records enter it only at the end offset.)"""
-        for offset, rec in self.in_flight.items():
-            if rec.state == AVAILABLE:
-                return offset
+        else the end offset while the in-flight window has room; None: nothing to acquire."""
+        for b in self.in_flight:
+            if b.state == AVAILABLE:
+                return b.first
         if self.end_offset - self.start_offset < self.max_in_flight:
             return self.end_offset
         return None
 
-    def acquire(self, member_id, data, aborted, upper, max_records) -> list[Acquired]:
-        """Acquires for ``member_id`` from ``data`` (whole batches read from the log below
-        ``upper``; ``aborted``: the read_committed read's aborted transactions, else None): the
-        AVAILABLE in-flight records first, then new ones, up to ``max_records`` (new records in
-        whole batches) and the in-flight cap. Returns the acquired ranges."""
+    def acquire(self, member_id, batches, upper, max_records) -> tuple[list[Acquired], int]:
+        """Acquires for ``member_id`` from ``batches`` (the log's batches in offset order, below
+        ``upper``, as ``iter_batches`` yields them, with ``aborted`` set under read_committed):
+        the AVAILABLE in-flight records first, then new ones, up to ``max_records`` (new records
+        in whole batches) and the in-flight cap. Returns the acquired ranges and how many of
+        ``batches`` it used (the first ones: what the response must carry). It takes a batch from
+        ``batches`` only while it may still acquire, so a lazy reader reads no further."""
         ranges: list[list[int]] = []  # [first, last, delivery count]
         acquired = redelivered = 0
         limit = self.delivery_count_limit
@@ -191,58 +244,65 @@ class SharePartition:
         acquisition = self._acquisitions + 1
         in_flight = self.in_flight
         new_archived = False
-        for batch in iter_batches(data, aborted):
-            if acquired >= max_records:
-                break
+        used = 0
+        for n, batch in enumerate(batches, 1):
             first, last = max(batch.base_offset, self.start_offset), min(batch.last_offset, upper - 1)
             if last < first:
                 continue
+            used = n
             skip = batch.is_control or batch.aborted
-            # records already in flight: only the AVAILABLE ones, one by one
-            for offset in range(first, min(last, self.end_offset - 1) + 1):
-                rec = in_flight.get(offset)
-                if rec is None or rec.state != AVAILABLE:
-                    continue
-                if skip or rec.delivery_count >= limit:  # (the limit may have been lowered meanwhile)
-                    rec.state = ARCHIVED
-                    new_archived = True
-                    continue
-                rec.state, rec.member_id, rec.acquisition = ACQUIRED, member_id, acquisition
-                rec.delivery_count += 1
-                _add(ranges, offset, offset, rec.delivery_count)
-                acquired += 1
-                redelivered += 1
+            # records already in flight: only the AVAILABLE ones, a batch range at a time
+            hi = min(last, self.end_offset - 1)
+            i = self._index(first) if first <= hi else len(in_flight)
+            while i < len(in_flight) and in_flight[i].first <= hi:
+                b = in_flight[i]
+                if b.state == AVAILABLE:
+                    if b.first < first:
+                        i = self._cut(first)
+                        b = in_flight[i]
+                    if b.last > hi:
+                        self._cut(hi + 1)
+                    if skip or b.delivery_count >= limit:  # (the limit may have been lowered meanwhile)
+                        b.state = ARCHIVED
+                        new_archived = True
+                    else:
+                        b.state, b.member_id, b.acquisition = ACQUIRED, member_id, acquisition
+                        b.delivery_count += 1
+                        _add(ranges, b.first, b.last, b.delivery_count)
+                        acquired += len(b)
+                        redelivered += len(b)
+                i += 1
             # records never handed out: the batch's rest, up to the in-flight cap
             new_first, new_last = max(first, self.end_offset), min(last, cap - 1)
             if new_first > last:
+                if acquired >= max_records:
+                    break
                 continue
             if new_first > new_last:
                 break  # the window is full
-            for gap in range(self.end_offset, new_first):  # offsets the log does not have
-                in_flight[gap] = InFlight(ARCHIVED, 0)
+            if new_first > self.end_offset:  # offsets the log does not have
+                self._append(self.end_offset, new_first - 1, ARCHIVED, 0)
             if skip:
-                for offset in range(new_first, new_last + 1):
-                    in_flight[offset] = InFlight(ARCHIVED, 0)
+                self._append(new_first, new_last, ARCHIVED, 0)
                 new_archived = True
             else:
-                for offset in range(new_first, new_last + 1):
-                    in_flight[offset] = InFlight(ACQUIRED, 1, member_id, acquisition)
+                self._append(new_first, new_last, ACQUIRED, 1, member_id, acquisition)
                 _add(ranges, new_first, new_last, 1)
                 acquired += new_last - new_first + 1
-            self.end_offset = new_last + 1
-            if new_last < last:
-                break  # the window is full
+            if new_last < last or acquired >= max_records:
+                break  # the window is full, or max_records reached (never a batch more read)
         if not ranges:
             if new_archived:
                 self._advance()
-            return []
+            return [], used
         self._acquisitions = acquisition
         self._start_lock(acquisition, ranges)
         self._advance()
         self.manager.record_acquired(acquired, redelivered)
-        return [Acquired(*r) for r in ranges]
+        return [Acquired(*r) for r in ranges], used
 
     def _start_lock(self, acquisition, ranges):
+        """One lock timer per acquisition (all the batches one fetch acquired), not per record."""
         loop = self.manager.loop()
         if loop is None:
             return
@@ -252,12 +312,15 @@ class SharePartition:
     def _lock_expired(self, acquisition, ranges):
         self._timers.pop(acquisition, None)
         expired = 0
+        in_flight = self.in_flight
         for first, last, _count in ranges:
-            for offset in range(first, last + 1):
-                rec = self.in_flight.get(offset)
-                if rec is not None and rec.state == ACQUIRED and rec.acquisition == acquisition:
-                    self._release_one(rec)
-                    expired += 1
+            i = max(0, self._index(first))
+            while i < len(in_flight) and in_flight[i].first <= last:
+                b = in_flight[i]
+                if b.state == ACQUIRED and b.acquisition == acquisition:
+                    self._release(b)
+                    expired += len(b)
+                i += 1
         if expired:
             self.manager.record_lock_timeouts(expired)
             log.debug("share partition %s %s-%d: acquisition %d's lock expired", self.group_id, self.topic,
@@ -265,14 +328,14 @@ class SharePartition:
             self._advance()
             self.manager.state_changed(self)
 
-    def _release_one(self, rec):
-        """An acquired record given back: AVAILABLE, or ARCHIVED once delivered the limit's times."""
-        if rec.delivery_count >= self.delivery_count_limit:
-            rec.state = ARCHIVED
-            self.manager.record_archived(1)
+    def _release(self, b):
+        """Acquired records given back: AVAILABLE, or ARCHIVED once delivered the limit's times."""
+        if b.delivery_count >= self.delivery_count_limit:
+            b.state = ARCHIVED
+            self.manager.record_archived(len(b))
         else:
-            rec.state = AVAILABLE
-        rec.member_id = None
+            b.state = AVAILABLE
+        b.member_id = None
 
     # -- acknowledging ---------------------------------------------------------------------------
     def acknowledge(self, member_id, batches) -> None:
@@ -280,7 +343,6 @@ class SharePartition:
         range or one per offset. Every record named must be ACQUIRED by ``member_id``:
         INVALID_RECORD_STATE otherwise, and nothing changes."""
         in_flight = self.in_flight
-        plan = []  # (records, their types: one for all, or one each)
         for first, last, types in batches:
             if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
                 raise InvalidRequestError(f"acknowledgement batch {first}-{last} with {len(types)} types")
@@ -291,24 +353,26 @@ class SharePartition:
                 raise InvalidRecordStateError(
                     f"offsets {first}-{last} of {self.topic}-{self.partition} are not all in flight "
                     f"({self.start_offset}-{self.end_offset - 1})")
-            recs = [in_flight.get(offset) for offset in range(first, last + 1)]
-            for i, rec in enumerate(recs):
-                if rec is None or rec.state != ACQUIRED or rec.member_id != member_id:
-                    held = "not in flight" if rec is None else STATE_NAMES[rec.state]
+            i, offset = self._index(first), first
+            while offset <= last:  # the window has no holes: batch i holds offset
+                b = in_flight[i]
+                if b.state != ACQUIRED or b.member_id != member_id:
                     raise InvalidRecordStateError(
-                        f"offset {first + i} of {self.topic}-{self.partition} is not acquired by member {member_id} "
-                        f"(it is {held})")
-            plan.append((recs, types))
+                        f"offset {offset} of {self.topic}-{self.partition} is not acquired by member {member_id} "
+                        f"(it is {STATE_NAMES[b.state]})")
+                offset, i = b.last + 1, i + 1
         counts = {ACCEPT: 0, RELEASE: 0, REJECT: 0, GAP: 0}
-        for recs, types in plan:
-            for rec, t in zip(recs, types if len(types) > 1 else [types[0]] * len(recs)):
-                counts[t] += 1
-                if t == RELEASE:
-                    self._release_one(rec)
-                    continue
-                # ACCEPT; REJECT and GAP (an offset without a record: done, not counted as archived)
-                rec.state = ACKNOWLEDGED if t == ACCEPT else ARCHIVED
-                rec.member_id = None
+        for first, last, types in batches:
+            for run_first, run_last, t in _runs(first, last, types):
+                for i in self._isolate(run_first, run_last):
+                    b = in_flight[i]
+                    counts[t] += len(b)
+                    if t == RELEASE:
+                        self._release(b)
+                        continue
+                    # ACCEPT; REJECT and GAP (an offset without a record: done, not counted as archived)
+                    b.state = ACKNOWLEDGED if t == ACCEPT else ARCHIVED
+                    b.member_id = None
         mgr = self.manager
         if counts[REJECT]:
             mgr.record_archived(counts[REJECT])
@@ -322,9 +386,9 @@ class SharePartition:
         connection): AVAILABLE, or ARCHIVED at the delivery limit, with the delivery counted.
         Whether anything changed."""
         changed = False
-        for rec in self.in_flight.values():
-            if rec.state == ACQUIRED and rec.member_id == member_id:
-                self._release_one(rec)
+        for b in self.in_flight:
+            if b.state == ACQUIRED and b.member_id == member_id:
+                self._release(b)
                 changed = True
         if changed:
             self._advance()
@@ -333,21 +397,27 @@ class SharePartition:
     # -- the start offset and the persisted state ------------------------------------------------
     def _advance(self):
         """The SPSO over the prefix of ACKNOWLEDGED and ARCHIVED records."""
-        spso = self.start_offset
         in_flight = self.in_flight
-        while spso < self.end_offset:
-            rec = in_flight.get(spso)
-            if rec is None or rec.state not in (ACKNOWLEDGED, ARCHIVED):
+        done = 0
+        for b in in_flight:
+            if b.state not in (ACKNOWLEDGED, ARCHIVED):
                 break
-            del in_flight[spso]
-            spso += 1
-        self.start_offset = spso
+            done += 1
+        if done:
+            del in_flight[:done]
+        self.start_offset = in_flight[0].first if in_flight else self.end_offset
 
     def log_start_moved(self, log_start):
         """Records below the log start (retention, DeleteRecords) are gone: the SPSO follows."""
         if log_start > self.start_offset:
-            for offset in [o for o in self.in_flight if o < log_start]:
-                del self.in_flight[offset]
+            in_flight = self.in_flight
+            gone = 0
+            for b in in_flight:
+                if b.last >= log_start:
+                    b.first = max(b.first, log_start)
+                    break
+                gone += 1
+            del in_flight[:gone]
             self.start_offset = log_start
             self.end_offset = max(self.end_offset, log_start)
 
@@ -355,13 +425,12 @@ class SharePartition:
         """What the persister keeps: the SPSO and the in-flight records as state batches
         (ACQUIRED written AVAILABLE: a lock does not outlive the leader)."""
         batches = []
-        for offset, rec in self.in_flight.items():
-            st = AVAILABLE if rec.state == ACQUIRED else rec.state
-            if batches and batches[-1].last_offset == offset - 1 and batches[-1].delivery_state == st \
-                    and batches[-1].delivery_count == rec.delivery_count:
-                batches[-1] = batches[-1]._replace(last_offset=offset)
+        for b in self.in_flight:
+            st = AVAILABLE if b.state == ACQUIRED else b.state
+            if batches and batches[-1].delivery_state == st and batches[-1].delivery_count == b.delivery_count:
+                batches[-1] = batches[-1]._replace(last_offset=b.last)
             else:
-                batches.append(StateBatch(offset, offset, st, rec.delivery_count))
+                batches.append(StateBatch(b.first, b.last, st, b.delivery_count))
         return ShareState(self.state_epoch, self.start_offset, self.leader_epoch, tuple(batches))
 
     async def write_state(self):
@@ -371,8 +440,8 @@ class SharePartition:
     def counts(self) -> dict:
         """In-flight records per state name (tools, tests)."""
         out = {name: 0 for name in STATE_NAMES.values()}
-        for rec in self.in_flight.values():
-            out[STATE_NAMES[rec.state]] += 1
+        for b in self.in_flight:
+            out[STATE_NAMES[b.state]] += len(b)
         return out
 
     def close(self):
@@ -388,3 +457,20 @@ def _add(ranges, first, last, count):
         ranges[-1][1] = last
     else:
         ranges.append([first, last, count])
+
+
+def _first(b: InFlightBatch) -> int:
+    return b.first
+
+
+def _runs(first, last, types):
+    """An acknowledgement batch as (first, last, type) runs: one for a single type, else one per
+    stretch of equal per-offset types (a batch range is cut only where the types change)."""
+    if len(types) == 1:
+        yield first, last, types[0]
+        return
+    start = 0
+    for i in range(1, len(types) + 1):
+        if i == len(types) or types[i] != types[start]:
+            yield first + start, first + i - 1, types[start]
+            start = i

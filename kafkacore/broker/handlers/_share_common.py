@@ -2,6 +2,7 @@
 partitions' leaders, and acknowledgements applied to share partitions (KIP-932)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ...errors import (GroupAuthorizationFailedError, InvalidRequestError, KafkaError, NotLeaderOrFollowerError,
@@ -82,13 +83,24 @@ def node_endpoints(ctx, leader_ids, endpoint_cls):
 
 
 async def acknowledge(ctx, group_id, member_id, leader: Leader, batches):
-    """Applies one partition's acknowledgement batches ([(first, last, [types])]) and writes the
-    share partition's state before returning; raises the partition's acknowledge error."""
+    """Applies one partition's acknowledgement batches ([(first, last, [types])]) to its share
+    partition and returns it; raises the partition's acknowledge error. Its state is written
+    with the request's others by ``write_states``, before the request is answered."""
     mgr = ctx.broker.share_partition_manager
     sp = await mgr.share_partition(group_id, leader.topic, leader.topic_id, leader.partition, leader.log,
                                    leader.leader_epoch)
     sp.acknowledge(member_id, batches)
-    await sp.write_state()
+    return sp
+
+
+async def write_states(acknowledged: dict) -> dict:
+    """Writes the states of a request's acknowledged share partitions ({key: SharePartition})
+    through the persister, all at once (the request waits for the slowest, not for their sum,
+    as Kafka's acknowledgement response waits for its writes): {key: the exception} of those
+    whose write failed."""
+    keys = list(acknowledged)
+    results = await asyncio.gather(*(acknowledged[k].write_state() for k in keys), return_exceptions=True)
+    return {k: r for k, r in zip(keys, results) if isinstance(r, BaseException)}
 
 
 def ack_batches(partition_request):

@@ -27,7 +27,7 @@ from ...protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH
 from ...protocol.messages.share_acknowledge_response import (LeaderIdAndEpoch, NodeEndpoint, PartitionData,
                                                              ShareAcknowledgeResponse, ShareAcknowledgeTopicResponse)
 from ._share_common import (ack_batches, acknowledge, check_request, current_leader, error_of, leader_of,
-                            node_endpoints, readable_topics)
+                            node_endpoints, readable_topics, write_states)
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 VERSIONS = (0, 1)
@@ -68,6 +68,7 @@ async def _acknowledge(ctx, req, session):
     readable = readable_topics(ctx, {by_id[bytes(t.topic_id)].name for t in req.topics if bytes(t.topic_id) in by_id})
     out = []
     leader_ids = set()
+    answers, written = {}, {}
     for t in req.topics:
         tid = bytes(t.topic_id)
         parts = []
@@ -77,7 +78,9 @@ async def _acknowledge(ctx, req, session):
             parts.append(pd)
             try:
                 leader = leader_of(ctx, tid, p.partition_index, readable)
-                await acknowledge(ctx, req.group_id, req.member_id, leader, ack_batches(p))
+                written[(tid, p.partition_index)] = await acknowledge(ctx, req.group_id, req.member_id, leader,
+                                                                     ack_batches(p))
+                answers[(tid, p.partition_index)] = pd
             except Exception as e:  # noqa: BLE001 - one partition's failure is its answer, the others go on
                 pd.error_code, pd.error_message = error_of(e)
                 if isinstance(e, NotLeaderOrFollowerError):
@@ -86,6 +89,8 @@ async def _acknowledge(ctx, req, session):
                     if leader_id >= 0:
                         leader_ids.add(leader_id)
         out.append(ShareAcknowledgeTopicResponse(topic_id=tid, partitions=parts))
+    for key, e in (await write_states(written)).items():
+        answers[key].error_code, answers[key].error_message = error_of(e)
     if req.share_session_epoch == FINAL_EPOCH:
         mgr = broker.share_partition_manager
         mgr.sessions.remove(req.group_id, req.member_id)

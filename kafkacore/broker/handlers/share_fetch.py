@@ -43,14 +43,17 @@ from ...protocol.api_table import ApiKey
 from ...protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH
 from ...protocol.messages.share_fetch_response import (AcquiredRecords, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
                                                        ShareFetchableTopicResponse, ShareFetchResponse)
+from ...record import iter_batches
+from ...storage.file_slice import FileSlice
 from ._share_common import (ack_batches, acknowledge, check_request, current_leader, error_of, leader_of,
-                            node_endpoints, readable_topics)
+                            node_endpoints, readable_topics, write_states)
 
 API_KEY = ApiKey.SHARE_FETCH
 VERSIONS = (0, 1)
 GROUP_PROTOCOL = "share"  # served while the share protocol is switched on (config.served_group_protocols)
 _INT32_MAX = (1 << 31) - 1
 _EMPTY = b""
+_FIRST_READ = 1 << 18  # bytes of a share partition's read taken at first; doubled for a longer batch
 
 
 def handle(ctx, req):
@@ -124,15 +127,18 @@ async def _share_fetch(ctx, req):
             if isinstance(e, NotLeaderOrFollowerError):
                 leader_id, leader_epoch = current_leader(ctx, *key)
                 pd.current_leader = LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+    written = {}
     for key, batches in acks.items():
         leader = leaders.get(key)
         if leader is None:
             continue
         try:
-            await acknowledge(ctx, group, member, leader, batches)
+            written[key] = await acknowledge(ctx, group, member, leader, batches)
         except Exception as e:  # noqa: BLE001 - one partition's failure is its answer, the others go on
             pd = answers[key]
             pd.acknowledge_error_code, pd.acknowledge_error_message = error_of(e)
+    for key, e in (await write_states(written)).items():
+        answers[key].acknowledge_error_code, answers[key].acknowledge_error_message = error_of(e)
     if epoch == FINAL_EPOCH:
         sessions.remove(group, member)
         mgr.release_session(session)
@@ -200,18 +206,56 @@ async def _acquire_all(ctx, req, group, member, leaders, answers, max_records, v
                 continue
             if not len(sl):
                 continue
-            data = sl.read()
-            got = sp.acquire(member, data, aborted, upper, records_left)
+            batches = _LazyBatches(sl, aborted)
+            got, used = sp.acquire(member, batches, upper, records_left)
             if not got:
                 continue
-            pd.records = data
-            total += len(data)
+            pd.records = batches.head(used)
+            total += len(pd.records)
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in got)
             pd.acquired_records = [AcquiredRecords(first_offset=f, last_offset=last, delivery_count=c)
                                    for f, last, c in _split(got, batch_size)]
         except KafkaError as e:
             pd.error_code, pd.error_message = e.code, e.message
     return total
+
+
+class _LazyBatches:
+    """The batches of a log read (a FileSlice of up to the request's max_bytes), read from the
+    file a chunk at a time while ``SharePartition.acquire`` takes them: a share fetch hands out
+    max_records records and the in-flight window's room, often a small head of the read.
+    ``head(n)``: the first n batches as a FileSlice of the segment, sent with sendfile as Fetch
+    sends its records. Under read_committed the read is taken whole (its aborted-transaction
+    filter follows the batches in order from the read's start)."""
+
+    def __init__(self, sl, aborted):
+        self.sl = sl
+        self.aborted = aborted
+        self.ends: list[int] = []  # each batch's end within the read
+
+    def __iter__(self):
+        sl, ends = self.sl, self.ends
+        if self.aborted is not None:
+            for b in iter_batches(sl.read(), self.aborted):
+                ends.append(b.position + b.size_in_bytes)
+                yield b
+            return
+        pos, size = 0, _FIRST_READ
+        while pos < len(sl):
+            n = min(size, len(sl) - pos)
+            end = pos
+            for b in iter_batches(FileSlice(sl.file, sl.position + pos, n).read()):
+                end = pos + b.position + b.size_in_bytes
+                ends.append(end)
+                yield b
+            if end == pos:  # the next batch is longer than the chunk
+                if n == len(sl) - pos:
+                    return  # (a read holds whole batches: nothing more)
+                size *= 2
+            pos = end
+
+    def head(self, n) -> FileSlice:
+        return FileSlice(self.sl.file, self.sl.position, self.ends[n - 1] if n else 0, self.sl.first_offset)
 
 
 def _split(ranges, batch_size):
