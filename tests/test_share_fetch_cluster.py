@@ -67,7 +67,15 @@ def test_a_follower_names_the_leader_and_a_new_leader_serves_after_failover(clus
     tp = confluent_kafka.TopicPartition("shared", 0)
 
     def elected():  # once the controller has the old leader back in the ISR
-        result = admin.elect_leaders(confluent_kafka.ElectionType.PREFERRED, [tp]).result(30)
+        try:
+            result = admin.elect_leaders(confluent_kafka.ElectionType.PREFERRED, [tp]).result(30)
+        except confluent_kafka.KafkaException as e:
+            # the controller may itself have moved with the failover (NOT_CONTROLLER), or not
+            # know the topic yet: asked again until the wait's timeout
+            if e.args[0].retriable() or e.args[0].code() in (confluent_kafka.KafkaError.NOT_CONTROLLER,
+                                                            confluent_kafka.KafkaError.UNKNOWN_TOPIC_ID):
+                return False
+            raise
         return result[tp] is None
     wait_for(elected, what="the preferred leader elected again", timeout=60, interval=0.2)
     wait_for(lambda: not cluster.brokers[follower].server.replica_manager.partitions[("shared", 0)].is_leader,
