@@ -212,10 +212,12 @@ def test_malformed_znodes_raise_one_line_errors_naming_the_znode(decode, data, m
 
 
 def test_persistent_paths_are_kafkas():
+    # Kafka's ZooKeeper mode has these; the GROUP config resource (KIP-848/932 group configs) came
+    # with KRaft only, so kafkacore keeps it in the same layout as the other entity types
     assert set(ZkData.PERSISTENT_ZK_PATHS) == {
         "/consumers", "/brokers/ids", "/brokers/topics", "/config/changes", "/admin/delete_topics", "/brokers/seqid",
         "/isr_change_notification", "/latest_producer_id_block", "/log_dir_event_notification",
-        "/config/topics", "/config/clients", "/config/users", "/config/brokers", "/config/ips"}
+        "/config/topics", "/config/clients", "/config/users", "/config/brokers", "/config/ips"} | {"/config/groups"}
 
 
 # =============================================================================================
