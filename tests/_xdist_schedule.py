@@ -7,13 +7,19 @@ xdist's loadfile, with two changes that shorten a pass without changing what run
 - The long units go first. loadfile hands out modules with the most tests first, so the cluster
   modules (a few tests, each minutes of three brokers and a ZooKeeper) came last and one worker
   ran them alone while the other sat idle. Longest first, the many short modules fill the end.
-  A unit's length is guessed from where it is (what it starts), then from its number of tests.
+  A unit's length is guessed from where it is or what it is (what it starts: JVMs, clusters,
+  fresh virtualenvs, subprocess loops), then from its number of tests.
 """
 from xdist.scheduler import LoadFileScheduling
 
 # test directories whose modules start JVMs, clusters or other clients' processes: seconds to
 # minutes per test, whatever their number
-_LONG_DIRS = ("spark", "cluster", "compat")
+_LONG_DIRS = ("spark", "cluster", "compat", "tools")
+# modules elsewhere with a few tests of a minute or more each (measured on the wheel pass): fresh
+# virtualenvs that compile the extension or install PySpark, a Spark pipeline in its own JVM,
+# SIGKILL loops, hypothesis parity runs over whole segments; loadfile sent most of them last
+_LONG_MODULES = ("test_install_docs.py", "test_packaging.py", "test_readme.py", "test_eos_kill_loop.py",
+                 "test_storage_hot.py", "test_client_transactions.py")
 # the directory whose modules share session-scoped servers: one unit, on one worker
 _ONE_UNIT_DIR = "spark"
 
@@ -44,6 +50,7 @@ class LongestFirstLoadFile(LoadFileScheduling):
 
 def _length(unit):
     scope, tests = unit
-    dirs = scope.rstrip("/").split("/")  # a module's own name is never one of the directories
-    rank = 2 if _ONE_UNIT_DIR in dirs else 1 if any(d in _LONG_DIRS for d in dirs) else 0
+    dirs = scope.rstrip("/").split("/")
+    long = any(d in _LONG_DIRS for d in dirs[:-1]) or dirs[-1] in _LONG_MODULES
+    rank = 2 if _ONE_UNIT_DIR in dirs else 1 if long else 0
     return rank, len(tests)
