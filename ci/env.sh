@@ -50,6 +50,8 @@ export PATH="$VENV/bin:$PATH"
 # one process). --dist loadfile keeps a module's tests on one worker, so its module-scoped
 # brokers and clusters start once (xdist_group marks cannot: pytest 9 ignores the node ids
 # xdist 3.8 rewrites for them, and the modules' tests were spread over both workers).
+# tests/conftest.py makes it tests/_xdist_schedule.py's: tests/spark/ is one unit (one Spark
+# session, not one per worker) and the long modules go first, so no worker ends the pass alone.
 xdist_args() {
     local n="${KAFKACORE_TEST_WORKERS:-1}"
     if [ "$n" -gt 1 ]; then echo "-n $n --dist loadfile"; fi

@@ -67,7 +67,11 @@ for pass in $passes; do
         # about other things than the twins ran against the wheel above: compat, Spark, the
         # cluster, the CLI and console (tests/tools), ZooKeeper's client, the README and install
         # walk-throughs, the exactly-once kill loop, and security (TLS, SASL, ACLs, quotas,
-        # dynamic configs: Python whatever the record code)
+        # dynamic configs: Python whatever the record code), and the protocol's codecs and
+        # generator (pure Python, no twin behind them: the same run as the wheel pass's), and the
+        # share groups' membership, state and offsets, group configs and group migration
+        # (coordinator logic; the share records' decoding runs in test_share_fetch and the
+        # kafkacore ShareConsumer's tests, which stay)
         echo "== Python suite against the installed sdist, pure-Python twins"
         (cd "$work/suite" && KAFKACORE_NO_EXTENSIONS=1 PATH="$work/venv-sdist/bin:$PATH" \
             "$VPY" -m pytest -q -p no:cacheprovider --timeout=900 $(xdist_args) tests --ignore=tests/compat --ignore=tests/spark \
@@ -75,7 +79,11 @@ for pass in $passes; do
             --ignore=tests/test_readme.py --ignore=tests/test_install_docs.py --ignore=tests/test_eos_kill_loop.py \
             --ignore-glob='tests/test_security_*.py' --ignore=tests/test_embedded_security.py \
             --ignore=tests/test_broker_dynamic_config.py --ignore=tests/test_connection_quotas.py \
-            --ignore=tests/test_hostile_input.py "$@")
+            --ignore=tests/test_hostile_input.py --ignore=tests/test_protocol_codecs.py \
+            --ignore=tests/test_protocol_generated.py --ignore=tests/test_share_groups_membership.py \
+            --ignore=tests/test_share_state.py --ignore=tests/test_share_group_offsets.py \
+            --ignore=tests/test_group_configs.py --ignore=tests/test_consumer_group_migration.py \
+            --ignore=tests/test_consumer_group_regex_acl.py "$@")
         rm -rf "$work/venv-sdist"
         ;;
     *) echo "installed_test: unknown pass $pass (wheel, sdist)" >&2; exit 2;;

@@ -79,6 +79,16 @@ def _record_mode(record_testsuite_property):
         assert kafkacore.native_extensions() is False, line
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile as CI runs it: tests/spark/ on one worker, the long modules first
+    (tests/_xdist_schedule.py)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from _xdist_schedule import LongestFirstLoadFile
+    return LongestFirstLoadFile(config, log)
+
+
 def pytest_terminal_summary(terminalreporter):
     _, line = _describe()
     terminalreporter.write_line(f"tested: {line}")
