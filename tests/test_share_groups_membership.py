@@ -320,12 +320,29 @@ def test_records_in_kafkas_format_and_a_restart_reloads_the_group(tmp_path):
             assert hb(conn, "durable", "a", 2).error_code == NONE
 
 
+def _features(resp):
+    return ({f.name: (f.min_version, f.max_version) for f in resp.supported_features},
+            {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features})
+
+
+def test_api_versions_announces_the_group_and_share_feature_levels(conn):
+    for version, low in ((3, 1), (4, 0)):  # v3's supported minimum is 1 (KAFKA-17011)
+        resp = conn.call(API_VERSIONS, version, request(API_VERSIONS, client_software_name="t",
+                                                        client_software_version="1"))
+        assert {HEARTBEAT, DESCRIBE, 78, 79} <= {k.api_key for k in resp.api_keys}
+        assert _features(resp) == ({"group.version": (low, 1), "share.version": (low, 1)},
+                                   {"group.version": (1, 1), "share.version": (1, 1)})
+        assert resp.finalized_features_epoch >= 0
+
+
 def test_without_group_share_enable_the_share_apis_are_neither_advertised_nor_served(tmp_path):
     with BrokerProcess(tmp_path / "data", settings={"group.share.enable": "false"}) as b:
         with b.client() as conn:
-            keys = {k.api_key for k in conn.call(API_VERSIONS, 3, request(
-                API_VERSIONS, client_software_name="t", client_software_version="1")).api_keys}
+            resp = conn.call(API_VERSIONS, 3, request(API_VERSIONS, client_software_name="t",
+                                                      client_software_version="1"))
+            keys = {k.api_key for k in resp.api_keys}
             assert 68 in keys and HEARTBEAT not in keys and DESCRIBE not in keys
+            assert _features(resp) == ({"group.version": (1, 1)}, {"group.version": (1, 1)})
             conn.send(HEARTBEAT, 1, request(HEARTBEAT, group_id="g", member_id="m", member_epoch=0,
                                             rack_id=None, subscribed_topic_names=["x"]))
             assert conn.is_closed_by_peer()
