@@ -246,6 +246,24 @@ def test_the_rebalance_counter_and_the_group_count(broker, conn):
     assert hb(conn, "metered", "a", -1).error_code == NONE
 
 
+def test_the_consumer_group_rebalance_counter(broker, conn):
+    import urllib.request
+
+    def count():
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{SETTINGS['metrics.port']}/metrics", timeout=10).read()
+        line = next(ln for ln in metrics.splitlines()
+                    if ln.startswith(b"kafka_server_groupcoordinatormetrics_consumergrouprebalance_total "))
+        return float(line.split()[1])
+
+    before = count()
+    for member in ("a", "b"):  # each join is a new target assignment
+        r = conn.call(68, 0, request(68, group_id="metered-consumer", member_id=member, member_epoch=0,
+                                     instance_id=None, rack_id=None, rebalance_timeout_ms=5000,
+                                     subscribed_topic_names=["s4"], server_assignor=None, topic_partitions=[]))
+        assert r.error_code == NONE
+    assert count() == before + 2
+
+
 def kafkacore_cli(broker, *args):
     import json
     from pathlib import Path
@@ -420,3 +438,26 @@ def test_the_group_share_configs_have_kafkas_defaults_and_are_checked():
                          ({"group.share.max.size": "1001"}, "group.share.max.size")):
         with pytest.raises(InvalidConfigurationError, match=words):
             BrokerConfig(props)
+
+
+def test_the_group_config_resource_sets_the_heartbeat_interval_and_session_timeout(broker, conn):
+    """share.* / consumer.* heartbeat intervals and session timeouts from the GROUP config resource
+    (Kafka 4.1 reads them per group), the broker's group.* values for the other groups."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for group, entries in (("tuned", [("share.heartbeat.interval.ms", "500"), ("share.session.timeout.ms", "1000")]),
+                           ("tuned-consumer", [("consumer.heartbeat.interval.ms", "7000")])):
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(n, v, incremental_operation=AlterConfigOpType.SET) for n, v in entries])
+        admin.incremental_alter_configs([res])[res].result(30)
+    r = hb(conn, "tuned", "t", 0, ["s1"])
+    assert (r.error_code, r.heartbeat_interval_ms) == (NONE, 500)
+    assert hb(conn, "untuned", "u", 0, ["s1"]).heartbeat_interval_ms == 200
+    # the member stops heartbeating: fenced after the group's session timeout
+    wait_for(lambda: not describe(conn, "tuned").members, timeout=SESSION_MS / 1000 + 10,
+             what="the silent member fenced")
+    assert hb(conn, "tuned", "t", 1).error_code == UNKNOWN_MEMBER_ID
+    c = conn.call(68, 0, request(68, group_id="tuned-consumer", member_id="c", member_epoch=0, instance_id=None,
+                                 rack_id=None, rebalance_timeout_ms=5000, subscribed_topic_names=["s1"],
+                                 server_assignor=None, topic_partitions=[]))
+    assert (c.error_code, c.heartbeat_interval_ms) == (NONE, 7000)

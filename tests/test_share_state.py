@@ -224,3 +224,30 @@ def test_default_persister_on_an_embedded_broker(tmp_path):
         assert b._run(p.read_summary("pg", topic_id, 3)) == ShareState(1, 3, -1)
         b._run(p.delete_state("pg", topic_id, 3))
         assert b._run(p.read_state("pg", topic_id, 3, 2)) is None
+
+
+def test_deleting_a_topic_deletes_every_groups_share_state_on_it(broker):
+    """Kafka's rule: a deleted topic's share state goes for every share group on it (tombstones);
+    a state of another topic stays."""
+    from broker_client import auto_create
+    other = uuid.uuid4().bytes
+    with broker.client() as c:
+        auto_create(c, "doomed")
+        md = c.call(3, 12, request(3, topics=None, allow_auto_topic_creation=False))
+        doomed = next(t.topic_id for t in md.topics if t.name == "doomed")
+        # the share state topic exists once a coordinator is looked up (this test may run alone)
+        wait_for(lambda: c.call(ApiKey.FIND_COORDINATOR, 6, request(
+            ApiKey.FIND_COORDINATOR, key_type=2, coordinator_keys=[coordinator_key("g-doomed-1", doomed, 0)]))
+            .coordinators[0].error_code == NONE, what="a share coordinator")
+        for group in ("g-doomed-1", "g-doomed-2"):
+            wait_for(lambda group=group: _init(c, group, doomed, 1, 5) == NONE, what=f"{group} initialized")
+        assert _init(c, "g-doomed-1", other, 1, 5) == NONE
+        r = c.call(20, 5, request(20, topic_names=["doomed"], timeout_ms=10000))
+        assert r.responses[0].error_code == NONE
+        for group in ("g-doomed-1", "g-doomed-2"):
+            wait_for(lambda group=group: _read(c, group, doomed, 1)[0] == UNKNOWN_TOPIC_OR_PARTITION,
+                     what=f"the share state of {group} on the deleted topic deleted")
+        assert _read(c, "g-doomed-1", other, 1)[:3] == (NONE, 1, 5)
+    broker.restart()
+    with broker.client() as c:
+        assert _read(c, "g-doomed-2", doomed, 1)[0] == UNKNOWN_TOPIC_OR_PARTITION

@@ -204,11 +204,13 @@ class KafkaServer:
                 info = TopicInfo(name, topic_id, count)
                 topics[name] = info
                 by_id[topic_id] = info
-            gone = [(name, info.partitions) for name, info in self.topics.items() if name not in topics]
+            gone = [info for name, info in self.topics.items() if name not in topics]
             self.topics, self.topics_by_id = topics, by_id
-        for name, count in gone:
+        for info in gone:
             if self.group_coordinator is not None:
-                self.group_coordinator.on_topic_deleted(name, count)
+                self.group_coordinator.on_topic_deleted(info.name, info.partitions)
+            if self.share_coordinator is not None:
+                self.share_coordinator.on_topic_deleted(info.topic_id)
 
     def leader_log(self, topic, partition):
         """The log of a partition this broker leads: UNKNOWN_TOPIC_OR_PARTITION, or

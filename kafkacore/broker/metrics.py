@@ -507,6 +507,10 @@ class BrokerMetrics:
                                     "(kafka.server:type=group-coordinator-metrics,name=share-group-count,state=...)")
         for state in sg.STATES:
             out.sample(family, (("state", state.lower()),), share_by_state[state])
+        out.counter("kafka_server_groupcoordinatormetrics_consumergrouprebalance_total",
+                    coordinator.consumer.rebalances,
+                    "new target assignments of the KIP-848 consumer groups coordinated here "
+                    "(kafka.server:type=group-coordinator-metrics,name=consumer-group-rebalance-count)")
         out.counter("kafka_server_groupcoordinatormetrics_sharegrouprebalance_total", coordinator.share.rebalances,
                     "new target assignments of the share groups coordinated here "
                     "(kafka.server:type=group-coordinator-metrics,name=share-group-rebalance-count)")

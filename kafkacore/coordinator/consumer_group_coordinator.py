@@ -123,13 +123,20 @@ class ConsumerGroupCoordinator(ClassicMembers):
         self.broker = broker
         self.manager = manager
         cfg = broker.config
-        self.session_timeout_ms = cfg["group.consumer.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.consumer.heartbeat.interval.ms"]
         self.max_size = cfg["group.consumer.max.size"]
         self.assignors = list(cfg["group.consumer.assignors"])
         self.migration_policy = cfg["group.consumer.migration.policy"]
+        self.rebalances = 0  # new target assignments (Kafka's consumer-group-rebalance-count)
         self._uncommitted: dict[str, _Uncommitted] = {}  # group id -> its state before writes still replicating
         self._closed = False
+
+    # Kafka 4.1 reads these per group (KIP-848's group configs): the GROUP config resource's
+    # override, else the broker's group.consumer.* value (kept within its min/max by group_config.py)
+    def session_timeout_ms(self, group_id):
+        return self.broker.group_configs.get(group_id, "consumer.session.timeout.ms")
+
+    def heartbeat_interval_ms(self, group_id):
+        return self.broker.group_configs.get(group_id, "consumer.heartbeat.interval.ms")
 
     @property
     def groups(self):
@@ -165,7 +172,7 @@ class ConsumerGroupCoordinator(ClassicMembers):
         member = group.members.get(member_id)
         # a classic member's session is its own session.timeout.ms
         timeout = member.classic.session_timeout_ms if member is not None and member.classic else \
-            self.session_timeout_ms
+            self.session_timeout_ms(group.group_id)
         group.session_timers[member_id] = self.loop.call_later(
             timeout / 1000, self._on_session_timeout, group, member_id)
 
@@ -183,7 +190,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
         old = group.rebalance_timers.pop(member.member_id, None)
         if old is not None:
             old.cancel()
-        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_timeout_ms
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else \
+            self.session_timeout_ms(group.group_id)
         group.rebalance_timers[member.member_id] = self.loop.call_later(
             timeout / 1000, self._on_rebalance_timeout, group, member.member_id, member.member_epoch)
 
@@ -506,9 +514,10 @@ class ConsumerGroupCoordinator(ClassicMembers):
         full = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
             req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None)
         answer = HeartbeatResult(member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-                                 heartbeat_interval_ms=self.heartbeat_interval_ms,
+                                 heartbeat_interval_ms=self.heartbeat_interval_ms(gid),
                                  assignment=reconciled.assigned if full or reconciled.assigned != member.assigned
                                  or new_member else None)
+        rebalanced = assignment_epoch != group.assignment_epoch
 
         def apply():
             replaced = self.groups.get(gid)
@@ -529,6 +538,8 @@ class ConsumerGroupCoordinator(ClassicMembers):
                                        or mid == reconciled.member_id}
             group.put_member(reconciled)
             group.update_state(wall_ms())
+            if rebalanced:
+                self.rebalances += 1
             if reconciled.state == UNREVOKED_PARTITIONS:
                 if member.state != UNREVOKED_PARTITIONS or reconciled.member_epoch != member.member_epoch:
                     self._schedule_rebalance_timeout(group, reconciled)

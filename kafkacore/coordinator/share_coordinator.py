@@ -79,6 +79,7 @@ class ShareCoordinator:
         self._locks: dict[tuple, asyncio.Lock] = {}
         self.owned: dict[int, int] = {}  # __share_group_state partition led here -> its leader epoch
         self._started = False
+        self.loop = None
         self.metrics = {"writes": 0, "snapshots": 0, "fenced": 0}  # read by broker/metrics.py
 
     # -- life cycle -----------------------------------------------------------------------------
@@ -86,6 +87,7 @@ class ShareCoordinator:
         if self._started:
             return
         self._started = True
+        self.loop = loop
         rm = self.broker.replica_manager
         rm.on_leadership_change.append(self.on_leadership_change)
         for partition, leader_epoch in rm.led_partitions(SHARE_GROUP_STATE_TOPIC):
@@ -278,6 +280,24 @@ class ShareCoordinator:
             self.states[k] = new
             self.update_counts[k] = 0
             self.metrics["snapshots"] += 1
+
+    def on_topic_deleted(self, topic_id):
+        """A topic went (from any thread): the share state of every group on it that is kept
+        here goes too, as Kafka deletes it for every share group on a deleted topic (a topic
+        re-created under the same name has a new id, and its groups start afresh)."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._delete_topic(topic_id)))
+
+    async def _delete_topic(self, topic_id):
+        keys = [k for k in self.states if k[1] == topic_id]
+        for k in keys:
+            try:
+                await self.delete_state(*k)
+            except Exception as e:  # another broker took the partition over, or the write failed
+                log.warning("could not delete the share state of %s:%s-%d after its topic was deleted: %s",
+                            k[0], k[1].hex(), k[2], e)
+        if keys:
+            log.info("deleted the share state of %d share partitions of deleted topic %s", len(keys), topic_id.hex())
 
     async def delete_state(self, group_id, topic_id, partition):
         """DeleteShareGroupState: the tombstones of both keys (nothing to do for no state)."""

@@ -74,12 +74,18 @@ class ShareGroupCoordinator:
         self.broker = broker
         self.manager = manager
         cfg = broker.config
-        self.session_timeout_ms = cfg["group.share.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.share.heartbeat.interval.ms"]
         self.max_size = cfg["group.share.max.size"]
         self.assignors = list(cfg["group.share.assignors"])
         self.rebalances = 0  # new target assignments (Kafka's share-group-rebalance-count)
         self._closed = False
+
+    # Kafka 4.1 reads these per group: the GROUP config resource's override, else the broker's
+    # group.share.* value (group_config.py keeps the override within the broker's min/max)
+    def session_timeout_ms(self, group_id):
+        return self.broker.group_configs.get(group_id, "share.session.timeout.ms")
+
+    def heartbeat_interval_ms(self, group_id):
+        return self.broker.group_configs.get(group_id, "share.heartbeat.interval.ms")
 
     @property
     def groups(self):
@@ -107,14 +113,14 @@ class ShareGroupCoordinator:
         if old is not None:
             old.cancel()
         group.session_timers[member_id] = self.loop.call_later(
-            self.session_timeout_ms / 1000, self._on_session_timeout, group, member_id)
+            self.session_timeout_ms(group.group_id) / 1000, self._on_session_timeout, group, member_id)
 
     def _on_session_timeout(self, group, member_id):
         group.session_timers.pop(member_id, None)
         if self._closed or self.groups.get(group.group_id) is not group or member_id not in group.members:
             return
         log.info("member %s of share group %s has failed (session timeout %d ms), fencing it", member_id,
-                 group.group_id, self.session_timeout_ms)
+                 group.group_id, self.session_timeout_ms(group.group_id))
         self._fence(group, group.members[member_id], "session timeout")
 
     def on_loaded(self, group):
@@ -247,7 +253,7 @@ class ShareGroupCoordinator:
             records.append(rec.current_assignment_record(gid, updated))
         full = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         answer = HeartbeatResult(member_id=updated.member_id, member_epoch=updated.member_epoch,
-                                 heartbeat_interval_ms=self.heartbeat_interval_ms,
+                                 heartbeat_interval_ms=self.heartbeat_interval_ms(gid),
                                  assignment=updated.assigned if full or new_member
                                  or updated.assigned != member.assigned else None)
         rebalanced = assignment_epoch != group.assignment_epoch
