@@ -230,8 +230,10 @@ def group_list(admin) -> dict:
     rows = []
     known = admin.list_topics(internal=True)
     for g in admin.list_groups():
-        # a share group commits no offsets (OffsetFetch answers GROUP_ID_NOT_FOUND for it, as Kafka)
-        committed = {} if g.protocol_type == "share" else admin.list_group_offsets(g.group_id)
+        # a share group commits no offsets (OffsetFetch answers GROUP_ID_NOT_FOUND for it, as Kafka):
+        # its progress is each share partition's start offset (SPSO)
+        committed = (share_starts(admin, g.group_id) if g.protocol_type == "share"
+                     else admin.list_group_offsets(g.group_id))
         ends = _ends(admin, committed, known)
         described = admin.describe_group(g.group_id)
         rows.append({"group_id": g.group_id, "state": described.state or g.state,
@@ -254,9 +256,46 @@ def _ends(admin, committed, known=None) -> dict:
     return out
 
 
+def share_starts(admin, group_id: str) -> dict:
+    """{(topic, partition): SPSO} of a share group's partitions that have state (an SPSO of -1,
+    state not initialised yet, is left out: nothing is known of its progress)."""
+    return {tp: start for tp, (start, _epoch) in admin.describe_share_group_offsets(group_id).items() if start >= 0}
+
+
+def share_group_detail(admin, g) -> dict:
+    """A share group (KIP-932): its members with their epochs and partitions (a partition may
+    be in several members' assignments), the group and assignment epochs, and per share
+    partition the start offset (SPSO), the log end offset and the records between them (lag:
+    not yet acknowledged, or not yet delivered)."""
+    starts = share_starts(admin, g.group_id)
+    owners = {}
+    for m in g.members:
+        for tp in m.assignment:
+            owners.setdefault(tp, []).append(m.member_id)
+    ends = _ends(admin, set(starts) | set(owners))
+    rows = []
+    for tp in sorted(set(starts) | set(owners)):
+        end = ends.get(tp[0], {}).get(tp[1])
+        start = starts.get(tp)
+        rows.append({"topic": tp[0], "partition": tp[1], "start_offset": start, "end": end,
+                     "lag": None if start is None or end is None else max(0, end - start),
+                     "members": owners.get(tp, [])})
+    return {
+        "group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type, "protocol": g.protocol,
+        "coordinator": g.coordinator, "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+        "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+                     "host": m.host, "member_epoch": m.member_epoch,
+                     "assignment": [list(tp) for tp in m.assignment]} for m in g.members],
+        "offsets": rows,
+        "lag": sum(r["lag"] for r in rows if r["lag"] is not None),
+    }
+
+
 def group_detail(admin, group_id: str) -> dict:
     g = admin.describe_group(group_id)
-    committed = {} if g.protocol_type == "share" else admin.list_group_offsets(group_id)
+    if g.protocol_type == "share":
+        return share_group_detail(admin, g)
+    committed = admin.list_group_offsets(group_id)
     if g.state == "Dead" and not committed:
         raise ApiError(f"group {group_id!r} does not exist", 404)
     owners = {tp: m.member_id for m in g.members for tp in m.assignment}
@@ -282,7 +321,9 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
     """The new committed offsets of ``group_id`` on every partition of ``doc["topic"]``
     (to earliest, latest, an offset, or the first offset at or after a time - ListOffsets by
     timestamp, the end where no record is that late - each kept within its partition's range,
-    as Kafka's tool does); committed only when ``execute``. Refused while the group has members."""
+    as Kafka's tool does); committed only when ``execute``. Refused while the group has members.
+    A share group's start offsets (SPSO) are set the same way, through AlterShareGroupOffsets
+    (as kafka-share-groups.sh --reset-offsets)."""
     topic = doc.get("topic")
     if not isinstance(topic, str) or not topic:
         raise ApiError("name the topic whose offsets to reset")
@@ -294,6 +335,7 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
         what = "milliseconds since the epoch" if to == "timestamp" else "a whole number"
         raise ApiError(f"'{to}' must be {what}, 0 or more")
     g = admin.describe_group(group_id)
+    share = g.protocol_type == "share"
     if g.members or g.state in ACTIVE_GROUP_STATES:
         raise ApiError(f"group {group_id!r} is {g.state} with {len(g.members)} member(s): offsets can only be "
                        "reset while no consumer is in the group (stop them first)", 409)
@@ -303,7 +345,7 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
     if leaderless:
         raise ApiError(f"partitions {leaderless} of {topic!r} have no leader: their offsets cannot be reset now", 409)
     bounds = _offsets(admin, {topic: info})
-    current = admin.list_group_offsets(group_id, tps)
+    current = (share_starts(admin, group_id) if share else admin.list_group_offsets(group_id, tps))
     at_time = admin.list_offsets({tp: target for tp in tps}) if to == "timestamp" else {}
     plan = {}
     for tp in tps:
@@ -313,7 +355,13 @@ def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:
         else:
             wanted = start if to == "earliest" else end if to == "latest" else target
         plan[tp] = min(max(wanted, start), end)
-    if execute:
+    if execute and share:
+        try:
+            admin.alter_share_group_offsets(group_id, plan)
+        except NonEmptyGroupError:  # a member joined since the check above
+            raise ApiError(f"NON_EMPTY_GROUP: {NON_EMPTY_GROUP_MESSAGE} Share group {group_id!r} has active "
+                           "members: stop them first", 409, NonEmptyGroupError.name) from None
+    elif execute:
         admin.alter_group_offsets(group_id, plan)
     return {"group_id": group_id, "topic": topic, "executed": execute,
             "offsets": [{"partition": p, "current": current.get((t, p)), "new": plan[(t, p)],

@@ -13,7 +13,7 @@ from collections import deque
 
 from ..client.admin import LATEST
 from ..errors import KafkaError
-from .api import group_lag, offline
+from .api import group_lag, offline, share_starts
 
 log = logging.getLogger("kafkacore.console")
 
@@ -35,7 +35,9 @@ def take_sample(admin) -> dict:
     committed = {}
     for g in admin.list_groups()[:MAX_GROUPS]:
         try:
-            committed[g.group_id] = admin.list_group_offsets(g.group_id)
+            # a share group's progress is its share partitions' start offsets (it commits none)
+            committed[g.group_id] = (share_starts(admin, g.group_id) if g.protocol_type == "share"
+                                     else admin.list_group_offsets(g.group_id))
         except KafkaError:
             continue  # deleted or moving between coordinators: it is sampled again next round
     return {"time": int(time.time() * 1000), "ends": ends, "committed": committed}

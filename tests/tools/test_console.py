@@ -48,9 +48,14 @@ CONSOLE_START_S = 30
 
 
 # -- fixtures ----------------------------------------------------------------------------------
+# share-group members that heartbeat often, so a ShareConsumer gets its partitions at once
+SHARE_SETTINGS = {"group.share.heartbeat.interval.ms": "200", "group.share.min.heartbeat.interval.ms": "100",
+                  "group.share.session.timeout.ms": "3000", "group.share.min.session.timeout.ms": "1000"}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("console") / "data") as b:
+    with BrokerProcess(tmp_path_factory.mktemp("console") / "data", settings=SHARE_SETTINGS) as b:
         yield b
 
 
@@ -890,6 +895,87 @@ def test_reset_is_refused_while_the_group_has_members(page, console, broker, adm
         assert admin.list_group_offsets("busy") == before
     finally:
         consumer.close()
+
+
+def test_share_group_members_start_offset_and_reset(page, console, broker, admin, produced):
+    """A confluent-kafka ShareConsumer's group (KIP-932): listed as type share, its member with
+    its epoch and partition, the share-partition start offset (SPSO) moving to the log end as
+    the records are acknowledged; reset (AlterShareGroupOffsets) only once the group is empty."""
+    from playwright.sync_api import expect
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka.admin
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer")
+    topic, group, n = "shared", "sharers", 20
+    admin.create_topic(topic, 1, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        for h in [p.send(topic, b"s-%d" % i, partition=0) for i in range(n)]:
+            h.result(10)
+    cadmin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    res = confluent_kafka.admin.ConfigResource(
+        confluent_kafka.admin.ResourceType.GROUP, group, incremental_configs=[confluent_kafka.admin.ConfigEntry(
+            "share.auto.offset.reset", "earliest", incremental_operation=confluent_kafka.admin.AlterConfigOpType.SET)])
+    cadmin.incremental_alter_configs([res])[res].result(30)
+    c = confluent_kafka.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                       "client.id": "share-reader"})
+    try:
+        c.subscribe([topic])
+        got = []
+
+        def all_acknowledged():
+            got.extend(m for m in c.poll(0.2) if m.error() is None)
+            if len(got) < n:
+                return False
+            c.commit_sync(30)  # implicit mode: the records polled so far are accepted
+            return admin.describe_share_group_offsets(group).get((topic, 0), (-1,))[0] == n
+        wait_for(all_acknowledged, "the share group acknowledges every record")
+        status, doc = api(console, "/api/groups")
+        row = next(g for g in doc["groups"] if g["group_id"] == group)
+        assert (row["protocol_type"], row["state"], row["members"], row["topics"], row["lag"]) == (
+            "share", "Stable", 1, [topic], 0)
+        described = admin.describe_share_group(group)
+        status, doc = api(console, f"/api/groups/{group}")
+        assert status == 200 and (doc["group_epoch"], doc["assignment_epoch"]) == (
+            described.group_epoch, described.assignment_epoch)
+        [member] = doc["members"]
+        assert (member["client_id"], member["member_epoch"], member["assignment"]) == (
+            "share-reader", described.members[0].member_epoch, [[topic, 0]])
+        assert doc["offsets"] == [{"topic": topic, "partition": 0, "start_offset": n, "end": n, "lag": 0,
+                                   "members": [member["member_id"]]}]
+        page.goto(console.origin + "/groups")
+        expect(page.locator(f'#group-table tr[data-group="{group}"]')).to_contain_text("share")
+        page.goto(console.origin + f"/groups/{group}")
+        members = page.locator("#member-table tbody tr")
+        expect(members).to_have_count(1)
+        assert (cell(members, "Client"), cell(members, "Epoch"), cell(members, "Partitions")) == (
+            "share-reader", str(member["member_epoch"]), f"{topic}-0")
+        expect(page.locator("#tile-group-epoch .value")).to_have_text(str(described.group_epoch))
+        expect(page.locator("#tile-assignment-epoch .value")).to_have_text(str(described.assignment_epoch))
+        spso = page.locator(f'#offset-table tr[data-topic="{topic}"][data-partition="0"]')
+        assert (cell(spso, "Start offset (SPSO)"), cell(spso, "End"), cell(spso, "Lag")) == (str(n), str(n), "0")
+        status, doc = api(console, f"/api/groups/{group}/reset-offsets", {"topic": topic, "to": "earliest", "confirm": group})
+        assert status == 409 and "stop them first" in doc["error"], doc
+    finally:
+        c.close()  # leaves the group: it is Empty at once
+    wait_for(lambda: admin.describe_share_group(group).state == "Empty", "the share group empties")
+    page.reload()
+    expect(page.locator("#tile-members .value")).to_have_text("0")
+    page.click("#reset-offsets")
+    page.select_option("#reset-to", "offset")
+    page.fill("#reset-offset", "5")
+    page.click('dialog[open] [data-role="confirm"]')  # Preview: a dry run
+    plan = page.locator("#reset-plan-table tbody tr")
+    expect(plan).to_have_count(1)
+    assert (cell(plan, "Now"), cell(plan, "New")) == (str(n), "5")
+    assert admin.describe_share_group_offsets(group)[(topic, 0)][0] == n
+    page.click('dialog[open] [data-role="confirm"]')  # Reset offsets
+    expect(page.locator("dialog[open]")).to_have_count(0)
+    assert admin.describe_share_group_offsets(group)[(topic, 0)][0] == 5
+    expect(spso).to_contain_text("15")  # the lag: records 5 to 19 to be delivered again
+    status, doc = api(console, f"/api/groups/{group}/reset-offsets", {"topic": topic, "to": "latest", "confirm": group})
+    assert status == 200 and doc["executed"] and doc["offsets"][0]["new"] == n
+    assert admin.describe_share_group_offsets(group)[(topic, 0)][0] == n
 
 
 # -- the operator's pages and actions ---------------------------------------------------------

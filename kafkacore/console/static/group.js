@@ -1,4 +1,5 @@
-// A consumer group: members and their partitions, committed offset and lag per partition,
+// A group: members and their partitions, committed offset (a share group's: the share-partition
+// start offset) and lag per partition,
 // lag over the last minutes, resetting its offsets (only while it has no members) and
 // deleting it (the broker refuses while it has members).
 
@@ -27,7 +28,8 @@ export async function render(ctx) {
     pageHead([link("/groups", "Consumer groups"), " /"], groupId, canWrite() ? [resetButton, deleteButton] : null),
     tiles,
     card("Lag", { hint: "records behind the end of the log, all partitions" }, el("div", { class: "card-body" }, canvas, legend)),
-    card("Offsets", { hint: "lag = end offset − committed offset" }, offsets),
+    card("Offsets", { hint: doc.protocol_type === "share" ? "lag = end offset − share-partition start offset"
+      : "lag = end offset − committed offset" }, offsets),
     card("Members", {}, members));
 
   // The total lag shown is the chart's latest sample once there is one, so the tile and the
@@ -37,12 +39,19 @@ export async function render(ctx) {
   let staleUpTo = null; // samples taken up to this time predate a reset: not shown in the tile
   const draw = () => {
     const lag = sampledLag ?? doc.lag;
+    const share = doc.protocol_type === "share";
     fill(tiles,
       tile("State", stateBadge(doc.state), { id: "tile-state" }),
       tile("Members", count(doc.members.length), { id: "tile-members" }),
       tile("Total lag", count(lag), { id: "tile-lag", tone: lag > 0 ? null : "good" }),
       tile("Coordinator", `broker ${doc.coordinator}`, { small: true }),
-      tile("Assignor", doc.protocol || "–", { small: true }));
+      tile("Assignor", doc.protocol || "–", { small: true }),
+      share ? tile("Group epoch", count(doc.group_epoch), { id: "tile-group-epoch", small: true }) : null,
+      share ? tile("Assignment epoch", count(doc.assignment_epoch), { id: "tile-assignment-epoch", small: true }) : null);
+    if (share) {
+      drawShare();
+      return;
+    }
     fill(offsets, table([
       { title: "Topic", cls: "name", cell: (o) => link(`/topics/${seg(o.topic)}`, o.topic) },
       { title: "Partition", num: true, cell: (o) => String(o.partition) },
@@ -56,6 +65,26 @@ export async function render(ctx) {
       { title: "Member", cls: "mono", cell: (m) => m.member_id },
       { title: "Client", cell: (m) => m.client_id },
       { title: "Host", cls: "mono", cell: (m) => m.host },
+      { title: "Partitions", cell: (m) => m.assignment.map(([t, p]) => `${t}-${p}`).join(", ") || "–" },
+    ], doc.members, { id: "member-table", empty: "No active members." }));
+  };
+  // A share group (KIP-932): no commits; each share partition's start offset (SPSO) is where
+  // its records are not all acknowledged yet, and a partition may be shared by several members.
+  const drawShare = () => {
+    fill(offsets, table([
+      { title: "Topic", cls: "name", cell: (o) => link(`/topics/${seg(o.topic)}`, o.topic) },
+      { title: "Partition", num: true, cell: (o) => String(o.partition) },
+      { title: "Start offset (SPSO)", num: true, cell: (o) => count(o.start_offset) },
+      { title: "End", num: true, cell: (o) => count(o.end) },
+      { title: "Lag", num: true, cell: (o) => count(o.lag) },
+      { title: "Members", cell: (o) => o.members.length ? o.members.flatMap((m, i) => [i ? ", " : null, memberName(doc, m)]) : "–" },
+    ], doc.offsets, { id: "offset-table", empty: "No share-partition state yet.",
+      rowAttrs: (o) => ({ dataset: { topic: o.topic, partition: String(o.partition) } }) }));
+    fill(members, table([
+      { title: "Member", cls: "mono", cell: (m) => m.member_id },
+      { title: "Client", cell: (m) => m.client_id },
+      { title: "Host", cls: "mono", cell: (m) => m.host },
+      { title: "Epoch", num: true, cell: (m) => count(m.member_epoch) },
       { title: "Partitions", cell: (m) => m.assignment.map(([t, p]) => `${t}-${p}`).join(", ") || "–" },
     ], doc.members, { id: "member-table", empty: "No active members." }));
   };

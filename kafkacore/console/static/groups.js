@@ -1,4 +1,5 @@
-// The consumer groups: state, members, topics and total lag.
+// The groups (consumer, classic and share): type, state, members, topics and total lag (a share
+// group's: log end minus each share partition's start offset).
 
 import { get, seg } from "./api.js";
 import { badge, card, el, fill, link, pageHead, table } from "./dom.js";
@@ -21,6 +22,7 @@ export async function render(ctx) {
     fill(hint, `${doc.groups.length} group${doc.groups.length === 1 ? "" : "s"}`);
     fill(list, table([
       { title: "Group", cls: "name", cell: (g) => link(`/groups/${seg(g.group_id)}`, g.group_id) },
+      { title: "Type", cell: (g) => g.protocol_type || "–" },
       { title: "State", cell: (g) => stateBadge(g.state) },
       { title: "Members", num: true, cell: (g) => count(g.members) },
       { title: "Topics", cell: (g) => g.topics.join(", ") || "–" },
