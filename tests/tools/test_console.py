@@ -972,7 +972,8 @@ def test_share_group_members_start_offset_and_reset(page, console, broker, admin
     page.click('dialog[open] [data-role="confirm"]')  # Reset offsets
     expect(page.locator("dialog[open]")).to_have_count(0)
     assert admin.describe_share_group_offsets(group)[(topic, 0)][0] == 5
-    expect(spso).to_contain_text("15")  # the lag: records 5 to 19 to be delivered again
+    expect(spso.locator("td").nth(2)).to_have_text("5")  # SPSO, then the lag: records 5 to 19 go out again
+    assert (cell(spso, "Start offset (SPSO)"), cell(spso, "Lag")) == ("5", str(n - 5))
     status, doc = api(console, f"/api/groups/{group}/reset-offsets", {"topic": topic, "to": "latest", "confirm": group})
     assert status == 200 and doc["executed"] and doc["offsets"][0]["new"] == n
     assert admin.describe_share_group_offsets(group)[(topic, 0)][0] == n
