@@ -50,7 +50,7 @@ import uuid
 from ..clock import wall_ms
 from ..errors import (CoordinatorNotAvailableError, NotCoordinatorError, FencedInstanceIdError, GroupIdNotFoundError,
                       GroupMaxSizeReachedError, GroupSubscribedToTopicError, IllegalGenerationError,
-                      InconsistentGroupProtocolError, InvalidGroupIdError, InvalidSessionTimeoutError,
+                      InconsistentGroupProtocolError, InvalidGroupIdError, KafkaError, InvalidSessionTimeoutError,
                       MemberIdRequiredError, NonEmptyGroupError, OffsetMetadataTooLargeError,
                       RebalanceInProgressError, UnknownMemberIdError, UnknownTopicOrPartitionError)
 from . import group as g
@@ -973,7 +973,7 @@ class GroupCoordinator:
         return GroupSummary(group_id, group.state, group.protocol_type or "", "", members)
 
     def delete_groups(self, group_ids):
-        """{group id: error}"""
+        """{group id: error, or for a share group with share partitions a coroutine of it}"""
         self._ensure_started()
         results = {}
         for group_id in group_ids:
@@ -985,15 +985,37 @@ class GroupCoordinator:
                 results[group_id] = GroupIdNotFoundError.code
             elif group.state != g.EMPTY:
                 results[group_id] = NonEmptyGroupError.code
+            elif isinstance(group, ShareGroup) and group.initialized:
+                results[group_id] = self._delete_share_group(group)
             else:
-                try:
-                    n = len(group.offsets)
-                    self.group_manager.remove_offsets(group, list(group.offsets), remove_group=True)
-                    log.info("deleted group %s and its %d committed offsets", group_id, n)
-                    results[group_id] = NONE
-                except StoreError as e:
-                    results[group_id] = e.code
+                results[group_id] = self._delete_group(group)
         return results
+
+    def _delete_group(self, group):
+        try:
+            n = len(group.offsets)
+            self.group_manager.remove_offsets(group, list(group.offsets), remove_group=True)
+            log.info("deleted group %s and its %d committed offsets", group.group_id, n)
+            return NONE
+        except StoreError as e:
+            return e.code
+
+    async def _delete_share_group(self, group):
+        """Kafka 4.1's rule: the share state of every recorded share partition is deleted
+        (DeleteShareGroupState) before the group's records; a failure keeps the group."""
+        gid = group.group_id
+        keys = [(tid, p) for tid, (_name, parts) in sorted(group.initialized.items()) for p in sorted(parts)]
+        # the leader here forgets what it holds of them, lest the next group of this id reuse it
+        self.broker.share_partition_manager.drop_group(gid)
+        try:
+            await asyncio.gather(*(self.broker.share_persister.delete_state(gid, tid, p) for tid, p in keys))
+        except KafkaError as e:
+            log.warning("share group %s kept: could not delete its share state: %s", gid, e)
+            return e.code
+        if self.groups.get(gid) is not group or group.state != g.EMPTY:  # a member joined meanwhile
+            return NonEmptyGroupError.code if self.groups.get(gid) is group else GroupIdNotFoundError.code
+        log.info("deleted the share state of %d share partitions of share group %s", len(keys), gid)
+        return self._delete_group(group)
 
     def check_share_group_empty(self, group_id) -> int:
         """What the share-group offsets APIs (AlterShareGroupOffsets, DeleteShareGroupOffsets)

@@ -76,7 +76,7 @@ class ShareGroupMember:
 class ShareGroup:
     __slots__ = ("group_id", "group_epoch", "assignment_epoch", "members", "target_assignment",
                  "subscription_metadata", "dead", "current_state_timestamp", "offsets", "offset_batches",
-                 "pending_txn_offsets", "session_timers")
+                 "pending_txn_offsets", "session_timers", "initialized")
 
     pending_members: dict = {}  # never any; read by the manager
 
@@ -95,6 +95,9 @@ class ShareGroup:
         self.offset_batches: dict = {}
         self.pending_txn_offsets: dict = {}
         self.session_timers: dict = {}  # member id -> TimerHandle
+        # topic id -> (topic name, set of partitions): the share partitions whose state may
+        # exist, ever assigned to a member (its ShareGroupStatePartitionMetadata record)
+        self.initialized: dict = {}
 
     # -- what the manager and the handlers ask of any group -------------------------------------
     @property

@@ -244,6 +244,11 @@ class ShareGroupCoordinator:
             records.append(rec.target_assignment_epoch_record(gid, assignment_epoch))
             log.info("share group %s: new target assignment at epoch %d by %s", gid, assignment_epoch,
                      self.assignors[0])
+        # Kafka 4.1: the share partitions ever assigned are recorded (type 15) before a member
+        # gets them, so that DeleteGroups knows whose state to delete
+        initialized = self._initialized(group, metadata, targets)
+        if initialized is not group.initialized:
+            records.append(rec.state_partition_metadata_record(gid, initialized))
         # no revocation: the member moves to its target and the assignment epoch at once
         target = targets.get(updated.member_id, {})
         if updated.member_epoch != assignment_epoch or updated.assigned != target:
@@ -264,6 +269,7 @@ class ShareGroupCoordinator:
             group.group_epoch = group_epoch
             group.subscription_metadata = metadata
             group.assignment_epoch = assignment_epoch
+            group.initialized = initialized
             group.target_assignment = {mid: t for mid, t in targets.items()
                                        if mid in group.members or mid == updated.member_id}
             group.members[updated.member_id] = updated
@@ -272,6 +278,23 @@ class ShareGroupCoordinator:
             if rebalanced:
                 self.rebalances += 1
         return write_records(self.manager, gid, records, apply, answer)
+
+    @staticmethod
+    def _initialized(group, metadata, targets):
+        """The group's recorded share partitions with those of ``targets`` added: a new dict
+        when there are new ones, else ``group.initialized`` itself."""
+        names = {tid: name for name, (tid, _n) in metadata.items()}
+        out = None
+        for target in targets.values():
+            for tid, parts in target.items():
+                known = (out or group.initialized).get(tid)
+                if known is not None and parts <= known[1]:
+                    continue
+                if out is None:
+                    out = {t: (n, set(p)) for t, (n, p) in group.initialized.items()}
+                name, have = out.get(tid, (names.get(tid, ""), set()))
+                out[tid] = (name, have | parts)
+        return group.initialized if out is None else out
 
     # -- leaving and fencing --------------------------------------------------------------------------
     def _leave(self, req):

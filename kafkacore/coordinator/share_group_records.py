@@ -13,8 +13,11 @@ type then the key, an int16 version (0) then the value; a null value deletes the
 - 14 ShareGroupCurrentMemberAssignment (group, member): member epoch, previous epoch, state,
   assigned partitions.
 
-(15, ShareGroupStatePartitionMetadata, the share partitions whose state the share coordinator
-has initialized, belongs to the share-partition state and is not written here.) Kafka's order,
+- 15 ShareGroupStatePartitionMetadata (group): the share partitions whose state may exist (every
+  partition ever assigned to a member; the share-partition leader initializes the state itself
+  when it first loads the partition), which DeleteGroups deletes with the group.
+
+Kafka's order,
 as for consumer groups: a member's records before the group epoch that counts them; a member
 leaves with the tombstones of its current assignment, target and metadata; a group is deleted
 with those of its target-assignment metadata, partition metadata and group metadata.
@@ -31,6 +34,9 @@ from ..protocol.coordinator.share_group_metadata_value import ShareGroupMetadata
 from ..protocol.coordinator.share_group_partition_metadata_key import ShareGroupPartitionMetadataKey
 from ..protocol.coordinator.share_group_partition_metadata_value import (ShareGroupPartitionMetadataValue,
                                                                          TopicMetadata)
+from ..protocol.coordinator.share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+from ..protocol.coordinator.share_group_state_partition_metadata_value import (
+    ShareGroupStatePartitionMetadataValue, TopicPartitionsInfo)
 from ..protocol.coordinator.share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
 from ..protocol.coordinator.share_group_target_assignment_member_value import (
     ShareGroupTargetAssignmentMemberValue, TopicPartition)
@@ -48,6 +54,7 @@ GROUP_METADATA = 11
 TARGET_ASSIGNMENT_METADATA = 12
 TARGET_ASSIGNMENT_MEMBER = 13
 CURRENT_MEMBER_ASSIGNMENT = 14
+STATE_PARTITION_METADATA = 15
 
 _KEYS = {
     PARTITION_METADATA: ShareGroupPartitionMetadataKey,
@@ -56,6 +63,7 @@ _KEYS = {
     TARGET_ASSIGNMENT_METADATA: ShareGroupTargetAssignmentMetadataKey,
     TARGET_ASSIGNMENT_MEMBER: ShareGroupTargetAssignmentMemberKey,
     CURRENT_MEMBER_ASSIGNMENT: ShareGroupCurrentMemberAssignmentKey,
+    STATE_PARTITION_METADATA: ShareGroupStatePartitionMetadataKey,
 }
 _VALUES = {
     PARTITION_METADATA: ShareGroupPartitionMetadataValue,
@@ -64,6 +72,7 @@ _VALUES = {
     TARGET_ASSIGNMENT_METADATA: ShareGroupTargetAssignmentMetadataValue,
     TARGET_ASSIGNMENT_MEMBER: ShareGroupTargetAssignmentMemberValue,
     CURRENT_MEMBER_ASSIGNMENT: ShareGroupCurrentMemberAssignmentValue,
+    STATE_PARTITION_METADATA: ShareGroupStatePartitionMetadataValue,
 }
 VALUE_VERSION = 0
 
@@ -116,6 +125,14 @@ def current_assignment_record(group_id, m):
         assigned_partitions=_partitions(TopicPartitions, m.assigned)))
 
 
+def state_partition_metadata_record(group_id, initialized):
+    """``initialized``: {topic id: (topic name, set of partitions)}."""
+    topics = [TopicPartitionsInfo(topic_id=tid, topic_name=name, partitions=sorted(parts))
+              for tid, (name, parts) in sorted(initialized.items())]
+    return (_key(STATE_PARTITION_METADATA, group_id),
+            _value(ShareGroupStatePartitionMetadataValue(initialized_topics=topics, deleting_topics=[])))
+
+
 def member_tombstones(group_id, member_id):
     return [(_key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None),
             (_key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None),
@@ -124,7 +141,7 @@ def member_tombstones(group_id, member_id):
 
 def group_tombstones(group_id):
     return [(_key(TARGET_ASSIGNMENT_METADATA, group_id), None), (_key(PARTITION_METADATA, group_id), None),
-            (_key(GROUP_METADATA, group_id), None)]
+            (_key(STATE_PARTITION_METADATA, group_id), None), (_key(GROUP_METADATA, group_id), None)]
 
 
 # -- replay ------------------------------------------------------------------------------------------
@@ -164,6 +181,8 @@ def replay(groups, kind, group_id, member_id, value):
             del groups[group_id]
         elif kind == PARTITION_METADATA:
             group.subscription_metadata = {}
+        elif kind == STATE_PARTITION_METADATA:
+            group.initialized = {}
         elif kind == MEMBER_METADATA:
             group.members.pop(member_id, None)
         elif kind == TARGET_ASSIGNMENT_METADATA:
@@ -181,6 +200,8 @@ def replay(groups, kind, group_id, member_id, value):
         group.group_epoch = v.epoch
     elif kind == PARTITION_METADATA:
         group.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in v.topics}
+    elif kind == STATE_PARTITION_METADATA:
+        group.initialized = {t.topic_id: (t.topic_name, set(t.partitions)) for t in v.initialized_topics}
     elif kind == TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = v.assignment_epoch
     elif kind == TARGET_ASSIGNMENT_MEMBER:

@@ -124,6 +124,11 @@ class SharePartitionManager:
         if sp is not None:
             sp.close()
 
+    def drop_group(self, group_id):
+        """The group is being deleted: its share partitions here go, unwritten."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            self.drop(key)
+
     def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
         """The ReplicaManager's word: a partition's leadership moved here, away, or to a new
         epoch. Its share partitions go (their locks with them); the next fetch loads them from
