@@ -66,7 +66,7 @@ echo "== tests: native extension under ASan/UBSan"
     --ignore=tests/test_consumer_groups.py --ignore=tests/test_protocol_codecs.py --ignore=tests/test_protocol_generated.py \
     --ignore=tests/test_client_consumer_protocol.py --ignore=tests/test_share_groups_membership.py \
     --ignore=tests/test_share_state.py --ignore=tests/test_share_group_offsets.py --ignore=tests/test_group_configs.py \
-    --ignore=tests/test_share_consumer_clients.py)
+    --ignore=tests/test_share_consumer_clients.py --ignore=tests/test_share_group_delete.py)
 
 echo "== fuzz: decoders under ASan/UBSan"
 (cd "$work" && LD_PRELOAD="$libasan" KAFKACORE_REQUIRE_EXTENSIONS=1 PYTHONPATH="$work" \
