@@ -97,7 +97,11 @@ class SharePartitionManager:
         loaded on first use (one load at a time per share partition)."""
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
-        if sp is not None and sp.leader_epoch == leader_epoch and sp.topic_id == topic_id:
+        if sp is not None and sp.topic_id == topic_id:
+            # still led here since it loaded: a leadership lost drops it (on_leadership_change). A
+            # request that read the partition's epoch before a newer one arrived is no reason to
+            # reload: it would race the writes on their way and forget what they record
+            sp.leader_epoch = max(sp.leader_epoch, leader_epoch)
             return sp
         if sp is not None:  # a new leadership (or a re-created topic): start again from the store
             self.drop(key)
@@ -131,11 +135,19 @@ class SharePartitionManager:
 
     def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
         """The ReplicaManager's word: a partition's leadership moved here, away, or to a new
-        epoch. Its share partitions go (their locks with them); the next fetch loads them from
-        the persister at the new epoch."""
-        for key in [k for k, sp in self.partitions.items()
-                    if k[1] == topic and k[2] == partition and not (is_leader and sp.leader_epoch == leader_epoch)]:
-            self.drop(key)
+        epoch. Share partitions of a partition led elsewhere now go (their locks with them); the
+        next fetch on a new leader loads them from the persister. A broker that stays the leader
+        at a new epoch keeps them and writes at the new epoch from then on: in ZooKeeper mode the
+        controller raises the leader epoch when it shrinks the ISR (a follower died), which in
+        KRaft it does not; reloading there would race the writes still on their way to the share
+        coordinator and hand out again records whose acknowledgement was confirmed."""
+        for key, sp in list(self.partitions.items()):
+            if key[1] != topic or key[2] != partition:
+                continue
+            if is_leader and sp.leader_epoch <= leader_epoch:
+                sp.leader_epoch = leader_epoch
+            else:
+                self.drop(key)
 
     def on_not_leader(self, topic, partition):
         """This broker does not lead the partition: its share partitions go."""

@@ -208,11 +208,6 @@ def test_each_record_accepted_once_across_a_leader_kill(cluster):
     nothing_left(cluster, topic, group, n)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found by this test, not fixed yet: after the share coordinator's SIGKILL, the partition's "
-    "leader (alive, not moved) delivers records again at delivery count 1 - even records whose "
-    "acceptance a commit_sync had confirmed - as if the share partition were loaded afresh from "
-    "a state without them"))
 def test_share_state_kept_across_a_share_coordinator_kill(cluster):
     """The same history when the broker killed is the share coordinator of the share-partition
     (the leader of its __share_group_state partition) and not the partition's leader: a group is
