@@ -22,6 +22,10 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "KAFKACORE_BOOTSTRAP_SERVERS"
 OUTPUT_FORMATS = ("table", "json", "jsonl")
 
+# sizes the perf tools report and plan with (perf.py, perf_reference.py)
+MB = 1024 * 1024
+RECORD_OVERHEAD = 8  # a record's framing, roughly, for a record without key or headers
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so a command stopped by a service

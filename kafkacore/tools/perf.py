@@ -29,18 +29,15 @@ import time
 from collections import deque
 
 from .clients import add_property_option, make_consumer, make_producer, properties, topic_partitions
-from .common import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, ToolError, add_noun, add_verb, error_line, plural,
-                     positive_int)
+from .common import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, MB, RECORD_OVERHEAD, ToolError, add_noun, add_verb,
+                     error_line, plural, positive_int)
 from .output import emit
-from .progress import Progress
+from .progress import LIVE_LINE_DELAY, Progress
 
-MB = 1024 * 1024
 REPORTING_INTERVAL_MS = 5000  # Kafka's perf tools' default
 CONSUME_TIMEOUT_MS = 10000  # kafka-consumer-perf-test.sh's --timeout default
-RECORD_OVERHEAD = 8  # a record's framing, roughly, for a record without key or headers
 PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 ARROW_POLL_RECORDS = 100_000
-LIVE_LINE_DELAY = 0.5  # seconds before the live line appears: a short test just prints its summary
 
 
 def register(sub, common):

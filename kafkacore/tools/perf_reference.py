@@ -35,7 +35,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from .perf import MB
+from .common import MB, RECORD_OVERHEAD
+from .progress import LIVE_LINE_DELAY
 
 KREPS_2014 = "kreps2014"
 CONFLUENT_2020 = "confluent2020"
@@ -291,7 +292,6 @@ def _kc_props(spec, extra):
 def kc_produce(spec, counter, ready):
     from ..client.producer import Producer
     from ..record.layout import RECORD_BATCH_OVERHEAD
-    from .perf import RECORD_OVERHEAD
 
     producer = Producer(_kc_props(spec, spec["props"]))
     try:
@@ -711,7 +711,6 @@ class StderrProgress:
     def __init__(self, label, total, interval=5.0, stream=None):
         import sys
 
-        from .perf import LIVE_LINE_DELAY
         from .progress import Progress
 
         self.stream = stream or sys.stderr

@@ -24,6 +24,9 @@ import time
 BAR_WIDTH = 30
 REDRAW_INTERVAL_S = 0.1  # at most ten redraws a second: a fast loop must not spend its time drawing
 
+# seconds before a perf tool's live line appears: a short run just prints its summary
+LIVE_LINE_DELAY = 0.5
+
 
 def human_count(n: float) -> str:
     """1234567 -> '1.2M': counts and rates for people."""
