@@ -29,9 +29,10 @@ sdist="$(ls "$work"/dist/kafkacore-*.tar.gz)"
 wheel="$(ls "$work"/dist/kafkacore-*.whl)"
 echo "   $(basename "$sdist") $(du -h "$sdist" | cut -f1), $(basename "$wheel") $(du -h "$wheel" | cut -f1)"
 
-# The suite's copy: only tests/, nothing that could be imported as kafkacore.
+# The suite's copy: only tests/ (and bench/, whose reference benchmark's plots a test draws),
+# nothing that could be imported as kafkacore.
 mkdir -p "$work/suite"
-cp -r "$ROOT/tests" "$work/suite/"
+cp -r "$ROOT/tests" "$ROOT/bench" "$work/suite/"
 find "$work/suite" -name __pycache__ -prune -exec rm -rf {} +
 export KAFKACORE_TEST_INSTALLED=1
 export KAFKACORE_SOURCE_ROOT="$ROOT"

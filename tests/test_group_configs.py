@@ -81,4 +81,7 @@ def test_invalid_group_configs_are_invalid_config(admin, name, value, message):
 def test_a_restarted_broker_reads_the_group_configs_back(cluster, admin):
     alter(admin, "kept", ("share.isolation.level", "read_committed"))
     cluster.restart(2)
-    assert cluster.brokers[2].server.group_configs.get("kept", "share.isolation.level") == "read_committed"
+    # the config manager reads the stored entities once the restarted broker runs (asynchronously,
+    # as it follows the change notifications): waited for, with a bound
+    wait_for(lambda: cluster.brokers[2].server.group_configs.get("kept", "share.isolation.level") == "read_committed",
+             what="the restarted broker's group config read back", timeout=30)
