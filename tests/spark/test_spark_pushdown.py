@@ -49,7 +49,8 @@ def _read(spark, broker, mode, topic, schema=None, **opts):
 
 
 def _reader(broker, topic, filters, mode="path", **opts):
-    """The batch reader Spark would plan, with these filters pushed: its plan and its counters."""
+    """The batch reader Spark would plan, with these filters pushed: its counters and the
+    pieces of its plan (the small ones a task reads together unpacked: PackedSplit)."""
     from kafkacore_spark.options import parse_source_options
     from kafkacore_spark.source import KafkacoreBatchReader
 
@@ -57,7 +58,7 @@ def _reader(broker, topic, filters, mode="path", **opts):
     reader = KafkacoreBatchReader(parse_source_options({"subscribe": topic, **where, **opts}, streaming=False))
     unhandled = reader.pushFilters(filters)
     splits = reader.partitions()
-    return reader, splits, unhandled
+    return reader, [piece for s in splits for piece in getattr(s, "pieces", [s])], unhandled
 
 
 def _ts(ms):
@@ -187,6 +188,39 @@ def test_last_percent_by_timestamp_reads_a_few_percent(spark, broker, big):
     # the same from the broker: ListOffsets by timestamp gives the starts
     broker_reader, splits, _ = _reader(broker, BIG, [f], mode="broker")
     assert sum(s.end_offset - s.start_offset for s in splits) == BIG_N // 100
+
+
+def test_small_pieces_of_several_partitions_share_one_task(spark, broker, big):
+    """A pushed range leaves a few batches in each partition: they are read by one task (a
+    task's fixed cost is worth more than their decoding), exactly the rows of each."""
+    from pyspark.sql.datasource import GreaterThanOrEqual
+
+    from kafkacore_spark.options import parse_source_options
+    from kafkacore_spark.source import KafkacoreBatchReader
+
+    cut = BASE_TS + 10 * (BIG_N - BIG_N // 100)
+    reader = KafkacoreBatchReader(parse_source_options({"subscribe": BIG, "path": broker.data_dir}, streaming=False))
+    reader.pushFilters([GreaterThanOrEqual(("timestamp",), _ts(cut))])
+    (task,) = reader.partitions()
+    assert sorted(p.partition for p in task.pieces) == [0, 1, 2] and task.bytes == reader.bytes_planned
+    df = _read(spark, broker, "path", BIG).filter(f"timestamp >= timestamp_millis({cut})")
+    assert df.rdd.getNumPartitions() == 1
+    assert _keys(df) == sorted((p, o) for (_t, p, o), v in big.items() if v[2] >= cut)
+
+
+def test_pack_small_keeps_big_pieces_alone_and_fills_tasks_in_order():
+    from kafkacore_spark.backends import SMALL_SPLIT_BYTES, PackedSplit, SegmentSplit, pack_small
+
+    def piece(p, size):
+        return SegmentSplit("t", p, f"/{p}.log", 0, size, 0, 1)
+
+    third = SMALL_SPLIT_BYTES // 3
+    big_piece, a, b, c, d = piece(0, SMALL_SPLIT_BYTES), piece(1, third), piece(2, third), piece(3, third), piece(4, 3)
+    out = pack_small([a, big_piece, b, c, d, piece(5, third)])
+    assert out[0] is big_piece  # a big piece goes out as it comes; small ones wait for company
+    assert [[x.partition for x in s.pieces] if isinstance(s, PackedSplit) else s.partition for s in out] == \
+        [0, [1, 2, 3], [4, 5]]
+    assert pack_small([a]) == [a] and pack_small([]) == []
 
 
 def test_offset_between_on_one_partition(spark, broker, big):

@@ -83,14 +83,18 @@ def _count_index_entries(index_path):
 
 
 def test_path_read_min_partitions(spark, broker, data):
-    """minPartitions shrinks the byte ranges so there are at least that many tasks. Cuts fall on
+    """minPartitions shrinks the byte ranges so there are at least that many tasks (and turns
+    off the packing of small pieces into shared tasks). Cuts fall on
     index entries, so the finest plan is a task per segment start and per index entry: a batch
     that follows one smaller than log.index.interval.bytes has no entry (the producer's batching
     decides how many there are) and cannot start a task of its own."""
     logs = [os.path.join(broker.data_dir, f"read-none-{p}", f) for p in range(3)
             for f in os.listdir(os.path.join(broker.data_dir, f"read-none-{p}")) if f.endswith(".log")]
     segs = len(logs)
-    assert _path_read(spark, broker, subscribe="read-none").rdd.getNumPartitions() == segs  # a task per segment
+    # without minPartitions these small segments (well under SMALL_SPLIT_BYTES together) share one task
+    assert _path_read(spark, broker, subscribe="read-none").rdd.getNumPartitions() == 1
+    # with minPartitions nothing is packed: a task per segment at least
+    assert _path_read(spark, broker, subscribe="read-none", minPartitions="1").rdd.getNumPartitions() == segs
     batches = sum(_count_batches(path) for path in logs)
     finest = sum(1 + _count_index_entries(path[:-len(".log")] + ".index") for path in logs)
     assert batches >= finest > segs
