@@ -276,6 +276,15 @@ class NoOffsetForPartitionError(KafkaError):
     name = "NO_OFFSET_FOR_PARTITION"
 
 
+class CommitFailedError(KafkaError):
+    """An OffsetCommit the coordinator refused for a reason of membership that no retry mends
+    (the Java client's CommitFailedException): with group.protocol=consumer, STALE_MEMBER_EPOCH
+    for a partition this member no longer owns, or once it is no longer in the group. The
+    coordinator's error is the ``__cause__``."""
+
+    name = "COMMIT_FAILED"
+
+
 class ClientClosedError(KafkaError):
     """The producer or consumer was closed."""
 

@@ -3,6 +3,7 @@ tests/test_client_groups.py runs with both protocols: a group mixing kafkacore a
 confluent-kafka (librdkafka) members, a member fenced for not heartbeating (stopped with
 SIGSTOP) that gives up its partitions and rejoins, the member id the client makes (KIP-1082),
 group.remote.assignor, broker-side and client-side regex subscriptions, Java's config rules,
+a commit answered STALE_MEMBER_EPOCH (a proxy holds the heartbeat answer that moved the epoch),
 and the embedded broker following group.coordinator.rebalance.protocols; the CLI consumer
 with -X group.protocol=consumer."""
 import os
@@ -16,15 +17,16 @@ import time
 import confluent_kafka
 import pytest
 
+from _kafka_proxy import KafkaProxy
 from _kcutil import wait_for
-from broker_client import BrokerProcess, find_coordinators, request
+from broker_client import BrokerProcess, find_coordinators, free_port, request
 from kafkacore import Broker, Consumer, Producer
 from kafkacore.broker.handlers import api_versions
-from kafkacore.errors import KafkaConfigError, UnsupportedVersionError
+from kafkacore.errors import CommitFailedError, KafkaConfigError, StaleMemberEpochError, UnsupportedVersionError
 from test_client_groups import CONSUMER_GROUP_SETTINGS, _events, _fill, _topic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HEARTBEAT, DESCRIBE = 68, 69
+HEARTBEAT, DESCRIBE, OFFSET_COMMIT = 68, 69, 8
 
 
 @pytest.fixture(scope="module")
@@ -275,6 +277,76 @@ def test_mixed_group_of_kafkacore_and_confluent_kafka_consumers(broker):
 
 
 # -- the embedded broker ------------------------------------------------------------------------
+# -- offsets ------------------------------------------------------------------------------------
+def test_a_commit_with_a_stale_member_epoch_is_retried_for_the_partitions_still_owned(tmp_path):
+    """OffsetCommit answered STALE_MEMBER_EPOCH: member A revoked a partition for B and its
+    heartbeat saying so moved its epoch on the coordinator, but the answer is held back (a proxy
+    the broker advertises delays it), so A commits with the epoch before. A commit of the
+    partition it gave up fails at once with CommitFailedError (Java's CommitFailedException) and
+    writes nothing; a commit of the partition it kept is sent again with the new epoch once the
+    heartbeat answer arrives, and is stored."""
+    port = free_port()
+    proxy = KafkaProxy(port)
+    # a session long enough for the held heartbeat answer
+    settings = {**CONSUMER_GROUP_SETTINGS, "group.consumer.session.timeout.ms": "10000",
+                "advertised.listeners": proxy.advertised}
+    try:
+        with BrokerProcess(tmp_path / "data", settings=settings, port=port) as broker:
+            topic, group = _topic("stale"), _topic("g")
+            _fill(broker, topic, 2, 5)
+            conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                    "auto.offset.reset": "earliest", "enable.auto.commit": False}
+            a = Consumer({**conf, "client.id": "member-a"})
+            b = Consumer({**conf, "client.id": "member-b"})
+            try:
+                a.subscribe([topic])
+                wait_for(lambda: a.poll(0.05) is not None and len(a.assignment()) == 2, "A owns both partitions")
+                epoch_1 = _describe(broker, group).members[0].member_epoch
+                b.subscribe([topic])  # the group epoch goes up; A's target keeps one partition
+                wait_for(lambda: _describe(broker, group).group_epoch > epoch_1, "B joined")
+                # two heartbeats of A after that: the first brought its new target, which A has read
+                # before it sent the second
+                seen = len(proxy.sent("member-a", HEARTBEAT))
+                wait_for(lambda: len(proxy.sent("member-a", HEARTBEAT)) >= seen + 2, "A heard of its target")
+                proxy.hold(lambda client, api_key, req: client == "member-a" and api_key == HEARTBEAT
+                           and req.topic_partitions is not None)  # the heartbeat saying what A owns now
+                wait_for(lambda: a.poll(0.05) is not None and len(a.assignment()) == 1, "A revoked one partition")
+                [kept] = a.assignment()
+                [gone] = {(topic, 0), (topic, 1)} - {kept}
+
+                def coordinator_moved_a():
+                    [m] = [m for m in _describe(broker, group).members if m.member_id == a._group.member_id]
+                    return m.member_epoch > epoch_1 and m.member_epoch
+                epoch_2 = wait_for(coordinator_moved_a, "A's epoch moved on the coordinator")
+
+                with pytest.raises(CommitFailedError, match=f"no longer owns {gone[0]}-{gone[1]}$") as failed:
+                    a.commit({gone: 4})
+                assert isinstance(failed.value.__cause__, StaleMemberEpochError)
+                outcome = {}
+                committing = threading.Thread(target=lambda: outcome.update(result=a.commit({kept: 3})))
+                committing.start()
+                wait_for(lambda: len(proxy.answered("member-a", OFFSET_COMMIT)) == 2, "the second commit answered")
+                assert committing.is_alive()  # waiting for the heartbeat answer
+                proxy.release()
+                committing.join(15)
+                assert outcome == {"result": {kept: 3}}
+                sent = [(c.generation_id_or_member_epoch, [(t.name, p.partition_index) for t in c.topics
+                                                           for p in t.partitions])
+                        for c in proxy.sent("member-a", OFFSET_COMMIT)]
+                assert sent == [(epoch_1, [gone]), (epoch_1, [kept]), (epoch_2, [kept])]
+                answers = [p.error_code for r in proxy.answered("member-a", OFFSET_COMMIT) for t in r.topics
+                           for p in t.partitions]
+                assert answers == [StaleMemberEpochError.code, StaleMemberEpochError.code, 0]
+            finally:
+                proxy.release()
+                a.close()
+                b.close()
+            with Consumer({**conf, "client.id": "reader"}) as fresh:  # OffsetFetch, outside the group
+                assert fresh.committed([kept, gone]) == {kept: 3, gone: None}
+    finally:
+        proxy.close()
+
+
 def test_the_embedded_broker_follows_group_coordinator_rebalance_protocols(tmp_path):
     """The embedded broker's connections offer exactly what its ApiVersions advertises: without
     ``consumer`` in group.coordinator.rebalance.protocols no KIP-848 API, and a

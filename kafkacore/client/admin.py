@@ -111,6 +111,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = ""  # "classic", "consumer" (KIP-848) or "share" (KIP-932); "" before ListGroups v5
 
 
 @dataclass
@@ -133,6 +134,7 @@ class GroupInfo:
     members: list = field(default_factory=list)  # [MemberInfo]
     group_epoch: int | None = None  # KIP-848 and KIP-932 groups: the group and assignment epochs
     assignment_epoch: int | None = None
+    group_type: str = ""  # "classic", "consumer" (KIP-848) or "share" (KIP-932); "": no such group
 
 
 @dataclass
@@ -483,7 +485,8 @@ class AdminClient:
                                   _req(ApiKey.LIST_GROUPS)(states_filter=[], types_filter=[]))
             _raise(resp.error_code, f"ListGroups on broker {b.node_id}")
             for g in resp.groups:
-                out[g.group_id] = GroupListing(g.group_id, g.protocol_type or "", g.group_state or "")
+                out[g.group_id] = GroupListing(g.group_id, g.protocol_type or "", g.group_state or "",
+                                               g.group_type or "")
         return [out[k] for k in sorted(out)]
 
     def coordinator(self, group_id: str, key_type: int = 0) -> int:
@@ -540,7 +543,8 @@ class AdminClient:
                     assignment = []
             members.append(MemberInfo(m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment))
         return GroupInfo(g.group_id, g.group_state, g.protocol_type, g.protocol_data, node,
-                         sorted(members, key=lambda m: m.member_id))
+                         sorted(members, key=lambda m: m.member_id),
+                         group_type="" if g.group_state == "Dead" else "classic")
 
     def _describe_consumer_group(self, group_id):
         """GroupInfo of a KIP-848 consumer group (protocol type "consumer", the assignor as its
@@ -557,7 +561,7 @@ class AdminClient:
                               m.member_epoch)
                    for m in g.members]
         return GroupInfo(g.group_id, g.group_state, "consumer", g.assignor_name, node,
-                         sorted(members, key=lambda m: m.member_id), g.group_epoch, g.assignment_epoch)
+                         sorted(members, key=lambda m: m.member_id), g.group_epoch, g.assignment_epoch, "consumer")
 
     def describe_share_group(self, group_id):
         """GroupInfo of a KIP-932 share group (protocol type "share", the assignor as its
@@ -575,7 +579,7 @@ class AdminClient:
                               m.member_epoch)
                    for m in g.members]
         return GroupInfo(g.group_id, g.group_state, "share", g.assignor_name, node,
-                         sorted(members, key=lambda m: m.member_id), g.group_epoch, g.assignment_epoch)
+                         sorted(members, key=lambda m: m.member_id), g.group_epoch, g.assignment_epoch, "share")
 
     def list_group_offsets(self, group_id: str, partitions=None) -> dict:
         """{(topic, partition): committed offset} of ``group_id`` (all its partitions, or those

@@ -46,7 +46,7 @@ CLIENT_VERSIONS = {
     68: (1, 1),   # ConsumerGroupHeartbeat (group.protocol=consumer; v1: the client makes its member id)
     # the admin requests (client/admin.py)
     15: (0, 5),   # DescribeGroups
-    16: (0, 4),   # ListGroups (v5 adds a type filter kafkacore does not use)
+    16: (0, 5),   # ListGroups (v5: the group type, classic, consumer or share)
     20: (1, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
     32: (1, 4),   # DescribeConfigs (v1: config sources)

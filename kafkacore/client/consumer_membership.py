@@ -25,8 +25,8 @@ import threading
 import time
 import uuid
 
-from ..errors import (FencedMemberEpochError, KafkaError, StaleMemberEpochError, UnknownMemberIdError,
-                      error_for_code)
+from ..errors import (CommitFailedError, FencedMemberEpochError, KafkaError, StaleMemberEpochError,
+                      UnknownMemberIdError, error_for_code)
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .connection import ConnectionClosed
@@ -271,20 +271,30 @@ class ConsumerMembershipManager(GroupClient):
             return -1, "", None  # not in the group: the coordinator takes it from a group without members only
         return epoch, self.member_id, self.instance_id
 
-    def _retry_commit(self, code):
-        """STALE_MEMBER_EPOCH: the commit went with an epoch the coordinator has moved past; as
-        Java's consumer does, it is sent again with the member's latest epoch (after the next
-        heartbeat answer if this member has not heard of a newer one yet)."""
+    def _retry_commit(self, code, offsets):
+        """STALE_MEMBER_EPOCH: the commit went with an epoch the coordinator has moved past (a
+        heartbeat moved it whose answer this member had not read yet). When the member still
+        owns every partition of the commit, it is sent again with the member's latest epoch,
+        after the next heartbeat answer if this member has not heard of a newer epoch yet, as
+        Java's consumer retries its commits before a revocation. Otherwise CommitFailedError, as
+        Java's commitSync raises CommitFailedException: a partition this member gave up may
+        be another's by now, and its offsets are not written under a newer epoch."""
         if code != StaleMemberEpochError.code or threading.current_thread() is self._hb:
-            return False
+            return False  # the heartbeat thread (asynchronous commits) cannot wait for itself
         with self._lock:
-            if self.member_epoch <= 0:
-                return False  # no longer in the group: the commit fails, as Java's CommitFailedException
-            if self.member_epoch != self._commit_epoch:
-                return True
-            self._hb_wake.set()
-            self._answered.wait(self.request_timeout)
-            return self.member_epoch > 0
+            self._check_owned_locked(offsets)
+            if self.member_epoch == self._commit_epoch:
+                self._hb_wake.set()
+                self._answered.wait(self.request_timeout)
+                self._check_owned_locked(offsets)  # fenced meanwhile: it owns nothing
+        return True
+
+    def _check_owned_locked(self, offsets):
+        given_up = sorted(set(offsets) - (self.owned if self.member_epoch > 0 else set()))
+        if given_up:
+            raise CommitFailedError(
+                f"OffsetCommit of group {self.group_id!r} failed with a stale member epoch, and the member "
+                f"no longer owns {', '.join(f'{t}-{p}' for t, p in given_up)}") from StaleMemberEpochError()
 
     # -- leaving --------------------------------------------------------------------------
     def leave(self, reason="the consumer is being closed"):

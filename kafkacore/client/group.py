@@ -166,15 +166,16 @@ class GroupClient:
             if not failed:
                 return
             name, partition, code = failed[0]
-            if not (self._retry_commit(code) and time.monotonic() < deadline):
+            if not (self._retry_commit(code, offsets) and time.monotonic() < deadline):
                 raise error_for_code(code, f"commit {name}-{partition}")
 
     def _commit_identity(self) -> tuple:
         """(generation id or member epoch, member id, group instance id) a commit carries."""
         raise NotImplementedError
 
-    def _retry_commit(self, code) -> bool:
-        """Whether a commit that failed with ``code`` is tried again (after what it takes)."""
+    def _retry_commit(self, code, offsets: dict) -> bool:
+        """Whether a commit of ``offsets`` that failed with ``code`` is tried again (after what
+        it takes); may raise an error of its own instead."""
         raise NotImplementedError
 
     def committed(self, partitions) -> dict:
@@ -374,7 +375,7 @@ class ConsumerCoordinator(GroupClient):
             return -1, "", None  # not in the group (yet): the coordinator takes it from an empty group only
         return self.generation, self.member_id, self.instance_id
 
-    def _retry_commit(self, code):
+    def _retry_commit(self, code, offsets):
         if code in _REJOIN_ERRORS:
             self.need_rejoin = True
         return False

@@ -237,6 +237,7 @@ def group_list(admin) -> dict:
         ends = _ends(admin, committed, known)
         described = admin.describe_group(g.group_id)
         rows.append({"group_id": g.group_id, "state": described.state or g.state,
+                     "group_type": g.group_type or described.group_type or None,
                      "protocol_type": g.protocol_type, "members": len(described.members),
                      "topics": sorted({t for t, _ in committed}),
                      "lag": sum(group_lag(committed, ends).values()) if committed else None})
@@ -280,14 +281,20 @@ def share_group_detail(admin, g) -> dict:
         rows.append({"topic": tp[0], "partition": tp[1], "start_offset": start, "end": end,
                      "lag": None if start is None or end is None else max(0, end - start),
                      "members": owners.get(tp, [])})
+    return {**_group_head(g), "offsets": rows, "lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
+
+
+def _group_head(g) -> dict:
+    """What the console shows of any group: its type, state, assignor, coordinator, epochs
+    (KIP-848 and KIP-932 groups; None for a classic group) and members (a member's epoch
+    likewise)."""
     return {
-        "group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type, "protocol": g.protocol,
+        "group_id": g.group_id, "state": g.state, "group_type": g.group_type or None,
+        "protocol_type": g.protocol_type, "protocol": g.protocol,
         "coordinator": g.coordinator, "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
         "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
                      "host": m.host, "member_epoch": m.member_epoch,
                      "assignment": [list(tp) for tp in m.assignment]} for m in g.members],
-        "offsets": rows,
-        "lag": sum(r["lag"] for r in rows if r["lag"] is not None),
     }
 
 
@@ -307,14 +314,7 @@ def group_detail(admin, group_id: str) -> dict:
         c = committed.get(tp)
         rows.append({"topic": tp[0], "partition": tp[1], "committed": c, "end": end,
                      "lag": None if c is None or end is None else max(0, end - c), "member": owners.get(tp)})
-    return {
-        "group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type, "protocol": g.protocol,
-        "coordinator": g.coordinator,
-        "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
-                     "host": m.host, "assignment": [list(tp) for tp in m.assignment]} for m in g.members],
-        "offsets": rows,
-        "lag": sum(r["lag"] for r in rows if r["lag"] is not None),
-    }
+    return {**_group_head(g), "offsets": rows, "lag": sum(r["lag"] for r in rows if r["lag"] is not None)}
 
 
 def reset_offsets(admin, group_id: str, doc: dict, execute: bool) -> dict:

@@ -48,14 +48,17 @@ CONSOLE_START_S = 30
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-# share-group members that heartbeat often, so a ShareConsumer gets its partitions at once
-SHARE_SETTINGS = {"group.share.heartbeat.interval.ms": "200", "group.share.min.heartbeat.interval.ms": "100",
-                  "group.share.session.timeout.ms": "3000", "group.share.min.session.timeout.ms": "1000"}
+# share-group and consumer-group (KIP-848) members that heartbeat often, so a ShareConsumer or a
+# consumer with group.protocol=consumer gets its partitions at once
+GROUP_SETTINGS = {"group.share.heartbeat.interval.ms": "200", "group.share.min.heartbeat.interval.ms": "100",
+                  "group.share.session.timeout.ms": "3000", "group.share.min.session.timeout.ms": "1000",
+                  "group.consumer.heartbeat.interval.ms": "200", "group.consumer.min.heartbeat.interval.ms": "100",
+                  "group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000"}
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("console") / "data", settings=SHARE_SETTINGS) as b:
+    with BrokerProcess(tmp_path_factory.mktemp("console") / "data", settings=GROUP_SETTINGS) as b:
         yield b
 
 
@@ -895,6 +898,80 @@ def test_reset_is_refused_while_the_group_has_members(page, console, broker, adm
         assert admin.list_group_offsets("busy") == before
     finally:
         consumer.close()
+
+
+def test_consumer_protocol_group_type_members_epochs_and_offsets(page, console, broker, admin, produced):
+    """A confluent-kafka consumer with group.protocol=consumer (KIP-848), described through
+    ConsumerGroupDescribe: the group listed with its type `consumer` and state, its member with
+    its member epoch and both partitions, the group and assignment epochs, the committed offsets
+    and their lag; a classic group beside it is listed as `classic`, without epochs."""
+    from playwright.sync_api import expect
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic, group, per_partition = "kip848", "kip848-readers", 6
+    admin.create_topic(topic, 2, 1)
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0}) as p:
+        for part in (0, 1):
+            p.send_many(topic, [b"r-%d" % i for i in range(per_partition)], partition=part).result(10)
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                  "group.protocol": "consumer", "client.id": "kip848-reader",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        got = []
+        wait_for(lambda: got.extend(m for m in c.consume(10, 0.2) if m.error() is None) or
+                 len(got) == 2 * per_partition, "the consumer reads both partitions")
+        c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 4),
+                          confluent_kafka.TopicPartition(topic, 1, per_partition)], asynchronous=False)
+
+        def settled():
+            d = admin.describe_group(group)
+            return d.state == "Stable" and d.members[0].member_epoch == d.group_epoch and d
+        described = wait_for(settled, "the group is Stable")
+        [m] = described.members
+        status, doc = api(console, "/api/groups")
+        row = next(g for g in doc["groups"] if g["group_id"] == group)
+        assert (row["group_type"], row["protocol_type"], row["state"], row["members"], row["topics"], row["lag"]) == (
+            "consumer", "consumer", "Stable", 1, [topic], 2)
+        status, doc = api(console, f"/api/groups/{group}")
+        assert status == 200 and (doc["group_type"], doc["protocol"], doc["group_epoch"], doc["assignment_epoch"]) == (
+            "consumer", "uniform", described.group_epoch, described.assignment_epoch)
+        assert [(x["member_id"], x["client_id"], x["member_epoch"], x["assignment"]) for x in doc["members"]] == [
+            (m.member_id, "kip848-reader", m.member_epoch, [[topic, 0], [topic, 1]])]
+        assert [(o["partition"], o["committed"], o["end"], o["lag"], o["member"]) for o in doc["offsets"]] == [
+            (0, 4, per_partition, 2, m.member_id), (1, per_partition, per_partition, 0, m.member_id)]
+
+        page.goto(console.origin + "/groups")
+        listed = page.locator(f'#group-table tr[data-group="{group}"]')
+        expect(listed).to_contain_text("Stable")
+        assert (cell(listed, "Type"), cell(listed, "Protocol"), cell(listed, "State"), cell(listed, "Lag")) == (
+            "consumer", "consumer", "Stable", "2")
+        page.goto(console.origin + f"/groups/{group}")
+        members = page.locator("#member-table tbody tr")
+        expect(members).to_have_count(1)
+        assert (cell(members, "Client"), cell(members, "Epoch"), cell(members, "Partitions")) == (
+            "kip848-reader", str(m.member_epoch), f"{topic}-0, {topic}-1")
+        expect(page.locator("#tile-type .value")).to_have_text("consumer")
+        expect(page.locator("#tile-group-epoch .value")).to_have_text(str(described.group_epoch))
+        expect(page.locator("#tile-assignment-epoch .value")).to_have_text(str(described.assignment_epoch))
+        rows = page.locator("#offset-table tbody tr")
+        expect(rows).to_have_count(2)
+        p0 = page.locator(f'#offset-table tr[data-topic="{topic}"][data-partition="0"]')
+        assert (cell(p0, "Committed"), cell(p0, "End"), cell(p0, "Lag")) == ("4", str(per_partition), "2")
+        assert cell(p0, "Member").startswith("kip848-reader ")
+    finally:
+        c.close()
+
+    from kafkacore import Consumer  # a classic group (offsets only): its type, and no epochs
+    with Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848-classic"}) as k:
+        k.commit({(topic, 0): 1})
+    status, doc = api(console, "/api/groups")
+    assert next(g["group_type"] for g in doc["groups"] if g["group_id"] == "kip848-classic") == "classic"
+    status, doc = api(console, "/api/groups/kip848-classic")
+    assert (doc["group_type"], doc["group_epoch"], doc["members"]) == ("classic", None, [])
+    page.goto(console.origin + "/groups/kip848-classic")
+    expect(page.locator("#tile-type .value")).to_have_text("classic")
+    expect(page.locator("#tile-group-epoch")).to_have_count(0)
 
 
 def test_share_group_members_start_offset_and_reset(page, console, broker, admin, produced):

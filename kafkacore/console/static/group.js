@@ -40,14 +40,16 @@ export async function render(ctx) {
   const draw = () => {
     const lag = sampledLag ?? doc.lag;
     const share = doc.protocol_type === "share";
+    const epochs = doc.group_epoch !== null && doc.group_epoch !== undefined; // KIP-848 and KIP-932 groups
     fill(tiles,
       tile("State", stateBadge(doc.state), { id: "tile-state" }),
+      tile("Type", doc.group_type || "–", { id: "tile-type", small: true }),
       tile("Members", count(doc.members.length), { id: "tile-members" }),
       tile("Total lag", count(lag), { id: "tile-lag", tone: lag > 0 ? null : "good" }),
       tile("Coordinator", `broker ${doc.coordinator}`, { small: true }),
       tile("Assignor", doc.protocol || "–", { small: true }),
-      share ? tile("Group epoch", count(doc.group_epoch), { id: "tile-group-epoch", small: true }) : null,
-      share ? tile("Assignment epoch", count(doc.assignment_epoch), { id: "tile-assignment-epoch", small: true }) : null);
+      epochs ? tile("Group epoch", count(doc.group_epoch), { id: "tile-group-epoch", small: true }) : null,
+      epochs ? tile("Assignment epoch", count(doc.assignment_epoch), { id: "tile-assignment-epoch", small: true }) : null);
     if (share) {
       drawShare();
       return;
@@ -65,8 +67,9 @@ export async function render(ctx) {
       { title: "Member", cls: "mono", cell: (m) => m.member_id },
       { title: "Client", cell: (m) => m.client_id },
       { title: "Host", cls: "mono", cell: (m) => m.host },
+      epochs ? { title: "Epoch", num: true, cell: (m) => count(m.member_epoch) } : null,
       { title: "Partitions", cell: (m) => m.assignment.map(([t, p]) => `${t}-${p}`).join(", ") || "–" },
-    ], doc.members, { id: "member-table", empty: "No active members." }));
+    ].filter(Boolean), doc.members, { id: "member-table", empty: "No active members." }));
   };
   // A share group (KIP-932): no commits; each share partition's start offset (SPSO) is where
   // its records are not all acknowledged yet, and a partition may be shared by several members.
