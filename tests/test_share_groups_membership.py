@@ -278,7 +278,7 @@ def test_kafkacore_groups_lists_and_describes_a_share_group(broker, conn):
     consumers = [share_consumer(broker, "sc-cli", ["s1"], **{"client.id": f"cli-{i}"}) for i in range(2)]
     try:
         d = wait_for(lambda: members_settled(conn, "sc-cli", 2), "two share consumers in the group")
-        assert {"group": "sc-cli", "type": "share", "state": "Stable"} in \
+        assert {"group": "sc-cli", "type": "share", "protocol": "share", "state": "Stable"} in \
             kafkacore_cli(broker, "groups", "list", "-o", "json")
         out = kafkacore_cli(broker, "groups", "describe", "sc-cli", "-o", "json")
         assert (out["state"], out["protocol_type"], out["protocol"], out["group_epoch"], out["assignment_epoch"]) \

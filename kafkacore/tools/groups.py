@@ -108,8 +108,11 @@ def _datetime(text):
 def run_list(args):
     with admin_client(args) as admin:
         groups = admin.list_groups()
-    rows = [{"group": g.group_id, "type": g.protocol_type or None, "state": g.state or None} for g in groups]
-    emit(args, rows, rows, [("group", "GROUP"), ("type", "TYPE"), ("state", "STATE")])
+    # Kafka's kafka-groups.sh columns (KIP-1043): the group's type (classic, consumer, share) and
+    # its protocol type (both kinds of consumer group say "consumer" there)
+    rows = [{"group": g.group_id, "type": g.group_type or None, "protocol": g.protocol_type or None,
+             "state": g.state or None} for g in groups]
+    emit(args, rows, rows, [("group", "GROUP"), ("type", "TYPE"), ("protocol", "PROTOCOL"), ("state", "STATE")])
     return EXIT_OK
 
 
@@ -148,14 +151,16 @@ def run_describe(args):
     members = [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
                 "member_epoch": m.member_epoch, "assignment": [f"{t}-{p}" for t, p in m.assignment]}
                for m in info.members]
-    result = {"group": info.group_id, "state": info.state, "protocol_type": info.protocol_type,
+    result = {"group": info.group_id, "state": info.state, "group_type": info.group_type or None,
+              "protocol_type": info.protocol_type,
               "protocol": info.protocol or None, "coordinator": info.coordinator, "group_epoch": info.group_epoch,
               "assignment_epoch": info.assignment_epoch, "members": members, "offsets": offsets,
               "total_lag": sum(o["lag"] for o in offsets if o["lag"] is not None)}
     if not is_table(args):
         emit(args, result)
         return EXIT_OK
-    print(f"Group: {info.group_id}  state: {info.state}  type: {info.protocol_type or '-'}  "
+    print(f"Group: {info.group_id}  state: {info.state}  type: {info.group_type or '-'}  "
+          f"protocol: {info.protocol_type or '-'}  "
           f"assignor: {info.protocol or '-'}  coordinator: {info.coordinator}  members: {len(members)}  "
           f"total lag: {result['total_lag']}"
           + (f"  group epoch: {info.group_epoch}  assignment epoch: {info.assignment_epoch}"

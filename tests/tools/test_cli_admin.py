@@ -151,9 +151,10 @@ def test_groups_describe_reset_offsets_and_delete(broker, admin):
         assert len(got) == 20
         c.commit({(t, 0): 4, (t, 1): 7})
 
-        assert {"group": g, "type": "consumer", "state": "Stable"} in kc(broker, "groups", "list", "-o", "json").json()
+        assert {"group": g, "type": "classic", "protocol": "consumer", "state": "Stable"} in kc(broker, "groups", "list", "-o", "json").json()
         d = kc(broker, "groups", "describe", g, "-o", "json").json()
-        assert (d["state"], d["protocol_type"], d["coordinator"], d["total_lag"]) == ("Stable", "consumer", 1, 9)
+        assert (d["state"], d["group_type"], d["protocol_type"], d["coordinator"], d["total_lag"]) == \
+            ("Stable", "classic", "consumer", 1, 9)
         [member] = d["members"]
         assert member["client_id"] == "cli-test-client" and member["assignment"] == [f"{t}-0", f"{t}-1"]
         assert [(o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"], o["client_id"])
