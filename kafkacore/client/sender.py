@@ -638,7 +638,8 @@ class Sender(threading.Thread):
             self.resequenced.discard(batch)
         self.acc.release(batch)
         batch.data = None
-        self.unfinished.discard(batch.result)
+        with self.lock:  # flush()'s pending_results() iterates the set under it, in another thread
+            self.unfinished.discard(batch.result)
         if error is not None and self.txn is not None and not getattr(error, "txn_requires_abort", False):
             self.txn.fail(error)  # a record of the transaction failed: it can only be aborted now
         batch.result.complete(base_offset, log_append_time, error)
