@@ -268,6 +268,23 @@ def test_pattern_subscription_picks_up_new_topics(broker, protocol):
         assert _wait(lambda: c.assignment() == {(prefix + "-a", 0), (prefix + "-b", 0)}, 20, poll=(c,))
 
 
+def test_compiled_pattern_matches_whole_names_as_java(broker, protocol):
+    """subscribe(re.compile(...)) takes a topic only when the pattern matches its whole name
+    (Java's Pattern.matcher(topic).matches()). A "^" string: with the classic protocol the client
+    searches it, as librdkafka's regexec() does; with the consumer protocol the coordinator
+    matches whole names (Kafka's RE2J matches())."""
+    prefix = _topic("whole")
+    _fill(broker, prefix, 1, 2)
+    _fill(broker, prefix + "-longer", 1, 2)
+    with _consumer(broker, _topic("g"), protocol) as c:
+        c.subscribe(re.compile(re.escape(prefix)))
+        assert _wait(lambda: c.assignment() == {(prefix, 0)}, 20, poll=(c,))
+    with _consumer(broker, _topic("g"), protocol) as c:
+        c.subscribe("^" + re.escape(prefix))
+        want = {(prefix, 0)} if protocol == "consumer" else {(prefix, 0), (prefix + "-longer", 0)}
+        assert _wait(lambda: c.assignment() == want, 20, poll=(c,))
+
+
 def test_unsubscribe_revokes_commits_and_leaves_then_subscribe_rejoins(broker, protocol):
     """unsubscribe(): the partitions are revoked while the consumer is still a member (auto-commit
     commits their positions - a group with other members takes no commit from a non-member -

@@ -109,6 +109,9 @@ class Consumer:
             if isinstance(topics, str) and self.config["group.protocol"] == "consumer":
                 self._broker_regex = topics
             self._subscribed = re.compile(topics) if isinstance(topics, str) else topics
+            # a compiled pattern matches whole names, as Java's Pattern.matcher(topic).matches();
+            # a "^" string is searched, as librdkafka's regexec() does ("^foo" takes "foobar")
+            self._pattern_matches = topics.fullmatch if isinstance(topics, re.Pattern) else self._subscribed.search
         else:
             topics = [topics] if isinstance(topics, str) else list(topics)
             if not topics or not all(isinstance(t, str) and t for t in topics):
@@ -124,7 +127,7 @@ class Consumer:
         if isinstance(self._subscribed, re.Pattern) and self._broker_regex is None:
             self._cluster.refresh(None)
             return {t for t in self._cluster.partition_counts
-                    if self._subscribed.match(t) and t not in self._cluster.internal_topics}
+                    if self._pattern_matches(t) and t not in self._cluster.internal_topics}
         return set(self._subscribed or ())
 
     def unsubscribe(self):
