@@ -3,9 +3,9 @@
 
 - A ``SharePartition`` (coordinator/share_partition.py) exists per (group, topic, partition)
   once a member fetches it here, loaded from the ``Persister`` on first use. One that this broker
-  no longer leads, or leads at a newer leader epoch (the ReplicaManager's leadership changes), is
-  dropped and loaded afresh from the persister at the next fetch (its acquisitions end with the
-  old leadership, as in Kafka).
+  no longer leads (the ReplicaManager's leadership changes) is dropped and loaded afresh from the
+  persister at the next fetch (its acquisitions end with the old leadership, as in Kafka); one
+  still led here at a newer leader epoch is kept (``on_leadership_change``).
 - The persister is ``KafkaServer.share_persister`` (one attribute, set in
   ``KafkaServer._start_coordinators``): ``NoOpPersister`` until the share coordinator is there.
 - Releases (a share session closed with epoch -1, a closed connection) and lock expiries write
@@ -14,12 +14,12 @@
 - Fetches waiting for records (a ShareFetch long poll) wait on the partitions' logs; a release
   or a lock expiry wakes them like an append.
 - Counters for the broker's metrics: records acquired, redelivered (acquired again) and archived.
-- A share partition is never served from state that was deleted or replaced since it loaded:
-  a group's share partitions go when its last share session here ends (Kafka 4.1's
-  ShareGroupListener.onGroupEmpty), one goes when a write of it is refused with
-  FENCED_STATE_EPOCH or FENCED_LEADER_EPOCH (Kafka's handleFencedSharePartitionException), and
-  when a member opens a share session (epoch 0) the group's share partitions here are checked
-  against their coordinator (one ReadShareGroupStateSummary each): one whose state is gone or has
+- A share partition is never served from state that was deleted or replaced since it loaded
+  (docs/groups.md, "Deleted state"): a group's share partitions go when its last share session
+  here ends (Kafka 4.1's ShareGroupListener.onGroupEmpty); one goes when a write of it is
+  refused with FENCED_STATE_EPOCH (as Kafka's handleFencedSharePartitionException); when a
+  member opens a share session (epoch 0) the group's share partitions here are checked against
+  their coordinator (one ReadShareGroupStateSummary each) and one whose state is gone or has
   another state epoch goes. A share partition loaded again first waits for the writes its
   dropped predecessor still had on their way, so they cannot land on the new state.
 """
@@ -29,7 +29,7 @@ import asyncio
 import logging
 import uuid
 
-from ..errors import FencedLeaderEpochError, FencedStateEpochError, KafkaError
+from ..errors import FencedStateEpochError, KafkaError
 from .share_partition import SharePartition
 from .share_session import ShareSessionCache
 
@@ -108,9 +108,12 @@ class SharePartitionManager:
             log.error("share partition %s %s-%d: writing its state failed: %r", sp.group_id, sp.topic, sp.partition, e)
 
     def write_refused(self, sp: SharePartition, error: Exception):
-        """A write of ``sp`` failed with ``error``: a fenced share partition (its state deleted or
-        replaced, or a newer leader seen) goes, and the next fetch loads the state anew."""
-        if isinstance(error, (FencedStateEpochError, FencedLeaderEpochError)):
+        """A write of ``sp`` failed with ``error``: on FENCED_STATE_EPOCH (its state was deleted
+        or replaced since it loaded) it goes, and the next fetch loads the state anew. Not on
+        FENCED_LEADER_EPOCH: a leadership lost drops it already (on_leadership_change), and a
+        write of the previous epoch overtaken by one of the new epoch on the same leader (ZooKeeper
+        mode raises the epoch at an ISR shrink) is no reason to forget what the newer one wrote."""
+        if isinstance(error, FencedStateEpochError):
             key = (sp.group_id, sp.topic, sp.partition)
             if self.partitions.get(key) is sp:
                 log.info("share partition %s %s-%d is fenced (%s): dropped", sp.group_id, sp.topic, sp.partition,
