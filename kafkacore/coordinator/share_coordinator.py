@@ -11,10 +11,9 @@ its partitions (docs/groups.md, "Share state").
   FENCED_STATE_EPOCH for a state epoch older than the stored one, and for a share partition
   whose state was deleted a state epoch at or below the deleted state's (a leader still holding
   the deleted state must not bring it back; InitializeShareGroupState starts the key anew);
-  otherwise a ShareUpdate is
-  written (a ShareSnapshot, merging every batch, for the first write of a key and once
-  ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed the last
-  snapshot). The state in memory changes once the write is replicated (acks=all).
+  otherwise a ShareUpdate is written (a ShareSnapshot, merging every batch, for the first write
+  of a key and once ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed
+  the last snapshot). The state in memory changes once the write is replicated (acks=all).
 - ReadShareGroupState: the state (UNKNOWN_TOPIC_OR_PARTITION for a share partition never
   initialized nor written); a read with a newer leader epoch records it (a ShareUpdate with no
   batches), so the previous leader's writes are fenced here and after a failover.
