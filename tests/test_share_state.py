@@ -194,6 +194,32 @@ def test_state_replayed_after_restart_and_deleted_with_tombstones(broker):
         assert _read(c, group, topic_id, 7)[0] == UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_a_write_of_deleted_state_is_fenced_until_the_state_is_initialized_again(broker):
+    """A leader still holding a deleted share partition's state (its group deleted through
+    another broker) writes at the deleted state's epoch or below: FENCED_STATE_EPOCH, nothing
+    written, also after the coordinator replayed its log; InitializeShareGroupState starts the
+    key anew, after which writes at its epoch are accepted."""
+    group, topic_id = "g-deleted", uuid.uuid4().bytes
+    with broker.client() as c:
+        # the share state topic exists once a coordinator is looked up (this test may run alone)
+        wait_for(lambda: c.call(ApiKey.FIND_COORDINATOR, 6, request(
+            ApiKey.FIND_COORDINATOR, key_type=2, coordinator_keys=[coordinator_key(group, topic_id, 0)]))
+            .coordinators[0].error_code == NONE, what="a share coordinator")
+        assert _init(c, group, topic_id, 3, 0) == NONE
+        assert _write(c, group, topic_id, 3, 1, 10, [(10, 12, ACKNOWLEDGED, 1)]) == NONE
+        assert _delete(c, group, topic_id) == NONE
+        for state_epoch in (3, 2, -1):
+            assert _write(c, group, topic_id, state_epoch, 1, 20, []) == FENCED_STATE_EPOCH
+        assert _summary(c, group, topic_id)[0] == UNKNOWN_TOPIC_OR_PARTITION  # not brought back
+    broker.restart()  # the tombstones replayed: the deleted state's epoch is known again
+    with broker.client() as c:
+        assert _write(c, group, topic_id, 3, 1, 20, []) == FENCED_STATE_EPOCH
+        assert _read(c, group, topic_id, 1)[0] == UNKNOWN_TOPIC_OR_PARTITION
+        assert _init(c, group, topic_id, 0, 5) == NONE  # a new group of that id starts
+        assert _write(c, group, topic_id, 0, 1, 6, []) == NONE
+        assert _summary(c, group, topic_id) == (NONE, 0, 6)
+
+
 def test_default_persister_on_an_embedded_broker(tmp_path):
     """The share-partition leader's side: broker.share_persister, calling its own share
     coordinator through the local channel; the state back after the broker restarts."""

@@ -8,17 +8,20 @@ its partitions (docs/groups.md, "Share state").
   replayed from log start, a ShareSnapshot replacing the state, a ShareUpdate merged into it, a
   tombstone deleting it. Another broker's partition answers NOT_COORDINATOR.
 - WriteShareGroupState: FENCED_LEADER_EPOCH for a leader epoch older than the one last seen,
-  FENCED_STATE_EPOCH for a state epoch older than the stored one; otherwise a ShareUpdate is
-  written (a ShareSnapshot, merging every batch, for the first write of a key and once
-  ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed the last
-  snapshot). The state in memory changes once the write is replicated (acks=all).
+  FENCED_STATE_EPOCH for a state epoch older than the stored one, and for a share partition
+  whose state was deleted a state epoch at or below the deleted state's (a leader still holding
+  the deleted state must not bring it back; InitializeShareGroupState starts the key anew);
+  otherwise a ShareUpdate is written (a ShareSnapshot, merging every batch, for the first write
+  of a key and once ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed
+  the last snapshot). The state in memory changes once the write is replicated (acks=all).
 - ReadShareGroupState: the state (UNKNOWN_TOPIC_OR_PARTITION for a share partition never
   initialized nor written); a read with a newer leader epoch records it (a ShareUpdate with no
   batches), so the previous leader's writes are fenced here and after a failover.
 - InitializeShareGroupState: a ShareSnapshot with the given state epoch and start offset and no
   batches (FENCED_STATE_EPOCH when the stored epoch is newer): how a share group starts, or
   restarts at new offsets (AlterShareGroupOffsets).
-- DeleteShareGroupState: tombstones for the snapshot and update keys.
+- DeleteShareGroupState: tombstones for the snapshot and update keys; the deleted state's epoch
+  is kept in memory (``deleted``, also when a tombstone is replayed) to fence the writes above.
 - ReadShareGroupStateSummary: the state epoch, leader epoch and start offset.
 
 Kafka answers a key that is not well formed with INVALID_REQUEST; here the handlers do.
@@ -76,6 +79,8 @@ class ShareCoordinator:
         # (group, topic id, partition) -> its state; its updates since the last snapshot
         self.states: dict[tuple, ShareGroupOffset] = {}
         self.update_counts: dict[tuple, int] = {}
+        # a deleted share partition -> the state epoch it had, until it is initialized again
+        self.deleted: dict[tuple, int] = {}
         self._locks: dict[tuple, asyncio.Lock] = {}
         self.owned: dict[int, int] = {}  # __share_group_state partition led here -> its leader epoch
         self._started = False
@@ -120,6 +125,8 @@ class ShareCoordinator:
             gone = [k for k in self.states if self.partition_of(*k) == partition]
             for k in gone:
                 self._forget(k)
+            for k in [k for k in self.deleted if self.partition_of(*k) == partition]:
+                del self.deleted[k]
             log.info("unloaded %d share partitions of %s-%d: another broker coordinates them now", len(gone),
                      SHARE_GROUP_STATE_TOPIC, partition)
 
@@ -127,11 +134,20 @@ class ShareCoordinator:
         self.states.pop(k, None)
         self.update_counts.pop(k, None)
 
+    def _delete(self, k):
+        """The state of ``k`` is deleted: its epoch is kept to fence a leader still holding it."""
+        current = self.states.get(k)
+        if current is not None:
+            self.deleted[k] = max(current.state_epoch, self.deleted.get(k, -1))
+        self._forget(k)
+
     def _load(self, partition):
         """Replays one partition: a snapshot replaces a state and resets its update count, an
         update merges into the state it follows, a tombstone deletes it."""
         for k in [k for k in self.states if self.partition_of(*k) == partition]:
             self._forget(k)
+        for k in [k for k in self.deleted if self.partition_of(*k) == partition]:
+            del self.deleted[k]
         records = 0
         for key, value in self.store.read_partition(partition):
             records += 1
@@ -148,9 +164,10 @@ class ShareCoordinator:
     def _replay(self, rec):
         k = (rec.group_id, rec.topic_id, rec.partition)
         if rec.value is None:  # either key's tombstone deletes the state
-            self._forget(k)
+            self._delete(k)
             return
         if rec.snapshot:
+            self.deleted.pop(k, None)
             self.states[k] = rec.value
             self.update_counts[k] = 0
             return
@@ -215,6 +232,7 @@ class ShareCoordinator:
                                            current.leader_epoch if leader_epoch == -1 else leader_epoch,
                                            start, combine_batches(current.batches, batches, start))
                 await self._append(k, [(snapshot_key(*k), snapshot_value(new))])
+                self.deleted.pop(k, None)
                 self.states[k] = new
                 self.update_counts[k] = 0
                 self.metrics["snapshots"] += 1
@@ -228,6 +246,11 @@ class ShareCoordinator:
 
     def _check_epochs(self, k, current, state_epoch, leader_epoch):
         if current is None:
+            deleted = self.deleted.get(k)
+            if deleted is not None and state_epoch <= deleted:
+                self.metrics["fenced"] += 1
+                raise FencedStateEpochError(f"{coordinator_key(*k)}: its state was deleted at state epoch {deleted}; "
+                                            f"a write at state epoch {state_epoch} does not bring it back")
             return
         if leader_epoch != -1 and current.leader_epoch > leader_epoch:
             self.metrics["fenced"] += 1
@@ -277,6 +300,7 @@ class ShareCoordinator:
             new = ShareGroupOffset(epoch, state_epoch, -1 if current is None else current.leader_epoch,
                                    start_offset, ())
             await self._append(k, [(snapshot_key(*k), snapshot_value(new))])
+            self.deleted.pop(k, None)
             self.states[k] = new
             self.update_counts[k] = 0
             self.metrics["snapshots"] += 1
@@ -296,6 +320,8 @@ class ShareCoordinator:
             except Exception as e:  # another broker took the partition over, or the write failed
                 log.warning("could not delete the share state of %s:%s-%d after its topic was deleted: %s",
                             k[0], k[1].hex(), k[2], e)
+        for k in [k for k in self.deleted if k[1] == topic_id]:  # a topic id is never used again
+            del self.deleted[k]
         if keys:
             log.info("deleted the share state of %d share partitions of deleted topic %s", len(keys), topic_id.hex())
 
@@ -307,5 +333,5 @@ class ShareCoordinator:
             if k not in self.states:
                 return
             await self._append(k, [(snapshot_key(*k), None), (update_key(*k), None)])
-            self._forget(k)
+            self._delete(k)
         self._locks.pop(k, None)

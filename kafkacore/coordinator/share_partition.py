@@ -36,7 +36,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from ..clock import wall_ms
-from ..errors import InvalidRecordStateError, InvalidRequestError
+from ..errors import InvalidRecordStateError, InvalidRequestError, KafkaError
 from .share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, ShareState, StateBatch
 
 log = logging.getLogger("kafkacore.share")
@@ -434,8 +434,12 @@ class SharePartition:
         return ShareState(self.state_epoch, self.start_offset, self.leader_epoch, tuple(batches))
 
     async def write_state(self):
-        await self.manager.persister.write_state(self.group_id, self.manager.topic_uuid(self.topic_id),
-                                                 self.partition, self.state())
+        try:
+            await self.manager.persister.write_state(self.group_id, self.manager.topic_uuid(self.topic_id),
+                                                     self.partition, self.state())
+        except KafkaError as e:
+            self.manager.write_refused(self, e)  # a fenced share partition goes
+            raise
 
     def counts(self) -> dict:
         """In-flight records per state name (tools, tests)."""

@@ -3,9 +3,9 @@
 
 - A ``SharePartition`` (coordinator/share_partition.py) exists per (group, topic, partition)
   once a member fetches it here, loaded from the ``Persister`` on first use. One that this broker
-  no longer leads, or leads at a newer leader epoch (the ReplicaManager's leadership changes), is
-  dropped and loaded afresh from the persister at the next fetch (its acquisitions end with the
-  old leadership, as in Kafka).
+  no longer leads (the ReplicaManager's leadership changes) is dropped and loaded afresh from the
+  persister at the next fetch (its acquisitions end with the old leadership, as in Kafka); one
+  still led here at a newer leader epoch is kept (``on_leadership_change``).
 - The persister is ``KafkaServer.share_persister`` (one attribute, set in
   ``KafkaServer._start_coordinators``): ``NoOpPersister`` until the share coordinator is there.
 - Releases (a share session closed with epoch -1, a closed connection) and lock expiries write
@@ -14,6 +14,14 @@
 - Fetches waiting for records (a ShareFetch long poll) wait on the partitions' logs; a release
   or a lock expiry wakes them like an append.
 - Counters for the broker's metrics: records acquired, redelivered (acquired again) and archived.
+- A share partition is never served from state that was deleted or replaced since it loaded
+  (docs/groups.md, "Deleted state"): a group's share partitions go when its last share session
+  here ends (Kafka 4.1's ShareGroupListener.onGroupEmpty); one goes when a write of it is
+  refused with FENCED_STATE_EPOCH (as Kafka's handleFencedSharePartitionException); when a
+  member opens a share session (epoch 0) the group's share partitions here are checked against
+  their coordinator (one ReadShareGroupStateSummary each) and one whose state is gone or has
+  another state epoch goes. A share partition loaded again first waits for the writes its
+  dropped predecessor still had on their way, so they cannot land on the new state.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ import asyncio
 import logging
 import uuid
 
+from ..errors import FencedStateEpochError, KafkaError
 from .share_partition import SharePartition
 from .share_session import ShareSessionCache
 
@@ -33,7 +42,7 @@ class SharePartitionManager:
         self.sessions = ShareSessionCache(broker.config["group.share.max.share.sessions"])
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
         self._loading: dict[tuple[str, str, int], asyncio.Future] = {}
-        self._writes: set = set()
+        self._writes: dict[tuple[str, str, int], set] = {}  # key -> its background writes on their way
         # for the broker's metrics (broker/metrics.py)
         self.acquired_records = 0
         self.redelivered_records = 0
@@ -81,15 +90,35 @@ class SharePartitionManager:
             self.broker.wake_fetches(lg)
 
     def _write_in_background(self, sp):
+        key = (sp.group_id, sp.topic, sp.partition)
         task = asyncio.ensure_future(self._write_logged(sp))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        writes = self._writes.setdefault(key, set())
+        writes.add(task)
+
+        def done(t):
+            writes.discard(t)
+            if not writes and self._writes.get(key) is writes:
+                del self._writes[key]
+        task.add_done_callback(done)
 
     async def _write_logged(self, sp):
         try:
             await sp.write_state()
         except Exception as e:  # noqa: BLE001 - a background write's failure is logged, never lost silently
             log.error("share partition %s %s-%d: writing its state failed: %r", sp.group_id, sp.topic, sp.partition, e)
+
+    def write_refused(self, sp: SharePartition, error: Exception):
+        """A write of ``sp`` failed with ``error``: on FENCED_STATE_EPOCH (its state was deleted
+        or replaced since it loaded) it goes, and the next fetch loads the state anew. Not on
+        FENCED_LEADER_EPOCH: a leadership lost drops it already (on_leadership_change), and a
+        write of the previous epoch overtaken by one of the new epoch on the same leader (ZooKeeper
+        mode raises the epoch at an ISR shrink) is no reason to forget what the newer one wrote."""
+        if isinstance(error, FencedStateEpochError):
+            key = (sp.group_id, sp.topic, sp.partition)
+            if self.partitions.get(key) is sp:
+                log.info("share partition %s %s-%d is fenced (%s): dropped", sp.group_id, sp.topic, sp.partition,
+                         error)
+                self.drop(key)
 
     # -- the share partitions ---------------------------------------------------------------------
     async def share_partition(self, group_id, topic, topic_id, partition, lg, leader_epoch) -> SharePartition:
@@ -111,6 +140,9 @@ class SharePartitionManager:
         future = asyncio.get_running_loop().create_future()
         self._loading[key] = future
         try:
+            writes = self._writes.get(key)
+            if writes:  # a dropped predecessor's writes land before the state is read
+                await asyncio.wait(list(writes))
             sp = SharePartition(self, group_id, topic, topic_id, partition)
             await sp.load(lg, leader_epoch)
             self.partitions[key] = sp
@@ -129,9 +161,33 @@ class SharePartitionManager:
             sp.close()
 
     def drop_group(self, group_id):
-        """The group is being deleted: its share partitions here go, unwritten."""
+        """The group is being deleted, or its last share session here ended: its share
+        partitions here go, unwritten (their writes on the way still land)."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             self.drop(key)
+
+    async def revalidate_group(self, group_id):
+        """A member of the group opens a share session: each of the group's share partitions
+        here is checked against its share coordinator (ReadShareGroupStateSummary). One whose
+        state is gone (its group was deleted, through another broker) or has another state epoch
+        (its offsets were altered) goes, to be loaded anew. A check that fails keeps the share
+        partition (logged): its next write is fenced by the coordinator if its state moved on."""
+        cached = [(k, sp) for k, sp in self.partitions.items() if k[0] == group_id]
+        if not cached:
+            return
+        results = await asyncio.gather(*(self.persister.read_summary(group_id, self.topic_uuid(sp.topic_id),
+                                                                     sp.partition) for _k, sp in cached),
+                                       return_exceptions=True)
+        for (key, sp), summary in zip(cached, results):
+            if isinstance(summary, BaseException):
+                if not isinstance(summary, KafkaError):
+                    raise summary
+                log.warning("share partition %s %s-%d: its state could not be checked: %s", *key, summary)
+            elif self.partitions.get(key) is sp and (summary is None or summary.state_epoch != sp.state_epoch):
+                log.info("share partition %s %s-%d: its state %s since it loaded: dropped", *key,
+                         "was deleted" if summary is None else
+                         f"moved to state epoch {summary.state_epoch} from {sp.state_epoch}")
+                self.drop(key)
 
     def on_leadership_change(self, topic, partition, is_leader, leader_epoch):
         """The ReplicaManager's word: a partition's leadership moved here, away, or to a new
@@ -161,6 +217,10 @@ class SharePartitionManager:
         for (group_id, _topic, _partition), sp in list(self.partitions.items()):
             if group_id == session.group_id and sp.release_member(session.member_id):
                 self.state_changed(sp)
+        if not self.sessions.has_group(session.group_id):
+            # Kafka 4.1's onGroupEmpty: the next session loads the state afresh (its group may be
+            # deleted and created anew meanwhile, through another broker)
+            self.drop_group(session.group_id)
 
     def connection_closed(self, connection_id):
         for session in self.sessions.connection_closed(connection_id):
@@ -170,5 +230,6 @@ class SharePartitionManager:
     def shutdown(self):
         for key in list(self.partitions):
             self.drop(key)
-        for task in list(self._writes):
-            task.cancel()
+        for writes in list(self._writes.values()):
+            for task in list(writes):
+                task.cancel()

@@ -11,6 +11,9 @@ changed.
 - A session belongs to the connection that opened it (Kafka 4.1's connection disconnect
   listener): when that connection closes the session goes, and its member's acquired records
   are released (the manager does that).
+- ``has_group``: whether any member of a group still has a session here. When a group's last one
+  goes (closed with epoch -1 or with its connection; not when epoch 0 replaces it) the manager
+  drops the group's share partitions, as Kafka 4.1's ShareGroupListener.onGroupEmpty does.
 """
 from __future__ import annotations
 
@@ -47,6 +50,17 @@ class ShareSessionCache:
         self.max_sessions = max_sessions
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._by_connection: dict[object, set] = {}
+        self._by_group: dict[str, int] = {}  # group id -> its sessions here
+
+    def has_group(self, group_id) -> bool:
+        return group_id in self._by_group
+
+    def _uncount(self, group_id):
+        n = self._by_group[group_id] - 1
+        if n:
+            self._by_group[group_id] = n
+        else:
+            del self._by_group[group_id]
 
     def __len__(self):
         return len(self.sessions)
@@ -60,12 +74,15 @@ class ShareSessionCache:
             return None
         session = ShareSession(group_id, member_id, partitions, connection_id)
         self.sessions[session.key] = session
+        self._by_group[group_id] = self._by_group.get(group_id, 0) + 1
         if connection_id is not None:
             self._by_connection.setdefault(connection_id, set()).add(session.key)
         return session
 
     def remove(self, group_id, member_id) -> ShareSession | None:
         session = self.sessions.pop((group_id, member_id), None)
+        if session is not None:
+            self._uncount(group_id)
         if session is not None and session.connection_id is not None:
             keys = self._by_connection.get(session.connection_id)
             if keys is not None:
@@ -77,4 +94,7 @@ class ShareSessionCache:
     def connection_closed(self, connection_id) -> list[ShareSession]:
         """The sessions the closed connection opened, removed from the cache."""
         keys = self._by_connection.pop(connection_id, ())
-        return [s for s in (self.sessions.pop(k, None) for k in keys) if s is not None]
+        closed = [s for s in (self.sessions.pop(k, None) for k in keys) if s is not None]
+        for session in closed:
+            self._uncount(session.group_id)
+        return closed

@@ -10,11 +10,13 @@ coordinator/share_session.py. As Kafka's KafkaApis / SharePartitionManager.newCo
   (GROUP_AUTHORIZATION_FAILED).
 - ShareSessionEpoch 0 opens a share session for (group, member) with the request's partitions
   (replacing one of the same key); acknowledgements in it are INVALID_REQUEST; a full cache is
-  SHARE_SESSION_LIMIT_REACHED. -1 applies the acknowledgements, then closes the session and
-  releases every record the member still holds (SHARE_SESSION_NOT_FOUND without a session);
-  nothing is fetched. Another epoch must be the session's next (SHARE_SESSION_NOT_FOUND,
-  INVALID_SHARE_SESSION_EPOCH): the request's partitions join the session,
-  ``forgotten_topics_data`` leave it, and every partition of the session is fetched.
+  SHARE_SESSION_LIMIT_REACHED; the group's share partitions held here are first checked against
+  their share coordinator (``SharePartitionManager.revalidate_group``). -1 applies the
+  acknowledgements, then closes the session and releases every record the member still holds
+  (SHARE_SESSION_NOT_FOUND without a session); nothing is fetched. Another epoch must be the
+  session's next (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH): the request's
+  partitions join the session, ``forgotten_topics_data`` leave it, and every partition of the
+  session is fetched.
 - Per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED (READ on the topic),
   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (with ``current_leader`` and the leader in
   ``node_endpoints``) as ``error_code``; an acknowledgement that fails (a record not acquired by
@@ -106,6 +108,10 @@ async def _share_fetch(ctx, req):
             fetch_keys = list(session.partitions)
     except KafkaError as e:
         return _error(e.code, e.message)
+    if epoch == INITIAL_EPOCH:
+        # what this broker holds of the group must still be the coordinator's state (the group
+        # may have been deleted, and created anew, through another broker)
+        await mgr.revalidate_group(group)
 
     keys = list(dict.fromkeys([*fetch_keys, *acks]))
     names = {broker.topics_by_id[tid].name for tid, _p in keys if tid in broker.topics_by_id}
