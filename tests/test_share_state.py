@@ -44,6 +44,11 @@ def broker(tmp_path_factory):
         "share.coordinator.snapshot.update.records.per.snapshot": str(PER_SNAPSHOT),
         "offsets.topic.num.partitions": "1"})
     b.start()
+    # the share state topic exists once a share coordinator is looked up: every test may run alone
+    with b.client() as c:
+        wait_for(lambda: c.call(ApiKey.FIND_COORDINATOR, 6, request(
+            ApiKey.FIND_COORDINATOR, key_type=2, coordinator_keys=[coordinator_key("any", bytes(16), 0)]))
+            .coordinators[0].error_code == NONE, what="a share coordinator")
     yield b
     b.stop()
 
@@ -201,10 +206,6 @@ def test_a_write_of_deleted_state_is_fenced_until_the_state_is_initialized_again
     key anew, after which writes at its epoch are accepted."""
     group, topic_id = "g-deleted", uuid.uuid4().bytes
     with broker.client() as c:
-        # the share state topic exists once a coordinator is looked up (this test may run alone)
-        wait_for(lambda: c.call(ApiKey.FIND_COORDINATOR, 6, request(
-            ApiKey.FIND_COORDINATOR, key_type=2, coordinator_keys=[coordinator_key(group, topic_id, 0)]))
-            .coordinators[0].error_code == NONE, what="a share coordinator")
         assert _init(c, group, topic_id, 3, 0) == NONE
         assert _write(c, group, topic_id, 3, 1, 10, [(10, 12, ACKNOWLEDGED, 1)]) == NONE
         assert _delete(c, group, topic_id) == NONE

@@ -7,7 +7,7 @@
   persister at the next fetch (its acquisitions end with the old leadership, as in Kafka); one
   still led here at a newer leader epoch is kept (``on_leadership_change``).
 - The persister is ``KafkaServer.share_persister`` (one attribute, set in
-  ``KafkaServer._start_coordinators``): ``NoOpPersister`` until the share coordinator is there.
+  ``KafkaServer._start_coordinators``, just before this manager, so never missing here).
 - Releases (a share session closed with epoch -1, a closed connection) and lock expiries write
   the state through the persister in the background (an error is logged); acknowledgements
   write before they are answered (the handlers await ``write``).
