@@ -343,12 +343,12 @@ class SharePartition:
         range or one per offset. Every record named must be ACQUIRED by ``member_id``:
         INVALID_RECORD_STATE otherwise, and nothing changes."""
         in_flight = self.in_flight
+        check_batches(batches)
+        prev_last = None
         for first, last, types in batches:
-            if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
-                raise InvalidRequestError(f"acknowledgement batch {first}-{last} with {len(types)} types")
-            for t in types:
-                if t not in ACK_TYPES:
-                    raise InvalidRequestError(f"unknown acknowledge type {t}")
+            if first == prev_last:  # (check_batches lets a batch start on the previous one's last offset)
+                raise InvalidRecordStateError(f"offset {first} of {self.topic}-{self.partition} is acknowledged twice")
+            prev_last = last
             if first < self.start_offset or last >= self.end_offset:  # (and a range is never longer than the window)
                 raise InvalidRecordStateError(
                     f"offsets {first}-{last} of {self.topic}-{self.partition} are not all in flight "
@@ -461,6 +461,26 @@ def _add(ranges, first, last, count):
 
 def _first(b: InFlightBatch) -> int:
     return b.first
+
+
+def check_batches(batches):
+    """Kafka's KafkaApis.validateAcknowledgementBatches, every batch before any is applied:
+    INVALID_REQUEST for a batch whose first offset passes its last, that starts before the
+    previous batch's last offset (batches ascend; the first may not start below -1), has no
+    types, has per-offset types not one per offset, or a type outside GAP..REJECT."""
+    prev_last = -1
+    for first, last, types in batches:
+        if last < first:
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last}: its first offset passes its last")
+        if first < prev_last:
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last} starts before the previous batch's "
+                                      f"last offset {prev_last}")
+        if not types or (len(types) != 1 and len(types) != last - first + 1):
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last} with {len(types)} types")
+        for t in types:
+            if t not in ACK_TYPES:
+                raise InvalidRequestError(f"unknown acknowledge type {t}")
+        prev_last = last
 
 
 def _runs(first, last, types):
