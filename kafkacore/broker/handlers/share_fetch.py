@@ -194,6 +194,8 @@ async def _acquire_all(ctx, req, group, member, leaders, answers, max_records, v
             offset = sp.fetch_offset()
             if offset is None or offset >= upper:
                 continue
+            if partition_limits.get(key, 1) <= 0:
+                continue  # v0: a PartitionMaxBytes of 0 (or less) fetches nothing from the partition
             limit = min(partition_limits.get(key, max_bytes), max_bytes - total)
             try:
                 if committed:
