@@ -185,7 +185,7 @@ class Target:
         self.topic, self.topic_id, self.group = topic, topic_id, group
         self.settled: set[int] = set()
         self.counts: dict[int, int] = {}
-        self.spso = 0
+        self.spso = self.speo = 0
         self.examples = self.completed = 0  # an example that failed midway leaves the model behind the broker
 
     def first_unsettled(self):
@@ -214,29 +214,34 @@ batch_st = st.tuples(st.sampled_from(_ANCHORS), st.integers(-2, 3), st.integers(
 
 def _resolve(anchor, delta, held, target):
     base = {"held_first": held[0][0] if held else target.spso, "held_last": held[-1][1] if held else target.spso,
-            "spso": target.spso, "log_end": TARGET_RECORDS, "zero": 0, "negative": -5, "huge": 1 << 62,
+            "spso": target.first_unsettled(), "log_end": TARGET_RECORDS, "zero": 0, "negative": -5, "huge": 1 << 62,
             "int64_max": (1 << 63) - 1 - (1 << 62) - 8}[anchor]
     return base + delta
 
 
-def expected_ack(batches, held_by_me):
+def expected_ack(batches, held_by_me, spso, speo):
     """What Kafka answers for one partition's acknowledgement batches: INVALID_REQUEST (KafkaApis'
-    validation of every batch first), INVALID_RECORD_STATE (SharePartition: an offset not held by
-    the member, or named a second time), else 0."""
+    validation of every batch first); then batch by batch (SharePartition.acknowledge, its
+    fetchSubMap): nothing in flight or a batch wholly below the SPSO, INVALID_RECORD_STATE; a batch
+    ending past the last record handed out, INVALID_REQUEST; an offset from the SPSO on not held by
+    the member, or named a second time, INVALID_RECORD_STATE; else 0."""
     prev_last = -1
     for first, last, types in batches:
         if first > last or first < prev_last or not types or (len(types) > 1 and last - first + 1 != len(types)) \
                 or any(t < 0 or t > 3 for t in types):
             return INVALID_REQUEST
         prev_last = last
-    named = set()
+    prev_last = None
     for first, last, _types in batches:
-        if last - first > 10_000:
-            return INVALID_RECORD_STATE  # never all held (max_records is small)
-        for o in range(first, last + 1):
-            if o not in held_by_me or o in named:
-                return INVALID_RECORD_STATE
-            named.add(o)
+        if first == prev_last:
+            return INVALID_RECORD_STATE
+        prev_last = last
+        if spso == speo or last < spso:
+            return INVALID_RECORD_STATE
+        if last >= speo:
+            return INVALID_REQUEST
+        if any(o not in held_by_me for o in range(max(first, spso), last + 1)):
+            return INVALID_RECORD_STATE
     return 0
 
 
@@ -253,7 +258,9 @@ def test_hostile_acknowledgement_batches(conn, target, batches, piggyback, max_r
     assert r.error_code == 0, r
     held = acquired(r)
     held_by_me = {}
+    spso = target.first_unsettled()  # (every offset holds a record: the SPSO is the first not settled)
     for f, last, count in held:
+        target.speo = max(target.speo, last + 1)
         for o in range(f, last + 1):
             assert o not in target.settled, f"offset {o} delivered again after it was settled"
             assert count == target.counts.get(o, 0) + 1, (o, count, target.counts.get(o))
@@ -266,7 +273,7 @@ def test_hostile_acknowledgement_batches(conn, target, batches, piggyback, max_r
     if by_other:  # another member's acknowledgements of these records: never its to settle
         sender, epoch = uuid.uuid4().hex[:22], 1
         open_session(conn, target.group, sender, target.topic_id, max_records=0)
-    want = expected_ack(resolved, {} if by_other else held_by_me)  # (no batch at all: 0)
+    want = expected_ack(resolved, {} if by_other else held_by_me, spso, target.speo)  # (no batch at all: 0)
     if piggyback:
         r = share_fetch(conn, target.group, sender, epoch, target.topic_id, acks={0: resolved, 3: [(0, 0, [1])]},
                         max_records=0)
@@ -284,7 +291,7 @@ def test_hostile_acknowledgement_batches(conn, target, batches, piggyback, max_r
         close_session(conn, target.group, sender, target.topic_id)
     if want == 0:
         for first, last, types in resolved:
-            for o in range(first, last + 1):
+            for o in range(max(first, spso), last + 1):  # (below the SPSO: done already, skipped)
                 t = types[0] if len(types) == 1 else types[o - first]
                 if t == RELEASE:
                     if held_by_me[o] >= DELIVERY_LIMIT:
@@ -296,11 +303,15 @@ def test_hostile_acknowledgement_batches(conn, target, batches, piggyback, max_r
     for o, count in held_by_me.items():
         if count >= DELIVERY_LIMIT:
             target.settled.add(o)
-    # the SPSO (as the share coordinator has it): never backwards, never past a record not settled
-    code, spso = state_summary(conn, target.group, target.topic_id)
-    assert code == 0
-    assert target.spso <= spso <= target.first_unsettled(), (target.spso, spso, target.first_unsettled())
-    target.spso = spso
+    # the SPSO as the share coordinator has it (the release is written in the background): never
+    # backwards, never past a record not settled, and soon the first record not settled
+    def spso_written():
+        code, spso = state_summary(conn, target.group, target.topic_id)
+        assert code == 0
+        assert target.spso <= spso <= target.first_unsettled(), (target.spso, spso, target.first_unsettled())
+        target.spso = spso
+        return spso == target.first_unsettled()
+    wait_for(spso_written, timeout=10, what=lambda: f"SPSO {target.spso}, first unsettled {target.first_unsettled()}")
     target.completed += 1
 
 

@@ -18,7 +18,8 @@ coordinator/share_session.py. As Kafka's KafkaApis / SharePartitionManager.newCo
 - Per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED (READ on the topic),
   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (with ``current_leader`` and the leader in
   ``node_endpoints``) as ``error_code``; an acknowledgement that fails (a record not acquired by
-  the member: INVALID_RECORD_STATE; a bad batch: INVALID_REQUEST) as ``acknowledge_error_code``.
+  the member: INVALID_RECORD_STATE; a bad batch, or one past the last record handed out:
+  INVALID_REQUEST) as ``acknowledge_error_code``.
 - Fetching: each share partition hands out AVAILABLE in-flight records and new records below the
   high watermark (read_committed: the last stable offset) up to ``max_records`` in all (v1; v0
   has no limit; v1 with 0 fetches nothing: acknowledgements only), split into AcquiredRecords
