@@ -53,7 +53,8 @@ from kafkacore.protocol.messages.read_share_group_state_summary_request import P
 from kafkacore.protocol.messages.read_share_group_state_summary_request import ReadStateSummaryData
 from kafkacore.protocol.messages.share_acknowledge_request import AcknowledgementBatch as AckBatch
 from kafkacore.protocol.messages.share_acknowledge_request import AcknowledgePartition, AcknowledgeTopic
-from kafkacore.protocol.messages.share_fetch_request import AcknowledgementBatch, FetchPartition, FetchTopic
+from kafkacore.protocol.messages.share_fetch_request import (AcknowledgementBatch, FetchPartition, FetchTopic,
+                                                            ForgottenTopic)
 from kafkacore.protocol.messages.write_share_group_state_request import PartitionData as WritePartition
 from kafkacore.protocol.messages.write_share_group_state_request import StateBatch, WriteStateData
 from kafkacore.protocol.wire import ProtocolDecodeError, Writer
@@ -120,7 +121,7 @@ def set_group_configs(conn, group, **configs):
 
 
 def share_fetch(conn, group, member, epoch, topic_id, partitions=(0,), acks=None, max_records=8, max_bytes=1 << 20,
-                batch_size=0, max_wait_ms=0, min_bytes=1, partition_max_bytes=1 << 20, version=1):
+                batch_size=0, max_wait_ms=0, min_bytes=1, partition_max_bytes=1 << 20, version=1, forgotten=()):
     acks = acks or {}
     parts = sorted(set(partitions) | set(acks))
     return conn.call(ApiKey.SHARE_FETCH, version, request(
@@ -130,7 +131,7 @@ def share_fetch(conn, group, member, epoch, topic_id, partitions=(0,), acks=None
             FetchPartition(partition_index=p, partition_max_bytes=partition_max_bytes, acknowledgement_batches=[
                 AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=types)
                 for f, last, types in acks.get(p, [])]) for p in parts])] if parts else [],
-        forgotten_topics_data=[]))
+        forgotten_topics_data=[ForgottenTopic(topic_id=topic_id, partitions=list(forgotten))] if forgotten else []))
 
 
 def share_ack(conn, group, member, epoch, topic_id, acks):
@@ -362,7 +363,9 @@ def test_hostile_session_epochs_members_and_partitions(conn, misc):
     assert share_fetch(conn, group, "", 0, topic_id).error_code == INVALID_REQUEST
     assert share_fetch(conn, "", member, 0, topic_id).error_code == INVALID_REQUEST
     assert share_ack(conn, group, "", 1, topic_id, {}).error_code == INVALID_REQUEST
-    # a session closed twice: the second close finds none
+    # a closing request with partitions to forget (librdkafka's mock broker: INVALID_REQUEST); a
+    # session closed twice: the second close finds none
+    assert share_fetch(conn, group, member, -1, topic_id, partitions=(), forgotten=(0,)).error_code == INVALID_REQUEST
     close_session(conn, group, member, topic_id)
     assert share_fetch(conn, group, member, -1, topic_id, partitions=()).error_code == ShareSessionNotFoundError.code
     assert share_ack(conn, group, member, -1, topic_id, {}).error_code == ShareSessionNotFoundError.code

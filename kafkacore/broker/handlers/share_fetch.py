@@ -11,8 +11,8 @@ coordinator/share_session.py. As Kafka's KafkaApis / SharePartitionManager.newCo
 - ShareSessionEpoch 0 opens a share session for (group, member) with the request's partitions
   (replacing one of the same key); acknowledgements in it are INVALID_REQUEST; a full cache is
   SHARE_SESSION_LIMIT_REACHED. -1 applies the acknowledgements, then closes the session and
-  releases every record the member still holds (SHARE_SESSION_NOT_FOUND without a session);
-  nothing is fetched. Another epoch must be the session's next (SHARE_SESSION_NOT_FOUND,
+  releases every record the member still holds (SHARE_SESSION_NOT_FOUND without a session,
+  INVALID_REQUEST with forgotten topics); nothing is fetched. Another epoch must be the session's next (SHARE_SESSION_NOT_FOUND,
   INVALID_SHARE_SESSION_EPOCH): the request's partitions join the session,
   ``forgotten_topics_data`` leave it, and every partition of the session is fetched.
 - Per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED (READ on the topic),
@@ -81,6 +81,8 @@ async def _share_fetch(ctx, req):
     sessions = mgr.sessions
     try:
         if epoch == FINAL_EPOCH:
+            if forgotten:  # nothing is left to forget (librdkafka's mock broker answers so, as Kafka 4.1)
+                raise InvalidRequestError("forgotten topics in the request that closes the share session")
             session = sessions.get(group, member)
             if session is None:
                 raise ShareSessionNotFoundError(f"no share session for member {member} of group {group}")
