@@ -90,6 +90,7 @@ def broker(tmp_path_factory):
     b.stop()
     assert alive, f"the broker died:\n{out[-4000:]}"
     assert "Traceback" not in out and "unhandled" not in out.lower(), out[-8000:]
+    assert " ERROR " not in out, out[-8000:]  # hostile input is answered, never a broker error
 
 
 @pytest.fixture(scope="module")
