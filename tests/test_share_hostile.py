@@ -553,6 +553,11 @@ def test_share_state_epochs_initialize_and_bad_partitions(conn, misc):
     assert write_state(conn, group, topic_id, 5, 3, 0, [], partition=-1) == INVALID_REQUEST
     assert read_state(conn, group, topic_id, leader_epoch=1).error_code == FencedLeaderEpochError.code
     assert read_state(conn, group, topic_id).start_offset == 12
+    for api, data, part in ((ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, ReadStateSummaryData, SummaryPartition),
+                            (ApiKey.READ_SHARE_GROUP_STATE, ReadStateData, ReadPartition)):
+        r = conn.call(api, 0, request(api, group_id=group, topics=[data(topic_id=topic_id, partitions=[
+            part(partition=-1, leader_epoch=-1)])]))
+        assert r.results[0].partitions[0].error_code == INVALID_REQUEST, r  # a negative partition
 
 
 # -- ShareSnapshot / ShareUpdate values as replayed from __share_group_state -------------------------------
