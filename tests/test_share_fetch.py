@@ -189,10 +189,14 @@ def test_acknowledging_records_not_held_is_invalid_record_state_and_changes_noth
     assert acquired(a.fetch(tid, max_wait_ms=5000)) == [(0, 1, 1)]
     resp = b.ack(tid, {0: [(0, 1, [ACCEPT])]})  # b holds none of them
     assert resp.responses[0].partitions[0].error_code == InvalidRecordStateError.code
-    resp = a.ack(tid, {0: [(0, 5, [ACCEPT])]})  # 2..5 are not in flight: none of 0..5 is accepted
-    assert resp.responses[0].partitions[0].error_code == InvalidRecordStateError.code
+    # 2..5 were never handed out: none of 0..5 is accepted (Kafka's SharePartition.fetchSubMap:
+    # INVALID_REQUEST for a batch past the last record handed out)
+    resp = a.ack(tid, {0: [(0, 5, [ACCEPT])]})
+    assert resp.responses[0].partitions[0].error_code == InvalidRequestError.code
     resp = a.ack(tid, {0: [(0, (1 << 62), [ACCEPT])]})  # answered at once, nothing built for the range
-    assert resp.responses[0].partitions[0].error_code == InvalidRecordStateError.code
+    assert resp.responses[0].partitions[0].error_code == InvalidRequestError.code
+    resp = a.ack(tid, {0: [(0, 0, [ACCEPT]), (1, 1, [REJECT]), (2, 2, [GAP])]})  # the last batch spoils all
+    assert resp.responses[0].partitions[0].error_code == InvalidRequestError.code
     resp = a.ack(tid, {0: [(0, 1, [9])]})
     assert resp.responses[0].partitions[0].error_code == InvalidRequestError.code
     assert share_state(broker, "g-invalid", name)[2]["ACQUIRED"] == 2

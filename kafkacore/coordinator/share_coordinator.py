@@ -36,14 +36,14 @@ from ..errors import (CoordinatorNotAvailableError, FencedLeaderEpochError, Fenc
                       NotEnoughReplicasError, NotLeaderOrFollowerError, RecordListTooLargeError, RequestTimedOutError,
                       UnknownServerError, UnknownTopicOrPartitionError, error_for_code)
 from .internal_topic import InternalTopicLog, StoreError, partition_for
-from .share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
-from .share_state_log import (SHARE_GROUP_STATE_TOPIC, UINT16_MAX, ShareGroupOffset, apply_update, combine_batches,
-                              coordinator_key, decode, snapshot_key, snapshot_value, update_key, update_value)
+from .share_state import ACQUIRED, AVAILABLE, StateBatch
+from .share_state_log import (SHARE_GROUP_STATE_TOPIC, UINT16_MAX, ShareGroupOffset, apply_update, check_state,
+                              combine_batches, coordinator_key, decode, snapshot_key, snapshot_value, update_key,
+                              update_value)
 
 log = logging.getLogger("kafkacore.share")
 
 NONE = 0
-RECORD_STATES = frozenset({AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED})
 
 # Kafka's CoordinatorRuntime: append errors as the share-partition leader sees them
 _APPEND_ERRORS = {
@@ -211,11 +211,10 @@ class ShareCoordinator:
         """WriteShareGroupState for one share partition; raises its refusal."""
         k = (group_id, topic_id, partition)
         self._not_coordinator(k)
-        for b in batches:
-            if b.delivery_state not in RECORD_STATES or not 0 <= b.first_offset <= b.last_offset \
-                    or b.delivery_count < 0:
-                raise InvalidRequestError(f"{coordinator_key(*k)}: state batch {b.first_offset}-{b.last_offset} "
-                                          f"(state {b.delivery_state}, count {b.delivery_count}) is not valid")
+        try:
+            check_state(start_offset, batches)
+        except ValueError as e:
+            raise InvalidRequestError(f"{coordinator_key(*k)}: {e}") from None
         batches = tuple(StateBatch(b.first_offset, b.last_offset, AVAILABLE if b.delivery_state == ACQUIRED
                                    else b.delivery_state, b.delivery_count) for b in batches)
         async with self._lock(k):
@@ -290,6 +289,10 @@ class ShareCoordinator:
         """InitializeShareGroupState: a snapshot with no batches; refused for an older state epoch."""
         k = (group_id, topic_id, partition)
         self._not_coordinator(k)
+        try:
+            check_state(start_offset, ())
+        except ValueError as e:
+            raise InvalidRequestError(f"{coordinator_key(*k)}: {e}") from None
         async with self._lock(k):
             current = self.states.get(k)
             if current is not None and current.state_epoch > state_epoch:

@@ -15,7 +15,8 @@ share-partition; Kafka's ``SharePartition``).
   nothing past the last stable offset is read.
 - ``acknowledge`` takes ACCEPT (1) -> ACKNOWLEDGED, RELEASE (2) -> AVAILABLE (ARCHIVED once the
   delivery count reached the limit), REJECT (3) and GAP (0) -> ARCHIVED, only for records the
-  member holds (else INVALID_RECORD_STATE, and nothing of that partition's batch list changes).
+  member holds (else INVALID_RECORD_STATE, and nothing of that partition's batch list changes;
+  ``acknowledge`` has every case).
 - A lock that expires makes its records AVAILABLE again (ARCHIVED at the limit).
 - After each change the SPSO moves over the done prefix, and the state (SPSO, every in-flight
   record's state and delivery count; ACQUIRED written as AVAILABLE) is written through the
@@ -340,29 +341,42 @@ class SharePartition:
     # -- acknowledging ---------------------------------------------------------------------------
     def acknowledge(self, member_id, batches) -> None:
         """``batches``: [(first offset, last offset, [types])], the types one for the whole
-        range or one per offset. Every record named must be ACQUIRED by ``member_id``:
-        INVALID_RECORD_STATE otherwise, and nothing changes."""
+        range or one per offset. As Kafka's SharePartition.acknowledge, batch by batch, and
+        nothing changes unless every batch is good: malformed batches are INVALID_REQUEST
+        (``check_batches``); a batch wholly below the SPSO, or any with nothing in flight, is
+        INVALID_RECORD_STATE, one ending past the last record handed out INVALID_REQUEST (Kafka's
+        fetchSubMap); of a batch the SPSO moved into, the records below it (done already) are
+        skipped; every other record named must be ACQUIRED by ``member_id`` and named once,
+        INVALID_RECORD_STATE otherwise."""
         in_flight = self.in_flight
+        check_batches(batches)
+        where = f"{self.topic}-{self.partition}"
+        checked = []
+        prev_last = None
         for first, last, types in batches:
-            if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
-                raise InvalidRequestError(f"acknowledgement batch {first}-{last} with {len(types)} types")
-            for t in types:
-                if t not in ACK_TYPES:
-                    raise InvalidRequestError(f"unknown acknowledge type {t}")
-            if first < self.start_offset or last >= self.end_offset:  # (and a range is never longer than the window)
-                raise InvalidRecordStateError(
-                    f"offsets {first}-{last} of {self.topic}-{self.partition} are not all in flight "
-                    f"({self.start_offset}-{self.end_offset - 1})")
+            if first == prev_last:  # (check_batches lets a batch start on the previous one's last offset)
+                raise InvalidRecordStateError(f"offset {first} of {where} is acknowledged twice")
+            prev_last = last
+            if not in_flight or last < self.start_offset:
+                raise InvalidRecordStateError(f"offsets {first}-{last} of {where} are not in flight (the share "
+                                              f"partition's are {self.start_offset}-{self.end_offset - 1})")
+            if last >= self.end_offset:
+                raise InvalidRequestError(f"offsets {first}-{last} of {where} pass the last record handed out "
+                                          f"({self.end_offset - 1})")
+            if first < self.start_offset:
+                types = types if len(types) == 1 else types[self.start_offset - first:]
+                first = self.start_offset
             i, offset = self._index(first), first
             while offset <= last:  # the window has no holes: batch i holds offset
                 b = in_flight[i]
                 if b.state != ACQUIRED or b.member_id != member_id:
                     raise InvalidRecordStateError(
-                        f"offset {offset} of {self.topic}-{self.partition} is not acquired by member {member_id} "
+                        f"offset {offset} of {where} is not acquired by member {member_id} "
                         f"(it is {STATE_NAMES[b.state]})")
                 offset, i = b.last + 1, i + 1
+            checked.append((first, last, types))
         counts = {ACCEPT: 0, RELEASE: 0, REJECT: 0, GAP: 0}
-        for first, last, types in batches:
+        for first, last, types in checked:
             for run_first, run_last, t in _runs(first, last, types):
                 for i in self._isolate(run_first, run_last):
                     b = in_flight[i]
@@ -465,6 +479,26 @@ def _add(ranges, first, last, count):
 
 def _first(b: InFlightBatch) -> int:
     return b.first
+
+
+def check_batches(batches):
+    """Kafka's KafkaApis.validateAcknowledgementBatches, every batch before any is applied:
+    INVALID_REQUEST for a batch whose first offset passes its last, that starts before the
+    previous batch's last offset (batches ascend; the first may not start below -1), has no
+    types, has per-offset types not one per offset, or a type outside GAP..REJECT."""
+    prev_last = -1
+    for first, last, types in batches:
+        if last < first:
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last}: its first offset passes its last")
+        if first < prev_last:
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last} starts before the previous batch's "
+                                      f"last offset {prev_last}")
+        if not types or (len(types) != 1 and len(types) != last - first + 1):
+            raise InvalidRequestError(f"acknowledgement batch {first}-{last} with {len(types)} types")
+        for t in types:
+            if t not in ACK_TYPES:
+                raise InvalidRequestError(f"unknown acknowledge type {t}")
+        prev_last = last
 
 
 def _runs(first, last, types):

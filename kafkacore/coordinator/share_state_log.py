@@ -22,7 +22,7 @@ from ..protocol.coordinator.share_update_value import ShareUpdateValue
 from ..protocol.coordinator.share_update_value import StateBatch as UpdateBatch
 from ..protocol.kafka_uuid import uuid_to_text
 from ..protocol.wire import ProtocolDecodeError, Reader, Writer
-from .share_state import StateBatch
+from .share_state import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
 
 log = logging.getLogger("kafkacore.share")
 
@@ -31,6 +31,7 @@ SNAPSHOT_KEY_VERSION = 0  # the record types, as Kafka's ShareCoordinatorRecordS
 UPDATE_KEY_VERSION = 1
 VALUE_VERSION = 0
 UINT16_MAX = 0xFFFF
+RECORD_STATES = frozenset({AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED})
 
 
 def coordinator_key(group_id: str, topic_id: bytes, partition: int) -> str:
@@ -86,6 +87,19 @@ def update_value(snapshot_epoch, leader_epoch, start_offset, batches) -> bytes:
         state_batches=[UpdateBatch(**b._asdict()) for b in batches]))
 
 
+def check_state(start_offset, batches):
+    """ValueError with a one-line reason for what no share partition's state holds: a start
+    offset below -1 (-1: not set, or unchanged in an update), a batch whose range is negative or
+    reversed, an unknown record state, a negative delivery count. (Overlapping or unordered
+    batches are well formed: ``combine_batches`` lays the later over the earlier.)"""
+    if start_offset < -1:
+        raise ValueError(f"start offset {start_offset} is below -1")
+    for b in batches:
+        if not 0 <= b.first_offset <= b.last_offset or b.delivery_state not in RECORD_STATES or b.delivery_count < 0:
+            raise ValueError(f"state batch {b.first_offset}-{b.last_offset} (state {b.delivery_state}, count "
+                             f"{b.delivery_count}) is not valid")
+
+
 def _batches(raw):
     return tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in raw or ())
 
@@ -93,7 +107,7 @@ def _batches(raw):
 def decode(key, value) -> ShareRecord | None:
     """The record, or None (with a warning) for a key version this broker does not know, which
     loading skips as Kafka does. Raises ProtocolDecodeError for a key or value that does not
-    parse."""
+    parse, or whose state is not well formed (``check_state``)."""
     r = Reader(bytes(key))
     version = r.int16()
     if version == SNAPSHOT_KEY_VERSION:
@@ -117,6 +131,11 @@ def decode(key, value) -> ShareRecord | None:
     else:
         v = ShareUpdateValue.read(r, vv)
         offset = ShareGroupOffset(v.snapshot_epoch, -1, v.leader_epoch, v.start_offset, _batches(v.state_batches))
+    try:
+        check_state(offset.start_offset, offset.batches)
+    except ValueError as e:
+        where = coordinator_key(k.group_id, k.topic_id, k.partition)
+        raise ProtocolDecodeError(f"{SHARE_GROUP_STATE_TOPIC} record of {where}: {e}") from None
     return ShareRecord(snapshot, k.group_id, k.topic_id, k.partition, offset)
 
 

@@ -13,7 +13,8 @@ SharePartitionManager.acknowledgeSessionUpdate:
 - Per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
   NOT_LEADER_OR_FOLLOWER (with ``current_leader`` and ``node_endpoints``), INVALID_RECORD_STATE
   for a record the member does not hold (nothing of that partition changes), INVALID_REQUEST for
-  a malformed batch. The share partition's state is written through the persister before the
+  a malformed batch or one past the last record handed out (SharePartition.acknowledge has the
+  rules). The share partition's state is written through the persister before the
   answer.
 
 Served (and advertised) while ``group.coordinator.rebalance.protocols`` names ``share`` and

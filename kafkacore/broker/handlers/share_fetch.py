@@ -13,14 +13,15 @@ coordinator/share_session.py. As Kafka's KafkaApis / SharePartitionManager.newCo
   SHARE_SESSION_LIMIT_REACHED; the group's share partitions held here are first checked against
   their share coordinator (``SharePartitionManager.revalidate_group``). -1 applies the
   acknowledgements, then closes the session and releases every record the member still holds
-  (SHARE_SESSION_NOT_FOUND without a session); nothing is fetched. Another epoch must be the
-  session's next (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH): the request's
-  partitions join the session, ``forgotten_topics_data`` leave it, and every partition of the
-  session is fetched.
+  (SHARE_SESSION_NOT_FOUND without a session, INVALID_REQUEST with forgotten topics); nothing is
+  fetched. Another epoch must be the session's next (SHARE_SESSION_NOT_FOUND,
+  INVALID_SHARE_SESSION_EPOCH): the request's partitions join the session,
+  ``forgotten_topics_data`` leave it, and every partition of the session is fetched.
 - Per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED (READ on the topic),
   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (with ``current_leader`` and the leader in
   ``node_endpoints``) as ``error_code``; an acknowledgement that fails (a record not acquired by
-  the member: INVALID_RECORD_STATE; a bad batch: INVALID_REQUEST) as ``acknowledge_error_code``.
+  the member: INVALID_RECORD_STATE; a bad batch, or one past the last record handed out:
+  INVALID_REQUEST) as ``acknowledge_error_code``.
 - Fetching: each share partition hands out AVAILABLE in-flight records and new records below the
   high watermark (read_committed: the last stable offset) up to ``max_records`` in all (v1; v0
   has no limit; v1 with 0 fetches nothing: acknowledgements only), split into AcquiredRecords
@@ -82,6 +83,8 @@ async def _share_fetch(ctx, req):
     sessions = mgr.sessions
     try:
         if epoch == FINAL_EPOCH:
+            if forgotten:  # nothing is left to forget (librdkafka's mock broker answers so, as Kafka 4.1)
+                raise InvalidRequestError("forgotten topics in the request that closes the share session")
             session = sessions.get(group, member)
             if session is None:
                 raise ShareSessionNotFoundError(f"no share session for member {member} of group {group}")
@@ -200,6 +203,8 @@ async def _acquire_all(ctx, req, group, member, leaders, answers, max_records, v
             offset = sp.fetch_offset()
             if offset is None or offset >= upper:
                 continue
+            if partition_limits.get(key, 1) <= 0:
+                continue  # v0: a PartitionMaxBytes of 0 (or less) fetches nothing from the partition
             limit = min(partition_limits.get(key, max_bytes), max_bytes - total)
             try:
                 if committed:
