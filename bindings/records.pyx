@@ -1161,12 +1161,14 @@ cdef tuple _decode_segments(list segments, check_crcs):
     cdef int verdict
     cdef Py_ssize_t n_seg = len(segments), s = 0, done_seg = 0, framed = 0
     # seg_end[s]: the pending items of segments 0..s; seg_rows[s]: the rows once they are decoded
-    cdef size_t *seg_end = <size_t *>malloc((n_seg + 1) * sizeof(size_t))
-    cdef int64_t *seg_rows = <int64_t *>malloc((n_seg + 1) * sizeof(int64_t))
+    cdef size_t *seg_end = NULL
+    cdef int64_t *seg_rows = NULL
     _need_arrow()
     memset(&pending, 0, sizeof(kc_buf))
     kc_columns_init(&cols)
     try:
+        seg_end = <size_t *>malloc((n_seg + 1) * sizeof(size_t))
+        seg_rows = <int64_t *>malloc((n_seg + 1) * sizeof(int64_t))
         if seg_end == NULL or seg_rows == NULL:
             raise MemoryError()
         for s in range(n_seg):
