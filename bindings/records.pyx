@@ -1124,7 +1124,23 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=No
     codec libraries); pass 2 reserves each column once and decodes all records without the
     GIL. An error stops pass 1 but pass 2 still runs up to it, so the first problem in
     buffer order is the one reported."""
-    cdef _BufferRef ref = _BufferRef(buf)
+    batch, _rows = _decode_segments([(buf, topic, partition, aborted)], check_crcs)
+    return batch
+
+
+def decode_segments_to_arrow(segments, check_crcs=True):
+    """decode_segments_to_arrow([(buf, topic, partition, aborted), ...], check_crcs=True) -> (pyarrow.RecordBatch, [rows])
+
+    Several inputs decoded as ``decode_to_arrow`` decodes each, into ONE record batch: every
+    segment's rows in order, with that segment's topic and partition, and ``rows`` the number
+    of rows each segment gave. poll_arrow() decodes the fetched data it returns this way, so
+    its batch needs no concatenation (a second copy of every key and value). Errors are
+    decode_to_arrow's, their positions counted in the failing segment's own buffer."""
+    return _decode_segments(list(segments), check_crcs)
+
+
+cdef tuple _decode_segments(list segments, check_crcs):
+    cdef _BufferRef ref
     cdef kc_columns cols
     cdef kc_batch_header h
     cdef kc_buf pending
@@ -1138,90 +1154,109 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=No
     cdef const uint8_t *p
     cdef uint32_t computed, crc
     cdef list keep_alive = []  # decompressed sections referenced by pending items
+    cdef list refs = []  # every segment's input, held until the columns are assembled
     first_error = None  # a pass-1 error, raised unless pass 2 finds an earlier one
     cdef dict pool_buffers = {}
-    cdef _AbortedState txn = _aborted_state(aborted)
+    cdef _AbortedState txn
     cdef int verdict
+    cdef Py_ssize_t n_seg = len(segments), s = 0, done_seg = 0, framed = 0
+    # seg_end[s]: the pending items of segments 0..s; seg_rows[s]: the rows once they are decoded
+    cdef size_t *seg_end = NULL
+    cdef int64_t *seg_rows = NULL
     _need_arrow()
     memset(&pending, 0, sizeof(kc_buf))
     kc_columns_init(&cols)
     try:
-        while True:
-            st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
-            if st == KC_TRUNCATED:
-                break
-            if st != KC_OK:
-                first_error = _corrupt(err.decode(), <Py_ssize_t>pos)
-                break
-            p = ref.data + pos
-            if h.records_count < 0:
-                first_error = _corrupt("negative record count", <Py_ssize_t>pos)
-                break
-            if check and h.records_count > 0 and h.last_offset_delta < h.records_count - 1:
-                first_error = _corrupt("last offset delta is below the record count", <Py_ssize_t>pos)
-                break
-            memset(&item, 0, sizeof(item))
-            item.h = h
-            item.position = pos
-            item.batch = p
-            item.total = total
-            verdict = KC_TXN_KEEP if txn is None else kc_aborted_batch(&txn.a, &h)
-            if h.attributes & KC_ATTR_CONTROL:
-                item.records = item.end = NULL
-                item.h.records_count = 0
-                item.check_crc = check
-                if verdict == KC_TXN_MARKER:
-                    # Its key steers the filter: CRC first (as the twin), then the key.
+        seg_end = <size_t *>malloc((n_seg + 1) * sizeof(size_t))
+        seg_rows = <int64_t *>malloc((n_seg + 1) * sizeof(int64_t))
+        if seg_end == NULL or seg_rows == NULL:
+            raise MemoryError()
+        for s in range(n_seg):
+            buf, _t, _p, aborted = segments[s]
+            ref = _BufferRef(buf)
+            refs.append(ref)
+            txn = _aborted_state(aborted)
+            pos = 0
+            while True:
+                st = kc_batch_frame(ref.data + pos, ref.length - pos, &h, &total, &err)
+                if st == KC_TRUNCATED:
+                    break
+                if st != KC_OK:
+                    first_error = _corrupt(err.decode(), <Py_ssize_t>pos)
+                    break
+                p = ref.data + pos
+                if h.records_count < 0:
+                    first_error = _corrupt("negative record count", <Py_ssize_t>pos)
+                    break
+                if check and h.records_count > 0 and h.last_offset_delta < h.records_count - 1:
+                    first_error = _corrupt("last offset delta is below the record count", <Py_ssize_t>pos)
+                    break
+                memset(&item, 0, sizeof(item))
+                item.h = h
+                item.position = pos
+                item.batch = p
+                item.total = total
+                verdict = KC_TXN_KEEP if txn is None else kc_aborted_batch(&txn.a, &h)
+                if h.attributes & KC_ATTR_CONTROL:
+                    item.records = item.end = NULL
+                    item.h.records_count = 0
+                    item.check_crc = check
+                    if verdict == KC_TXN_MARKER:
+                        # Its key steers the filter: CRC first (as the twin), then the key.
+                        if check:
+                            computed = _batch_crc(p, total)
+                            if computed != h.crc:
+                                first_error = _corrupt(_crc_mismatch(h.crc, computed), <Py_ssize_t>pos)
+                                break
+                            item.check_crc = False
+                        try:
+                            if _marker_type(ref, pos, total, &h) == KC_CONTROL_ABORT:
+                                kc_aborted_end(&txn.a, h.producer_id)
+                        except CorruptRecordError as e:
+                            first_error = e
+                            break
+                elif verdict == KC_TXN_ABORTED:
+                    # An aborted transaction's batch: like a control batch, CRC checked in pass 2
+                    # and nothing decompressed or decoded.
+                    item.records = item.end = NULL
+                    item.h.records_count = 0
+                    item.check_crc = check
+                elif h.attributes & 0x07:
+                    # Check the CRC before handing the bytes to a decompressor.
                     if check:
-                        computed = _batch_crc(p, total)
+                        with nogil:
+                            computed = _batch_crc(p, total)
                         if computed != h.crc:
                             first_error = _corrupt(_crc_mismatch(h.crc, computed), <Py_ssize_t>pos)
                             break
-                        item.check_crc = False
+                    codec = h.attributes & 0x07
+                    if codec not in _CODEC_NAMES:
+                        first_error = _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
+                        break
                     try:
-                        if _marker_type(ref, pos, total, &h) == KC_CONTROL_ABORT:
-                            kc_aborted_end(&txn.a, h.producer_id)
+                        data = codecs.decompress(codec, ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total),
+                                                 <Py_ssize_t>pos)
                     except CorruptRecordError as e:
                         first_error = e
                         break
-            elif verdict == KC_TXN_ABORTED:
-                # An aborted transaction's batch: like a control batch, CRC checked in pass 2
-                # and nothing decompressed or decoded.
-                item.records = item.end = NULL
-                item.h.records_count = 0
-                item.check_crc = check
-            elif h.attributes & 0x07:
-                # Check the CRC before handing the bytes to a decompressor.
-                if check:
-                    with nogil:
-                        computed = _batch_crc(p, total)
-                    if computed != h.crc:
-                        first_error = _corrupt(_crc_mismatch(h.crc, computed), <Py_ssize_t>pos)
-                        break
-                codec = h.attributes & 0x07
-                if codec not in _CODEC_NAMES:
-                    first_error = _corrupt(f"unknown compression codec id {codec}", <Py_ssize_t>pos)
-                    break
-                try:
-                    data = codecs.decompress(codec, ref.section(pos + KC_RECORD_BATCH_OVERHEAD, pos + total),
-                                             <Py_ssize_t>pos)
-                except CorruptRecordError as e:
-                    first_error = e
-                    break
-                keep_alive.append(data)
-                item.records = <const uint8_t *>PyBytes_AS_STRING(data)
-                item.end = item.records + PyBytes_GET_SIZE(data)
-            else:
-                item.records = p + KC_RECORD_BATCH_OVERHEAD
-                item.end = p + total
-                item.exact_positions = True
-                item.check_crc = check
-            if item.records != NULL:
-                rows += h.records_count
-                data_bytes += <size_t>(item.end - item.records)
-            if kc_buf_append(&pending, &item, sizeof(item)):
-                raise MemoryError()
-            pos += total
+                    keep_alive.append(data)
+                    item.records = <const uint8_t *>PyBytes_AS_STRING(data)
+                    item.end = item.records + PyBytes_GET_SIZE(data)
+                else:
+                    item.records = p + KC_RECORD_BATCH_OVERHEAD
+                    item.end = p + total
+                    item.exact_positions = True
+                    item.check_crc = check
+                if item.records != NULL:
+                    rows += h.records_count
+                    data_bytes += <size_t>(item.end - item.records)
+                if kc_buf_append(&pending, &item, sizeof(item)):
+                    raise MemoryError()
+                pos += total
+            seg_end[s] = pending.len // sizeof(_PendingBatch)
+            framed = s + 1
+            if first_error is not None:
+                break  # pass 2 decodes the segments before it and the batches up to it
 
         items = <_PendingBatch *>pending.data
         n_items = pending.len // sizeof(_PendingBatch)
@@ -1234,7 +1269,11 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=No
         with nogil:
             st = KC_OK
             k = 0
+            done_seg = 0
             while st == KC_OK and k < n_items:
+                while done_seg < framed and seg_end[done_seg] <= k:
+                    seg_rows[done_seg] = cols.rows
+                    done_seg += 1
                 if items[k].records == NULL:  # a control batch: only its CRC matters
                     if items[k].check_crc and not _crc_matches(&items[k]):
                         st = -1
@@ -1250,6 +1289,10 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=No
                     st = kc_columns_add_batch(&cols, items[k].records, items[k].end, &items[k].h, &err_at, &err)
                 if st == KC_OK:
                     k += 1
+            if st == KC_OK:
+                while done_seg < framed:
+                    seg_rows[done_seg] = cols.rows
+                    done_seg += 1
         if st == KC_NOMEM:
             raise MemoryError()
         if st == -1:
@@ -1261,13 +1304,31 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True, aborted=No
             raise _corrupt(err.decode(), <Py_ssize_t>items[k].position)
         if first_error is not None:
             raise first_error
-        return _assemble(&cols, topic, partition, pool_buffers)
+        counts = [seg_rows[s] - (seg_rows[s - 1] if s else 0) for s in range(n_seg)]
+        return _assemble(&cols, _segment_columns(segments, counts, cols.rows), pool_buffers), counts
     finally:
         kc_columns_free(&cols)
         kc_buf_free(&pending)
+        free(seg_end)
+        free(seg_rows)
 
 
-cdef object _assemble(kc_columns *c, topic, partition, dict h):
+cdef tuple _segment_columns(list segments, list counts, int64_t n):
+    """The topic and partition columns of segments' rows: one constant pair when they share
+    them (always so for one segment), else each segment's pair, concatenated (4-byte values
+    and the topic's name: small beside the records)."""
+    first = segments[0] if segments else (None, None, None, None)
+    if all(seg[1] == first[1] and seg[2] == first[2] for seg in segments):
+        return constant_columns(first[1], first[2], n)
+    topics, parts = [], []
+    for seg, c in zip(segments, counts):
+        t, q = constant_columns(seg[1], seg[2], c)
+        topics.append(t)
+        parts.append(q)
+    return pa.concat_arrays(topics), pa.concat_arrays(parts)
+
+
+cdef object _assemble(kc_columns *c, tuple topic_partition, dict h):
     cdef int64_t n = c.rows
     key = pa.Array.from_buffers(pa.binary(), n, [_validity(&c.key_validity, c.key_nulls, "key_validity", h),
                                 _column_buffer(&c.key_offsets, "key_offsets", h),
@@ -1290,7 +1351,7 @@ cdef object _assemble(kc_columns *c, topic, partition, dict h):
         _validity(&c.header_list_validity, c.header_list_nulls, "header_list_validity", h),
         _column_buffer(&c.header_list_offsets, "header_list_offsets", h)], c.header_list_nulls,
         children=[entries])
-    topic_col, part_col = constant_columns(topic, partition, n)
+    topic_col, part_col = topic_partition
     return pa.RecordBatch.from_arrays([key, value, topic_col, part_col, offset, timestamp, ts_type, headers],
                                       schema=SPARK_KAFKA_SCHEMA)
 

@@ -348,3 +348,58 @@ def test_native_read_committed_arrow_equals_twin(log, extra, check):
         n = native.decode_to_arrow(buf, topic="t", partition=2, check_crcs=check, aborted=ab)
         t = arrow_py.decode_to_arrow(buf, topic="t", partition=2, check_crcs=check, aborted=ab)
         assert n.equals(t)
+
+
+# ---------------------------------------------------------------------------------------
+# decode_segments_to_arrow: several inputs into one batch (poll_arrow's pieces, no concatenation)
+SEGMENTS = {"native": getattr(native, "decode_segments_to_arrow", None), "twin": arrow_py.decode_segments_to_arrow}
+
+
+@needs_native
+@settings(max_examples=examples(120))
+@given(segs=st.lists(st.tuples(st.lists(batch_specs(max_records=6), max_size=3),
+                               st.sampled_from([None, "a", "topic-b"]), st.sampled_from([None, 0, 7])),
+                     max_size=4),
+       check=st.booleans())
+def test_native_segments_equal_twin_and_each_segment_decoded_alone(segs, check):
+    inputs = [(b"".join(build_batch(RecordBatchBuilder, s) for s in specs), t, p, None) for specs, t, p in segs]
+    n_batch, n_rows = SEGMENTS["native"](inputs, check)
+    t_batch, t_rows = SEGMENTS["twin"](inputs, check)
+    assert n_batch.schema == EXPECTED_SCHEMA
+    assert n_batch.equals(t_batch) and n_rows == t_rows
+    alone = [decode_to_arrow(buf, t, p, check) for buf, t, p, _ in inputs]
+    assert n_rows == [b.num_rows for b in alone]
+    at = 0
+    for b in alone:  # each segment's rows, its own topic and partition included, in order
+        assert n_batch.slice(at, b.num_rows).equals(b)
+        at += b.num_rows
+    assert at == n_batch.num_rows
+
+
+@needs_native
+@settings(max_examples=examples(60, 20))
+@given(log=txn_logs(), check=st.booleans())
+def test_segments_read_committed_per_segment(log, check):
+    """Each segment's aborted list applies to that segment only."""
+    buf, aborted, kept = log
+    for impl in SEGMENTS.values():
+        batch, rows = impl([(buf, "t", 0, aborted), (buf, "t", 1, None), (buf, "t", 2, aborted)], check)
+        n_all = decode_to_arrow(buf, "t", 1, check).num_rows
+        assert rows == [len(kept), n_all, len(kept)]
+        assert batch.column("offset").to_pylist()[:len(kept)] == kept
+        assert batch.column("partition").to_pylist() == [0] * len(kept) + [1] * n_all + [2] * len(kept)
+
+
+@needs_native
+def test_segments_report_a_bad_segment_as_decode_to_arrow_does():
+    good = _batch([b"a", b"b"])
+    bad = bytearray(_batch([b"c", b"d"], base_offset=2))
+    bad[-1] ^= 0xFF  # the CRC no longer matches
+    for impl in SEGMENTS.values():
+        with pytest.raises(CorruptRecordError) as seg_err:
+            impl([(good, "t", 0, None), (bytes(bad), "t", 0, None)])
+        with pytest.raises(CorruptRecordError) as alone_err:
+            decode_to_arrow(bytes(bad), "t", 0)
+        assert str(seg_err.value) == str(alone_err.value)
+        empty, rows = impl([])
+        assert rows == [] and empty.num_rows == 0

@@ -230,3 +230,39 @@ def test_flush_waiting_on_in_flight_requests_does_not_spin_the_sender(tmp_path):
         assert p.flush(20) == 0
         p.close()
         assert spent < 0.1, f"the sender used {spent:.2f} s of CPU while waiting 1 s for answers"
+
+
+def test_poll_arrow_over_many_fetched_pieces_and_partitions(tmp_path):
+    """poll_arrow() decodes the pieces a poll takes (several per partition here: small fetches,
+    small batches) in one pass into one batch: every row keeps its partition, offset and value,
+    once, in offset order per partition, also where max_records cuts a piece."""
+    import numpy as np
+
+    with Broker(tmp_path / "data") as b:
+        b.create_topic("pieces", partitions=3)
+        p = b.producer({"batch.size": 4096, "linger.ms": 0})
+        sent = {}
+        for part in range(3):
+            values = np.array([b"p%d-%05d" % (part, i) for i in range(3000)], dtype="S8")
+            assert p.send_many("pieces", values, partition=part).result(30) == 3000
+            sent[part] = [bytes(v) for v in values]
+        p.close()
+        c = b.consumer({"max.partition.fetch.bytes": 8192})
+        c.assign([("pieces", part, 0) for part in range(3)])
+        got = {0: [], 1: [], 2: []}
+        offsets = {0: [], 1: [], 2: []}
+        deadline = time.monotonic() + 30
+        joined = 0
+        while sum(map(len, got.values())) < 9000 and time.monotonic() < deadline:
+            batch = c.poll_arrow(1.0, max_records=1000)
+            assert batch.num_rows <= 1000
+            if len({*batch.column("partition").to_pylist()}) > 1:
+                joined += 1
+            for row in batch.to_pylist():
+                assert row["topic"] == "pieces"
+                got[row["partition"]].append(row["value"])
+                offsets[row["partition"]].append(row["offset"])
+        c.close()
+    assert got == sent
+    assert offsets == {part: list(range(3000)) for part in range(3)}
+    assert joined, "no poll returned rows of more than one partition: the joined path was not run"

@@ -26,7 +26,7 @@ from ..errors import (CorruptRecordBatchError, KafkaConfigError, KafkaError, Kaf
                       NoOffsetForPartitionError, OffsetOutOfRangeError, error_for_code)
 from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
-from ..record import CorruptRecordError
+from ..record import CorruptRecordError, UnsupportedCodecError, decode_segments_to_arrow
 from . import records_py
 from .cluster import Cluster
 from .security import client_security
@@ -458,6 +458,9 @@ class Consumer:
         n = len(items)
         start = self._round_robin % n
         self._round_robin += 1
+        # decoded ahead (the pieces it saw): fetched data that arrives meanwhile waits for the
+        # next poll, rather than be decoded alone and copied into this one's batch
+        seen = self._decode_ahead([items[(start + k) % n] for k in range(n)], max_records) if arrow else None
         out, parts, total = [], [], 0
         for k in range(n):
             tp, st = items[(start + k) % n]
@@ -466,7 +469,7 @@ class Consumer:
                 raise err
             while st.buffered and total < max_records:
                 data = st.buffered[0]
-                if st.position is None:
+                if st.position is None or (seen is not None and data not in seen):
                     break
                 got = self._decode(tp, st, data, max_records - total, arrow)
                 if got is None:  # the buffered data was stale (position moved): drop it
@@ -476,8 +479,8 @@ class Consumer:
                     continue
                 count, chunk, next_pos, exhausted = got
                 if count:
-                    if arrow:
-                        parts.append(chunk)
+                    if arrow:  # with where it lies in the batch it was decoded in, for _join
+                        parts.append((chunk, data.arrow_base, data.arrow_at + data.used - count))
                     else:
                         out.extend(chunk)
                     total += count
@@ -494,8 +497,49 @@ class Consumer:
         if total == 0:
             return None
         if arrow:
-            return parts[0] if len(parts) == 1 else _concat(parts)
+            return _join(parts, total)
         return out
+
+    def _decode_ahead(self, order, limit):
+        """Decodes, in one native call, the fetched data this poll_arrow() is about to take (in
+        ``order``, as _take visits it, up to about ``limit`` rows by offsets), so that the rows
+        it returns are consecutive in one batch: a slice, where decoding each fetched piece
+        alone leaves pieces that only a concatenation (a copy of every key and value) joins.
+        Returns the pieces buffered when it looked (None: it decoded nothing ahead)."""
+        segs, ahead, seen, span = [], [], set(), 0
+        for tp, st in order:
+            if st.error is not None or span >= limit:
+                break  # _take raises that error at this partition: nothing after it is taken
+            pos = st.position
+            if pos is None:
+                continue
+            with self._lock:
+                buffered = list(st.buffered)
+            seen.update(buffered)
+            for data in buffered:
+                if data.arrow is not None or data.decoded is not None:
+                    break  # a piece decoded before: taken as it is, and the rest after it
+                if not data.fetch_offset <= pos < data.next_offset:
+                    break  # stale (a seek since): _take drops it
+                segs.append((data.records, tp[0], tp[1], data.aborted))
+                ahead.append((data, pos))
+                span += data.next_offset - pos
+                pos = data.next_offset
+                if span >= limit:
+                    break
+        if len(segs) < 2:
+            return None  # one piece: decoded as always, nothing to join
+        try:
+            batch, counts = decode_segments_to_arrow(segs, self._check_crcs)
+        except (CorruptRecordError, UnsupportedCodecError):
+            return None  # each piece is decoded alone instead, and the bad one reports as it always has
+        at = 0
+        for (data, pos), rows in zip(ahead, counts):
+            data.arrow = batch.slice(at, rows)
+            data.arrow_base, data.arrow_at = batch, at
+            data.used = _first_at(data.arrow, pos)
+            at += rows
+        return seen
 
     def _decode(self, tp, st, data, limit, arrow):
         """(count, records or arrow batch, new position, whether the data is used up)."""
@@ -506,6 +550,7 @@ class Consumer:
             if arrow:
                 if data.arrow is None:
                     data.arrow = _decode_arrow(data.records, tp, self._check_crcs, data.aborted)
+                    data.arrow_base, data.arrow_at = None, 0
                     data.used = _first_at(data.arrow, pos)
                 batch = data.arrow
                 avail = batch.num_rows - data.used
@@ -616,6 +661,23 @@ def _first_at(batch, position) -> int:
     # would make pyarrow import pandas when it is installed (seconds at a process's first poll)
     offsets = np.frombuffer(col.buffers()[1], dtype=np.int64, count=len(col), offset=col.offset * 8)
     return int(np.searchsorted(offsets, position, side="left"))
+
+
+def _join(parts, total):
+    """One record batch of poll_arrow()'s pieces ((batch, base, start in base)): a slice of
+    their base when they lie in it one after another, else their concatenation."""
+    first, base, at = parts[0]
+    if len(parts) == 1:
+        return first
+    if base is not None:
+        end = at
+        for chunk, b, start in parts:
+            if b is not base or start != end:
+                break
+            end += chunk.num_rows
+        else:
+            return base.slice(at, total)
+    return _concat([p[0] for p in parts])
 
 
 def _concat(parts):

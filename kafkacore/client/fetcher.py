@@ -34,7 +34,8 @@ PREFETCH_DEPTH = 2
 class FetchedData:
     """One partition's share of a fetch response, not yet handed to the application."""
 
-    __slots__ = ("records", "fetch_offset", "next_offset", "aborted", "decoded", "arrow", "used", "error")
+    __slots__ = ("records", "fetch_offset", "next_offset", "aborted", "decoded", "arrow", "arrow_base", "arrow_at",
+                 "used", "error")
 
     def __init__(self, records, fetch_offset, next_offset, aborted=None):
         self.records = records  # memoryview of the response frame
@@ -45,6 +46,10 @@ class FetchedData:
         self.aborted = aborted
         self.decoded = None  # list of records once poll() decoded it
         self.arrow = None  # pyarrow.RecordBatch once poll_arrow() decoded it
+        # decoded with other fetched data into one batch: that batch, and where ``arrow`` starts
+        # in it (poll_arrow returns consecutive rows of it as one slice, not a concatenation)
+        self.arrow_base = None
+        self.arrow_at = 0
         self.used = 0  # records of ``decoded``/``arrow`` already returned
         self.error = None  # a corrupt batch after the decoded records: raised once they are used
 

@@ -16,12 +16,14 @@ if _native is not None:
     Record = _native.Record
     iter_batches = _native.iter_batches
     decode_to_arrow = _native.decode_to_arrow
+    decode_segments_to_arrow = _native.decode_segments_to_arrow
 else:
     from .batch_py import Record, RecordBatch, RecordBatchBuilder, iter_batches
-    from .arrow_py import decode_to_arrow
+    from .arrow_py import decode_segments_to_arrow, decode_to_arrow
 
 __all__ = [
     "RecordBatchBuilder", "RecordBatch", "Record", "iter_batches", "decode_to_arrow",
+    "decode_segments_to_arrow",
     "CorruptRecordError", "UnsupportedCodecError", "SPARK_KAFKA_SCHEMA",
 ]
 

@@ -51,3 +51,22 @@ def decode_to_arrow(buf, topic=None, partition=None, check_crcs=True,
         ],
         schema=SPARK_KAFKA_SCHEMA,
     )
+
+
+def decode_segments_to_arrow(segments, check_crcs=True):
+    """Twin of the native ``decode_segments_to_arrow``: each (buf, topic, partition, aborted)
+    segment decoded as ``decode_to_arrow`` decodes it, the batches concatenated; returns
+    (batch, [rows of each segment])."""
+    import pyarrow as pa
+
+    from .arrow_schema import empty_batch
+
+    batches = [decode_to_arrow(buf, topic, partition, check_crcs, aborted)
+               for buf, topic, partition, aborted in segments]
+    counts = [b.num_rows for b in batches]
+    if not batches:
+        return empty_batch(), counts
+    if len(batches) == 1:
+        return batches[0], counts
+    table = pa.Table.from_batches(batches)
+    return pa.RecordBatch.from_arrays([col.combine_chunks() for col in table.columns], schema=table.schema), counts
