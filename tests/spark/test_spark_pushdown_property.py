@@ -16,7 +16,10 @@ so a timestamp lower bound must come from the time index's max-so-far semantics,
 the order of the records. Each example: random predicates (=, <, <=, >, >=, BETWEEN, IN on
 partition, offset and timestamp), a random pruned schema, random split sizes, either isolation
 level; the pushed read must give exactly the rows of the unpushed read (cached, so nothing is
-pushed into it) followed by Spark's own filter."""
+pushed into it) followed by Spark's own filter.
+
+The same property is then checked against a broker (broker_data below): its fetches, its
+ListOffsets by timestamp and its own log cleaner, over topics written by librdkafka producers."""
 import os
 import random
 import time
