@@ -3,7 +3,8 @@ topics whose partition leaders are spread over the three brokers: kcat (librdkaf
 kafka-python, aiokafka, kafkacore's own Producer/Consumer and the kafkacore_spark sink and
 source. The bootstrap broker only follows most partitions and a follower refuses consumer
 fetches and produces (NOT_LEADER_OR_FOLLOWER), so every exact read-back here shows the client
-found and used each partition's leader. The Spark read is repeated after a leader moved.
+found and used each partition's leader. The Spark read is repeated after a leader moved, and
+a Spark task's read (read_split) goes on through a leader change in the middle of its split.
 
 (confluent-kafka is the driver of every test in test_replication.py; test_replication's
 test_other_clients_work_against_the_cluster bootstraps the same Python clients from all
