@@ -3,7 +3,8 @@ topics whose partition leaders are spread over the three brokers: kcat (librdkaf
 kafka-python, aiokafka, kafkacore's own Producer/Consumer and the kafkacore_spark sink and
 source. The bootstrap broker only follows most partitions and a follower refuses consumer
 fetches and produces (NOT_LEADER_OR_FOLLOWER), so every exact read-back here shows the client
-found and used each partition's leader. The Spark read is repeated after a leader moved.
+found and used each partition's leader. The Spark read is repeated after a leader moved, and
+a Spark task's read (read_split) goes on through a leader change in the middle of its split.
 
 (confluent-kafka is the driver of every test in test_replication.py; test_replication's
 test_other_clients_work_against_the_cluster bootstraps the same Python clients from all
@@ -360,5 +361,60 @@ def test_spark_sink_and_source_through_one_broker_follow_the_leaders(cluster, sp
     finally:
         ensure_all_running(cluster)
     # leave the module's cluster whole: broker 2 back in every ISR
+    wait_for(lambda: all(s[2] == [1, 2, 3] for s in seen_by(cluster.brokers[1], topic).values()),
+             f"broker {moved} back in the ISRs", 60)
+
+
+@pytest.mark.parametrize("moved", [2, 1], ids=["leader-is-not-the-bootstrap", "leader-is-the-bootstrap"])
+def test_spark_task_read_survives_a_leader_change_mid_read(cluster, moved):
+    """Issue 30's "surviving a leader change mid-read": the source's task code (read_split) reads
+    a BrokerSplit its batch reader planned, bootstrapped from broker 1; after the first Arrow
+    batch the partition's leader shuts down (controlled), and the rest of the split must come
+    from the new leader: every record of the split exactly once, in order. Small fetches
+    (kafka.max.partition.fetch.bytes) keep most of the split at the broker when the leader
+    goes. Run twice: the departing leader is another broker, then the bootstrap broker itself."""
+    pytest.importorskip("pyspark")
+    from kafkacore import Producer
+    from kafkacore_spark.backends import BrokerSplit, read_split
+    from kafkacore_spark.options import parse_source_options
+    from kafkacore_spark.source import KafkacoreBatchReader
+
+    ensure_all_running(cluster)
+    topic = f"spark-mid-read-{moved}"
+    assignment = create_spread_topic(cluster, topic, 3)
+    partition = moved - 1  # partition p is led by broker p + 1
+    assert assignment[partition][0] == moved
+    boot = cluster.brokers[1].address
+    n = 3000
+    values = [b"mid-read-%05d-" % i + b"x" * 80 for i in range(n)]
+    with Producer({"bootstrap.servers": boot, "acks": "all", "batch.size": 2048, "linger.ms": 5}) as prod:
+        for v in values:
+            prod.send(topic, v, partition=partition)
+        assert prod.flush(30) == 0
+
+    options = {"kafka.bootstrap.servers": boot, "assign": json.dumps({topic: [partition]}),
+               "kafka.max.partition.fetch.bytes": "4096", "kafkaConsumer.pollTimeoutMs": "60000"}
+    reader = KafkacoreBatchReader(parse_source_options(options, streaming=False))
+    [split] = reader.partitions()
+    assert isinstance(split, BrokerSplit) and (split.start_offset, split.end_offset) == (0, n)
+
+    batches = read_split(split, reader.opts)
+    first = next(batches)
+    got = first.column("offset").to_pylist()
+    assert 0 < len(got) < n // 4, len(got)  # most of the split is still at the broker
+    after = {p: (a[1] if a[0] == moved else a[0]) for p, a in enumerate(assignment)}
+    try:
+        assert cluster.brokers[moved].stop() == 0  # controlled shutdown: its leaderships move
+        wait_for(lambda: all({p: s[0] for p, s in seen_by(b, topic).items()} == after for b in running(cluster)),
+                 f"leaders {after} without broker {moved}", 60)
+        values_read = first.column("value").to_pylist()
+        for batch in batches:
+            got += batch.column("offset").to_pylist()
+            values_read += batch.column("value").to_pylist()
+        assert got == list(range(n))  # every record of the split, once, in order
+        assert values_read == values
+    finally:
+        batches.close()
+        ensure_all_running(cluster)
     wait_for(lambda: all(s[2] == [1, 2, 3] for s in seen_by(cluster.brokers[1], topic).values()),
              f"broker {moved} back in the ISRs", 60)

@@ -16,8 +16,13 @@ so a timestamp lower bound must come from the time index's max-so-far semantics,
 the order of the records. Each example: random predicates (=, <, <=, >, >=, BETWEEN, IN on
 partition, offset and timestamp), a random pruned schema, random split sizes, either isolation
 level; the pushed read must give exactly the rows of the unpushed read (cached, so nothing is
-pushed into it) followed by Spark's own filter."""
+pushed into it) followed by Spark's own filter.
+
+The same property is then checked against a broker (broker_data below): its fetches, its
+ListOffsets by timestamp and its own log cleaner, over topics written by librdkafka producers."""
+import os
 import random
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -152,7 +157,6 @@ def full(spark, data_dir):
 
 
 _CMP = st.sampled_from(["=", "<", "<=", ">", ">="])
-_offsets = st.integers(-2, 700)
 _times = st.integers(BASE_TS - 5, BASE_TS + SPREAD_MS + 5)
 
 
@@ -160,25 +164,33 @@ def _ts(ms):
     return f"timestamp_millis({ms})"
 
 
-_predicates = st.one_of(
-    st.tuples(_CMP, st.integers(-1, 4)).map(lambda t: f"partition {t[0]} {t[1]}"),
-    st.lists(st.integers(-1, 4), min_size=1, max_size=3).map(lambda ps: f"partition IN ({', '.join(map(str, ps))})"),
-    st.tuples(_CMP, _offsets).map(lambda t: f"offset {t[0]} {t[1]}"),
-    st.tuples(_offsets, st.integers(0, 300)).map(lambda t: f"offset BETWEEN {t[0]} AND {t[0] + t[1]}"),
-    st.lists(_offsets, min_size=1, max_size=4).map(lambda os_: f"offset IN ({', '.join(map(str, os_))})"),
-    st.tuples(_CMP, _times).map(lambda t: f"timestamp {t[0]} {_ts(t[1])}"),
-    st.tuples(_CMP, _times, st.integers(1, 999)).map(
-        lambda t: f"timestamp {t[0]} timestamp_micros({t[1] * 1000 + t[2]})"),
-    st.tuples(_times, st.integers(0, SPREAD_MS)).map(lambda t: f"timestamp BETWEEN {_ts(t[0])} AND {_ts(t[0] + t[1])}"),
-    st.lists(_times, min_size=1, max_size=3).map(lambda ts: f"timestamp IN ({', '.join(map(_ts, ts))})"),
-)
+def _predicates(last_offset):
+    """A predicate on partition, offset or timestamp; offsets around 0..last_offset."""
+    offsets = st.integers(-2, last_offset + 20)
+    return st.one_of(
+        st.tuples(_CMP, st.integers(-1, 4)).map(lambda t: f"partition {t[0]} {t[1]}"),
+        st.lists(st.integers(-1, 4), min_size=1, max_size=3).map(
+            lambda ps: f"partition IN ({', '.join(map(str, ps))})"),
+        st.tuples(_CMP, offsets).map(lambda t: f"offset {t[0]} {t[1]}"),
+        st.tuples(offsets, st.integers(0, last_offset // 2)).map(
+            lambda t: f"offset BETWEEN {t[0]} AND {t[0] + t[1]}"),
+        st.lists(offsets, min_size=1, max_size=4).map(lambda os_: f"offset IN ({', '.join(map(str, os_))})"),
+        st.tuples(_CMP, _times).map(lambda t: f"timestamp {t[0]} {_ts(t[1])}"),
+        st.tuples(_CMP, _times, st.integers(1, 999)).map(
+            lambda t: f"timestamp {t[0]} timestamp_micros({t[1] * 1000 + t[2]})"),
+        st.tuples(_times, st.integers(0, SPREAD_MS)).map(
+            lambda t: f"timestamp BETWEEN {_ts(t[0])} AND {_ts(t[0] + t[1])}"),
+        st.lists(_times, min_size=1, max_size=3).map(lambda ts: f"timestamp IN ({', '.join(map(_ts, ts))})"),
+    )
+
+
 # None: every column; otherwise a pruned schema in another order (the filters' columns included)
 _SCHEMAS = [None, "offset bigint, timestamp timestamp, partition int",
             "value binary, partition int, timestamp timestamp, offset bigint, key binary"]
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(predicates=st.lists(_predicates, min_size=1, max_size=3),
+@given(predicates=st.lists(_predicates(680), min_size=1, max_size=3),
        isolation=st.sampled_from(["read_committed", "read_uncommitted"]),
        schema=st.sampled_from(_SCHEMAS),
        split_bytes=st.sampled_from(["1500", "4096", str(16 << 20)]))
@@ -190,3 +202,148 @@ def test_pruned_pushed_read_is_spark_filter_of_the_whole_read(spark, data_dir, f
     got = sorted(tuple(r) for r in pushed.select(*cols).collect())
     expected = sorted(tuple(r) for r in full[isolation].filter(where).select(*cols).collect())
     assert got == expected, (where, isolation, schema, split_bytes)
+
+
+# -- the same property over a broker: its fetches, its ListOffsets, its cleaner ------------------
+# A broker of this module's own, whose log cleaner looks for work every 200 ms: a compacted
+# topic's cleaner pass must have run (and settled) before the reads are compared. Topic configs
+# are Kafka's: small segments, a dirty ratio that any overwrite passes.
+B_COMPACT, B_TXN = "bprop-compact", "bprop-txn"
+WAIT = 30
+
+
+@pytest.fixture(scope="module")
+def cleaning_broker(tmp_path_factory):
+    from broker_client import BrokerProcess
+
+    settings = {"log.cleaner.backoff.ms": "200", "log.retention.ms": "-1", "num.partitions": "1"}
+    with BrokerProcess(tmp_path_factory.mktemp("pushdown-property-broker"), settings) as b:
+        yield b
+
+
+def _settled_cleaning(data_dir, topic, partition):
+    """The cleaner's checkpoint for the partition has reached its active segment: every segment
+    it may clean is clean, and nothing more is written, so the log no longer changes."""
+    from kafkacore.storage.checkpoints import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+
+    segs = list_segments(os.path.join(data_dir, f"{topic}-{partition}"))
+    done = OffsetCheckpointFile(os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)).read().get((topic, partition))
+    return len(segs) > 2 and done == segs[-1].base_offset
+
+
+@pytest.fixture(scope="module")
+def broker_data(cleaning_broker):
+    """bprop-compact: partition 0 a compacted log of 30 keys (plain records, an aborted and a
+    committed transaction) whose cleaner pass left offset gaps and emptied segments; partition
+    1 nothing. bprop-txn (delete policy): partitions 0 and 1 interleaved committed and aborted
+    transactions of two producers between plain records, partition 1 ending in a transaction
+    left open (the LSO below the high watermark); partition 2 nothing. Timestamps random, out
+    of order. Written by confluent-kafka (librdkafka) producers, small batches."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bs = cleaning_broker.bootstrap
+    rnd = random.Random(31)
+    admin = AdminClient({"bootstrap.servers": bs})
+    futures = admin.create_topics([
+        NewTopic(B_COMPACT, num_partitions=2, replication_factor=1,
+                 config={"cleanup.policy": "compact", "segment.bytes": "1024", "index.interval.bytes": "200",
+                         "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"}),
+        NewTopic(B_TXN, num_partitions=3, replication_factor=1,
+                 config={"segment.bytes": "2048", "index.interval.bytes": "200"})])
+    for f in futures.values():
+        f.result(WAIT)
+    small = {"bootstrap.servers": bs, "linger.ms": 0, "batch.num.messages": 3}
+
+    def send(p, topic, partition, n, keys):
+        for _ in range(n):
+            p.produce(topic, b"v-%d-" % rnd.randrange(10 ** 6) * rnd.randint(1, 4),
+                      key=b"k%d" % rnd.randrange(keys), partition=partition,
+                      timestamp=BASE_TS + rnd.randrange(SPREAD_MS))
+            p.poll(0)
+        assert p.flush(WAIT) == 0
+
+    def txn_producer(txn_id, **extra):
+        p = ck.Producer({**small, "transactional.id": txn_id, **extra})
+        p.init_transactions(WAIT)
+        return p
+
+    plain = ck.Producer(small)
+    a, b = txn_producer("bprop-a"), txn_producer("bprop-b")
+    # the compacted log
+    send(plain, B_COMPACT, 0, 150, keys=30)
+    a.begin_transaction()
+    send(a, B_COMPACT, 0, 12, keys=30)
+    a.abort_transaction(WAIT)
+    a.begin_transaction()
+    send(a, B_COMPACT, 0, 12, keys=30)
+    a.commit_transaction(WAIT)
+    send(plain, B_COMPACT, 0, 150, keys=30)
+    # transactions
+    for r in range(10):
+        b.begin_transaction()
+        send(b, B_TXN, r % 2, rnd.randint(3, 12), keys=100)
+        a.begin_transaction()
+        send(a, B_TXN, (r + 1) % 2, rnd.randint(3, 12), keys=100)
+        (a.commit_transaction if r % 2 else a.abort_transaction)(WAIT)
+        send(plain, B_TXN, r % 2, rnd.randint(1, 6), keys=100)
+        (b.abort_transaction if r % 3 == 2 else b.commit_transaction)(WAIT)
+    held = txn_producer("bprop-open", **{"transaction.timeout.ms": 900_000})
+    held.begin_transaction()
+    send(held, B_TXN, 1, 7, keys=100)  # left open: partition 1's LSO stays at its first offset
+    send(plain, B_TXN, 1, 5, keys=100)
+
+    deadline = time.monotonic() + 60
+    while not _settled_cleaning(cleaning_broker.data_dir, B_COMPACT, 0):
+        assert time.monotonic() < deadline, "the log cleaner did not clean bprop-compact-0 within 60 s"
+        time.sleep(0.2)
+    segs = list_segments(os.path.join(cleaning_broker.data_dir, f"{B_COMPACT}-0"))
+    assert any(s.size == 0 for s in segs[:-1]), "compaction emptied a segment in the middle of the log"
+    yield
+    held.abort_transaction(WAIT)
+
+
+@pytest.fixture(scope="module")
+def broker_full(spark, cleaning_broker, broker_data):
+    """Each isolation level's whole broker read, unpushed and held by Spark."""
+    def read(iso):
+        return (spark.read.format("kafkacore").option("kafka.bootstrap.servers", cleaning_broker.bootstrap)
+                .option("subscribe", f"{B_COMPACT},{B_TXN}").option("kafka.isolation.level", iso).load())
+
+    out = {iso: read(iso).cache() for iso in ("read_committed", "read_uncommitted")}
+    counts = {iso: df.count() for iso, df in out.items()}
+    assert counts["read_uncommitted"] > counts["read_committed"] > 100, counts
+    # aborted records (not only the open transaction's) are read uncommitted only
+    txn0 = {iso: df.filter(f"topic = '{B_TXN}' AND partition = 0").count() for iso, df in out.items()}
+    assert txn0["read_uncommitted"] > txn0["read_committed"] > 0, txn0
+    offsets = sorted(r[0] for r in out["read_uncommitted"].filter(f"topic = '{B_COMPACT}' AND partition = 0")
+                     .select("offset").collect())
+    assert offsets and offsets[-1] - offsets[0] + 1 > len(offsets), "compaction left offset gaps"
+    assert out["read_uncommitted"].filter(f"topic = '{B_TXN}' AND partition = 2").count() == 0
+    yield out
+    for df in out.values():
+        df.unpersist()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(predicates=st.lists(_predicates(330), min_size=1, max_size=3),
+       isolation=st.sampled_from(["read_committed", "read_uncommitted"]),
+       schema=st.sampled_from(_SCHEMAS),
+       max_records=st.sampled_from([None, "9", "100"]))
+def test_pruned_pushed_broker_read_is_spark_filter_of_the_whole_read(spark, cleaning_broker, broker_full, predicates,
+                                                                      isolation, schema, max_records):
+    """Pushed ranges against a broker: partitions skipped, offsets cut, timestamp lower bounds by
+    ListOffsets; tasks fetch them (maxRecordsPerPartition pieces starting and ending in gaps and
+    in aborted transactions)."""
+    where = " AND ".join(f"({p})" for p in predicates)
+    r = (spark.read.format("kafkacore").option("kafka.bootstrap.servers", cleaning_broker.bootstrap)
+         .option("subscribe", f"{B_COMPACT},{B_TXN}").option("kafka.isolation.level", isolation))
+    if schema is not None:
+        r = r.schema(schema if "topic" in schema else schema + ", topic string")
+    if max_records is not None:
+        r = r.option("maxRecordsPerPartition", max_records)
+    cols = ["topic", "partition", "offset", "timestamp"] + (["value", "key"] if schema is None or "value" in schema
+                                                            else [])
+    got = sorted(tuple(x) for x in r.load().filter(where).select(*cols).collect())
+    expected = sorted(tuple(x) for x in broker_full[isolation].filter(where).select(*cols).collect())
+    assert got == expected, (where, isolation, schema, max_records)
