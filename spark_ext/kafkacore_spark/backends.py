@@ -3,6 +3,7 @@
 earliest / latest / by-timestamp offsets, how to split a range into tasks) and read one split
 in a task as Arrow record batches."""
 import math
+import os
 import time
 
 from pyspark.sql.datasource import InputPartition
@@ -79,6 +80,34 @@ def pack_small(splits: list) -> list:
     return out
 
 
+# A read of less than this many small tasks' worth per core is planned as one wave of tasks.
+SMALL_READ_SLOTS = 4
+
+
+def planning_cores() -> int:
+    """The cores this process may run on: the planning host's, which is Spark's default
+    parallelism in local mode (a Python source cannot ask Spark for spark.default.parallelism)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def balance(splits: list, tasks: int) -> list:
+    """The pieces of a small read shared out over ``tasks`` tasks, each piece to the task with
+    the fewest bytes so far, biggest pieces first (longest-processing-time order), each task's
+    pieces then read in plan order; a task of one piece is that piece."""
+    order = {id(p): i for i, p in enumerate(splits)}
+    bins = [[] for _ in range(min(tasks, len(splits)))]
+    loads = [0] * len(bins)
+    for piece in sorted(splits, key=lambda p: -p.bytes):
+        i = loads.index(min(loads))
+        bins[i].append(piece)
+        loads[i] += piece.bytes
+    out = []
+    for b in bins:
+        b.sort(key=lambda p: order[id(p)])
+        out.append(b[0] if len(b) == 1 else PackedSplit(b))
+    return out
+
+
 class BrokerSplit(InputPartition):
     """Offsets [start_offset, end_offset) of one partition, fetched from a broker."""
 
@@ -147,7 +176,9 @@ class PathBackend:
 
     def plan(self, ranges: dict, exact: bool = False) -> list:
         """SegmentSplits of about maxBytesPerPartition each; smaller when minPartitions asks
-        for more tasks than that gives; small ones packed into shared tasks (PackedSplit). ``exact``: the ranges come from pushed filters, so
+        for more tasks than that gives. A small read (under SMALL_READ_SLOTS small tasks per
+        core) is shared out evenly over one wave of at most as many tasks as the host has cores
+        (``balance``); in a bigger one the small pieces share tasks (``pack_small``). ``exact``: the ranges come from pushed filters, so
         each starts and stops at the batches holding its ends (PartitionFiles.splits)."""
         segs = {tp: self._pf(tp).segments() for tp in ranges}
         max_bytes = self.opts.max_bytes_per_partition
@@ -160,6 +191,13 @@ class PathBackend:
         if not want and not self.opts.max_records_per_partition and max_bytes >= SMALL_SPLIT_BYTES:
             # (minPartitions and maxRecordsPerPartition ask for tasks, and a maxBytesPerPartition
             # below the packing size for small ones: those plans are left as they are)
+            total = sum(piece.bytes for piece in out)
+            slots = planning_cores()
+            if total < SMALL_READ_SLOTS * slots * SMALL_SPLIT_BYTES:
+                tasks = max(1, min(slots, math.ceil(total / SMALL_SPLIT_BYTES)))
+                if tasks > 1:  # pieces of at most half a task, so that the tasks come out even
+                    out = self._plan(ranges, segs, math.ceil(total / (2 * tasks)), exact)
+                return balance(out, tasks)
             return pack_small(out)
         # Segment tails and index granularity leave fewer pieces than total / max_bytes: cut
         # finer until there are minPartitions, or the cuts reach single batches.

@@ -223,6 +223,19 @@ def test_pack_small_keeps_big_pieces_alone_and_fills_tasks_in_order():
     assert pack_small([a]) == [a] and pack_small([]) == []
 
 
+def test_balance_shares_a_small_read_evenly_over_the_tasks():
+    from kafkacore_spark.backends import PackedSplit, SegmentSplit, balance
+
+    pieces = [SegmentSplit("t", p, f"/{p}.log", 0, size, 0, 1) for p, size in enumerate([6, 2, 6, 2, 6, 2])]
+    out = balance(pieces, 2)
+    assert sorted(s.bytes for s in out) == [12, 12]
+    assert all(isinstance(s, PackedSplit) for s in out)
+    # every piece once, each task's pieces in plan order
+    assert sorted(p.partition for s in out for p in s.pieces) == list(range(6))
+    assert all([p.partition for p in s.pieces] == sorted(p.partition for p in s.pieces) for s in out)
+    assert balance(pieces[:1], 2) == pieces[:1] and balance([], 2) == []
+
+
 def test_offset_between_on_one_partition(spark, broker, big):
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThanOrEqual
 
