@@ -23,6 +23,10 @@ def skip_or_fail_without_prometheus():
         pytest.skip(reason)
 
 
+class NotReady(Exception):
+    """Prometheus answered, but not yet through its API (its storage is still starting)."""
+
+
 class Prometheus:
     """One Prometheus scraping ``targets`` (host:port) every second, each target with the extra
     ``labels`` (what a Kubernetes PodMonitor's relabelling would add)."""
@@ -56,7 +60,12 @@ class Prometheus:
             with urllib.request.urlopen(url, timeout=10) as r:
                 out = json.loads(r.read())
         except urllib.error.HTTPError as e:
-            out = json.loads(e.read())
+            body = e.read()
+            try:
+                out = json.loads(body)
+            except ValueError:
+                # a plain-text answer: 503 "Service Unavailable" while its storage starts up
+                raise NotReady(f"prometheus answered HTTP {e.code}: {body[:200]!r}") from None
         assert out["status"] == "success", out
         return out["data"]
 
@@ -81,8 +90,8 @@ class Prometheus:
                 targets = self.api("targets")["activeTargets"]
                 if targets and all(t["health"] == "up" for t in targets):
                     return targets
-            except (OSError, urllib.error.URLError):
-                pass  # not listening yet
+            except (OSError, urllib.error.URLError, NotReady):
+                pass  # not listening yet, or not ready to answer
             if time.monotonic() > deadline:
                 pytest.fail(f"prometheus scraped no target within {timeout} s:\n{self.log_tail()}")
             time.sleep(0.3)
