@@ -381,3 +381,23 @@ def read_offsets_topic(bootstrap, partition, timeout=15.0):
         return out
     finally:
         consumer.close()
+
+
+def share_consume_accepting(bootstrap, group, topic, count, timeout=30.0):
+    """The sorted int values a confluent-kafka ShareConsumer got until it had ``count`` records
+    (or ``timeout`` passed), each accepted (implicit acknowledgement, committed), then closed."""
+    import confluent_kafka
+
+    c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    c.subscribe([topic])
+    got = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            for m in c.poll(0.5):
+                assert m.error() is None, m.error()
+                got.append(int(m.value()))
+        c.commit_sync(30)
+    finally:
+        c.close()
+    return sorted(got)

@@ -2,13 +2,12 @@
 ShareGroupStatePartitionMetadata) and DeleteGroups deleting their share state with the group
 (Kafka 4.1's rule), against a real ``kafkacore serve`` process and confluent-kafka's
 ShareConsumer."""
-import time
 
 import confluent_kafka
 import confluent_kafka.admin as ka
 import pytest
 
-from _kcutil import read_offsets_topic, wait_for
+from _kcutil import read_offsets_topic, share_consume_accepting, wait_for
 from broker_client import BrokerProcess, auto_create, find_coordinators, free_port, request
 from kafkacore.coordinator import share_group_records as sg_records
 from kafkacore.coordinator.offset_store import partition_for
@@ -32,23 +31,6 @@ def _earliest(admin, group):
     res = ka.ConfigResource(ka.ResourceType.GROUP, group, incremental_configs=[ka.ConfigEntry(
         "share.auto.offset.reset", "earliest", incremental_operation=ka.AlterConfigOpType.SET)])
     admin.incremental_alter_configs([res])[res].result(30)
-
-
-def _consume_all(bootstrap, group, topic):
-    """Every record's value, each acknowledged (implicit mode), then the consumer closed."""
-    c = confluent_kafka.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
-    c.subscribe([topic])
-    got = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(got) < COUNT and time.monotonic() < deadline:
-            for m in c.poll(0.5):
-                assert m.error() is None, m.error()
-                got.append(int(m.value()))
-        c.commit_sync(30)
-    finally:
-        c.close()
-    return sorted(got)
 
 
 def _state(conn, group):
@@ -84,7 +66,7 @@ def test_delete_groups_deletes_the_share_state_recorded_by_type_15(tmp_path):
         assert p.flush(30) == 0
         admin = ka.AdminClient({"bootstrap.servers": b.bootstrap})
         _earliest(admin, group)
-        assert _consume_all(b.bootstrap, group, topic) == list(range(COUNT))
+        assert share_consume_accepting(b.bootstrap, group, topic, COUNT) == list(range(COUNT))
         # the share partition the member was assigned is recorded, in Kafka's format
         recorded = _type15(b.bootstrap, group)
         assert [[(t.topic_name, t.partitions) for t in v.initialized_topics] for v in recorded] == [[(topic, [0])]]
@@ -100,4 +82,4 @@ def test_delete_groups_deletes_the_share_state_recorded_by_type_15(tmp_path):
 
         # a new group of that id starts afresh: its share state was deleted, so every record again
         _earliest(admin, group)
-        assert _consume_all(b.bootstrap, group, topic) == list(range(COUNT))
+        assert share_consume_accepting(b.bootstrap, group, topic, COUNT) == list(range(COUNT))

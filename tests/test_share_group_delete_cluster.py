@@ -5,12 +5,11 @@ share session there ends (Kafka 4.1's onGroupEmpty), checks them against the sha
 when a share session opens, and a write of deleted state is fenced (FENCED_STATE_EPOCH) by the
 share coordinator. Real brokers (EmbeddedKafkaCluster: each broker on its own socket), real
 confluent-kafka ShareConsumers."""
-import time
 import uuid
 
 import pytest
 
-from _kcutil import wait_for
+from _kcutil import share_consume_accepting, wait_for
 from broker_client import KafkaConnection, request
 from kafkacore.client.admin import AdminClient
 from kafkacore.coordinator.share_state_log import coordinator_key
@@ -85,24 +84,6 @@ def _earliest(cluster, group, leader):
     wait_for(lambda: configs.get(group, "share.auto.offset.reset") == "earliest", what="the leader sees earliest")
 
 
-def _consume(cluster, group, topic, count):
-    """Every record's value a ShareConsumer got until it had ``count`` (or 15 s passed), each
-    accepted (implicit acknowledgement), then the consumer closed."""
-    c = confluent_kafka.ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
-    c.subscribe([topic])
-    got = []
-    try:
-        deadline = time.monotonic() + 15
-        while len(got) < count and time.monotonic() < deadline:
-            for m in c.poll(0.5):
-                assert m.error() is None, m.error()
-                got.append(int(m.value()))
-        c.commit_sync(30)
-    finally:
-        c.close()
-    return sorted(got)
-
-
 def _delete(cluster, group, coordinator):
     gc = cluster.brokers[coordinator].server.group_coordinator
     wait_for(lambda: (lambda g: g is not None and g.state == "Empty")(gc.groups.get(group)), what="the group empty")
@@ -118,7 +99,7 @@ def _spso(cluster, group, topic):
 def test_a_new_group_of_a_deleted_ones_id_gets_every_record_again(cluster):
     group, topic, _tid, leader, coordinator = _setup(cluster, "sdc")
     _earliest(cluster, group, leader)
-    assert _consume(cluster, group, topic, COUNT) == list(range(COUNT))
+    assert share_consume_accepting(cluster.bootstrap_servers, group, topic, COUNT, 15) == list(range(COUNT))
     assert _spso(cluster, group, topic) == COUNT
     # the group's last share session on the leader ended: its share partition there went with it
     manager = cluster.brokers[leader].server.share_partition_manager
@@ -126,7 +107,7 @@ def test_a_new_group_of_a_deleted_ones_id_gets_every_record_again(cluster):
     _delete(cluster, group, coordinator)
     assert _spso(cluster, group, topic) == -1  # no state: nothing wrote the old one back
     _earliest(cluster, group, leader)
-    assert _consume(cluster, group, topic, COUNT) == list(range(COUNT))  # each once
+    assert share_consume_accepting(cluster.bootstrap_servers, group, topic, COUNT, 15) == list(range(COUNT))  # each once
     assert _spso(cluster, group, topic) == COUNT  # the new group's progress
 
 
@@ -147,14 +128,14 @@ def test_a_share_session_left_open_through_the_deletion_does_not_serve_the_old_s
     against the share coordinator, which no longer has its state: it is loaded anew."""
     group, topic, tid, leader, coordinator = _setup(cluster, "sdz")
     _earliest(cluster, group, leader)
-    assert _consume(cluster, group, topic, COUNT) == list(range(COUNT))
+    assert share_consume_accepting(cluster.bootstrap_servers, group, topic, COUNT, 15) == list(range(COUNT))
     manager = cluster.brokers[leader].server.share_partition_manager
     with KafkaConnection("127.0.0.1", cluster.brokers[leader].port) as zombie:
         assert _share_fetch(zombie, group, "zombie", tid, 0).acquired_records == []  # all accepted: none
         _delete(cluster, group, coordinator)
         assert (group, topic, 0) in manager.partitions  # the open session keeps it
         _earliest(cluster, group, leader)
-        assert _consume(cluster, group, topic, COUNT) == list(range(COUNT))  # each once
+        assert share_consume_accepting(cluster.bootstrap_servers, group, topic, COUNT, 15) == list(range(COUNT))  # each once
         assert _spso(cluster, group, topic) == COUNT
 
 
@@ -165,7 +146,7 @@ def test_a_write_of_the_deleted_state_is_fenced_and_not_brought_back(cluster):
     the state stays deleted, so a new group gets every record."""
     group, topic, tid, leader, coordinator = _setup(cluster, "sdf")
     _earliest(cluster, group, leader)
-    assert _consume(cluster, group, topic, COUNT) == list(range(COUNT))
+    assert share_consume_accepting(cluster.bootstrap_servers, group, topic, COUNT, 15) == list(range(COUNT))
     manager = cluster.brokers[leader].server.share_partition_manager
     with KafkaConnection("127.0.0.1", cluster.brokers[leader].port) as zombie:
         assert _share_fetch(zombie, group, "zombie", tid, 0).acquired_records == []
@@ -181,5 +162,5 @@ def test_a_write_of_the_deleted_state_is_fenced_and_not_brought_back(cluster):
         assert (group, topic, 0) not in manager.partitions  # fenced: dropped
         assert _spso(cluster, group, topic) == -1  # not brought back
         _earliest(cluster, group, leader)
-        assert _consume(cluster, group, topic, 2 * COUNT) == list(range(2 * COUNT))  # each once
+        assert share_consume_accepting(cluster.bootstrap_servers, group, topic, 2 * COUNT, 15) == list(range(2 * COUNT))  # each once
         assert _spso(cluster, group, topic) == 2 * COUNT
