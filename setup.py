@@ -61,7 +61,7 @@ extensions = [
     ext("crc", ["kc_crc32c.c"]),
     ext("murmur2", ["kc_murmur2.c"]),
     ext("storage", ["kc_crc32c.c", "kc_record.c", "kc_log.c"]),
-    ext("records", ["kc_crc32c.c", "kc_murmur2.c", "kc_buffer.c", "kc_record.c", "kc_columns.c", "kc_utf8.c", "kc_pool.c"]),
+    ext("records", ["kc_crc32c.c", "kc_murmur2.c", "kc_buffer.c", "kc_record.c", "kc_append.c", "kc_columns.c", "kc_utf8.c", "kc_pool.c"]),
 ]
 
 if os.environ.get("KAFKACORE_NO_EXTENSION_BUILD"):

@@ -28,6 +28,8 @@ cdef object _NEED_MEMORY = NEED_MEMORY
 cdef enum:
     ACC_BATCH_OVERHEAD = 61
     ACC_RECORD_OVERHEAD = 21   # a record's worst-case framing beyond key, value and headers
+    # records in a send_many run worth letting the GIL go for (a release and re-take cost ~1 us)
+    ACC_NOGIL_RUN = 32
 
 cdef object _RecordMetadata = None
 cdef unsigned int _rand_state = 0x2545F491 ^ <unsigned int>(_now_ms() & 0xFFFFFFFF)
@@ -50,6 +52,13 @@ cdef int _random_below(int n) noexcept:
     x ^= x << 5
     _rand_state = x
     return <int>(x % <unsigned int>n)
+
+
+def seed_sticky_random(unsigned int seed):
+    """Restarts the sticky partitioner's generator from ``seed``, so that two runs choose the
+    same partitions (tests compare batches built by different paths)."""
+    global _rand_state
+    _rand_state = seed if seed else 1  # xorshift stays at 0 forever
 
 
 cdef class BatchResult:
@@ -368,7 +377,7 @@ cdef class _Column:
         else:
             a = self.off64[j]
             b = self.off64[j + 1]
-        if b < a or b - a > INT32_MAX_:
+        if b < a or b - a > INT32_MAX_ or (self.data == NULL and b > a):
             raise ValueError(f"{what}: malformed Arrow offsets at {i}")
         out.ptr = self.data + a if self.data != NULL else <const uint8_t *>""
         out.length = <int32_t>(b - a)
@@ -396,6 +405,10 @@ cdef class RecordAccumulator:
     cdef bint _wake_pending
     cdef long _owner  # thread ident of the owner, 0 when free; read and written under the GIL
     cdef int _depth  # the owner's nesting (a finalizer or callback may send on the same thread)
+    # The batch the owner is filling without the GIL (send_many's runs), else None. Meanwhile
+    # the sender's methods (_enter_sender) may run: they leave this batch alone.
+    cdef ProducerBatch _filling
+    cdef int _sharers  # sender methods running beside a filling owner (see _enter_sender)
 
     cdef inline void _enter(self):
         cdef long me = PyThread_get_thread_ident()
@@ -412,6 +425,33 @@ cdef class RecordAccumulator:
         self._depth -= 1
         if self._depth == 0:
             self._owner = 0
+
+    cdef inline bint _enter_sender(self):
+        """_enter for the sender's methods (drain, release...), which may also run beside an
+        owner that is filling a batch without the GIL: True when it took the ownership, False
+        when it runs beside such an owner; either way _leave_sender ends it. What they do
+        may allocate, and a collection may run Python code and hand the GIL back to the owner."""
+        cdef long me = PyThread_get_thread_ident()
+        if self._owner == me:
+            self._depth += 1
+            return True
+        while self._owner != 0 and self._filling is None:
+            with nogil:
+                usleep(20)
+        if self._owner != 0:
+            # The owner waits for _sharers to drop before it touches the accumulator again, so
+            # a collection that hands it the GIL from inside this method cannot let it in.
+            self._sharers += 1
+            return False
+        self._owner = me
+        self._depth = 1
+        return True
+
+    cdef inline void _leave_sender(self, bint owner):
+        if owner:
+            self._leave()
+        else:
+            self._sharers -= 1
 
     def __init__(self, compression="none", Py_ssize_t batch_size=16384, long long linger_ms=5,
                  Py_ssize_t buffer_memory=33554432, Py_ssize_t max_request_size=1048576, partitioner=None,
@@ -682,6 +722,10 @@ cdef class RecordAccumulator:
         cdef _BufferRef ts_ref = None
         cdef const int64_t *ts_ptr = NULL
         cdef tuple ts_items = None
+        cdef bint fast
+        cdef object batch
+        cdef Py_ssize_t got
+        cdef int run_stop = KC_APPEND_CALLER
         vals.load(values, "values")
         count = vals.length
         if keys is not None:
@@ -702,12 +746,36 @@ cdef class RecordAccumulator:
                 ts_ptr = <const int64_t *>ts_ref.data
             else:
                 ts_items = tuple(timestamps_ms)
+        # Runs of values straight from a column's memory, appended natively without the GIL
+        # (_append_run); any record a run stops at goes through the loop below.
+        fast = ks is None and self.partitioner is None and ts_items is None and vals.kind != 0
         self._enter()
         try:
             end = count if stop < 0 or stop > count else stop
             i = start
             parts = self._parts_of(topic, n)  # looked up once: the loop holds the accumulator
             while i < end:
+                if fast:
+                    if partition is None:
+                        if topic_sticky is None:
+                            topic_sticky = self._sticky_of(topic, n)
+                        p = topic_sticky.partition
+                    batch = parts[p]
+                    if batch is not None:
+                        got = self._append_run(batch, vals, i, end, ts_ptr, now,
+                                               topic_sticky if partition is None else None, handle, &run_stop)
+                        i += got
+                        if run_stop == KC_APPEND_SEAL:
+                            if parts[p] is batch:  # (else the sender took it meanwhile)
+                                self._seal(parts, p)
+                            if partition is None:
+                                self._next_sticky(topic_sticky, n)
+                            continue
+                        if run_stop == KC_APPEND_STICKY:
+                            self._next_sticky(topic_sticky, n)
+                            continue
+                        if i >= end:
+                            break
                 vals.get(i, &v, "value")
                 try:
                     k.has_view = False
@@ -750,6 +818,70 @@ cdef class RecordAccumulator:
                 self._wake()
         return -1 if end == count else end
 
+    cdef Py_ssize_t _append_run(self, ProducerBatch batch, _Column vals, Py_ssize_t i, Py_ssize_t end,
+                                const int64_t *ts_ptr, int64_t now, _Sticky sticky, BulkHandle handle,
+                                int *stop) except -1:
+        """Appends values i.. of ``vals`` to ``batch`` (open, holding a record) as one-record
+        appends would, until a record needs the caller (kc_append.h): the number appended,
+        *stop why it stopped. A long run lets the GIL go, so that the sender (and an embedded
+        broker) work meanwhile; the batch stays the accumulator's and drain leaves it alone."""
+        cdef RecordBatchBuilder b = <RecordBatchBuilder>batch.builder
+        cdef kc_append_state st
+        cdef kc_value_column col
+        cdef int64_t k
+        cdef int64_t buffered_before
+        stop[0] = KC_APPEND_CALLER
+        if self.closed or b is None or b._exports or b._sealed or b.count < 1 or vals.kind == 0:
+            return 0
+        if self._wake_pending:  # the sender may drain sealed batches during the run
+            self._wake()
+        st.buf = b.buf.data
+        st.len = b.buf.len
+        st.cap = b.buf.cap
+        st.count = b.count
+        st.base_ts = b.base_ts
+        st.max_ts = b.max_ts
+        st.limit = <size_t>batch.limit if batch.limit > 0 else 0
+        st.reserved = <size_t>batch.reserved
+        buffered_before = self.buffered
+        st.buffered = buffered_before
+        st.buffer_memory = self.buffer_memory
+        st.max_estimate = min(self.max_request_size, self.buffer_memory) - ACC_BATCH_OVERHEAD
+        st.record_overhead = ACC_RECORD_OVERHEAD
+        st.sticky_used = sticky.used if sticky is not None else 0
+        st.sticky_bytes = (self.sticky_partition_bytes
+                           if sticky is not None and self.sticky_partition_bytes < self.batch_size else 0)
+        col.data = vals.data
+        col.off32 = vals.off32 if vals.kind == 2 else NULL
+        col.off64 = vals.off64 if vals.kind == 3 else NULL
+        col.validity = vals.validity if vals.kind != 1 else NULL
+        col.offset = vals.offset if vals.kind != 1 else 0
+        col.width = <int32_t>vals.width if vals.kind == 1 else 0
+        if end - i >= ACC_NOGIL_RUN:
+            self._filling = batch
+            with nogil:
+                k = kc_append_run(&st, &col, i, end, ts_ptr, now, stop)
+            while self._sharers:  # a sender method interrupted by a collection: let it end
+                with nogil:
+                    usleep(20)
+            self._filling = None
+        else:
+            k = kc_append_run(&st, &col, i, end, ts_ptr, now, stop)
+        if k:
+            b.buf.len = st.len
+            b.count = st.count
+            b.max_ts = st.max_ts
+            batch.count = st.count
+            batch.size = <Py_ssize_t>st.len
+            batch.reserved = <Py_ssize_t>st.reserved
+            self.buffered += st.buffered - buffered_before  # release() may have run meanwhile
+            batch.result.count = batch.count
+            if sticky is not None:
+                sticky.used = st.sticky_used
+            handle._add(batch.result)
+            handle.records += k
+        return k
+
     # -- the sender side ------------------------------------------------------------------
     def drain(self, long long now, force=False, hold=None):
         """Batches to send now: the sealed ones and those open for linger.ms (all when
@@ -761,7 +893,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch b
         cdef Py_ssize_t i
         cdef bint f = bool(force)
-        self._enter()
+        cdef bint owner = self._enter_sender()
         try:
             out = list(self.ready)
             self.ready.clear()
@@ -769,20 +901,20 @@ cdef class RecordAccumulator:
                 for i in range(len(parts)):
                     b = <ProducerBatch>parts[i]
                     if b is not None and (f or now - b.created_ms >= self.linger_ms):
-                        if hold and (b.topic, b.partition) in hold:
+                        if b is self._filling or (hold and (b.topic, b.partition) in hold):
                             continue
                         parts[i] = None
                         out.append(b)
             return out
         finally:
-            self._leave()
+            self._leave_sender(owner)
 
     def next_ready_ms(self):
         """When the oldest open batch reaches linger.ms (None when nothing is open)."""
         cdef list parts
         cdef ProducerBatch b
         cdef long long oldest = -1
-        self._enter()
+        cdef bint owner = self._enter_sender()
         try:
             if self.ready:
                 return 0
@@ -792,11 +924,11 @@ cdef class RecordAccumulator:
                         oldest = b.created_ms
             return None if oldest < 0 else oldest + self.linger_ms
         finally:
-            self._leave()
+            self._leave_sender(owner)
 
     def pending_results(self):
         """The BatchResults of every batch still in the accumulator (for flush)."""
-        self._enter()
+        cdef bint owner = self._enter_sender()
         try:
             out = [(<ProducerBatch>b).result for b in self.ready]
             for parts in self.batches.values():
@@ -805,10 +937,10 @@ cdef class RecordAccumulator:
                         out.append((<ProducerBatch>b).result)
             return out
         finally:
-            self._leave()
+            self._leave_sender(owner)
 
     def has_unsent(self):
-        self._enter()
+        cdef bint owner = self._enter_sender()
         try:
             if self.ready:
                 return True
@@ -818,7 +950,7 @@ cdef class RecordAccumulator:
                         return True
             return False
         finally:
-            self._leave()
+            self._leave_sender(owner)
 
     def close(self):
         self._enter()
@@ -827,10 +959,10 @@ cdef class RecordAccumulator:
 
     def release(self, ProducerBatch batch):
         """The batch is finished (acknowledged or failed): give its memory back."""
-        self._enter()
+        cdef bint owner = self._enter_sender()
         self.buffered -= batch.reserved
         batch.reserved = 0
-        self._leave()
+        self._leave_sender(owner)
         if self.on_release is not None:  # outside the mutex: it takes the producer's lock
             self.on_release()
 

@@ -111,6 +111,29 @@ cdef extern from "kc_record.h" nogil:
     int kc_aborted_batch(kc_aborted *a, const kc_batch_header *h)
     void kc_aborted_end(kc_aborted *a, int64_t producer_id)
 
+cdef extern from "kc_append.h" nogil:
+    ctypedef struct kc_value_column:
+        const uint8_t *data
+        const int32_t *off32
+        const int64_t *off64
+        const uint8_t *validity
+        int64_t offset
+        int32_t width
+    ctypedef struct kc_append_state:
+        uint8_t *buf
+        size_t len, cap
+        int32_t count
+        int64_t base_ts, max_ts
+        size_t limit, reserved
+        int64_t buffered, buffer_memory, max_estimate, record_overhead, sticky_used, sticky_bytes
+    enum:
+        KC_APPEND_END
+        KC_APPEND_SEAL
+        KC_APPEND_STICKY
+        KC_APPEND_CALLER
+    int64_t kc_append_run(kc_append_state *s, const kc_value_column *col, int64_t i, int64_t end,
+                          const int64_t *timestamps, int64_t now, int *stop)
+
 cdef extern from "kc_columns.h" nogil:
     ctypedef struct kc_columns:
         int64_t rows

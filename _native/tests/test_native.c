@@ -9,6 +9,7 @@
  * The robustness section uses a fixed-seed xorshift PRNG so runs are reproducible; set
  * KC_TEST_SEED to another integer to explore different inputs. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, pread, ftruncate for the log tests */
+#include "kc_append.h"
 #include "kc_buffer.h"
 #include "kc_columns.h"
 #include "kc_crc32c.h"
@@ -3912,6 +3913,238 @@ static void test_log(void) {
     printf("# log: %.2f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* kc_append_run: the accumulator's bulk append, against a one-record-at-a-time model */
+
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    int32_t count;
+    int64_t base_ts, max_ts;
+    size_t limit, reserved;
+    int64_t buffered, buffer_memory, max_estimate, overhead, sticky_used, sticky_bytes;
+} append_model;
+
+/* Value j of a column, as the run reads it (0: malformed offsets). */
+static int model_value(const kc_value_column *c, int64_t j, const uint8_t **v, int32_t *n) {
+    if (!c->off32 && !c->off64) {
+        *v = c->data + j * c->width;
+        *n = c->width;
+        return 1;
+    }
+    int64_t at = c->offset + j;
+    if (c->validity && !((c->validity[at >> 3] >> (at & 7)) & 1)) {
+        *v = NULL;
+        *n = -1;
+        return 1;
+    }
+    int64_t a = c->off32 ? c->off32[at] : c->off64[at], b = c->off32 ? c->off32[at + 1] : c->off64[at + 1];
+    if (b < a || b - a > INT32_MAX) return 0;
+    if (!c->data && b > a) return 0;
+    *v = c->data ? c->data + a : (const uint8_t *)"";
+    *n = (int32_t)(b - a);
+    return 1;
+}
+
+/* The accumulator's rules for one record at a time (accumulator.pxi's _append). */
+static int64_t model_run(append_model *m, const kc_value_column *c, int64_t i, int64_t end, const int64_t *ts_in,
+                         int64_t now, int *stop) {
+    int64_t j;
+    *stop = KC_APPEND_CALLER;
+    if (m->count < 1) return 0;
+    for (j = i; j < end; j++) {
+        const uint8_t *v;
+        int32_t n;
+        if (!model_value(c, j, &v, &n)) return j - i;
+        int64_t est = m->overhead + (n > 0 ? n : 0);
+        if (est > m->max_estimate || m->len + (size_t)est > m->limit ||
+            (m->buffered && m->buffered + est > m->buffer_memory))
+            return j - i;
+        int64_t ts = ts_in ? ts_in[j] : now;
+        int64_t delta = (int64_t)((uint64_t)ts - (uint64_t)m->base_ts);
+        size_t size = kc_record_encoded_size(delta, m->count, -1, n, NULL, 0);
+        if (m->cap - m->len < size) return j - i;
+        m->len += kc_record_encode(m->buf + m->len, delta, m->count, NULL, -1, v, n, NULL, 0);
+        m->max_ts = ts > m->max_ts ? ts : m->max_ts;
+        m->count++;
+        if (m->len > m->reserved) {
+            m->buffered += (int64_t)(m->len - m->reserved);
+            m->reserved = m->len;
+        }
+        if (m->len >= m->limit) {
+            *stop = KC_APPEND_SEAL;
+            return j - i + 1;
+        }
+        if (m->sticky_bytes > 0 && (m->sticky_used += est) >= m->sticky_bytes) {
+            *stop = KC_APPEND_STICKY;
+            return j - i + 1;
+        }
+    }
+    *stop = KC_APPEND_END;
+    return j - i;
+}
+
+/* Runs both on the same inputs (each into its own exactly-sized buffer, so ASan sees any write
+ * past cap) and checks they agree in every output. Returns the number appended. */
+static int64_t check_run_matches_model(const char *what, const kc_append_state *start, const kc_value_column *c,
+                                       int64_t i, int64_t end, const int64_t *ts, int64_t now, int *stop_out) {
+    kc_append_state s = *start;
+    append_model m;
+    uint8_t *a = xmalloc(start->cap), *b = xmalloc(start->cap);
+    memcpy(a, start->buf, start->len);
+    memcpy(b, start->buf, start->len);
+    s.buf = a;
+    m.buf = b;
+    m.len = start->len;
+    m.cap = start->cap;
+    m.count = start->count;
+    m.base_ts = start->base_ts;
+    m.max_ts = start->max_ts;
+    m.limit = start->limit;
+    m.reserved = start->reserved;
+    m.buffered = start->buffered;
+    m.buffer_memory = start->buffer_memory;
+    m.max_estimate = start->max_estimate;
+    m.overhead = start->record_overhead;
+    m.sticky_used = start->sticky_used;
+    m.sticky_bytes = start->sticky_bytes;
+    int stop = -1, mstop = -1;
+    int64_t got = kc_append_run(&s, c, i, end, ts, now, &stop);
+    int64_t want = model_run(&m, c, i, end, ts, now, &mstop);
+    CHECKF(got == want && stop == mstop, "%s: appended %lld stop %d, model %lld stop %d", what, (long long)got, stop,
+           (long long)want, mstop);
+    CHECKF(s.len == m.len && memcmp(a, b, s.len) == 0, "%s: bytes differ (%zu vs %zu)", what, s.len, m.len);
+    CHECKF(s.count == m.count && s.max_ts == m.max_ts && s.reserved == m.reserved && s.buffered == m.buffered &&
+               s.sticky_used == m.sticky_used,
+           "%s: state differs", what);
+    CHECK(s.buf == a && s.cap == start->cap && s.base_ts == start->base_ts);
+    free(a);
+    free(b);
+    *stop_out = stop;
+    return got;
+}
+
+static kc_append_state append_start(uint8_t *first, size_t cap) {
+    /* a batch holding one record (the caller appends the first), of value "first", at ts 1000 */
+    kc_append_state s;
+    memset(&s, 0, sizeof(s));
+    s.buf = first;
+    s.len = KC_RECORD_BATCH_OVERHEAD;
+    memset(first, 0, KC_RECORD_BATCH_OVERHEAD);
+    s.len += kc_record_encode(first + s.len, 0, 0, NULL, -1, (const uint8_t *)"first", 5, NULL, 0);
+    s.cap = cap;
+    s.count = 1;
+    s.base_ts = s.max_ts = 1000;
+    s.limit = 1 << 20;
+    s.reserved = s.len;
+    s.buffered = (int64_t)s.len;
+    s.buffer_memory = 1 << 30;
+    s.max_estimate = 1 << 20;
+    s.record_overhead = 21;
+    return s;
+}
+
+static void test_append(void) {
+    uint8_t data[64 * 40];
+    rnd_fill(data, sizeof data);
+    uint8_t *first = xmalloc(1 << 16);
+    int stop;
+    kc_value_column fixed = {data, NULL, NULL, NULL, 0, 40};
+    int64_t ts[64];
+    for (int k = 0; k < 64; k++) ts[k] = 1000 + (k % 5 == 0 ? -300 - k : 17 * k);
+
+    /* every record fits: the same bytes as one-record encodes, "now" and per-record times */
+    kc_append_state s = append_start(first, 1 << 16);
+    CHECK(check_run_matches_model("all", &s, &fixed, 1, 64, NULL, 1234, &stop) == 63 && stop == KC_APPEND_END);
+    CHECK(check_run_matches_model("times", &s, &fixed, 0, 64, ts, 0, &stop) == 64 && stop == KC_APPEND_END);
+    {   /* and the bytes are exactly those of kc_record_encode, record by record */
+        kc_append_state r = s;
+        uint8_t *out = xmalloc(1 << 16), *ref = xmalloc(1 << 16);
+        memcpy(out, first, s.len);
+        memcpy(ref, first, s.len);
+        r.buf = out;
+        CHECK(kc_append_run(&r, &fixed, 3, 9, ts, 0, &stop) == 6 && stop == KC_APPEND_END && r.count == 7);
+        size_t len = s.len;
+        for (int k = 3; k < 9; k++)
+            len += kc_record_encode(ref + len, ts[k] - 1000, k - 2, NULL, -1, data + 40 * k, 40, NULL, 0);
+        CHECK(r.len == len && memcmp(out, ref, len) == 0 && r.max_ts == 1000 + 17 * 8);
+        free(out);
+        free(ref);
+    }
+    /* no room left in the buffer: stops before the record that would not fit, writes nothing past cap */
+    s = append_start(first, 1 << 16);
+    s.cap = s.len + 3 * 47 - 1; /* a 40-byte value encodes in 47 bytes */
+    CHECK(check_run_matches_model("room", &s, &fixed, 1, 64, NULL, 1000, &stop) == 2 && stop == KC_APPEND_CALLER);
+    /* batch.size: sealed after the record that reaches it; a record that would pass it is the caller's */
+    s = append_start(first, 1 << 16);
+    s.limit = s.len + 4 * 47 + 14; /* the estimate (61 per record, 47 written) stops the 5th */
+    CHECK(check_run_matches_model("limit", &s, &fixed, 1, 64, NULL, 1000, &stop) == 4 && stop == KC_APPEND_CALLER);
+    s.limit = s.len + 40; /* estimated at its value alone, the record fits; written, it fills the batch */
+    s.record_overhead = 0;
+    s.max_estimate = 40;
+    CHECK(check_run_matches_model("full", &s, &fixed, 1, 64, NULL, 1000, &stop) == 1 && stop == KC_APPEND_SEAL);
+    /* the sticky partitioner's budget, carried over from earlier records */
+    s = append_start(first, 1 << 16);
+    s.sticky_bytes = 1000;
+    s.sticky_used = 900;
+    CHECK(check_run_matches_model("sticky", &s, &fixed, 1, 64, NULL, 1000, &stop) == 2 && stop == KC_APPEND_STICKY);
+    /* buffer.memory */
+    s = append_start(first, 1 << 16);
+    s.buffer_memory = s.buffered + 3 * 61 + 30;
+    CHECK(check_run_matches_model("memory", &s, &fixed, 1, 64, NULL, 1000, &stop) >= 2 && stop == KC_APPEND_CALLER);
+    /* a record too large for max.request.size: nothing appended */
+    s = append_start(first, 1 << 16);
+    s.max_estimate = 60;
+    CHECK(check_run_matches_model("too large", &s, &fixed, 1, 64, NULL, 1000, &stop) == 0 && stop == KC_APPEND_CALLER);
+    /* an empty batch: its first record (the base timestamp) is the caller's */
+    s = append_start(first, 1 << 16);
+    s.count = 0;
+    CHECK(kc_append_run(&s, &fixed, 0, 64, NULL, 1000, &stop) == 0 && stop == KC_APPEND_CALLER);
+
+    /* Arrow offsets: nulls, empty values, an array offset, malformed offsets stop the run */
+    int32_t off32[12] = {0, 3, 3, 10, 10, 40, 41, 41, 60, 59, 70, 80};
+    int64_t off64[12];
+    for (int k = 0; k < 12; k++) off64[k] = off32[k];
+    uint8_t validity[2] = {0xFF & ~(1u << 4) & ~(1u << 7), 0xFF};
+    kc_value_column a32 = {data, off32, NULL, validity, 1, 0};
+    kc_value_column a64 = {data, NULL, off64, validity, 1, 0};
+    kc_value_column nodata = {NULL, off32, NULL, NULL, 0, 0};
+    s = append_start(first, 1 << 16);
+    CHECK(check_run_matches_model("arrow32", &s, &a32, 0, 10, NULL, 1000, &stop) == 7 && stop == KC_APPEND_CALLER);
+    CHECK(check_run_matches_model("arrow64", &s, &a64, 0, 7, ts, 0, &stop) == 7 && stop == KC_APPEND_END);
+    CHECK(check_run_matches_model("no data", &s, &nodata, 1, 3, NULL, 1000, &stop) == 1 && stop == KC_APPEND_CALLER);
+    int32_t empty_off[3] = {0, 0, 0};
+    kc_value_column empties = {NULL, empty_off, NULL, NULL, 0, 0};
+    CHECK(check_run_matches_model("empties", &s, &empties, 0, 2, NULL, 1000, &stop) == 2 && stop == KC_APPEND_END);
+
+    /* random limits and columns against the model */
+    for (int round = 0; round < 2000; round++) {
+        int width = (int)rnd_below(41);
+        kc_value_column c = {data, NULL, NULL, NULL, 0, width};
+        int32_t offs[65];
+        uint8_t valid[8];
+        if (rnd_below(2)) {
+            offs[0] = (int32_t)rnd_below(40);
+            for (int k = 1; k < 65; k++) offs[k] = offs[k - 1] + (int32_t)rnd_below(38);
+            if (rnd_below(10) == 0) offs[1 + rnd_below(64)] -= 5; /* malformed */
+            rnd_fill(valid, sizeof valid);
+            c.off32 = offs;
+            c.validity = rnd_below(2) ? valid : NULL;
+            c.offset = rnd_below(4);
+        }
+        kc_append_state r = append_start(first, 1 << 16);
+        r.cap = r.len + rnd_below(4000);
+        r.limit = r.len + rnd_below(4000);
+        r.buffer_memory = r.buffered + rnd_below(5000);
+        r.max_estimate = 21 + rnd_below(60);
+        r.sticky_bytes = rnd_below(3) ? 0 : 1 + rnd_below(3000);
+        r.sticky_used = r.sticky_bytes ? rnd_below((uint32_t)r.sticky_bytes) : 0;
+        int64_t i0 = rnd_below(30), end = i0 + rnd_below((uint32_t)(61 - c.offset - i0));
+        check_run_matches_model("random", &r, &c, i0, end, rnd_below(2) ? ts : NULL, 1000 + rnd_below(100), &stop);
+    }
+    free(first);
+}
+
 int main(void) {
     const char *seed = getenv("KC_TEST_SEED");
     if (seed && *seed) {
@@ -3932,6 +4165,7 @@ int main(void) {
     test_utf8_repair();
     test_buffer();
     test_pool();
+    test_append();
     test_robustness();
     test_control_type();
     test_aborted();
