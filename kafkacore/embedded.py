@@ -380,4 +380,4 @@ def _materialise_records(resp):
         for p in t.partitions:
             r = p.records
             if r is not None and hasattr(r, "sendfile"):
-                p.records = memoryview(r.read())
+                p.records = memoryview(r.read_buffer())

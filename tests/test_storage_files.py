@@ -178,6 +178,50 @@ def test_kafka_python_reads_read_slices(tmp_path):
     lg.close()
 
 
+def test_a_slice_read_into_the_block_cache_is_the_slice_read_with_pread(tmp_path):
+    """FileSlice.read_buffer (the native pooled read the embedded consumer uses) against
+    FileSlice.read (os.pread, its twin): every slice of a log, ranges past the file's end, and
+    blocks reused by the cache after their last user let go."""
+    from kafkacore._loader import load_native
+    from kafkacore.storage.file_slice import FileSlice
+    lg = Log(str(tmp_path / "pool-0"), LogConfig({"segment.bytes": 3000, "index.interval.bytes": 100}))
+    fill_log(lg, 60, seed=4, codecs=KP_CODECS)
+    offset = 0
+    while offset < lg.log_end_offset:
+        sl = lg.read(offset, 900)
+        pooled = sl.read_buffer()
+        assert bytes(pooled) == sl.read() and len(sl.read()) > 0
+        offset = list(_last_offsets(sl.read()))[-1] + 1
+    records = load_native("records")
+    if records is not None:
+        path = tmp_path / "blob"
+        blob = random.Random(3).randbytes(300_000)
+        path.write_bytes(blob)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for _ in range(3):  # big enough for the cache: later reads reuse earlier blocks
+                for pos, n in [(0, 300_000), (1, 70_000), (250_000, 100_000), (300_000, 5), (0, 0)]:
+                    got = records.read_pooled(fd, pos, n)
+                    assert bytes(got) == os.pread(fd, n, pos)
+                    assert memoryview(got).readonly
+            with pytest.raises(ValueError):
+                records.read_pooled(fd, -1, 10)
+            with pytest.raises(OSError):
+                records.read_pooled(-5, 0, 10)
+        finally:
+            os.close(fd)
+    lg.close()
+
+
+def _last_offsets(data):
+    mr = KPMemoryRecords(data)
+    while mr.has_next():
+        b = mr.next_batch()
+        if b is None:
+            return
+        yield b.last_offset
+
+
 # ---------------------------------------------------------------------------------------
 # index files against a reference walk
 
