@@ -76,6 +76,27 @@ def test_topic_and_partition_columns():
     assert t.column("partition").to_pylist() == [2**31 - 1] * 3
 
 
+def test_topic_and_partition_columns_from_the_cache_and_past_it():
+    """Columns of up to _CACHED_ROWS rows are slices of one cached column per topic and
+    partition (LRU): the same values as freshly repeated ones, for many partitions and topics,
+    a long topic name (never cached) and a batch larger than the cache."""
+    from kafkacore.record import arrow_schema as S
+    long_topic = "x" * 249
+    for rows in (0, 1, 5, 27_000, S._CACHED_ROWS, S._CACHED_ROWS + 1):
+        for topic in ("t", "日本", long_topic):
+            for partition in (0, 3, 2**31 - 1, -1):
+                t, p = S.constant_columns(topic, partition, rows)
+                assert len(t) == len(p) == rows
+                assert t.equals(S._repeat_topic(topic, rows)) and p.equals(S._repeat_partition(partition, rows))
+    for partition in range(100):  # past the LRU's size: evicted columns are made again
+        t, p = S.constant_columns(f"topic-{partition % 20}", partition, 3)
+        assert t.to_pylist() == [f"topic-{partition % 20}"] * 3 and p.to_pylist() == [partition] * 3
+    before = S._repeated_topic.cache_info()
+    assert S.constant_columns(long_topic, 1, 10)[0].to_pylist() == [long_topic] * 10
+    assert S._repeated_topic.cache_info() == before  # a column this large is never kept
+    assert before.currsize <= 16 and S._repeated_partition.cache_info().currsize <= 32
+
+
 @pytest.mark.parametrize("kw", [dict(topic=5), dict(topic=b"bytes"), dict(partition="1"), dict(partition=1.0),
                                 dict(partition=True)])
 def test_bad_topic_or_partition(kw):

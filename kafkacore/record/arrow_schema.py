@@ -1,4 +1,5 @@
 """The Arrow schema of decoded records: the columns and types of Spark's Kafka source."""
+import functools
 import struct
 
 import pyarrow as pa
@@ -28,22 +29,52 @@ def constant_columns(topic, partition, rows: int):
         raise TypeError("partition must be an int or None")
     if partition is not None and not -(1 << 31) <= partition < 1 << 31:
         raise ValueError(f"partition {partition} does not fit an int32")
-    # Typed scalars: letting pyarrow infer the type costs more than decoding a small batch. They
-    # are made from buffers, not from Python values: converting a Python value makes pyarrow
-    # import pandas when it is installed, seconds on a loaded machine at a process's first poll.
     if topic is None:
         topic_col = pa.nulls(rows, pa.string())
+    elif rows <= _CACHED_ROWS and _CACHED_ROWS * (len(topic) + 4) <= _CACHED_BYTES:
+        topic_col = _repeated_topic(topic).slice(0, rows)  # a slice shares the cached buffers
     else:
-        data = topic.encode("utf-8")
-        one = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(_INT32.pack(0) + _INT32.pack(len(data))),
-                                                    pa.py_buffer(data)])
-        topic_col = pa.repeat(one[0], rows)
+        topic_col = _repeat_topic(topic, rows)
     if partition is None:
         part_col = pa.nulls(rows, pa.int32())
+    elif rows <= _CACHED_ROWS:
+        part_col = _repeated_partition(partition).slice(0, rows)
     else:
-        one = pa.Array.from_buffers(pa.int32(), 1, [None, pa.py_buffer(_INT32.pack(partition))])
-        part_col = pa.repeat(one[0], rows)
+        part_col = _repeat_partition(partition, rows)
     return topic_col, part_col
+
+
+# poll_arrow() and the Spark reader ask for these columns once per batch: repeating the value
+# each time cost a quarter of a millisecond per 27k rows (most of a small poll's own work).
+# Arrow arrays are immutable, so every batch of up to _CACHED_ROWS rows slices one cached
+# column; a few topics and partitions are kept, and a column above _CACHED_BYTES never is.
+_CACHED_ROWS = 1 << 17
+_CACHED_BYTES = 4 << 20
+
+
+# Typed scalars: letting pyarrow infer the type costs more than decoding a small batch. They
+# are made from buffers, not from Python values: converting a Python value makes pyarrow
+# import pandas when it is installed, seconds on a loaded machine at a process's first poll.
+def _repeat_topic(topic, rows):
+    data = topic.encode("utf-8")
+    one = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(_INT32.pack(0) + _INT32.pack(len(data))),
+                                                pa.py_buffer(data)])
+    return pa.repeat(one[0], rows)
+
+
+def _repeat_partition(partition, rows):
+    one = pa.Array.from_buffers(pa.int32(), 1, [None, pa.py_buffer(_INT32.pack(partition))])
+    return pa.repeat(one[0], rows)
+
+
+@functools.lru_cache(maxsize=16)
+def _repeated_topic(topic):
+    return _repeat_topic(topic, _CACHED_ROWS)
+
+
+@functools.lru_cache(maxsize=32)
+def _repeated_partition(partition):
+    return _repeat_partition(partition, _CACHED_ROWS)
 
 
 def empty_batch():
