@@ -401,6 +401,9 @@ cdef class RecordAccumulator:
     cdef public long long linger_ms
     cdef public object partitioner, wakeup, on_release, ready, lock, slow_path
     cdef public bint ignore_keys, closed
+    # whether the last send_many let the GIL go in its runs (the producer then has no need to
+    # hand the sender the GIL between chunks)
+    cdef readonly bint released_gil
     cdef public dict partition_counts, batches, sticky, topic_batch_limits
     cdef bint _wake_pending
     cdef long _owner  # thread ident of the owner, 0 when free; read and written under the GIL
@@ -749,6 +752,7 @@ cdef class RecordAccumulator:
         # Runs of values straight from a column's memory, appended natively without the GIL
         # (_append_run); any record a run stops at goes through the loop below.
         fast = ks is None and self.partitioner is None and ts_items is None and vals.kind != 0
+        self.released_gil = False
         self._enter()
         try:
             end = count if stop < 0 or stop > count else stop
@@ -858,6 +862,7 @@ cdef class RecordAccumulator:
         col.offset = vals.offset if vals.kind != 1 else 0
         col.width = <int32_t>vals.width if vals.kind == 1 else 0
         if end - i >= ACC_NOGIL_RUN:
+            self.released_gil = True
             self._filling = batch
             with nogil:
                 k = kc_append_run(&st, &col, i, end, ts_ptr, now, stop)

@@ -190,3 +190,17 @@ def test_the_sender_drains_and_releases_beside_a_filling_run_and_loses_nothing()
     for part in seen.values():
         assert part == sorted(part)
     assert acc.buffered == 0
+
+
+def test_released_gil_says_whether_the_last_send_many_let_the_gil_go():
+    """Producer.send_many hands the sender the GIL between chunks only when the accumulator's
+    runs did not (time.sleep(0) can wait a whole switch interval to get it back)."""
+    values = _values(1000, 50, np.random.default_rng(1))
+    acc = _accumulator(_native, batch_size=1 << 20, sticky_partition_bytes=1 << 20)
+    assert acc.send_many("t", values, handle=_native.BulkHandle()) == -1 and acc.released_gil
+    assert acc.send_many("t", [bytes(v) for v in values], handle=_native.BulkHandle()) == -1
+    assert not acc.released_gil
+    assert acc.send_many("t", values[:10], handle=_native.BulkHandle()) == -1  # too short a run
+    assert not acc.released_gil
+    twin = _accumulator(accumulator_py)
+    assert twin.send_many("t", values, handle=accumulator_py.BulkHandle()) == -1 and not twin.released_gil

@@ -276,6 +276,7 @@ class RecordAccumulator:
         self.buffered = 0  # bytes in batches not yet completed (buffer.memory)
         self.lock = threading.RLock()
         self.closed = False
+        self.released_gil = False  # (the compiled send_many's runs may; this one never does)
 
     # -- the user side --------------------------------------------------------------------
     def send(self, topic, value, key=None, partition=None, headers=None, timestamp_ms=None, on_delivery=None):

@@ -42,7 +42,7 @@ else:
     NEED_METADATA, NEED_MEMORY = accumulator_py.NEED_METADATA, accumulator_py.NEED_MEMORY
 RecordMetadata = accumulator_py.RecordMetadata
 # send_many hands the GIL to the sender between chunks of this many records, so batches
-# start travelling while the rest are still being written.
+# start travelling while the rest are still being written (unless the chunk's runs did).
 SEND_MANY_CHUNK = 16384
 
 
@@ -166,7 +166,10 @@ class Producer:
                 self._await_memory(deadline)
             else:
                 deadline = time.monotonic() + self._max_block
-                time.sleep(0)  # let the sender take the GIL
+                if not self._acc.released_gil:
+                    # let the sender take the GIL (runs of a column let it go as they append;
+                    # sleep(0) can then wait a whole switch interval to get it back)
+                    time.sleep(0)
             start = nxt
 
     # -- transactions (confluent-kafka's names; docs/transactions.md §9.1) -------------------
