@@ -972,8 +972,14 @@ cdef class RecordAccumulator:
             self.on_release()
 
     def abort_all(self, error):
-        """Fails every batch still in the accumulator (close without flush, fatal errors)."""
-        for b in self.drain(0, True):
+        """Fails every batch still in the accumulator (close without flush, fatal errors),
+        the one a send_many is filling too: it waits for the ownership, as drain does not."""
+        self._enter()
+        try:
+            batches = self.drain(0, True)
+        finally:
+            self._leave()
+        for b in batches:
             self.release(b)
             (<ProducerBatch>b).result.complete(-1, -1, error)
 
