@@ -770,7 +770,7 @@ cdef class RecordAccumulator:
                                                topic_sticky if partition is None else None, handle, &run_stop)
                         i += got
                         if run_stop == KC_APPEND_SEAL:
-                            if parts[p] is batch:  # (else the sender took it meanwhile)
+                            if parts[p] is batch:  # (drain leaves a filling batch alone: always)
                                 self._seal(parts, p)
                             if partition is None:
                                 self._next_sticky(topic_sticky, n)
