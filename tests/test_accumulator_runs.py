@@ -204,3 +204,24 @@ def test_released_gil_says_whether_the_last_send_many_let_the_gil_go():
     assert not acc.released_gil
     twin = _accumulator(accumulator_py)
     assert twin.send_many("t", values, handle=accumulator_py.BulkHandle()) == -1 and not twin.released_gil
+
+
+def test_malformed_arrow_offsets_are_refused_after_the_records_before_them():
+    """Hostile input: an Arrow array built from raw buffers, whose offsets run backwards at one
+    record (pyarrow's cheap validation does not look at them; offsets into a missing data
+    buffer, which pyarrow refuses itself, are covered by the C tests). The run
+    stops there, the ordinary path raises a one-line ValueError naming the record, and the
+    records before it are queued and built intact."""
+    import struct
+    offsets = [0, 3, 6, 9, 12, 10, 14]  # record 4 runs backwards
+    data = pa.py_buffer(b"abcdefghijklmnop")
+    bad = pa.Array.from_buffers(pa.binary(), 6, [None, pa.py_buffer(struct.pack("<7i", *offsets)), data])
+    values = pa.concat_arrays([pa.array([b"x" * 10] * 100, pa.binary()), bad])  # a long run first
+    acc = _accumulator(_native, batch_size=1 << 20, sticky_partition_bytes=1 << 20)
+    handle = _native.BulkHandle()
+    with pytest.raises(ValueError, match=r"malformed Arrow offsets at 104"):
+        acc.send_many("t", values, handle=handle, partition=0)
+    assert handle.records == 104
+    [batch] = acc.drain(10**13, True)
+    got = [r.value for b in iter_batches(bytes(batch.builder.build())) for r in b]
+    assert got == [b"x" * 10] * 100 + [b"abc", b"def", b"ghi", b"jkl"]

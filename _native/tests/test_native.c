@@ -3916,15 +3916,6 @@ static void test_log(void) {
 /* ------------------------------------------------------------------------------------ */
 /* kc_append_run: the accumulator's bulk append, against a one-record-at-a-time model */
 
-typedef struct {
-    uint8_t *buf;
-    size_t len, cap;
-    int32_t count;
-    int64_t base_ts, max_ts;
-    size_t limit, reserved;
-    int64_t buffered, buffer_memory, max_estimate, overhead, sticky_used, sticky_bytes;
-} append_model;
-
 /* Value j of a column, as the run reads it (0: malformed offsets). */
 static int model_value(const kc_value_column *c, int64_t j, const uint8_t **v, int32_t *n) {
     if (!c->off32 && !c->off64) {
@@ -3946,8 +3937,9 @@ static int model_value(const kc_value_column *c, int64_t j, const uint8_t **v, i
     return 1;
 }
 
-/* The accumulator's rules for one record at a time (accumulator.pxi's _append). */
-static int64_t model_run(append_model *m, const kc_value_column *c, int64_t i, int64_t end, const int64_t *ts_in,
+/* The accumulator's rules for one record at a time (accumulator.pxi's _append), on the same
+ * state as the run. */
+static int64_t model_run(kc_append_state *m, const kc_value_column *c, int64_t i, int64_t end, const int64_t *ts_in,
                          int64_t now, int *stop) {
     int64_t j;
     *stop = KC_APPEND_CALLER;
@@ -3956,7 +3948,7 @@ static int64_t model_run(append_model *m, const kc_value_column *c, int64_t i, i
         const uint8_t *v;
         int32_t n;
         if (!model_value(c, j, &v, &n)) return j - i;
-        int64_t est = m->overhead + (n > 0 ? n : 0);
+        int64_t est = m->record_overhead + (n > 0 ? n : 0);
         if (est > m->max_estimate || m->len + (size_t)est > m->limit ||
             (m->buffered && m->buffered + est > m->buffer_memory))
             return j - i;
@@ -3988,26 +3980,12 @@ static int64_t model_run(append_model *m, const kc_value_column *c, int64_t i, i
  * past cap) and checks they agree in every output. Returns the number appended. */
 static int64_t check_run_matches_model(const char *what, const kc_append_state *start, const kc_value_column *c,
                                        int64_t i, int64_t end, const int64_t *ts, int64_t now, int *stop_out) {
-    kc_append_state s = *start;
-    append_model m;
+    kc_append_state s = *start, m = *start;
     uint8_t *a = xmalloc(start->cap), *b = xmalloc(start->cap);
     memcpy(a, start->buf, start->len);
     memcpy(b, start->buf, start->len);
     s.buf = a;
     m.buf = b;
-    m.len = start->len;
-    m.cap = start->cap;
-    m.count = start->count;
-    m.base_ts = start->base_ts;
-    m.max_ts = start->max_ts;
-    m.limit = start->limit;
-    m.reserved = start->reserved;
-    m.buffered = start->buffered;
-    m.buffer_memory = start->buffer_memory;
-    m.max_estimate = start->max_estimate;
-    m.overhead = start->record_overhead;
-    m.sticky_used = start->sticky_used;
-    m.sticky_bytes = start->sticky_bytes;
     int stop = -1, mstop = -1;
     int64_t got = kc_append_run(&s, c, i, end, ts, now, &stop);
     int64_t want = model_run(&m, c, i, end, ts, now, &mstop);
