@@ -202,7 +202,10 @@ def test_small_pieces_of_several_partitions_share_one_task(spark, broker, big):
     reader = KafkacoreBatchReader(parse_source_options({"subscribe": BIG, "path": broker.data_dir}, streaming=False))
     reader.pushFilters([GreaterThanOrEqual(("timestamp",), _ts(cut))])
     (task,) = reader.partitions()
-    assert sorted(p.partition for p in task.pieces) == [0, 1, 2] and task.bytes == reader.bytes_planned
+    # a partition's range may cross a segment boundary (the segments are 16 KiB and where the
+    # producer's batches end depends on its linger): then it is two pieces, still in this task
+    assert sorted({p.partition for p in task.pieces}) == [0, 1, 2]
+    assert task.bytes == reader.bytes_planned
     df = _read(spark, broker, "path", BIG).filter(f"timestamp >= timestamp_millis({cut})")
     assert df.rdd.getNumPartitions() == 1
     assert _keys(df) == sorted((p, o) for (_t, p, o), v in big.items() if v[2] >= cut)
