@@ -30,9 +30,13 @@ cdef enum:
     ACC_RECORD_OVERHEAD = 21   # a record's worst-case framing beyond key, value and headers
     # records in a send_many run worth letting the GIL go for (a release and re-take cost ~1 us)
     ACC_NOGIL_RUN = 32
+    # a send_many run follows the sticky partitioner across the open batches of a topic's first
+    # this many partitions (kc_append_sticky_runs); a switch to any other ends the run
+    ACC_RUN_PARTITIONS = 64
 
 cdef object _RecordMetadata = None
-cdef unsigned int _rand_state = 0x2545F491 ^ <unsigned int>(_now_ms() & 0xFFFFFFFF)
+# the sticky partitioner's generator (kc_xorshift32); never 0
+cdef uint32_t _rand_state = 0x2545F491 ^ <uint32_t>(_now_ms() & 0x7FFFFFFF) | 1
 
 
 cdef object _record_metadata(topic, int partition, long long offset, long long ts):
@@ -44,14 +48,7 @@ cdef object _record_metadata(topic, int partition, long long offset, long long t
 
 
 cdef int _random_below(int n) noexcept:
-    # xorshift32: the sticky partitioner needs a spread, not secrecy
-    global _rand_state
-    cdef unsigned int x = _rand_state
-    x ^= x << 13
-    x ^= x >> 17
-    x ^= x << 5
-    _rand_state = x
-    return <int>(x % <unsigned int>n)
+    return <int>(kc_xorshift32(&_rand_state) % <uint32_t>n)
 
 
 def seed_sticky_random(unsigned int seed):
@@ -265,6 +262,8 @@ cdef class ProducerBatch:
     cdef public Py_ssize_t size, reserved, limit
     cdef public int count, attempts, base_sequence
     cdef public object data
+    # a send_many run is appending to it without the GIL: drain leaves it alone
+    cdef bint filling
 
     def __init__(self, topic=None, int partition=0, builder=None, long long created_ms=0, Py_ssize_t limit=0):
         # (the accumulator's hot path makes batches with __new__ and sets these itself)
@@ -408,9 +407,10 @@ cdef class RecordAccumulator:
     cdef bint _wake_pending
     cdef long _owner  # thread ident of the owner, 0 when free; read and written under the GIL
     cdef int _depth  # the owner's nesting (a finalizer or callback may send on the same thread)
-    # The batch the owner is filling without the GIL (send_many's runs), else None. Meanwhile
-    # the sender's methods (_enter_sender) may run: they leave this batch alone.
-    cdef ProducerBatch _filling
+    # The owner is filling batches without the GIL (send_many's runs; those batches are marked
+    # ProducerBatch.filling). Meanwhile the sender's methods (_enter_sender) may run: they leave
+    # those batches alone.
+    cdef bint _filling
     cdef int _sharers  # sender methods running beside a filling owner (see _enter_sender)
 
     cdef inline void _enter(self):
@@ -438,7 +438,7 @@ cdef class RecordAccumulator:
         if self._owner == me:
             self._depth += 1
             return True
-        while self._owner != 0 and self._filling is None:
+        while self._owner != 0 and not self._filling:
             with nogil:
                 usleep(20)
         if self._owner != 0:
@@ -511,10 +511,7 @@ cdef class RecordAccumulator:
 
     cdef int _next_sticky(self, _Sticky st, int n) noexcept:
         # KIP-480/794: null-key records go on to another partition, chosen at random
-        cdef int p
-        if n > 1:
-            p = _random_below(n - 1)
-            st.partition = p if p < st.partition else p + 1
+        st.partition = kc_sticky_next(&_rand_state, st.partition, n)
         st.used = 0
         return st.partition
 
@@ -764,19 +761,22 @@ cdef class RecordAccumulator:
                         if topic_sticky is None:
                             topic_sticky = self._sticky_of(topic, n)
                         p = topic_sticky.partition
-                    batch = parts[p]
-                    if batch is not None:
-                        got = self._append_run(batch, vals, i, end, ts_ptr, now,
+                    if parts[p] is not None:
+                        got = self._append_run(parts, p, n, vals, i, end, ts_ptr, now,
                                                topic_sticky if partition is None else None, handle, &run_stop)
                         i += got
+                        if partition is None:
+                            p = topic_sticky.partition  # (the run may have moved it)
                         if run_stop == KC_APPEND_SEAL:
-                            if parts[p] is batch:  # (drain leaves a filling batch alone: always)
+                            if parts[p] is not None:  # (drain leaves a filling batch alone: always)
                                 self._seal(parts, p)
                             if partition is None:
                                 self._next_sticky(topic_sticky, n)
                             continue
                         if run_stop == KC_APPEND_STICKY:
                             self._next_sticky(topic_sticky, n)
+                            continue
+                        if run_stop == KC_APPEND_SWITCHED:
                             continue
                         if i >= end:
                             break
@@ -822,23 +822,18 @@ cdef class RecordAccumulator:
                 self._wake()
         return -1 if end == count else end
 
-    cdef Py_ssize_t _append_run(self, ProducerBatch batch, _Column vals, Py_ssize_t i, Py_ssize_t end,
-                                const int64_t *ts_ptr, int64_t now, _Sticky sticky, BulkHandle handle,
-                                int *stop) except -1:
-        """Appends values i.. of ``vals`` to ``batch`` (open, holding a record) as one-record
-        appends would, until a record needs the caller (kc_append.h): the number appended,
-        *stop why it stopped. A long run lets the GIL go, so that the sender (and an embedded
-        broker) work meanwhile; the batch stays the accumulator's and drain leaves it alone."""
+    cdef bint _can_run(self, object found) noexcept:
+        # an open batch holding a record, which a run may fill (kc_append.h)
+        cdef ProducerBatch batch
+        cdef RecordBatchBuilder b
+        if found is None:
+            return False
+        batch = <ProducerBatch>found
+        b = <RecordBatchBuilder>batch.builder
+        return b is not None and not b._exports and not b._sealed and b.count >= 1
+
+    cdef void _run_state(self, ProducerBatch batch, kc_append_state *st, bint sticky) noexcept:
         cdef RecordBatchBuilder b = <RecordBatchBuilder>batch.builder
-        cdef kc_append_state st
-        cdef kc_value_column col
-        cdef int64_t k
-        cdef int64_t buffered_before
-        stop[0] = KC_APPEND_CALLER
-        if self.closed or b is None or b._exports or b._sealed or b.count < 1 or vals.kind == 0:
-            return 0
-        if self._wake_pending:  # the sender may drain sealed batches during the run
-            self._wake()
         st.buf = b.buf.data
         st.len = b.buf.len
         st.cap = b.buf.cap
@@ -847,44 +842,121 @@ cdef class RecordAccumulator:
         st.max_ts = b.max_ts
         st.limit = <size_t>batch.limit if batch.limit > 0 else 0
         st.reserved = <size_t>batch.reserved
-        buffered_before = self.buffered
-        st.buffered = buffered_before
+        st.buffered = self.buffered
         st.buffer_memory = self.buffer_memory
         st.max_estimate = min(self.max_request_size, self.buffer_memory) - ACC_BATCH_OVERHEAD
         st.record_overhead = ACC_RECORD_OVERHEAD
-        st.sticky_used = sticky.used if sticky is not None else 0
-        st.sticky_bytes = (self.sticky_partition_bytes
-                           if sticky is not None and self.sticky_partition_bytes < self.batch_size else 0)
+        st.sticky_used = 0
+        st.sticky_bytes = self.sticky_partition_bytes if sticky else 0
+        st.grow = 1  # (the builder's buffer is its own: not exported, not sealed)
+        st.pooled = b._pooled
+        st.size_hint = <size_t>b.size_hint if b.size_hint > 0 else 0
+
+    cdef void _run_done(self, ProducerBatch batch, const kc_append_state *st) noexcept:
+        # the batch after a run appended to it: its builder and accounting as appends leave them
+        cdef RecordBatchBuilder b = <RecordBatchBuilder>batch.builder
+        b.buf.data = st.buf  # (the run may have grown it: kc_batch_grow)
+        b.buf.cap = st.cap
+        b._pooled = st.pooled
+        b.buf.len = st.len
+        b.count = st.count
+        b.max_ts = st.max_ts
+        batch.count = st.count
+        batch.size = <Py_ssize_t>st.len
+        batch.reserved = <Py_ssize_t>st.reserved
+        batch.result.count = batch.count
+
+    cdef Py_ssize_t _append_run(self, list parts, int p, int n, _Column vals, Py_ssize_t i, Py_ssize_t end,
+                                const int64_t *ts_ptr, int64_t now, _Sticky sticky, BulkHandle handle,
+                                int *stop) except -1:
+        """Appends values i.. of ``vals`` to the open batch of partition ``p`` as one-record
+        appends would, until a record needs the caller (kc_append.h): the number appended,
+        *stop why it stopped. Null-key records (``sticky``) follow the sticky partitioner from
+        batch to batch of the topic's open ones (sticky.partition is left where they went). A long
+        run lets the GIL go, so that the sender (and an embedded broker) work meanwhile; its
+        batches stay the accumulator's and drain leaves them alone."""
+        global _rand_state
+        cdef kc_append_state states[ACC_RUN_PARTITIONS]
+        cdef ProducerBatch batch
+        cdef int32_t order[ACC_RUN_PARTITIONS]
+        cdef int32_t n_order = 0
+        cdef int32_t n_states = 1
+        cdef int32_t part = p
+        cdef int32_t q
+        cdef kc_value_column col
+        cdef int64_t k
+        cdef int64_t buffered_before = self.buffered
+        cdef int64_t buffered = buffered_before
+        cdef int64_t sticky_used = 0
+        cdef uint32_t rand_state = _rand_state
+        # the sticky budget applies below batch.size (above it, a full batch moves the partition)
+        cdef bint budget = sticky is not None and self.sticky_partition_bytes < self.batch_size
+        cdef bint follow = budget and p < ACC_RUN_PARTITIONS
+        cdef bint nogil_run = end - i >= ACC_NOGIL_RUN
+        stop[0] = KC_APPEND_CALLER
+        if self.closed or vals.kind == 0 or not self._can_run(parts[p]):
+            return 0
+        if self._wake_pending:  # the sender may drain sealed batches during the run
+            self._wake()
         col.data = vals.data
         col.off32 = vals.off32 if vals.kind == 2 else NULL
         col.off64 = vals.off64 if vals.kind == 3 else NULL
         col.validity = vals.validity if vals.kind != 1 else NULL
         col.offset = vals.offset if vals.kind != 1 else 0
         col.width = <int32_t>vals.width if vals.kind == 1 else 0
-        if end - i >= ACC_NOGIL_RUN:
+        if follow:
+            n_states = min(n, ACC_RUN_PARTITIONS)
+            sticky_used = sticky.used
+        else:
+            part = 0  # states[0] is partition p's batch
+        for q in range(n_states):
+            found = parts[q if follow else p]
+            if self._can_run(found):
+                self._run_state(<ProducerBatch>found, &states[q], budget)
+                if nogil_run:
+                    (<ProducerBatch>found).filling = True
+            else:
+                states[q].buf = NULL
+        if not follow and budget:
+            states[0].sticky_used = sticky.used
+        if nogil_run:
             self.released_gil = True
-            self._filling = batch
+            self._filling = True
             with nogil:
-                k = kc_append_run(&st, &col, i, end, ts_ptr, now, stop)
+                if follow:
+                    k = kc_append_sticky_runs(states, n_states, n, &part, &buffered, &sticky_used, &rand_state,
+                                              &col, i, end, ts_ptr, now, order, &n_order, stop)
+                else:
+                    k = kc_append_run(&states[0], &col, i, end, ts_ptr, now, stop)
             while self._sharers:  # a sender method interrupted by a collection: let it end
                 with nogil:
                     usleep(20)
-            self._filling = None
+            self._filling = False
+            for q in range(n_states):
+                if states[q].buf != NULL:
+                    (<ProducerBatch>parts[q if follow else p]).filling = False
+        elif follow:
+            k = kc_append_sticky_runs(states, n_states, n, &part, &buffered, &sticky_used, &rand_state,
+                                      &col, i, end, ts_ptr, now, order, &n_order, stop)
         else:
-            k = kc_append_run(&st, &col, i, end, ts_ptr, now, stop)
-        if k:
-            b.buf.len = st.len
-            b.count = st.count
-            b.max_ts = st.max_ts
-            batch.count = st.count
-            batch.size = <Py_ssize_t>st.len
-            batch.reserved = <Py_ssize_t>st.reserved
-            self.buffered += st.buffered - buffered_before  # release() may have run meanwhile
-            batch.result.count = batch.count
-            if sticky is not None:
-                sticky.used = st.sticky_used
+            k = kc_append_run(&states[0], &col, i, end, ts_ptr, now, stop)
+        if not follow:
+            if k:
+                order[0] = 0
+                n_order = 1
+            buffered = states[0].buffered
+            if budget:
+                sticky.used = states[0].sticky_used
+        else:
+            _rand_state = rand_state  # (the draws the one-record path would have made)
+            sticky.partition = part
+            sticky.used = sticky_used
+        for q in range(n_order):
+            batch = <ProducerBatch>parts[order[q] if follow else p]
+            self._run_done(batch, &states[order[q]])
             handle._add(batch.result)
-            handle.records += k
+        self.buffered += buffered - buffered_before  # release() may have run meanwhile
+        handle.records += k
         return k
 
     # -- the sender side ------------------------------------------------------------------
@@ -906,7 +978,7 @@ cdef class RecordAccumulator:
                 for i in range(len(parts)):
                     b = <ProducerBatch>parts[i]
                     if b is not None and (f or now - b.created_ms >= self.linger_ms):
-                        if b is self._filling or (hold and (b.topic, b.partition) in hold):
+                        if b.filling or (hold and (b.topic, b.partition) in hold):
                             continue
                         parts[i] = None
                         out.append(b)

@@ -126,13 +126,23 @@ cdef extern from "kc_append.h" nogil:
         int64_t base_ts, max_ts
         size_t limit, reserved
         int64_t buffered, buffer_memory, max_estimate, record_overhead, sticky_used, sticky_bytes
+        int grow, pooled
+        size_t size_hint
     enum:
         KC_APPEND_END
         KC_APPEND_SEAL
         KC_APPEND_STICKY
         KC_APPEND_CALLER
+        KC_APPEND_SWITCHED
     int64_t kc_append_run(kc_append_state *s, const kc_value_column *col, int64_t i, int64_t end,
                           const int64_t *timestamps, int64_t now, int *stop)
+    int kc_batch_grow(kc_buf *b, size_t extra, size_t size_hint, int *pooled)
+    uint32_t kc_xorshift32(uint32_t *state)
+    int32_t kc_sticky_next(uint32_t *state, int32_t current, int32_t n)
+    int64_t kc_append_sticky_runs(kc_append_state *states, int32_t n_states, int32_t n, int32_t *partition,
+                                  int64_t *buffered, int64_t *sticky_used, uint32_t *rand_state,
+                                  const kc_value_column *col, int64_t i, int64_t end, const int64_t *timestamps,
+                                  int64_t now, int32_t *order, int32_t *n_order, int *stop)
 
 cdef extern from "kc_columns.h" nogil:
     ctypedef struct kc_columns:

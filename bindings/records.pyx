@@ -356,35 +356,12 @@ cdef class RecordBatchBuilder:
         return 0
 
     cdef int _grow(self, size_t extra) except -1:
-        """Makes room for ``extra`` more bytes. Below KC_POOL_MIN_CACHED bytes from malloc; past
-        it, blocks of the block cache (kc_pool.c), growing 4x at a time up to ``size_hint``:
-        a producer's batches then reuse mapped memory (fresh pages cost a fault and a clear
-        each, and free() hands big blocks back to the kernel), and a batch is moved twice on
-        its way to 1 MB, not at every doubling."""
-        cdef size_t need = self.buf.len + extra, want, got
-        cdef uint8_t *p
-        if need < KC_POOL_MIN_CACHED and not self._pooled:
-            if kc_buf_reserve(&self.buf, extra):
-                raise MemoryError()
-            return 0
-        want = self.buf.cap * 2
-        if self.size_hint > 0 and <size_t>self.size_hint > want:
-            # toward the expected size in steps of 4x: two moves from 64 KiB to 1 MB, and
-            # never more than 4x the memory a batch uses
-            want = min(<size_t>self.size_hint, self.buf.cap * 4)
-        if want < need:
-            want = need
-        p = <uint8_t *>kc_pool_alloc(want, &got)
-        if p == NULL:
+        """Makes room for ``extra`` more bytes: kc_batch_grow (malloc while small, then blocks
+        of the block cache toward ``size_hint``)."""
+        cdef int pooled = self._pooled
+        if kc_batch_grow(&self.buf, extra, <size_t>self.size_hint if self.size_hint > 0 else 0, &pooled):
             raise MemoryError()
-        memcpy(p, self.buf.data, self.buf.len)
-        if self._pooled:
-            kc_pool_free(self.buf.data, self.buf.cap)
-        else:
-            free(self.buf.data)
-        self.buf.data = p
-        self.buf.cap = got
-        self._pooled = True
+        self._pooled = pooled
         return 0
 
     cdef int _add_with_headers(self, _Arg *value, _Arg *key, int64_t ts, object headers) except -1:

@@ -23,12 +23,12 @@ pytestmark = pytest.mark.skipif(_native is None, reason="the native extension is
 TS0 = 1_700_000_000_000
 
 
-def _accumulator(impl, **kw):
+def _accumulator(impl, partitions=3, **kw):
     conf = dict(batch_size=4096, linger_ms=10**9, buffer_memory=1 << 30, max_request_size=1 << 20,
                 sticky_partition_bytes=1000)
     conf.update(kw)
     acc = impl.RecordAccumulator(**conf)
-    acc.partition_counts["t"] = 3
+    acc.partition_counts["t"] = partitions
     return acc
 
 
@@ -98,6 +98,25 @@ def test_arrow_runs_with_nulls_and_an_offset_build_the_batches_of_a_list(kind):
     assert twin_fast == twin
     decoded = [r.value for _, b in fast[2] for batch in iter_batches(b) for r in batch]
     assert sorted(decoded, key=lambda v: (v is None, v)) == sorted(items[17:], key=lambda v: (v is None, v))
+
+
+@pytest.mark.parametrize("partitions, batch_size, n", [
+    (1, 4096, 3000),  # the budget spent, the same partition again
+    (100, 4096, 6000),  # runs follow the sticky partitioner over the first 64 partitions only
+    (7, 1 << 20, 60000),  # 1 MB batches grown inside the runs, into blocks of the block cache
+])
+def test_runs_follow_the_sticky_partitioner_as_one_record_appends_do(partitions, batch_size, n):
+    """A run goes on from the open batch of one partition to the next the sticky partitioner
+    chooses (kc_append_sticky_runs), growing each batch as it fills: the same partitions,
+    order of batches and bytes as a list sent one record at a time."""
+    values = _values(n, 100, np.random.default_rng(partitions))
+    stamps = np.full(n, TS0, dtype=np.int64)
+    fast = _send(_accumulator(_native, partitions, batch_size=batch_size), _native, values, 4242, timestamps_ms=stamps)
+    slow = _send(_accumulator(_native, partitions, batch_size=batch_size), _native, [bytes(v) for v in values], 4242,
+                 timestamps_ms=stamps)
+    assert fast == slow
+    assert fast[1] == n and sum(_count(b) for _, b in fast[2]) == n
+    assert len({p for p, _ in fast[2]}) == min(partitions, len(fast[2]))  # (spread: every partition used)
 
 
 def test_explicit_partition_runs_match_the_twin():

@@ -4123,6 +4123,162 @@ static void test_append(void) {
     free(first);
 }
 
+/* kc_batch_grow: malloc while small, then the pool's blocks toward size_hint, the bytes kept */
+static void test_batch_grow(void) {
+    kc_buf b = {0};
+    int pooled = 0;
+    CHECK(kc_buf_reserve(&b, 4096) == 0);
+    uint8_t pattern[4096];
+    rnd_fill(pattern, sizeof pattern);
+    memcpy(b.data, pattern, sizeof pattern);
+    b.len = sizeof pattern;
+    CHECK(kc_batch_grow(&b, 1000, 1 << 20, &pooled) == 0 && !pooled && b.cap >= 5096 && b.cap < 64 * 1024);
+    /* past KC_POOL_MIN_CACHED: a block of the pool, 4x at a time toward the hint */
+    size_t cap = b.cap;
+    CHECK(kc_batch_grow(&b, KC_POOL_MIN_CACHED, 1 << 20, &pooled) == 0 && pooled && b.cap >= 4 * cap &&
+          b.cap >= b.len + KC_POOL_MIN_CACHED);
+    CHECK(memcmp(b.data, pattern, sizeof pattern) == 0 && b.len == sizeof pattern);
+    cap = b.cap;
+    b.len = cap - 10;
+    CHECK(kc_batch_grow(&b, 11, 1 << 20, &pooled) == 0 && pooled && b.cap >= (4 * cap < (1u << 20) ? 4 * cap : (1u << 20)));
+    CHECK(memcmp(b.data, pattern, sizeof pattern) == 0);
+    /* no hint: doubling */
+    cap = b.cap;
+    b.len = cap;
+    CHECK(kc_batch_grow(&b, 1, 0, &pooled) == 0 && b.cap >= 2 * cap && b.cap < 3 * cap);
+    /* absurd sizes and external memory are refused, the buffer unchanged */
+    uint8_t *data = b.data;
+    CHECK(kc_batch_grow(&b, SIZE_MAX - 5, 0, &pooled) == -1 && b.data == data);
+    kc_pool_free(b.data, b.cap);
+    uint8_t ext[16];
+    kc_buf e;
+    kc_buf_adopt(&e, ext, sizeof ext);
+    int epooled = 0;
+    CHECK(kc_batch_grow(&e, 100, 0, &epooled) == -1 && e.data == ext && !epooled);
+}
+
+/* kc_append_run growing its batch (state.grow): the bytes of a run into a buffer big enough */
+static void test_append_grows(void) {
+    uint8_t data[64 * 40];
+    rnd_fill(data, sizeof data);
+    kc_value_column fixed = {data, NULL, NULL, NULL, 0, 40};
+    for (int round = 0; round < 50; round++) {
+        uint8_t *big = xmalloc(1 << 16);
+        kc_append_state want = append_start(big, 1 << 16), s = want;
+        size_t room = rnd_below(200); /* small: the run grows it (realloc, then the pool's blocks) */
+        s.buf = xmalloc(s.len + room);
+        memcpy(s.buf, big, s.len);
+        s.cap = s.len + room;
+        s.grow = 1;
+        s.size_hint = rnd_below(2) ? 0 : 1 << 20;
+        int stop, wstop;
+        int64_t n = 1 + rnd_below(63);
+        CHECK(kc_append_run(&s, &fixed, 0, n, NULL, 1000, &stop) == n && stop == KC_APPEND_END);
+        CHECK(model_run(&want, &fixed, 0, n, NULL, 1000, &wstop) == n && wstop == KC_APPEND_END);
+        CHECK(s.len == want.len && s.cap >= s.len && memcmp(s.buf, big, s.len) == 0 && s.count == want.count &&
+              s.buffered == want.buffered && s.reserved == want.reserved);
+        if (s.pooled)
+            kc_pool_free(s.buf, s.cap);
+        else
+            free(s.buf);
+        free(big);
+    }
+    /* a batch that may not grow stops where its room ends */
+    uint8_t *first = xmalloc(1 << 16);
+    kc_append_state s = append_start(first, 1 << 16);
+    s.cap = s.len + 47;
+    int stop;
+    CHECK(kc_append_run(&s, &fixed, 0, 64, NULL, 1000, &stop) == 1 && stop == KC_APPEND_CALLER && !s.pooled);
+    free(first);
+}
+
+/* The test's own xorshift32 and sticky choice (accumulator.pxi's one-record path). */
+static uint32_t model_xorshift(uint32_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+/* kc_append_sticky_runs against one model_run per partition's turn, switching as the
+ * one-record path does: the same partitions, bytes, order, budget, memory and stop. */
+static void test_append_sticky_runs(void) {
+    enum { N = 5 };
+    uint8_t data[600 * 40];
+    rnd_fill(data, sizeof data);
+    for (int round = 0; round < 400; round++) {
+        int width = 1 + (int)rnd_below(40);
+        kc_value_column c = {data, NULL, NULL, NULL, 0, width};
+        int32_t n = 1 + (int32_t)rnd_below(N), n_states = 1 + (int32_t)rnd_below((uint32_t)n);
+        kc_append_state st[N], md[N];
+        uint8_t *bufs[N], *mbufs[N];
+        int64_t sticky_bytes = 1 + rnd_below(3000), memory = 1 << 30;
+        if (rnd_below(4) == 0) memory = 2000 + rnd_below(20000);
+        for (int q = 0; q < N; q++) {
+            bufs[q] = xmalloc(1 << 16);
+            mbufs[q] = xmalloc(1 << 16);
+            st[q] = append_start(bufs[q], 1 << 16);
+            st[q].limit = st[q].len + 200 + rnd_below(8000);
+            st[q].cap = st[q].len + rnd_below(12000);
+            st[q].sticky_bytes = sticky_bytes;
+            st[q].buffer_memory = memory;
+            if (q >= n_states || rnd_below(5) == 0) st[q].buf = NULL; /* no batch to fill */
+            md[q] = st[q];
+            if (st[q].buf) {
+                memcpy(mbufs[q], bufs[q], st[q].len);
+                md[q].buf = mbufs[q];
+            }
+        }
+        int32_t p = (int32_t)rnd_below((uint32_t)n), mp = p;
+        int64_t buffered = 100 + rnd_below(1000), mbuffered = buffered;
+        int64_t used = rnd_below((uint32_t)sticky_bytes), mused = used;
+        uint32_t rand = 1 + rnd_below(1u << 30), mrand = rand;
+        int32_t order[N], n_order = 0, morder[N], mn_order = 0;
+        int64_t i0 = rnd_below(50), end = i0 + rnd_below(550);
+        int stop, mstop = KC_APPEND_CALLER;
+        int64_t got = kc_append_sticky_runs(st, n_states, n, &p, &buffered, &used, &rand, &c, i0, end, NULL, 1000,
+                                            order, &n_order, &stop);
+        /* the model */
+        int64_t j = i0;
+        if (mp < n_states && md[mp].buf) {
+            for (;;) {
+                md[mp].buffered = mbuffered;
+                md[mp].sticky_used = mused;
+                int64_t k = model_run(&md[mp], &c, j, end, NULL, 1000, &mstop);
+                mbuffered = md[mp].buffered;
+                mused = md[mp].sticky_used;
+                int seen = 0;
+                for (int32_t x = 0; x < mn_order; x++) seen |= morder[x] == mp;
+                if (k && !seen) morder[mn_order++] = mp;
+                j += k;
+                if (mstop != KC_APPEND_STICKY) break;
+                if (n > 1) {
+                    int32_t r = (int32_t)(model_xorshift(&mrand) % (uint32_t)(n - 1));
+                    mp = r < mp ? r : r + 1;
+                }
+                mused = 0;
+                if (mp >= n_states || !md[mp].buf) {
+                    mstop = KC_APPEND_SWITCHED;
+                    break;
+                }
+            }
+        }
+        CHECKF(got == j - i0 && stop == mstop && p == mp && rand == mrand && buffered == mbuffered && used == mused,
+               "sticky runs round %d: %lld/%lld stop %d/%d partition %d/%d", round, (long long)got,
+               (long long)(j - i0), stop, mstop, p, mp);
+        CHECK(n_order == mn_order && memcmp(order, morder, sizeof(int32_t) * (size_t)n_order) == 0);
+        for (int q = 0; q < N; q++) {
+            if (!st[q].buf) continue;
+            CHECKF(st[q].len == md[q].len && st[q].count == md[q].count && memcmp(bufs[q], mbufs[q], st[q].len) == 0,
+                   "sticky runs round %d: partition %d differs", round, q);
+        }
+        for (int q = 0; q < N; q++) {
+            free(bufs[q]);
+            free(mbufs[q]);
+        }
+    }
+}
+
 int main(void) {
     const char *seed = getenv("KC_TEST_SEED");
     if (seed && *seed) {
@@ -4144,6 +4300,9 @@ int main(void) {
     test_buffer();
     test_pool();
     test_append();
+    test_batch_grow();
+    test_append_grows();
+    test_append_sticky_runs();
     test_robustness();
     test_control_type();
     test_aborted();
