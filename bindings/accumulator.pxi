@@ -832,7 +832,8 @@ cdef class RecordAccumulator:
         b = <RecordBatchBuilder>batch.builder
         return b is not None and not b._exports and not b._sealed and b.count >= 1
 
-    cdef void _run_state(self, ProducerBatch batch, kc_append_state *st, bint sticky) noexcept:
+    cdef void _run_state(self, ProducerBatch batch, kc_append_state *st, bint budget) noexcept:
+        # the run's view of the batch (kc_append.h); ``budget``: the sticky byte budget applies
         cdef RecordBatchBuilder b = <RecordBatchBuilder>batch.builder
         st.buf = b.buf.data
         st.len = b.buf.len
@@ -847,7 +848,7 @@ cdef class RecordAccumulator:
         st.max_estimate = min(self.max_request_size, self.buffer_memory) - ACC_BATCH_OVERHEAD
         st.record_overhead = ACC_RECORD_OVERHEAD
         st.sticky_used = 0
-        st.sticky_bytes = self.sticky_partition_bytes if sticky else 0
+        st.sticky_bytes = self.sticky_partition_bytes if budget else 0
         st.grow = 1  # (the builder's buffer is its own: not exported, not sealed)
         st.pooled = b._pooled
         st.size_hint = <size_t>b.size_hint if b.size_hint > 0 else 0
