@@ -107,6 +107,54 @@ def test_a_fresh_consumers_first_poll_does_not_wait_out_an_idle_fetcher_loop(bro
     pytest.fail(f"no fresh consumer's first poll(0.45) returned records (took {times} s)")
 
 
+def test_a_fetcher_waiting_for_the_application_is_woken_once_per_wait():
+    """wakeup() writes to the fetcher's pipe only while the fetcher is about to wait or waiting
+    (each write is a cross-CPU wake-up), once per wait; stop() always writes."""
+    import threading
+
+    from kafkacore.client.config import consumer_config
+    from kafkacore.client.fetcher import Fetcher
+
+    f = Fetcher(consumer_config({"bootstrap.servers": "127.0.0.1:1"}), None, {}, threading.Lock(), None)
+    try:
+        def pending():
+            try:
+                return os.read(f._wake_r, 4096)
+            except BlockingIOError:
+                return b""
+
+        for _ in range(100):
+            f.wakeup()
+        assert pending() == b""  # awake (between waits): the next look at the states sees the change
+        f.sleeping = True
+        for _ in range(100):
+            f.wakeup()
+        assert pending() == b"x" and not f.sleeping
+        f.stop()
+        assert pending() == b"x" and not f.running
+    finally:
+        os.close(f._wake_r)
+        os.close(f._wake_w)
+
+
+def test_prefetch_refills_when_the_application_takes_without_waiting_out_the_idle_wait(broker):
+    """With tiny fetches the fetcher fills its prefetch buffers and then waits for the
+    application; each poll that empties one must wake it (wakeup()), or every refill waits out
+    the fetcher's 0.5 s idle wait (measured so: 10-23 s here, against 0.2 s)."""
+    t = _topic("refill")
+    n = 3 * 60 * 10
+    with _producer(broker, **{"batch.size": 1024}) as p:
+        p.send_many(t, [b"v" * 90 for _ in range(n)]).result(10)
+    # one ~1 KiB batch of 10 records per fetch and partition (batch.size 1 KiB below)
+    with _consumer(broker, **{"max.partition.fetch.bytes": 1, "fetch.max.bytes": 1}) as c:
+        c.assign([(t, part, 0) for part in range(3)])
+        t0 = time.monotonic()
+        got = _poll_all(c, n, timeout=60)
+        took = time.monotonic() - t0
+    assert len(got) == n
+    assert took < 4, f"{n} records in {took:.1f} s: refills waited for the idle wait"
+
+
 def test_seek_variants_and_offsets_for_times(broker):
     t = _topic("seek")
     with _producer(broker) as p:

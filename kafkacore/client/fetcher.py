@@ -103,19 +103,29 @@ class Fetcher(threading.Thread):
         self.connections = {}
         self.running = True
         self.need_metadata = False
+        self.sleeping = False  # see wakeup()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
 
     def wakeup(self):
+        # One byte per wait is enough (each write wakes the fetcher's thread: ~60 per 500k
+        # records polled, a cross-CPU wake-up each); "sleeping" is raised before the fetcher
+        # looks at the partitions' states, so a change made while it decides is not missed.
+        if self.sleeping:
+            self.sleeping = False
+            try:
+                os.write(self._wake_w, b"x")
+            except (BlockingIOError, OSError):
+                pass
+
+    def stop(self):
+        self.running = False
+        # always written: run() reads ``running`` before _run_once raises "sleeping"
         try:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
             pass
-
-    def stop(self):
-        self.running = False
-        self.wakeup()
 
     def run(self):
         try:
@@ -130,6 +140,7 @@ class Fetcher(threading.Thread):
             os.close(self._wake_w)
 
     def _run_once(self):
+        self.sleeping = True  # from here on, a wakeup() writes to the pipe
         refreshed = False
         if self.need_metadata:
             try:
@@ -225,7 +236,10 @@ class Fetcher(threading.Thread):
 
     def _wait(self, timeout):
         conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
-        readable, _, _ = select.select([self._wake_r] + conns, [], [], timeout)
+        try:
+            readable, _, _ = select.select([self._wake_r] + conns, [], [], timeout)
+        finally:
+            self.sleeping = False
         if self._wake_r in readable:
             try:
                 while os.read(self._wake_r, 4096):
