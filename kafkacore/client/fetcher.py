@@ -10,8 +10,6 @@ seek never sees records from before it.
 from __future__ import annotations
 
 import logging
-import os
-import select
 import threading
 import time
 from collections import deque
@@ -21,6 +19,7 @@ from ..protocol.api_table import ApiKey
 from ..protocol.frames import request_class
 from .backoff import FailureBackoff
 from .connection import ConnectionClosed
+from .wake_pipe import WakePipe
 
 log = logging.getLogger("kafkacore.consumer")
 
@@ -103,29 +102,14 @@ class Fetcher(threading.Thread):
         self.connections = {}
         self.running = True
         self.need_metadata = False
-        self.sleeping = False  # see wakeup()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wake = WakePipe()
 
     def wakeup(self):
-        # One byte per wait is enough (each write wakes the fetcher's thread: ~60 per 500k
-        # records polled, a cross-CPU wake-up each); "sleeping" is raised before the fetcher
-        # looks at the partitions' states, so a change made while it decides is not missed.
-        if self.sleeping:
-            self.sleeping = False
-            try:
-                os.write(self._wake_w, b"x")
-            except (BlockingIOError, OSError):
-                pass
+        self._wake.wake()
 
     def stop(self):
         self.running = False
-        # always written: run() reads ``running`` before _run_once raises "sleeping"
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass
+        self._wake.wake_always()
 
     def run(self):
         try:
@@ -136,11 +120,10 @@ class Fetcher(threading.Thread):
         finally:
             for conn in self.connections.values():
                 conn.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            self._wake.close()
 
     def _run_once(self):
-        self.sleeping = True  # from here on, a wakeup() writes to the pipe
+        self._wake.going_to_sleep()  # before looking at the partitions' states (WakePipe)
         refreshed = False
         if self.need_metadata:
             try:
@@ -236,16 +219,7 @@ class Fetcher(threading.Thread):
 
     def _wait(self, timeout):
         conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
-        try:
-            readable, _, _ = select.select([self._wake_r] + conns, [], [], timeout)
-        finally:
-            self.sleeping = False
-        if self._wake_r in readable:
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
+        readable = self._wake.select(conns, timeout)
         for conn in conns:
             if conn not in readable:
                 continue

@@ -15,8 +15,6 @@ behind it. A lost connection (a broker restart) queues everything that was in fl
 from __future__ import annotations
 
 import logging
-import os
-import select
 import struct
 import threading
 import time
@@ -37,6 +35,7 @@ from ..record.layout import (ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CRC_OFFSET
 from .backoff import FailureBackoff
 from .batch_split import SPLIT_ERRORS, split_batch
 from .connection import ConnectionClosed
+from .wake_pipe import WakePipe
 
 log = logging.getLogger("kafkacore.producer")
 
@@ -112,10 +111,7 @@ class Sender(threading.Thread):
         self.force_flush = 0  # > 0: drain open batches regardless of linger.ms
         self.fatal: KafkaError | None = None
         self.lock = threading.Lock()  # guards the sets flush() reads
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self.sleeping = False
+        self._wake = WakePipe()
         self.held: set = set()  # partitions whose open batch waits behind a queued one
         self.idle = threading.Condition(threading.Lock())
         self.txn = None  # the TransactionManager of a transactional producer
@@ -123,14 +119,7 @@ class Sender(threading.Thread):
 
     # -- called from other threads --------------------------------------------------------
     def wakeup(self):
-        # One byte per sleep is enough; "sleeping" is raised before the sender looks at the
-        # accumulator, so a record queued while it decides how long to sleep is not missed.
-        if self.sleeping:
-            self.sleeping = False
-            try:
-                os.write(self._wake_w, b"x")
-            except (BlockingIOError, OSError):
-                pass
+        self._wake.wake()
 
     def pending_results(self) -> list:
         """The BatchResults of every batch not yet completed: those still in the accumulator
@@ -143,11 +132,7 @@ class Sender(threading.Thread):
 
     def stop(self):
         self.running = False
-        self.wakeup()
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
+        self._wake.wake_always()
 
     # -- the loop -------------------------------------------------------------------------
     def run(self):
@@ -162,8 +147,7 @@ class Sender(threading.Thread):
             self._fail_everything(err)
             for conn in self.connections.values():
                 conn.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            self._wake.close()
 
     def _run_once(self):
         now = wall_ms()
@@ -189,7 +173,7 @@ class Sender(threading.Thread):
         if self.need_metadata or self.wanted_topics or self.cluster.stale():
             self._refresh_metadata()
         force = self.force_flush > 0
-        self.sleeping = True  # from here on, a wakeup() writes to the pipe
+        self._wake.going_to_sleep()  # before looking at the accumulator (WakePipe)
         # A partition with a batch still waiting here keeps its open batch in the accumulator,
         # where it goes on filling: under load, linger.ms 0 then makes bigger batches instead
         # of a queue of one-record ones.
@@ -465,17 +449,7 @@ class Sender(threading.Thread):
 
     def _wait_and_read(self, timeout):
         conns = [c for c in self.connections.values() if c.in_flight and not c.closed]
-        fds = [self._wake_r] + conns
-        try:
-            readable, _, _ = select.select(fds, [], [], max(timeout, 0))
-        finally:
-            self.sleeping = False
-        if self._wake_r in readable:
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass
+        readable = self._wake.select(conns, max(timeout, 0))
         now = wall_ms()
         for conn in conns:
             if conn in readable:
