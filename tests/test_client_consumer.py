@@ -137,6 +137,19 @@ def test_a_wake_pipe_writes_once_per_wait_and_always_for_stop():
         assert w.select([], 0) == []
     finally:
         w.close()
+    # after the thread closed it, its descriptor numbers go to the next files opened: a late
+    # stop() must not write into them
+    r2, w2 = os.pipe()
+    try:
+        os.set_blocking(r2, False)
+        w.wake_always()
+        w.going_to_sleep()
+        w.wake()
+        with pytest.raises(BlockingIOError):
+            os.read(r2, 1)
+    finally:
+        os.close(r2)
+        os.close(w2)
 
 
 def test_prefetch_refills_when_the_application_takes_without_waiting_out_the_idle_wait(broker):

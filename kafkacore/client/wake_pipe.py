@@ -29,9 +29,12 @@ class WakePipe:
 
     def wake_always(self):
         """For stop(): the loop reads its ``running`` flag before it calls going_to_sleep()."""
+        w = self._w
+        if w < 0:  # closed at the thread's end: the number may name another file by now
+            return
         try:
-            os.write(self._w, b"x")
-        except OSError:  # full (a wake-up is pending anyway), or closed at the thread's end
+            os.write(w, b"x")
+        except OSError:  # full: a wake-up is pending anyway
             pass
 
     def select(self, conns, timeout):
@@ -49,5 +52,7 @@ class WakePipe:
         return readable
 
     def close(self):
-        os.close(self._r)
-        os.close(self._w)
+        r, w = self._r, self._w
+        self._r = self._w = -1
+        os.close(r)
+        os.close(w)
